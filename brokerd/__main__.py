@@ -1,0 +1,66 @@
+"""`python -m brokerd --broker-id N --port P --log-dir D --zookeeper CONNECT`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from pathlib import Path
+
+from brokerd.broker import Broker
+from brokerd.config import BrokerConfig
+from spark_replica.errors import ReplogError
+from spark_replica.topic_config import parse_assignments
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    parser = parser or argparse.ArgumentParser(prog="brokerd", description="a replog broker")
+    parser.add_argument("--broker-id", type=int, required=True)
+    parser.add_argument("--port", type=int, default=9092, help="0 picks a free port")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--log-dir", type=Path, required=True)
+    parser.add_argument("--zookeeper", required=True, help="host:port[,host:port][/chroot]")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker config such as log.segment.bytes=1048576 (repeatable)",
+    )
+    return parser
+
+
+def run_broker(args: argparse.Namespace) -> int:
+    try:
+        config = BrokerConfig(
+            broker_id=args.broker_id,
+            log_dir=args.log_dir.resolve(),
+            zookeeper=args.zookeeper,
+            host=args.host,
+            port=args.port,
+        ).with_overrides(parse_assignments(args.override))
+    except ReplogError as exc:
+        print(f"brokerd: {exc}", file=sys.stderr)
+        return 2
+    config.log_dir.mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(
+        filename=config.log_file,
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        asyncio.run(Broker(config).run())
+    except ReplogError as exc:
+        logging.getLogger("brokerd").error("broker failed: %s", exc)
+        print(f"brokerd: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_broker(build_parser().parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

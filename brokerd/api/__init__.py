@@ -1,0 +1,32 @@
+"""Request handlers, one module per API, and the table that routes api keys to them."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from brokerd.api.context import BrokerContext
+from brokerd.api.fetch import handle_fetch
+from brokerd.api.list_offsets import handle_list_offsets
+from brokerd.api.metadata import handle_metadata
+from brokerd.api.produce import handle_produce
+from brokerd.api.topic_admin import (
+    handle_api_versions,
+    handle_create_topics,
+    handle_delete_topics,
+)
+from spark_replica.protocol.apis import ApiKey
+
+Handler = Callable[[BrokerContext, Any], Awaitable[Any]]
+
+HANDLERS: dict[ApiKey, Handler] = {
+    ApiKey.PRODUCE: handle_produce,
+    ApiKey.FETCH: handle_fetch,
+    ApiKey.LIST_OFFSETS: handle_list_offsets,
+    ApiKey.METADATA: handle_metadata,
+    ApiKey.API_VERSIONS: handle_api_versions,
+    ApiKey.CREATE_TOPICS: handle_create_topics,
+    ApiKey.DELETE_TOPICS: handle_delete_topics,
+}
+
+__all__ = ["HANDLERS", "BrokerContext", "Handler"]

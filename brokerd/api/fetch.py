@@ -1,0 +1,81 @@
+"""Serving Fetch: whole batches below the HW, long-polling until min_bytes or max_wait."""
+
+from __future__ import annotations
+
+import asyncio
+
+from brokerd.api.context import BrokerContext
+from brokerd.partition import Partition
+from spark_replica.errors import BrokerResponseError, InvalidFetchSizeError, code_of
+from spark_replica.protocol.fetch import (
+    CONSUMER_REPLICA_ID,
+    FetchPartitionResult,
+    FetchRequest,
+    FetchResponse,
+    FetchTopicResult,
+)
+from spark_replica.topics import TopicPartition, validate_topic_name
+
+# A fetch never parks longer than this, whatever max_wait_ms says.
+MAX_WAIT_CAP_MS = 30_000
+
+
+async def handle_fetch(ctx: BrokerContext, request: FetchRequest) -> FetchResponse:
+    response, total_bytes, watched = _read_all(ctx, request)
+    wait_ms = min(request.max_wait_ms, MAX_WAIT_CAP_MS)
+    if total_bytes >= request.min_bytes or wait_ms <= 0 or not watched:
+        return response
+    waiters = [asyncio.ensure_future(p.high_watermark_event().wait()) for p in watched]
+    try:
+        await asyncio.wait(waiters, timeout=wait_ms / 1000, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for waiter in waiters:
+            waiter.cancel()
+    response, _, _ = _read_all(ctx, request)
+    return response
+
+
+def _read_all(
+    ctx: BrokerContext, request: FetchRequest
+) -> tuple[FetchResponse, int, list[Partition]]:
+    """Read every requested partition once; also return the bytes read and what to watch."""
+    for_replica = request.replica_id != CONSUMER_REPLICA_ID
+    remaining = request.max_bytes
+    total = 0
+    watched: list[Partition] = []
+    topics = []
+    for topic in request.topics:
+        topic_result = FetchTopicResult(topic.topic)
+        for entry in topic.partitions:
+            result = FetchPartitionResult(entry.partition)
+            try:
+                if request.max_bytes <= 0 or entry.max_bytes <= 0:
+                    raise InvalidFetchSizeError(
+                        f"max_bytes must be positive (request {request.max_bytes}, "
+                        f"partition {entry.max_bytes})"
+                    )
+                validate_topic_name(topic.topic)
+                partition = ctx.replicas.get_partition(TopicPartition(topic.topic, entry.partition))
+                if remaining > 0:
+                    limit = min(entry.max_bytes, remaining)
+                    records = partition.read(
+                        entry.fetch_offset,
+                        limit,
+                        current_leader_epoch=entry.current_leader_epoch,
+                        for_replica=for_replica,
+                    )
+                    result.records = records
+                    remaining -= len(records)
+                    total += len(records)
+                else:
+                    partition.require_leader()
+                result.high_watermark = partition.high_watermark
+                result.log_start_offset = partition.log.log_start_offset
+                result.log_end_offset = partition.log.log_end_offset
+                watched.append(partition)
+            except BrokerResponseError as exc:
+                result.error_code = code_of(exc)
+                result.error_message = str(exc)
+            topic_result.partitions.append(result)
+        topics.append(topic_result)
+    return FetchResponse(topics), total, watched

@@ -1,0 +1,69 @@
+"""Serving Produce: append to led partitions, then wait for the HW when acks=all."""
+
+from __future__ import annotations
+
+import asyncio
+
+from brokerd.api.context import BrokerContext
+from brokerd.partition import Partition
+from spark_replica.errors import (
+    BrokerResponseError,
+    InvalidRecordError,
+    InvalidRequiredAcksError,
+    ProtocolError,
+    code_of,
+)
+from spark_replica.protocol.produce import (
+    ACKS_ALL,
+    ACKS_LEADER,
+    ACKS_NONE,
+    ProducePartitionResult,
+    ProduceRequest,
+    ProduceResponse,
+    ProduceTopicResult,
+)
+from spark_replica.records import now_ms
+from spark_replica.topics import TopicPartition, validate_topic_name
+
+VALID_ACKS = (ACKS_NONE, ACKS_LEADER, ACKS_ALL)
+
+
+async def handle_produce(ctx: BrokerContext, request: ProduceRequest) -> ProduceResponse | None:
+    """Answer per partition; with acks=0 answer nothing (the client does not wait)."""
+    now = now_ms()
+    waits: list[tuple[ProducePartitionResult, Partition, int]] = []
+    topics = []
+    for topic in request.topics:
+        topic_result = ProduceTopicResult(topic.topic)
+        for entry in topic.partitions:
+            result = ProducePartitionResult(entry.partition)
+            try:
+                if request.acks not in VALID_ACKS:
+                    raise InvalidRequiredAcksError(f"acks={request.acks}; use 0, 1 or -1 (all)")
+                validate_topic_name(topic.topic)
+                if not entry.records:
+                    raise InvalidRecordError("the partition's record set is empty")
+                partition = ctx.replicas.get_partition(TopicPartition(topic.topic, entry.partition))
+                info = partition.append_as_leader(entry.records, request.acks, now)
+                result.base_offset = info.first_offset
+                result.log_start_offset = partition.log.log_start_offset
+                if request.acks == ACKS_ALL:
+                    waits.append((result, partition, info.last_offset))
+            except (BrokerResponseError, ProtocolError) as exc:
+                result.error_code = code_of(exc)
+                result.error_message = str(exc)
+            topic_result.partitions.append(result)
+        topics.append(topic_result)
+    if waits:
+        timeout_s = max(request.timeout_ms, 0) / 1000
+        outcomes = await asyncio.gather(
+            *(p.wait_for_high_watermark(last, timeout_s) for _, p, last in waits),
+            return_exceptions=True,
+        )
+        for (result, _, _), outcome in zip(waits, outcomes, strict=True):
+            if isinstance(outcome, BrokerResponseError):
+                result.error_code = outcome.code
+                result.error_message = str(outcome)
+    if request.acks == ACKS_NONE:
+        return None
+    return ProduceResponse(topics)

@@ -1,0 +1,122 @@
+"""The broker's configuration: identity, listener, storage and the defaults for topics.
+
+Names follow Kafka's broker configs where one exists (``log.segment.bytes``,
+``log.retention.ms``, ``replica.high.watermark.checkpoint.interval.ms``...), so that
+``--override key=value`` reads familiarly. Every value is checked when the broker
+starts; a bad one stops it with a ConfigError naming the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from brokerd.log import LogConfig
+from spark_replica.errors import ConfigError
+from spark_replica.protocol.frames import DEFAULT_MAX_FRAME_BYTES
+from spark_replica.topic_config import TOPIC_CONFIG_PARSERS, parse_topic_configs
+
+# broker override key -> LogConfig field
+_LOG_DEFAULT_KEYS = {
+    "log.segment.bytes": "segment_bytes",
+    "log.roll.ms": "segment_ms",
+    "log.retention.bytes": "retention_bytes",
+    "log.retention.ms": "retention_ms",
+    "log.index.interval.bytes": "index_interval_bytes",
+    "log.flush.interval.messages": "flush_messages",
+    "log.flush.interval.ms": "flush_ms",
+    "message.max.bytes": "max_batch_bytes",
+}
+
+# topic config key -> LogConfig field
+_TOPIC_KEYS = {
+    "segment.bytes": "segment_bytes",
+    "segment.ms": "segment_ms",
+    "retention.bytes": "retention_bytes",
+    "retention.ms": "retention_ms",
+    "index.interval.bytes": "index_interval_bytes",
+    "flush.messages": "flush_messages",
+    "flush.ms": "flush_ms",
+    "max.message.bytes": "max_batch_bytes",
+}
+
+_INTERVAL_KEYS = {
+    "replica.high.watermark.checkpoint.interval.ms": "hw_checkpoint_interval_ms",
+    "log.retention.check.interval.ms": "retention_check_interval_ms",
+    "log.flush.scheduler.interval.ms": "flush_check_interval_ms",
+    "socket.request.max.bytes": "max_frame_bytes",
+    "zookeeper.session.timeout.ms": "zookeeper_session_timeout_ms",
+}
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    broker_id: int
+    log_dir: Path
+    zookeeper: str
+    host: str = "127.0.0.1"
+    port: int = 9092
+    log_defaults: LogConfig = field(default_factory=LogConfig)
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    hw_checkpoint_interval_ms: int = 5_000
+    retention_check_interval_ms: int = 300_000
+    flush_check_interval_ms: int = 1_000
+    zookeeper_session_timeout_ms: int = 10_000
+    min_insync_replicas: int = 1
+
+    def __post_init__(self) -> None:
+        if self.broker_id < 0:
+            raise ConfigError(f"broker.id must be 0 or more, not {self.broker_id}")
+        if not 0 <= self.port < 65536:
+            raise ConfigError(f"port must be between 0 and 65535, not {self.port}")
+        for name in (
+            "hw_checkpoint_interval_ms",
+            "retention_check_interval_ms",
+            "flush_check_interval_ms",
+            "max_frame_bytes",
+            "zookeeper_session_timeout_ms",
+            "min_insync_replicas",
+        ):
+            if getattr(self, name) <= 0:
+                raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+
+    @property
+    def log_file(self) -> Path:
+        return self.log_dir / "broker.log"
+
+    def with_overrides(self, overrides: Mapping[str, str]) -> BrokerConfig:
+        """Apply Kafka-named `key=value` overrides; an unknown key is a ConfigError."""
+        log_fields: dict[str, object] = {}
+        broker_fields: dict[str, object] = {}
+        for key, raw in overrides.items():
+            if key in _LOG_DEFAULT_KEYS:
+                log_fields[_LOG_DEFAULT_KEYS[key]] = _parse_int(key, raw)
+            elif key in _INTERVAL_KEYS:
+                broker_fields[_INTERVAL_KEYS[key]] = _parse_int(key, raw)
+            elif key == "min.insync.replicas":
+                broker_fields["min_insync_replicas"] = _parse_int(key, raw)
+            else:
+                known = sorted([*_LOG_DEFAULT_KEYS, *_INTERVAL_KEYS, "min.insync.replicas"])
+                raise ConfigError(f"unknown broker config {key!r}; known: {', '.join(known)}")
+        log_defaults = replace(self.log_defaults, **log_fields)
+        return replace(self, log_defaults=log_defaults, **broker_fields)
+
+    def log_config_for(self, topic_configs: Mapping[str, str]) -> LogConfig:
+        """The LogConfig of a topic: broker defaults with the topic's overrides applied."""
+        parsed = parse_topic_configs(topic_configs)
+        fields = {_TOPIC_KEYS[k]: v for k, v in parsed.items() if k in _TOPIC_KEYS}
+        return replace(self.log_defaults, **fields)
+
+    def min_insync_for(self, topic_configs: Mapping[str, str]) -> int:
+        raw = topic_configs.get("min.insync.replicas")
+        if raw is None:
+            return self.min_insync_replicas
+        return int(TOPIC_CONFIG_PARSERS["min.insync.replicas"]("min.insync.replicas", raw))
+
+
+def _parse_int(key: str, raw: str) -> int:
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigError(f"broker config {key}={raw!r}: not an integer") from None

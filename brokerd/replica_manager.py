@@ -1,0 +1,110 @@
+"""The partitions this broker hosts: their logs on disk, their roles, their checkpoints.
+
+Concurrency: owned by the broker's event loop, like the Partitions it holds.
+
+Log directory layout: one folder per partition named ``<topic>-<partition>``, the HW
+checkpoint file beside them, and the broker's own log file.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from brokerd.cluster_view import ClusterView
+from brokerd.config import BrokerConfig
+from brokerd.log import HW_CHECKPOINT_FILE, Log, read_offsets_checkpoint, write_offsets_checkpoint
+from brokerd.partition import Partition
+from spark_replica.errors import InvalidTopicError, UnknownTopicOrPartitionError
+from spark_replica.topics import TopicPartition, validate_topic_name
+
+logger = logging.getLogger("brokerd.replica_manager")
+
+
+def parse_partition_dir(name: str) -> TopicPartition | None:
+    """`orders-3` -> ('orders', 3); None for anything that is not a partition folder."""
+    topic, dash, number = name.rpartition("-")
+    if not dash or not number.isdigit():
+        return None
+    try:
+        validate_topic_name(topic)
+    except InvalidTopicError:
+        return None
+    return TopicPartition(topic, int(number))
+
+
+class ReplicaManager:
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self.checkpoint_path = config.log_dir / HW_CHECKPOINT_FILE
+
+    def partition_dir(self, tp: TopicPartition) -> Path:
+        return self.config.log_dir / f"{tp.topic}-{tp.partition}"
+
+    def load_local_logs(self, now_ms: int) -> None:
+        """Open (and recover) every partition folder found in the log directory."""
+        self.config.log_dir.mkdir(parents=True, exist_ok=True)
+        high_watermarks = read_offsets_checkpoint(self.checkpoint_path)
+        for entry in sorted(self.config.log_dir.iterdir()):
+            tp = parse_partition_dir(entry.name) if entry.is_dir() else None
+            if tp is None:
+                continue
+            log = Log.open(entry, self.config.log_defaults, now_ms=now_ms)
+            self.partitions[tp] = Partition(
+                tp, log, self.config.broker_id, high_watermarks.get(tp, 0)
+            )
+            logger.info("loaded %s: log end offset %d", tp, log.log_end_offset)
+
+    def apply_cluster_view(self, view: ClusterView, now_ms: int) -> None:
+        """Create, lead, follow or delete local partitions as ZooKeeper's state says."""
+        assigned = view.partitions_of(self.config.broker_id)
+        for tp in [tp for tp in self.partitions if tp.topic not in view.assignments]:
+            self.delete_partition(tp)
+        for tp, replicas in assigned.items():
+            topic_configs = view.topic_configs.get(tp.topic, {})
+            partition = self.partitions.get(tp)
+            if partition is None:
+                log_config = self.config.log_config_for(topic_configs)
+                log = Log.open(self.partition_dir(tp), log_config, now_ms=now_ms)
+                partition = Partition(tp, log, self.config.broker_id)
+                self.partitions[tp] = partition
+            partition.min_insync_replicas = self.config.min_insync_for(topic_configs)
+            state = view.states.get(tp)
+            if state is None:
+                continue
+            if state.leader == self.config.broker_id:
+                partition.make_leader(state.leader_epoch, state.isr, replicas)
+            else:
+                partition.make_follower(state.leader, state.leader_epoch, replicas)
+
+    def delete_partition(self, tp: TopicPartition) -> None:
+        partition = self.partitions.pop(tp)
+        partition.log.delete()
+        logger.info("deleted %s: its topic is gone", tp)
+
+    def get_partition(self, tp: TopicPartition) -> Partition:
+        partition = self.partitions.get(tp)
+        if partition is None:
+            raise UnknownTopicOrPartitionError(f"this broker hosts no partition {tp}")
+        return partition
+
+    def checkpoint_high_watermarks(self) -> None:
+        offsets = {tp: p.high_watermark for tp, p in self.partitions.items()}
+        write_offsets_checkpoint(self.checkpoint_path, offsets)
+
+    def maybe_flush(self, now_ms: int) -> None:
+        for partition in self.partitions.values():
+            partition.log.maybe_flush(now_ms)
+
+    def delete_expired_segments(self, now_ms: int) -> None:
+        for partition in self.partitions.values():
+            partition.log.delete_expired_segments(now_ms)
+
+    def close(self) -> None:
+        """Flush every log, write the HW checkpoint, close the files."""
+        for partition in self.partitions.values():
+            partition.log.flush()
+        self.checkpoint_high_watermarks()
+        for partition in self.partitions.values():
+            partition.log.close()

@@ -1,0 +1,137 @@
+"""The broker's network edge: asyncio connections that turn frames into handler calls.
+
+Each connection is served by one task that reads a frame, handles it and writes the
+answer before reading the next, so answers leave in request order and a producer's
+batches are appended in the order it sent them. Clients pipeline by sending ahead;
+long-polling fetches should use their own connection.
+
+Bad input never takes the broker down: a frame whose header cannot be read closes the
+connection; a frame over the size limit gets a MESSAGE_TOO_LARGE answer, then the
+connection closes (its body is never read); anything else gets a typed error answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from brokerd.api import HANDLERS, BrokerContext
+from spark_replica.errors import (
+    BrokerResponseError,
+    InvalidRequestError,
+    MessageTooLargeError,
+    ProtocolError,
+    UnknownServerError,
+    UnsupportedVersionError,
+)
+from spark_replica.protocol import REQUEST_TYPES, is_supported
+from spark_replica.protocol.apis import ApiKey
+from spark_replica.protocol.frames import (
+    SIZE,
+    SIZE_BYTES,
+    RequestHeader,
+    ResponseHeader,
+    encode_response,
+)
+from spark_replica.protocol.primitives import Reader, Writer
+
+logger = logging.getLogger("brokerd.server")
+
+# api key, api version and correlation id: enough to answer a frame we will not read.
+_FIXED_HEADER_BYTES = 8
+
+
+class RequestServer:
+    def __init__(self, ctx: BrokerContext, host: str, port: int, max_frame_bytes: int) -> None:
+        self.ctx = ctx
+        self.host = host
+        self.port = port
+        self.max_frame_bytes = max_frame_bytes
+        self._server: asyncio.Server | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> int:
+        """Listen; return the bound port (useful when asked for port 0)."""
+        self._server = await asyncio.start_server(
+            self._on_connection, self.host, self.port, limit=1 << 20
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._connections):
+            task.cancel()
+        if self._connections:
+            await asyncio.wait(self._connections, timeout=5)
+        if self._server is not None:
+            await self._server.wait_closed()
+
+    async def _on_connection(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peer = writer.get_extra_info("peername")
+        try:
+            await self._serve(reader, writer)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        except ProtocolError as exc:
+            logger.warning("closing connection from %s: %s", peer, exc)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            (size,) = SIZE.unpack(await reader.readexactly(SIZE_BYTES))
+            if size < _FIXED_HEADER_BYTES:
+                raise ProtocolError(f"frame of {size} bytes cannot hold a request header")
+            if size > self.max_frame_bytes:
+                fixed = await reader.readexactly(_FIXED_HEADER_BYTES)
+                header = Reader(fixed)
+                header.int16()
+                header.int16()
+                error = MessageTooLargeError(
+                    f"request of {size} bytes is over the limit of {self.max_frame_bytes}"
+                )
+                writer.write(_error_response(header.int32(), error))
+                await writer.drain()
+                raise ProtocolError(str(error))
+            answer = await self._handle(await reader.readexactly(size))
+            if answer is not None:
+                writer.write(answer)
+                await writer.drain()
+
+    async def _handle(self, frame: bytes) -> bytearray | None:
+        reader = Reader(frame)
+        header = RequestHeader.read(reader)
+        if not is_supported(header.api_key, header.api_version):
+            error = UnsupportedVersionError(
+                f"api key {header.api_key} version {header.api_version} is not supported"
+            )
+            return _error_response(header.correlation_id, error)
+        api_key = ApiKey(header.api_key)
+        try:
+            request = REQUEST_TYPES[api_key].read(reader)
+            reader.expect_end()
+        except ProtocolError as exc:
+            error = InvalidRequestError(f"malformed {api_key.name} request: {exc}")
+            return _error_response(header.correlation_id, error)
+        try:
+            response = await HANDLERS[api_key](self.ctx, request)
+        except Exception as exc:
+            logger.exception("%s request failed", api_key.name)
+            return _error_response(header.correlation_id, UnknownServerError(repr(exc)))
+        if response is None:
+            return None
+        body = Writer()
+        response.write(body)
+        return encode_response(ResponseHeader(header.correlation_id, 0, None), body)
+
+
+def _error_response(correlation_id: int, error: BrokerResponseError) -> bytearray:
+    return encode_response(ResponseHeader(correlation_id, error.code, str(error)), None)

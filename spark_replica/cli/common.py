@@ -1,0 +1,53 @@
+"""What every CLI command shares: how to find the cluster and how to report errors."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+from spark_replica.client import Cluster, bootstrap_from_zookeeper, parse_bootstrap
+from spark_replica.errors import ConfigError, ReplogError
+
+T = TypeVar("T")
+
+
+def add_connection_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--bootstrap", metavar="HOST:PORT[,HOST:PORT]", help="broker addresses")
+    group.add_argument(
+        "--zookeeper", metavar="CONNECT", help="ZooKeeper connect string (host:port[/chroot])"
+    )
+
+
+def open_cluster(args: argparse.Namespace) -> Cluster:
+    if args.bootstrap:
+        return Cluster(parse_bootstrap(args.bootstrap), client_id="replog-cli")
+    if args.zookeeper:
+        return Cluster(bootstrap_from_zookeeper(args.zookeeper), client_id="replog-cli")
+    raise ConfigError("say where the cluster is: --bootstrap HOST:PORT or --zookeeper CONNECT")
+
+
+def run_with_cluster(args: argparse.Namespace, work: Callable[[Cluster], Awaitable[T]]) -> T:
+    """Open the cluster, run `work` on an event loop, close the cluster whatever happens."""
+
+    async def main() -> T:
+        cluster = open_cluster(args)
+        try:
+            return await work(cluster)
+        finally:
+            await cluster.close()
+
+    return asyncio.run(main())
+
+
+def fail(message: str, code: int = 1) -> int:
+    print(f"replog: {message}", file=sys.stderr)
+    return code
+
+
+def report(error: ReplogError) -> int:
+    """Print a typed error as one line; configuration mistakes exit 2, the rest 1."""
+    return fail(str(error), 2 if isinstance(error, ConfigError) else 1)

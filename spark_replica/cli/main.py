@@ -1,0 +1,48 @@
+"""`replog`: run brokers and ZooKeeper, manage topics, produce and consume."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from spark_replica.cli import consume, demo, produce, topics, zookeeper
+from spark_replica.cli.common import report
+from spark_replica.errors import ReplogError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="replog", description=__doc__)
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    demo.add_parser(subparsers)
+    zookeeper.add_parser(subparsers)
+    _add_broker_parser(subparsers)
+    topics.add_parser(subparsers)
+    produce.add_parser(subparsers)
+    consume.add_parser(subparsers)
+    return parser
+
+
+def _add_broker_parser(subparsers: argparse._SubParsersAction) -> None:
+    from brokerd.__main__ import build_parser as build_broker_parser
+    from brokerd.__main__ import run_broker
+
+    broker = subparsers.add_parser("broker", help="run one broker in the foreground")
+    build_broker_parser(broker)
+    broker.set_defaults(handler=run_broker)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    # kazoo reports routine reconnects as warnings; a CLI user only needs real failures.
+    logging.getLogger("kazoo").setLevel(logging.ERROR)
+    try:
+        return args.handler(args)
+    except ReplogError as exc:
+        return report(exc)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""`replog produce TOPIC`: one record per line of standard input.
+
+Exits 0 only when every record was acknowledged; otherwise prints why and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from spark_replica.cli.common import add_connection_options, run_with_cluster
+from spark_replica.client import Cluster, Producer, ProducerConfig, parse_acks
+from spark_replica.errors import ConfigError
+
+LINES_PER_SEND = 10_000
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("produce", help="send standard input, one record per line")
+    parser.add_argument("topic")
+    parser.add_argument("--acks", default="all", help="0, 1 or all (default all)")
+    parser.add_argument("--key-separator", metavar="S", help="split each line into key S value")
+    parser.add_argument("--partition", type=int, help="send every record to this partition")
+    add_connection_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def split_line(line: bytes, separator: bytes | None, number: int) -> tuple[bytes | None, bytes]:
+    if separator is None:
+        return None, line
+    key, found, value = line.partition(separator)
+    if not found:
+        raise ConfigError(f"line {number} has no key separator {separator.decode()!r}")
+    return key, value
+
+
+def run(args: argparse.Namespace) -> int:
+    config = ProducerConfig(acks=parse_acks(args.acks))
+    separator = args.key_separator.encode() if args.key_separator else None
+
+    async def work(cluster: Cluster) -> int:
+        producer = Producer(cluster, config)
+        keys: list[bytes | None] = []
+        values: list[bytes] = []
+        sent = 0
+        for number, raw in enumerate(sys.stdin.buffer, start=1):
+            key, value = split_line(raw.rstrip(b"\r\n"), separator, number)
+            keys.append(key)
+            values.append(value)
+            if len(values) >= LINES_PER_SEND:
+                sent += len(
+                    await producer.send_records(args.topic, values, keys, partition=args.partition)
+                )
+                keys, values = [], []
+        if values:
+            sent += len(
+                await producer.send_records(args.topic, values, keys, partition=args.partition)
+            )
+        print(f"{sent} records acknowledged.", file=sys.stderr)
+        return 0
+
+    return run_with_cluster(args, work)

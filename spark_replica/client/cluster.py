@@ -1,0 +1,142 @@
+"""Cluster metadata and routing: who leads each partition, and connections to them.
+
+Bootstrapped from a broker list or from ZooKeeper's `/brokers/ids`; afterwards all
+metadata comes from the brokers (Metadata requests), which follow ZooKeeper. Requests
+of different kinds use different connections to a broker ("purpose"), so that a
+long-polling fetch never holds up a produce queued behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterable
+
+from spark_replica.errors import (
+    ConfigError,
+    ConnectionLostError,
+    LeaderNotAvailableError,
+    ReplogError,
+    error_for_code,
+)
+from spark_replica.protocol.metadata import (
+    NO_LEADER,
+    BrokerInfo,
+    MetadataRequest,
+    MetadataResponse,
+    PartitionMetadata,
+    TopicMetadata,
+)
+from spark_replica.topics import TopicPartition
+
+from .connection import BrokerConnection
+
+
+def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
+    """`host:port,host:port` -> [(host, port)]; raise ConfigError naming the bad entry."""
+    addresses = []
+    for entry in servers.split(","):
+        entry = entry.strip()
+        host, colon, port = entry.rpartition(":")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"bootstrap server {entry!r} is not host:port")
+        addresses.append((host, int(port)))
+    if not addresses:
+        raise ConfigError("the bootstrap server list is empty")
+    return addresses
+
+
+def bootstrap_from_zookeeper(connect_string: str) -> list[tuple[str, int]]:
+    """Read the live brokers' addresses from ZooKeeper (blocking)."""
+    from spark_replica.zk import topic_store
+    from spark_replica.zk.session import connect
+
+    zk = connect(connect_string)
+    try:
+        brokers = topic_store.read_brokers(zk)
+    finally:
+        zk.stop()
+        zk.close()
+    if not brokers:
+        raise ConfigError(f"no broker is registered in ZooKeeper at {connect_string}")
+    return [(b.host, b.port) for b in brokers]
+
+
+class Cluster:
+    def __init__(self, bootstrap: Iterable[tuple[str, int]], client_id: str = "replog") -> None:
+        self.bootstrap = list(bootstrap)
+        self.client_id = client_id
+        self.brokers: dict[int, BrokerInfo] = {}
+        self.topics: dict[str, TopicMetadata] = {}
+        self._connections: dict[tuple[int | str, str], BrokerConnection] = {}
+        self._refresh_lock = asyncio.Lock()
+
+    async def connection(self, broker_id: int, purpose: str = "default") -> BrokerConnection:
+        broker = self.brokers.get(broker_id)
+        if broker is None:
+            raise LeaderNotAvailableError(f"broker {broker_id} is not in the cluster metadata")
+        return await self._connect((broker_id, purpose), broker.host, broker.port)
+
+    async def _connect(self, key: tuple[int | str, str], host: str, port: int) -> BrokerConnection:
+        existing = self._connections.get(key)
+        if existing is not None and existing.is_usable:
+            return existing
+        conn = BrokerConnection(host, port, client_id=self.client_id)
+        await conn.connect()
+        self._connections[key] = conn
+        return conn
+
+    async def any_connection(self) -> BrokerConnection:
+        """A connection to some live broker: known ones first, then the bootstrap list."""
+        candidates = [((b.broker_id, "default"), b.host, b.port) for b in self.brokers.values()]
+        candidates += [((f"{h}:{p}", "bootstrap"), h, p) for h, p in self.bootstrap]
+        errors = []
+        for key, host, port in candidates:
+            try:
+                return await self._connect(key, host, port)
+            except ConnectionLostError as exc:
+                errors.append(str(exc))
+        raise ConnectionLostError("no broker reachable: " + "; ".join(errors))
+
+    async def refresh(self, topics: list[str] | None = None) -> MetadataResponse:
+        """Fetch metadata from any broker and replace what we know."""
+        async with self._refresh_lock:
+            conn = await self.any_connection()
+            response: MetadataResponse = await conn.send(MetadataRequest(topics))
+            self.brokers = {b.broker_id: b for b in response.brokers}
+            if topics is None:
+                self.topics = {}
+            for topic in response.topics:
+                self.topics[topic.topic] = topic
+            return response
+
+    def topic(self, name: str) -> TopicMetadata:
+        metadata = self.topics.get(name)
+        if metadata is None:
+            raise LeaderNotAvailableError(f"no metadata for topic {name!r} yet")
+        if metadata.error_code:
+            raise error_for_code(metadata.error_code, metadata.error_message or name)
+        return metadata
+
+    async def ensure_topic(self, name: str) -> TopicMetadata:
+        if name not in self.topics or self.topics[name].error_code:
+            await self.refresh([name])
+        return self.topic(name)
+
+    def partition(self, tp: TopicPartition) -> PartitionMetadata:
+        for partition in self.topic(tp.topic).partitions:
+            if partition.partition == tp.partition:
+                return partition
+        raise error_for_code(3, f"topic {tp.topic!r} has no partition {tp.partition}")
+
+    def leader_for(self, tp: TopicPartition) -> int:
+        partition = self.partition(tp)
+        if partition.leader == NO_LEADER or partition.error_code:
+            raise LeaderNotAvailableError(f"{tp} has no leader right now")
+        return partition.leader
+
+    async def close(self) -> None:
+        connections, self._connections = self._connections, {}
+        for conn in connections.values():
+            with contextlib.suppress(ReplogError, OSError):
+                await conn.close()

@@ -1,0 +1,150 @@
+"""One TCP connection to one broker, with pipelined requests matched by correlation id.
+
+Many requests may be in flight at once; a single reader task decodes each answer and
+completes the future waiting for its correlation id. When the connection breaks every
+waiting request fails with ConnectionLostError (retriable: the request may or may not
+have landed), and the connection is not reused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from typing import Any
+
+from spark_replica.errors import ConnectionLostError, ProtocolError, error_for_code
+from spark_replica.protocol import RESPONSE_TYPES
+from spark_replica.protocol.apis import ApiKey
+from spark_replica.protocol.frames import (
+    DEFAULT_MAX_FRAME_BYTES,
+    SIZE,
+    SIZE_BYTES,
+    RequestHeader,
+    ResponseHeader,
+    encode_request,
+)
+from spark_replica.protocol.primitives import Reader, Writer
+
+DEFAULT_CONNECT_TIMEOUT_S = 10.0
+
+
+class BrokerConnection:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        client_id: str = "replog",
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.max_frame_bytes = max_frame_bytes
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._pending: dict[int, tuple[asyncio.Future[Any], ApiKey]] = {}
+        self._correlation_ids = itertools.count(1)
+        self._read_task: asyncio.Task[None] | None = None
+        self._failure: BaseException | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def is_usable(self) -> bool:
+        return self._writer is not None and self._failure is None
+
+    async def connect(self, timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S) -> None:
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(self.host, self.port, limit=1 << 20), timeout_s
+            )
+        except (OSError, TimeoutError) as exc:
+            raise ConnectionLostError(f"cannot connect to broker at {self.address}: {exc}") from exc
+        self._read_task = asyncio.create_task(self._read_responses())
+
+    async def send(
+        self, request: Any, *, expect_response: bool = True, timeout_s: float = 30.0
+    ) -> Any:
+        """Send a request; return its decoded response, or raise its typed error."""
+        if not self.is_usable or self._writer is None:
+            raise ConnectionLostError(f"connection to {self.address} is closed")
+        correlation_id = next(self._correlation_ids)
+        body = Writer()
+        request.write(body)
+        frame = encode_request(
+            RequestHeader(int(request.API_KEY), 0, correlation_id, self.client_id), body
+        )
+        future: asyncio.Future[Any] | None = None
+        if expect_response:
+            future = asyncio.get_running_loop().create_future()
+            self._pending[correlation_id] = (future, request.API_KEY)
+        try:
+            self._writer.write(frame)
+            await self._writer.drain()
+        except (OSError, ConnectionError) as exc:
+            self._fail(ConnectionLostError(f"lost connection to {self.address}: {exc}"))
+        if future is None:
+            if self._failure is not None:
+                raise self._failure
+            return None
+        try:
+            return await asyncio.wait_for(future, timeout_s)
+        except TimeoutError:
+            self._pending.pop(correlation_id, None)
+            raise ConnectionLostError(
+                f"no answer from {self.address} within {timeout_s:.1f} s"
+            ) from None
+
+    async def _read_responses(self) -> None:
+        assert self._reader is not None
+        try:
+            while True:
+                (size,) = SIZE.unpack(await self._reader.readexactly(SIZE_BYTES))
+                if not 0 < size <= self.max_frame_bytes:
+                    raise ProtocolError(f"response frame size {size} is out of range")
+                self._dispatch(await self._reader.readexactly(size))
+        except (asyncio.IncompleteReadError, OSError, ConnectionError) as exc:
+            self._fail(ConnectionLostError(f"connection to {self.address} closed: {exc!r}"))
+        except ProtocolError as exc:
+            self._fail(ConnectionLostError(f"bad response from {self.address}: {exc}"))
+
+    def _dispatch(self, frame: bytes) -> None:
+        reader = Reader(frame)
+        header = ResponseHeader.read(reader)
+        entry = self._pending.pop(header.correlation_id, None)
+        if entry is None:
+            return
+        future, api_key = entry
+        if future.done():
+            return
+        if header.error_code:
+            future.set_exception(error_for_code(header.error_code, header.error_message or ""))
+            return
+        try:
+            future.set_result(RESPONSE_TYPES[api_key].read(reader))
+        except ProtocolError as exc:
+            future.set_exception(exc)
+
+    def _fail(self, error: BaseException) -> None:
+        if self._failure is None:
+            self._failure = error
+        pending, self._pending = self._pending, {}
+        for future, _ in pending.values():
+            if not future.done():
+                future.set_exception(error)
+        if self._writer is not None:
+            self._writer.close()
+
+    async def close(self) -> None:
+        self._fail(ConnectionLostError(f"connection to {self.address} was closed"))
+        if self._read_task is not None:
+            self._read_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._read_task
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                await self._writer.wait_closed()

@@ -1,0 +1,277 @@
+"""The one error tree of replog.
+
+Every error a broker can answer with is a subclass of :class:`BrokerResponseError`
+carrying its wire code and two flags, ``retriable`` and ``invalid_metadata``. The
+client decides whether to retry from ``retriable`` alone and whether to refresh its
+metadata first from ``invalid_metadata``; it never inspects messages or types for
+that. Wire codes follow Kafka's numbering so operators recognise them.
+
+Errors that happen on this side of the wire are separate types: a protocol that
+could not be decoded (:class:`ProtocolError`), a connection that broke
+(:class:`ConnectionLostError`), bad user input (:class:`ConfigError`).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class ReplogError(Exception):
+    """Base of every error raised by replog."""
+
+    retriable: ClassVar[bool] = False
+    invalid_metadata: ClassVar[bool] = False
+
+
+class ConfigError(ReplogError, ValueError):
+    """An option, argument or setting had a bad value; the message says which and why."""
+
+
+class ProtocolError(ReplogError):
+    """Bytes on the wire (or on disk) could not be decoded as the format says."""
+
+
+class CorruptRecordError(ProtocolError):
+    """A record batch failed its length or CRC32C check."""
+
+
+class ConnectionLostError(ReplogError):
+    """The connection to a broker closed or failed; the request may or may not have landed."""
+
+    retriable = True
+    invalid_metadata = True
+
+
+class TimeoutExpiredError(ReplogError):
+    """A client-side deadline passed before the work was done."""
+
+    retriable = True
+
+
+class ZooKeeperError(ReplogError):
+    """ZooKeeper could not be started or reached, or held data we could not read."""
+
+
+class BrokerResponseError(ReplogError):
+    """An error code answered by a broker."""
+
+    code: ClassVar[int] = -1
+
+    def __init__(self, message: str = "") -> None:
+        super().__init__(message or self.__doc__ or self.__class__.__name__)
+
+
+class UnknownServerError(BrokerResponseError):
+    """The broker hit an unexpected error while serving the request; see its log."""
+
+    code = -1
+
+
+class OffsetOutOfRangeError(BrokerResponseError):
+    """The requested offset is past the log end offset or before the log start offset."""
+
+    code = 1
+
+
+class CorruptMessageError(BrokerResponseError):
+    """A record batch failed its CRC32C or length check; nothing from it was appended."""
+
+    code = 2
+    retriable = True
+
+
+class UnknownTopicOrPartitionError(BrokerResponseError):
+    """This broker does not host that topic-partition (it may not exist yet)."""
+
+    code = 3
+    retriable = True
+    invalid_metadata = True
+
+
+class InvalidFetchSizeError(BrokerResponseError):
+    """The fetch size must be positive."""
+
+    code = 4
+
+
+class LeaderNotAvailableError(BrokerResponseError):
+    """The partition has no leader right now (an election may be in progress)."""
+
+    code = 5
+    retriable = True
+    invalid_metadata = True
+
+
+class NotLeaderOrFollowerError(BrokerResponseError):
+    """This broker is not the leader of the partition; refresh metadata and retry."""
+
+    code = 6
+    retriable = True
+    invalid_metadata = True
+
+
+class RequestTimedOutError(BrokerResponseError):
+    """The broker could not complete the request within its timeout."""
+
+    code = 7
+    retriable = True
+
+
+class MessageTooLargeError(BrokerResponseError):
+    """A batch or a request frame is larger than the broker accepts."""
+
+    code = 10
+
+
+class InvalidTopicError(BrokerResponseError):
+    """Topic names are 1-249 characters of ASCII letters, digits, '.', '_' and '-'."""
+
+    code = 17
+
+
+class RecordListTooLargeError(BrokerResponseError):
+    """The record list of one partition is larger than the broker accepts."""
+
+    code = 18
+
+
+class NotEnoughReplicasError(BrokerResponseError):
+    """The in-sync replica set is smaller than min.insync.replicas; nothing was appended."""
+
+    code = 19
+    retriable = True
+
+
+class NotEnoughReplicasAfterAppendError(BrokerResponseError):
+    """Appended, but the in-sync replica set shrank below min.insync.replicas before commit."""
+
+    code = 20
+    retriable = True
+
+
+class InvalidRequiredAcksError(BrokerResponseError):
+    """acks must be 0, 1 or -1 (all)."""
+
+    code = 21
+
+
+class InvalidTimestampError(BrokerResponseError):
+    """A timestamp in the request is out of the accepted range."""
+
+    code = 32
+
+
+class UnsupportedVersionError(BrokerResponseError):
+    """The broker does not support this API key or version; see ApiVersions."""
+
+    code = 35
+
+
+class TopicAlreadyExistsError(BrokerResponseError):
+    """A topic with this name already exists."""
+
+    code = 36
+
+
+class InvalidPartitionsError(BrokerResponseError):
+    """The number of partitions must be at least 1."""
+
+    code = 37
+
+
+class InvalidReplicationFactorError(BrokerResponseError):
+    """The replication factor must be at least 1 and at most the number of live brokers."""
+
+    code = 38
+
+
+class InvalidConfigError(BrokerResponseError):
+    """A config key is unknown or its value is invalid; the message names it."""
+
+    code = 40
+
+
+class InvalidRequestError(BrokerResponseError):
+    """The request was well framed but its contents are invalid; the message says what."""
+
+    code = 42
+
+
+class FencedLeaderEpochError(BrokerResponseError):
+    """The request's leader epoch is older than the broker's; refresh metadata."""
+
+    code = 74
+    retriable = True
+    invalid_metadata = True
+
+
+class UnknownLeaderEpochError(BrokerResponseError):
+    """The request's leader epoch is newer than the broker's; retry after a moment."""
+
+    code = 75
+    retriable = True
+    invalid_metadata = True
+
+
+class InvalidRecordError(BrokerResponseError):
+    """A record batch is well formed but breaks a rule (e.g. offsets, counts)."""
+
+    code = 87
+
+
+_BY_CODE: dict[int, type[BrokerResponseError]] = {
+    cls.code: cls
+    for cls in (
+        UnknownServerError,
+        OffsetOutOfRangeError,
+        CorruptMessageError,
+        UnknownTopicOrPartitionError,
+        InvalidFetchSizeError,
+        LeaderNotAvailableError,
+        NotLeaderOrFollowerError,
+        RequestTimedOutError,
+        MessageTooLargeError,
+        InvalidTopicError,
+        RecordListTooLargeError,
+        NotEnoughReplicasError,
+        NotEnoughReplicasAfterAppendError,
+        InvalidRequiredAcksError,
+        InvalidTimestampError,
+        UnsupportedVersionError,
+        TopicAlreadyExistsError,
+        InvalidPartitionsError,
+        InvalidReplicationFactorError,
+        InvalidConfigError,
+        InvalidRequestError,
+        FencedLeaderEpochError,
+        UnknownLeaderEpochError,
+        InvalidRecordError,
+    )
+}
+
+NONE = 0
+
+
+def error_for_code(code: int, message: str = "") -> BrokerResponseError:
+    """The exception for a wire error code; unknown codes become UnknownServerError."""
+    cls = _BY_CODE.get(code)
+    if cls is None:
+        return UnknownServerError(f"unknown error code {code}: {message}".rstrip(": "))
+    return cls(message)
+
+
+def raise_for_code(code: int, message: str = "") -> None:
+    """Raise the typed error for a non-zero wire code; do nothing for 0."""
+    if code != NONE:
+        raise error_for_code(code, message)
+
+
+def code_of(error: BaseException) -> int:
+    """The wire code to answer for an exception raised while serving a request."""
+    if isinstance(error, BrokerResponseError):
+        return error.code
+    if isinstance(error, CorruptRecordError):
+        return CorruptMessageError.code
+    if isinstance(error, ConfigError):
+        return InvalidConfigError.code
+    return UnknownServerError.code

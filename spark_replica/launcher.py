@@ -1,0 +1,138 @@
+"""Starting and stopping local replog processes: brokers as child processes.
+
+Used by the demo, the tests and the benchmarks alike, so that every one of them starts
+real broker processes the same way and stops each by its own PID.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from spark_replica.errors import ReplogError, TimeoutExpiredError
+from spark_replica.zk import znodes
+from spark_replica.zk.embedded import stop_pid
+from spark_replica.zk.session import connect
+
+BROKER_START_TIMEOUT_S = 60.0
+BROKER_STOP_TIMEOUT_S = 30.0
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on right now (the OS picks it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class BrokerProcess:
+    broker_id: int
+    port: int
+    log_dir: Path
+    zookeeper: str
+    host: str = "127.0.0.1"
+    overrides: dict[str, str] = field(default_factory=dict)
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return None if self.process is None else self.process.pid
+
+    def command(self) -> list[str]:
+        command = [
+            sys.executable,
+            "-m",
+            "brokerd",
+            "--broker-id",
+            str(self.broker_id),
+            "--port",
+            str(self.port),
+            "--host",
+            self.host,
+            "--log-dir",
+            str(self.log_dir),
+            "--zookeeper",
+            self.zookeeper,
+        ]
+        for key, value in self.overrides.items():
+            command += ["--override", f"{key}={value}"]
+        return command
+
+    def start(self, timeout_s: float = BROKER_START_TIMEOUT_S) -> None:
+        """Start the process and wait until it is registered in ZooKeeper.
+
+        A broker killed a moment ago may still have its registration (until its session
+        expires), so "registered" means a znode newer than the one present before start.
+        """
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        zk = connect(self.zookeeper)
+        try:
+            stale = zk.exists(znodes.broker_path(self.broker_id))
+        finally:
+            zk.stop()
+            zk.close()
+        stderr = open(self.log_dir / "broker.stderr", "ab")  # noqa: SIM115 - the child's
+        try:
+            self.process = subprocess.Popen(
+                self.command(),
+                stdin=subprocess.DEVNULL,
+                stdout=stderr,
+                stderr=stderr,
+                start_new_session=True,
+            )
+        finally:
+            stderr.close()
+        self.wait_registered(timeout_s, stale_czxid=None if stale is None else stale.czxid)
+
+    def wait_registered(self, timeout_s: float, stale_czxid: int | None = None) -> None:
+        zk = connect(self.zookeeper)
+        try:
+            deadline = time.monotonic() + timeout_s
+            path = znodes.broker_path(self.broker_id)
+            while True:
+                if self.process is not None and self.process.poll() is not None:
+                    raise ReplogError(
+                        f"broker {self.broker_id} exited with code {self.process.returncode}; "
+                        f"see {self.log_dir / 'broker.stderr'} and broker.log"
+                    )
+                stat = zk.exists(path)
+                if stat is not None and stat.czxid != stale_czxid:
+                    return
+                if time.monotonic() > deadline:
+                    raise TimeoutExpiredError(
+                        f"broker {self.broker_id} did not register within {timeout_s:.0f} s"
+                    )
+                time.sleep(0.05)
+        finally:
+            zk.stop()
+            zk.close()
+
+    def stop(self, timeout_s: float = BROKER_STOP_TIMEOUT_S) -> int | None:
+        """SIGTERM (clean shutdown), SIGKILL after the timeout; return the exit code."""
+        if self.process is None:
+            return None
+        stop_pid(self.process.pid, timeout_s, self.process)
+        code = self.process.wait(timeout=timeout_s)
+        self.process = None
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, no shutdown work at all."""
+        if self.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait(timeout=BROKER_STOP_TIMEOUT_S)
+        self.process = None

@@ -1,0 +1,61 @@
+"""The wire protocol: framing, primitives, and one module per API.
+
+Codecs here do no I/O: they turn messages into bytes and bytes into messages, so they
+are tested with plain values. Connections (client) and the server (broker) live
+elsewhere.
+"""
+
+from spark_replica.protocol.api_versions import ApiVersionsRequest, ApiVersionsResponse
+from spark_replica.protocol.apis import SUPPORTED_VERSIONS, ApiKey, is_supported
+from spark_replica.protocol.fetch import FetchRequest, FetchResponse
+from spark_replica.protocol.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from spark_replica.protocol.metadata import MetadataRequest, MetadataResponse
+from spark_replica.protocol.produce import ProduceRequest, ProduceResponse
+from spark_replica.protocol.topic_admin import (
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    TopicResultsResponse,
+)
+
+# The response type of each API key.
+RESPONSE_TYPES = {
+    ApiKey.PRODUCE: ProduceResponse,
+    ApiKey.FETCH: FetchResponse,
+    ApiKey.LIST_OFFSETS: ListOffsetsResponse,
+    ApiKey.METADATA: MetadataResponse,
+    ApiKey.API_VERSIONS: ApiVersionsResponse,
+    ApiKey.CREATE_TOPICS: TopicResultsResponse,
+    ApiKey.DELETE_TOPICS: TopicResultsResponse,
+}
+
+# The request type of each API key.
+REQUEST_TYPES = {
+    ApiKey.PRODUCE: ProduceRequest,
+    ApiKey.FETCH: FetchRequest,
+    ApiKey.LIST_OFFSETS: ListOffsetsRequest,
+    ApiKey.METADATA: MetadataRequest,
+    ApiKey.API_VERSIONS: ApiVersionsRequest,
+    ApiKey.CREATE_TOPICS: CreateTopicsRequest,
+    ApiKey.DELETE_TOPICS: DeleteTopicsRequest,
+}
+
+__all__ = [
+    "REQUEST_TYPES",
+    "RESPONSE_TYPES",
+    "SUPPORTED_VERSIONS",
+    "ApiKey",
+    "ApiVersionsRequest",
+    "ApiVersionsResponse",
+    "CreateTopicsRequest",
+    "DeleteTopicsRequest",
+    "FetchRequest",
+    "FetchResponse",
+    "ListOffsetsRequest",
+    "ListOffsetsResponse",
+    "MetadataRequest",
+    "MetadataResponse",
+    "ProduceRequest",
+    "ProduceResponse",
+    "TopicResultsResponse",
+    "is_supported",
+]

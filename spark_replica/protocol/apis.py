@@ -1,0 +1,39 @@
+"""The API keys replog speaks and the versions of each that this build supports.
+
+Numbers follow Kafka's so that a packet capture reads familiarly; layouts are replog's
+own (see each message module).
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ApiKey(IntEnum):
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+
+
+# api key -> (min version, max version) this build serves
+SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
+    ApiKey.PRODUCE: (0, 0),
+    ApiKey.FETCH: (0, 0),
+    ApiKey.LIST_OFFSETS: (0, 0),
+    ApiKey.METADATA: (0, 0),
+    ApiKey.API_VERSIONS: (0, 0),
+    ApiKey.CREATE_TOPICS: (0, 0),
+    ApiKey.DELETE_TOPICS: (0, 0),
+}
+
+
+def is_supported(api_key: int, api_version: int) -> bool:
+    try:
+        low, high = SUPPORTED_VERSIONS[ApiKey(api_key)]
+    except ValueError:
+        return False
+    return low <= api_version <= high

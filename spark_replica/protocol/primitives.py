@@ -1,0 +1,170 @@
+"""Byte-level codecs for the wire protocol: a Writer that appends, a Reader that slices.
+
+Integers are big-endian. A string is an int16 length then UTF-8 bytes (-1 = null); a
+bytes field is an int32 length then the bytes (-1 = null); an array is an int32 count
+then its items. Strings decode with ``surrogateescape`` so that a name that is not
+valid UTF-8 survives decoding and is refused by validation with a typed error, rather
+than killing the whole request.
+
+The Reader hands out ``bytes`` fields as memoryview slices of the frame: record
+batches travel from socket to disk and back without being copied here.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterable
+from typing import TypeVar
+
+from spark_replica.errors import ProtocolError
+
+T = TypeVar("T")
+
+_INT8 = struct.Struct(">b")
+_INT16 = struct.Struct(">h")
+_INT32 = struct.Struct(">i")
+_INT64 = struct.Struct(">q")
+
+# A reader refuses an array count above this before allocating anything for it.
+MAX_ARRAY_LENGTH = 1 << 20
+
+
+class Writer:
+    """Appends encoded fields to one growing buffer."""
+
+    __slots__ = ("buf",)
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+
+    def int8(self, value: int) -> None:
+        self.buf += _INT8.pack(value)
+
+    def int16(self, value: int) -> None:
+        self.buf += _INT16.pack(value)
+
+    def int32(self, value: int) -> None:
+        self.buf += _INT32.pack(value)
+
+    def int64(self, value: int) -> None:
+        self.buf += _INT64.pack(value)
+
+    def boolean(self, value: bool) -> None:
+        self.buf += b"\x01" if value else b"\x00"
+
+    def string(self, value: str | None) -> None:
+        if value is None:
+            self.int16(-1)
+            return
+        data = value.encode("utf-8", "surrogateescape")
+        self.int16(len(data))
+        self.buf += data
+
+    def bytes_(self, value: bytes | bytearray | memoryview | None) -> None:
+        if value is None:
+            self.int32(-1)
+            return
+        self.int32(len(value))
+        self.buf += value
+
+    def array(self, items: Iterable[T] | None, write_item: Callable[[T], None]) -> None:
+        if items is None:
+            self.int32(-1)
+            return
+        items = list(items)
+        self.int32(len(items))
+        for item in items:
+            write_item(item)
+
+    def int32_array(self, items: Iterable[int]) -> None:
+        self.array(items, self.int32)
+
+    def getvalue(self) -> bytes:
+        return bytes(self.buf)
+
+
+class Reader:
+    """Reads fields in order from one frame; raises ProtocolError on truncation."""
+
+    __slots__ = ("pos", "view")
+
+    def __init__(self, data: bytes | bytearray | memoryview, pos: int = 0) -> None:
+        self.view = memoryview(data)
+        self.pos = pos
+
+    def _unpack(self, codec: struct.Struct) -> int:
+        end = self.pos + codec.size
+        if end > len(self.view):
+            raise ProtocolError(f"frame ends at byte {len(self.view)}, needed {end}")
+        (value,) = codec.unpack_from(self.view, self.pos)
+        self.pos = end
+        return value
+
+    def int8(self) -> int:
+        return self._unpack(_INT8)
+
+    def int16(self) -> int:
+        return self._unpack(_INT16)
+
+    def int32(self) -> int:
+        return self._unpack(_INT32)
+
+    def int64(self) -> int:
+        return self._unpack(_INT64)
+
+    def boolean(self) -> bool:
+        return self._unpack(_INT8) != 0
+
+    def _take(self, length: int) -> memoryview:
+        end = self.pos + length
+        if end > len(self.view):
+            raise ProtocolError(f"field of {length} bytes runs past the frame end")
+        chunk = self.view[self.pos : end]
+        self.pos = end
+        return chunk
+
+    def string(self) -> str | None:
+        length = self.int16()
+        if length == -1:
+            return None
+        if length < 0:
+            raise ProtocolError(f"negative string length {length}")
+        return bytes(self._take(length)).decode("utf-8", "surrogateescape")
+
+    def required_string(self) -> str:
+        value = self.string()
+        if value is None:
+            raise ProtocolError("a required string is null")
+        return value
+
+    def bytes_(self) -> memoryview | None:
+        length = self.int32()
+        if length == -1:
+            return None
+        if length < 0:
+            raise ProtocolError(f"negative bytes length {length}")
+        return self._take(length)
+
+    def array(self, read_item: Callable[[], T]) -> list[T] | None:
+        count = self.int32()
+        if count == -1:
+            return None
+        if count < 0 or count > MAX_ARRAY_LENGTH:
+            raise ProtocolError(f"array length {count} is out of range")
+        return [read_item() for _ in range(count)]
+
+    def required_array(self, read_item: Callable[[], T]) -> list[T]:
+        items = self.array(read_item)
+        if items is None:
+            raise ProtocolError("a required array is null")
+        return items
+
+    def int32_array(self) -> list[int]:
+        return self.required_array(self.int32)
+
+    def remaining(self) -> int:
+        return len(self.view) - self.pos
+
+    def expect_end(self) -> None:
+        if self.pos != len(self.view):
+            raise ProtocolError(f"{len(self.view) - self.pos} unexpected bytes after the message")

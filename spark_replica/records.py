@@ -1,0 +1,323 @@
+"""The record batch: replog's unit of storage, replication and transfer.
+
+A batch is a fixed 61-byte big-endian header followed by a payload::
+
+    base_offset        int64   offset of the first record (set by the leader on append)
+    batch_length       int32   bytes after this field, i.e. total size - 12
+    leader_epoch       int32   epoch of the leader that appended it (set on append)
+    magic              int8    format version, MAGIC
+    crc                uint32  CRC32C of everything from `attributes` to the end
+    attributes         int16   bit 3: timestamp type (0 create time, 1 log append time)
+    last_offset_delta  int32   record_count - 1
+    first_timestamp    int64   timestamp of the first record, ms since the epoch
+    max_timestamp      int64   largest timestamp in the batch, ms
+    producer_id        int64   -1 when not idempotent
+    producer_epoch     int16   -1 when not idempotent
+    base_sequence      int32   -1 when not idempotent
+    record_count       int32
+
+The layout is Kafka's v2 batch header, so the same reasoning carries over: the CRC
+leaves out base offset, length and leader epoch, which the leader rewrites on append
+without touching (or re-checksumming) the payload.
+
+The payload is an Arrow IPC stream holding one record batch with the columns of
+PAYLOAD_SCHEMA (``headers`` may be left out when no record has any). Brokers read only
+the header and move payload bytes untouched; clients turn the payload into a
+``pyarrow.RecordBatch`` without copying.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import crc32c
+import pyarrow as pa
+
+from spark_replica.errors import CorruptRecordError
+
+MAGIC = 2
+HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER_SIZE = HEADER.size  # 61
+LENGTH_PREFIX_SIZE = 12  # base_offset + batch_length: the part not counted in batch_length
+CRC_START = 21  # attributes begin here: the CRC covers [CRC_START, end)
+CRC_FIELD = struct.Struct(">I")
+CRC_FIELD_OFFSET = 17
+BASE_OFFSET_FIELD = struct.Struct(">q")
+LEADER_EPOCH_FIELD = struct.Struct(">i")
+LEADER_EPOCH_FIELD_OFFSET = 12
+NO_PRODUCER_ID = -1
+NO_SEQUENCE = -1
+TIMESTAMP_TYPE_LOG_APPEND = 0x08
+
+HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
+PAYLOAD_SCHEMA = pa.schema(
+    [
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("timestamp", TIMESTAMP_TYPE),
+        ("headers", HEADER_TYPE),
+    ]
+)
+PAYLOAD_SCHEMA_NO_HEADERS = pa.schema(list(PAYLOAD_SCHEMA)[:3])
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    """The decoded fixed header of one batch."""
+
+    base_offset: int
+    batch_length: int
+    leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    first_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def total_size(self) -> int:
+        """Bytes the whole batch takes, header included."""
+        return self.batch_length + LENGTH_PREFIX_SIZE
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @classmethod
+    def decode(cls, buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+        """Decode the header at `pos`; raises CorruptRecordError if it cannot be one."""
+        if len(buf) - pos < HEADER_SIZE:
+            raise CorruptRecordError(
+                f"batch header needs {HEADER_SIZE} bytes, {len(buf) - pos} left at {pos}"
+            )
+        header = cls(*HEADER.unpack_from(buf, pos))
+        if header.magic != MAGIC:
+            raise CorruptRecordError(f"batch at {pos} has magic {header.magic}, expected {MAGIC}")
+        if header.batch_length < HEADER_SIZE - LENGTH_PREFIX_SIZE:
+            raise CorruptRecordError(f"batch at {pos} has impossible length {header.batch_length}")
+        if header.record_count < 1 or header.last_offset_delta != header.record_count - 1:
+            raise CorruptRecordError(
+                f"batch at {pos} has record_count {header.record_count} and "
+                f"last_offset_delta {header.last_offset_delta}"
+            )
+        return header
+
+
+def compute_crc(batch: bytes | bytearray | memoryview) -> int:
+    """CRC32C of the part of a whole batch that the CRC covers."""
+    return crc32c.crc32c(memoryview(batch)[CRC_START:])
+
+
+def verify_batch(batch: bytes | bytearray | memoryview, header: BatchHeader | None = None) -> None:
+    """Raise CorruptRecordError unless `batch` is exactly one whole batch with a good CRC."""
+    header = header or BatchHeader.decode(batch)
+    if len(batch) != header.total_size:
+        raise CorruptRecordError(
+            f"batch declares {header.total_size} bytes but {len(batch)} are present"
+        )
+    actual = compute_crc(batch)
+    if actual != header.crc:
+        raise CorruptRecordError(
+            f"batch at offset {header.base_offset} fails CRC32C: "
+            f"stored {header.crc:#010x}, computed {actual:#010x}"
+        )
+
+
+def iter_batches(
+    buf: bytes | bytearray | memoryview, *, allow_partial_tail: bool = False
+) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """Walk the batches laid end to end in `buf`, yielding each header and its bytes.
+
+    Headers only: CRCs are not checked here (see verify_batch). A broker's fetch
+    response may end inside a batch when it was cut at max bytes; pass
+    ``allow_partial_tail`` to stop quietly there instead of raising.
+    """
+    view = memoryview(buf)
+    pos = 0
+    end = len(view)
+    while pos < end:
+        if end - pos < HEADER_SIZE:
+            if allow_partial_tail:
+                return
+            raise CorruptRecordError(f"{end - pos} trailing bytes are not a whole batch header")
+        header = BatchHeader.decode(view, pos)
+        batch_end = pos + header.total_size
+        if batch_end > end:
+            if allow_partial_tail:
+                return
+            raise CorruptRecordError(
+                f"batch at byte {pos} declares {header.total_size} bytes, only {end - pos} present"
+            )
+        yield header, view[pos:batch_end]
+        pos = batch_end
+
+
+def set_base_offset(batch: bytearray | memoryview, base_offset: int, pos: int = 0) -> None:
+    """Stamp the offset a leader assigns; outside the CRC, so the payload stays untouched."""
+    BASE_OFFSET_FIELD.pack_into(batch, pos, base_offset)
+
+
+def set_leader_epoch(batch: bytearray | memoryview, leader_epoch: int, pos: int = 0) -> None:
+    """Stamp the epoch of the appending leader; outside the CRC like the base offset."""
+    LEADER_EPOCH_FIELD.pack_into(batch, pos + LEADER_EPOCH_FIELD_OFFSET, leader_epoch)
+
+
+def encode_payload(records: pa.RecordBatch) -> pa.Buffer:
+    """Serialise a payload-shaped record batch as an Arrow IPC stream."""
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, records.schema) as writer:
+        writer.write_batch(records)
+    return sink.getvalue()
+
+
+def encode_batch(
+    records: pa.RecordBatch,
+    *,
+    base_offset: int = 0,
+    leader_epoch: int = -1,
+    attributes: int = 0,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = -1,
+    base_sequence: int = NO_SEQUENCE,
+) -> bytes:
+    """Build one whole batch (header + IPC payload) from a payload-shaped record batch."""
+    count = records.num_rows
+    if count < 1:
+        raise ValueError("a record batch holds at least one record")
+    records = normalise_payload(records)
+    timestamps = records.column("timestamp").cast(pa.int64())
+    bounds = pa.compute.min_max(timestamps)
+    first_ts = timestamps[0].as_py()
+    max_ts = bounds["max"].as_py()
+    if first_ts is None or max_ts is None:
+        raise ValueError("every record needs a timestamp")
+    payload = encode_payload(records)
+    batch = bytearray(HEADER_SIZE + payload.size)
+    HEADER.pack_into(
+        batch,
+        0,
+        base_offset,
+        HEADER_SIZE - LENGTH_PREFIX_SIZE + payload.size,
+        leader_epoch,
+        MAGIC,
+        0,
+        attributes,
+        count - 1,
+        first_ts,
+        max_ts,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        count,
+    )
+    batch[HEADER_SIZE:] = memoryview(payload)
+    CRC_FIELD.pack_into(batch, CRC_FIELD_OFFSET, compute_crc(batch))
+    return bytes(batch)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def normalise_payload(records: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
+    """Cast user columns to the payload schema: value required; key, timestamp, headers optional.
+
+    Strings become UTF-8 bytes, integer timestamps are read as milliseconds, and a
+    missing timestamp column is filled with the current time.
+    """
+    if isinstance(records, pa.Table):
+        records = records.combine_chunks().to_batches()[0] if records.num_rows else None
+        if records is None:
+            raise ValueError("a record batch holds at least one record")
+    names = records.schema.names
+    if "value" not in names:
+        raise ValueError("records need a 'value' column")
+    count = records.num_rows
+    key = records.column("key") if "key" in names else pa.nulls(count, pa.binary())
+    value = records.column("value")
+    if "timestamp" in names:
+        ts = records.column("timestamp")
+        if pa.types.is_integer(ts.type):
+            ts = ts.cast(pa.int64()).cast(TIMESTAMP_TYPE)
+        elif ts.type != TIMESTAMP_TYPE:
+            ts = ts.cast(TIMESTAMP_TYPE)
+        if ts.null_count:
+            ts = pa.compute.fill_null(ts, pa.scalar(now_ms(), TIMESTAMP_TYPE))
+    else:
+        ts = pa.array([now_ms()] * count, pa.int64()).cast(TIMESTAMP_TYPE)
+    columns = [_as_binary(key, "key"), _as_binary(value, "value"), ts]
+    if "headers" in names:
+        headers = records.column("headers")
+        if headers.type != HEADER_TYPE:
+            headers = headers.cast(HEADER_TYPE)
+        return pa.RecordBatch.from_arrays([*columns, headers], schema=PAYLOAD_SCHEMA)
+    return pa.RecordBatch.from_arrays(columns, schema=PAYLOAD_SCHEMA_NO_HEADERS)
+
+
+def _as_binary(column: pa.Array, name: str) -> pa.Array:
+    if column.type == pa.binary():
+        return column
+    if pa.types.is_string(column.type) or pa.types.is_large_binary(column.type):
+        return column.cast(pa.binary())
+    if pa.types.is_large_string(column.type) or pa.types.is_null(column.type):
+        return column.cast(pa.binary())
+    raise ValueError(f"column '{name}' must be binary or string, not {column.type}")
+
+
+def build_batch(
+    values: Sequence[bytes | str | None],
+    keys: Sequence[bytes | str | None] | None = None,
+    timestamps: Sequence[int | None] | None = None,
+    headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None = None,
+    **header_fields: int,
+) -> bytes:
+    """Build one batch from Python lists (tests, the CLI); timestamps in ms."""
+    arrays: dict[str, pa.Array] = {
+        "value": pa.array([_to_bytes(v) for v in values], pa.binary()),
+    }
+    if keys is not None:
+        arrays["key"] = pa.array([_to_bytes(k) for k in keys], pa.binary())
+    if timestamps is not None:
+        arrays["timestamp"] = pa.array(timestamps, pa.int64())
+    if headers is not None:
+        arrays["headers"] = pa.array(
+            [None if h is None else [{"key": k, "value": v} for k, v in h] for h in headers],
+            HEADER_TYPE,
+        )
+    return encode_batch(pa.RecordBatch.from_pydict(arrays), **header_fields)
+
+
+def _to_bytes(item: bytes | str | None) -> bytes | None:
+    if item is None or isinstance(item, bytes):
+        return item
+    return item.encode("utf-8")
+
+
+def decode_payload(batch: bytes | bytearray | memoryview) -> pa.RecordBatch:
+    """The records of one whole batch as an Arrow record batch, sharing `batch`'s memory."""
+    header = BatchHeader.decode(batch)
+    payload = pa.py_buffer(memoryview(batch)[HEADER_SIZE : header.total_size])
+    try:
+        reader = pa.ipc.open_stream(payload)
+        records = reader.read_next_batch()
+    except (pa.ArrowInvalid, StopIteration) as exc:
+        raise CorruptRecordError(f"batch at offset {header.base_offset}: bad payload: {exc}") from exc
+    if records.num_rows != header.record_count:
+        raise CorruptRecordError(
+            f"batch at offset {header.base_offset} declares {header.record_count} records "
+            f"but its payload holds {records.num_rows}"
+        )
+    return records

@@ -1,0 +1,70 @@
+"""Per-topic configuration: the keys replog understands, with Kafka's names and rules.
+
+Values travel as strings (CLI, wire, ZooKeeper) and are checked here, once, before
+anything is written: an unknown key or a bad value is a ConfigError naming the key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from spark_replica.errors import ConfigError
+
+
+def _long(minimum: int) -> Callable[[str, str], int]:
+    def parse(key: str, raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ConfigError(f"config {key}={raw!r}: not an integer") from None
+        if value < minimum:
+            raise ConfigError(f"config {key}={raw!r}: must be at least {minimum}")
+        return value
+
+    return parse
+
+
+def _boolean(key: str, raw: str) -> bool:
+    lowered = raw.strip().lower()
+    if lowered not in ("true", "false"):
+        raise ConfigError(f"config {key}={raw!r}: must be true or false")
+    return lowered == "true"
+
+
+# key -> parser; -1 means "unlimited" where Kafka allows it.
+TOPIC_CONFIG_PARSERS: dict[str, Callable[[str, str], int | bool]] = {
+    "retention.ms": _long(-1),
+    "retention.bytes": _long(-1),
+    "segment.bytes": _long(1024),
+    "segment.ms": _long(1),
+    "segment.index.bytes": _long(4),
+    "index.interval.bytes": _long(0),
+    "flush.messages": _long(1),
+    "flush.ms": _long(0),
+    "max.message.bytes": _long(64),
+    "min.insync.replicas": _long(1),
+    "unclean.leader.election.enable": _boolean,
+}
+
+
+def parse_topic_configs(configs: Mapping[str, str]) -> dict[str, int | bool]:
+    """Parse and check every entry; raise ConfigError on the first bad one."""
+    parsed: dict[str, int | bool] = {}
+    for key, raw in configs.items():
+        parser = TOPIC_CONFIG_PARSERS.get(key)
+        if parser is None:
+            known = ", ".join(sorted(TOPIC_CONFIG_PARSERS))
+            raise ConfigError(f"unknown topic config {key!r}; known keys: {known}")
+        parsed[key] = parser(key, raw)
+    return parsed
+
+
+def parse_assignments(items: list[str]) -> dict[str, str]:
+    """Turn CLI `key=value` items into a dict, checking each has an '='."""
+    result: dict[str, str] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key:
+            raise ConfigError(f"config {item!r} is not key=value")
+        result[key.strip()] = value.strip()
+    return result

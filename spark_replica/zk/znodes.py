@@ -1,0 +1,168 @@
+"""The ZooKeeper layout of replog: one small codec per znode, with its path.
+
+The layout is Kafka's from its ZooKeeper era so that operators recognise it. Decoders
+raise ZooKeeperError naming the path when the data is not what the layout says; nothing
+else in replog parses znode bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from spark_replica.errors import ZooKeeperError
+
+BROKER_IDS_PATH = "/brokers/ids"
+TOPICS_PATH = "/brokers/topics"
+TOPIC_CONFIG_PATH = "/config/topics"
+CONTROLLER_PATH = "/controller"
+CONTROLLER_EPOCH_PATH = "/controller_epoch"
+VERSION = 1
+
+
+def broker_path(broker_id: int) -> str:
+    return f"{BROKER_IDS_PATH}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS_PATH}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    return f"{TOPICS_PATH}/{topic}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    return f"{partitions_path(topic)}/{partition}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{partition_path(topic, partition)}/state"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{TOPIC_CONFIG_PATH}/{topic}"
+
+
+def _load(data: bytes, path: str) -> dict[str, Any]:
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ZooKeeperError(f"{path} does not hold JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise ZooKeeperError(f"{path} holds {type(value).__name__}, expected an object")
+    return value
+
+
+def _dump(value: dict[str, Any]) -> bytes:
+    return json.dumps(value, separators=(",", ":")).encode("utf-8")
+
+
+def _timestamp() -> str:
+    return str(int(time.time() * 1000))
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    """`/brokers/ids/N` (ephemeral): where a live broker listens."""
+
+    broker_id: int
+    host: str
+    port: int
+    timestamp: str = field(default_factory=_timestamp)
+
+    def encode(self) -> bytes:
+        return _dump(
+            {"version": VERSION, "host": self.host, "port": self.port, "timestamp": self.timestamp}
+        )
+
+    @classmethod
+    def decode(cls, broker_id: int, data: bytes) -> BrokerRegistration:
+        path = broker_path(broker_id)
+        value = _load(data, path)
+        try:
+            return cls(broker_id, str(value["host"]), int(value["port"]), str(value["timestamp"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ZooKeeperError(f"{path} lacks a valid {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class TopicAssignment:
+    """`/brokers/topics/T`: the replicas of each partition, the first one preferred."""
+
+    topic: str
+    partitions: dict[int, list[int]]
+
+    def encode(self) -> bytes:
+        return _dump(
+            {
+                "version": VERSION,
+                "partitions": {str(p): list(r) for p, r in sorted(self.partitions.items())},
+            }
+        )
+
+    @classmethod
+    def decode(cls, topic: str, data: bytes) -> TopicAssignment:
+        path = topic_path(topic)
+        value = _load(data, path)
+        try:
+            partitions = {int(p): [int(b) for b in r] for p, r in value["partitions"].items()}
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise ZooKeeperError(f"{path} holds no valid partitions map: {exc}") from exc
+        return cls(topic, partitions)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """`/brokers/topics/T/partitions/P/state`: the leaderAndISR path."""
+
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    controller_epoch: int
+
+    def encode(self) -> bytes:
+        return _dump(
+            {
+                "version": VERSION,
+                "leader": self.leader,
+                "leader_epoch": self.leader_epoch,
+                "isr": list(self.isr),
+                "controller_epoch": self.controller_epoch,
+            }
+        )
+
+    @classmethod
+    def decode(cls, path: str, data: bytes) -> PartitionState:
+        value = _load(data, path)
+        try:
+            return cls(
+                int(value["leader"]),
+                int(value["leader_epoch"]),
+                [int(b) for b in value["isr"]],
+                int(value["controller_epoch"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ZooKeeperError(f"{path} lacks a valid {exc}") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfig:
+    """`/config/topics/T`: per-topic overrides of the broker's defaults (Kafka names)."""
+
+    topic: str
+    config: dict[str, str]
+
+    def encode(self) -> bytes:
+        return _dump({"version": VERSION, "config": dict(sorted(self.config.items()))})
+
+    @classmethod
+    def decode(cls, topic: str, data: bytes) -> TopicConfig:
+        path = topic_config_path(topic)
+        value = _load(data, path)
+        config = value.get("config", {})
+        if not isinstance(config, dict):
+            raise ZooKeeperError(f"{path} has a config that is not an object")
+        return cls(topic, {str(k): str(v) for k, v in config.items()})
