@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import signal
 
@@ -34,18 +35,26 @@ class Broker:
         self.stopping = asyncio.Event()
         self._zk: ZooKeeperSync | None = None
         self._housekeeping: list[asyncio.Task[None]] = []
+        self._registration: znodes.BrokerRegistration | None = None
 
     def _apply_view(self, view: ClusterView) -> None:
+        # A serving broker is alive whatever the snapshot says (its own registration
+        # may not be written yet, or the snapshot may predate it).
+        if self._registration is not None:
+            brokers = {**view.brokers, self.config.broker_id: self._registration}
+            view = dataclasses.replace(view, brokers=brokers)
         self.ctx.view = view
         self.replicas.apply_cluster_view(view, now_ms())
 
     async def start(self) -> None:
         self.replicas.load_local_logs(now_ms())
         port = await self.server.start()
-        registration = znodes.BrokerRegistration(self.config.broker_id, self.config.host, port)
+        self._registration = znodes.BrokerRegistration(
+            self.config.broker_id, self.config.host, port
+        )
         self._zk = ZooKeeperSync(
             self.config.zookeeper,
-            registration,
+            self._registration,
             self._apply_view,
             self.config.zookeeper_session_timeout_ms / 1000,
         )

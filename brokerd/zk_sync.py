@@ -53,10 +53,12 @@ class ZooKeeperSync:
             connect, self.connect_string, session_timeout_s=self.session_timeout_s
         )
         self.zk.add_listener(self._on_session_state)
+        # The first view is applied before registering: once clients can find this
+        # broker, it already knows every topic and partition it hosts.
+        self.apply_view(await asyncio.to_thread(read_cluster_view, self.zk))
         await asyncio.to_thread(self._register, self.zk)
         self.zk.ChildrenWatch(znodes.BROKER_IDS_PATH, self._on_children)
         self.zk.ChildrenWatch(znodes.TOPICS_PATH, self._on_children)
-        self.apply_view(await asyncio.to_thread(read_cluster_view, self.zk))
         self._refresher = asyncio.create_task(self._refresh_forever())
 
     def _register(self, zk: KazooClient) -> None:

@@ -313,8 +313,10 @@ def decode_payload(batch: bytes | bytearray | memoryview) -> pa.RecordBatch:
     try:
         reader = pa.ipc.open_stream(payload)
         records = reader.read_next_batch()
-    except (pa.ArrowInvalid, StopIteration) as exc:
-        raise CorruptRecordError(f"batch at offset {header.base_offset}: bad payload: {exc}") from exc
+    except (pa.ArrowException, OSError, StopIteration, ValueError) as exc:
+        raise CorruptRecordError(
+            f"batch at offset {header.base_offset}: bad payload: {exc}"
+        ) from exc
     if records.num_rows != header.record_count:
         raise CorruptRecordError(
             f"batch at offset {header.base_offset} declares {header.record_count} records "

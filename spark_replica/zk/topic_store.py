@@ -53,9 +53,10 @@ def assign_replicas(
 ) -> dict[int, list[int]]:
     """Round-robin replicas so that leaders (first replicas) and followers spread evenly.
 
-    Partition p's preferred replica is broker (start + p) mod n; its followers are the
-    next brokers after it, with a shift that grows every n partitions so that the same
-    pairs of brokers are not always together.
+    Partition p's preferred replica is broker (start + p) mod n. Follower j sits
+    1 + (shift + j - 1) mod (n - 1) places after it, where the shift grows by one every
+    n partitions: followers are always distinct from each other and from the leader,
+    and the same pairs of brokers are not always together.
     """
     count = len(brokers)
     if replication_factor > count:
@@ -65,10 +66,11 @@ def assign_replicas(
     assignment: dict[int, list[int]] = {}
     for p in range(partitions):
         first = (start + p) % count
-        shift = 1 + (p // count) % max(count - 1, 1)
+        shift = p // count
         replicas = [brokers[first]]
-        for r in range(1, replication_factor):
-            replicas.append(brokers[(first + shift + r - 1) % count])
+        for j in range(1, replication_factor):
+            distance = 1 + (shift + j - 1) % (count - 1)
+            replicas.append(brokers[(first + distance) % count])
         assignment[p] = replicas
     return assignment
 

@@ -1,0 +1,18 @@
+"""Storage of one partition replica: segmented log files with sparse indexes."""
+
+from brokerd.log.checkpoint import (
+    HW_CHECKPOINT_FILE,
+    read_offsets_checkpoint,
+    write_offsets_checkpoint,
+)
+from brokerd.log.config import LogConfig
+from brokerd.log.log import AppendInfo, Log
+
+__all__ = [
+    "HW_CHECKPOINT_FILE",
+    "AppendInfo",
+    "Log",
+    "LogConfig",
+    "read_offsets_checkpoint",
+    "write_offsets_checkpoint",
+]

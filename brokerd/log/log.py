@@ -1,0 +1,398 @@
+"""The log of one partition: an ordered list of segments, the last one taking appends.
+
+Concurrency: a Log is owned by one thread, the broker's asyncio loop, and takes no
+locks. Callers must not share one between threads, nor use it after close().
+
+Durability: appended bytes reach the OS at once and the disk per the flush policy. A
+crash can lose only the unflushed tail of the active segment; ``Log.open`` checks that
+segment batch by batch and cuts it at the first torn or corrupt batch. Operations that
+touch several segments (truncation, retention) delete files from the end that keeps
+the log contiguous, so a crash in the middle leaves a shorter but valid log.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import shutil
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+
+from brokerd.log.config import UNLIMITED, LogConfig
+from brokerd.log.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    BatchSpan,
+    LogSegment,
+)
+from spark_replica.errors import (
+    InvalidFetchSizeError,
+    InvalidRecordError,
+    MessageTooLargeError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+)
+from spark_replica.records import iter_batches, set_base_offset, set_leader_epoch, verify_batch
+
+logger = logging.getLogger("brokerd.log")
+
+STRAY_SUFFIXES = (".tmp", ".cleaned", ".deleted", ".swap")
+_SEGMENT_NAME_DIGITS = 20
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """What one append wrote: the offsets it took and the size it added."""
+
+    first_offset: int
+    last_offset: int
+    record_count: int
+    max_timestamp: int
+    bytes_appended: int
+
+
+class Log:
+    """The append-only, truncatable sequence of batches of one partition replica."""
+
+    def __init__(
+        self, directory: Path, config: LogConfig, segments: list[LogSegment], now_ms: int
+    ) -> None:
+        self._directory = directory
+        self._config = config
+        self._segments = segments
+        self._unflushed_records = 0
+        self._last_flush_ms = now_ms
+        self._closed = False
+
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig, *, now_ms: int) -> Log:
+        """Open (or create) the log in `directory`, recovering the active segment."""
+        directory.mkdir(parents=True, exist_ok=True)
+        base_offsets = _prepare_directory(directory)
+        segments = [
+            LogSegment.load(directory, base, config, now_ms=now_ms) for base in base_offsets[:-1]
+        ]
+        if base_offsets:
+            segments.append(LogSegment.recover(directory, base_offsets[-1], config, now_ms=now_ms))
+        else:
+            segments.append(LogSegment.create(directory, 0, config))
+            _fsync_directory(directory)
+        return cls(directory, config, segments, now_ms)
+
+    @property
+    def directory(self) -> Path:
+        return self._directory
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._segments[0].base_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._active.next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
+    def _active(self) -> LogSegment:
+        return self._segments[-1]
+
+    def append(
+        self,
+        batches: bytes | bytearray | memoryview,
+        *,
+        assign_offsets: bool,
+        leader_epoch: int | None = None,
+        now_ms: int,
+    ) -> AppendInfo:
+        """Append whole batches, all or none.
+
+        A leader passes ``assign_offsets=True`` and the log numbers the batches from its
+        end offset (and stamps ``leader_epoch``). A follower copies the leader's batches
+        as they are, so they must continue the log exactly.
+        """
+        if leader_epoch is not None and not assign_offsets:
+            raise ValueError("leader_epoch is stamped only when the log assigns offsets")
+        data, spans = self._validate(batches)
+        if assign_offsets:
+            data, spans = self._stamp(data, spans, leader_epoch)
+        else:
+            self._check_continues_log(spans)
+        first, last = spans[0][1], spans[-1][1]
+        if self._active.should_roll(len(data), last.last_offset, now_ms):
+            self.roll(now_ms)
+        self._active.append(data, spans, now_ms)
+        record_count = last.next_offset - first.base_offset
+        self._unflushed_records += record_count
+        self._apply_flush_policy(now_ms)
+        return AppendInfo(
+            first_offset=first.base_offset,
+            last_offset=last.last_offset,
+            record_count=record_count,
+            max_timestamp=max(header.max_timestamp for _, header in spans),
+            bytes_appended=len(data),
+        )
+
+    def _validate(
+        self, batches: bytes | bytearray | memoryview
+    ) -> tuple[memoryview, list[BatchSpan]]:
+        """Check the structure, size and CRC of every batch before anything is written."""
+        view = memoryview(batches).cast("B")
+        if len(view) > self._config.segment_bytes:
+            raise RecordListTooLargeError(
+                f"{len(view)} bytes of batches exceed segment_bytes {self._config.segment_bytes}"
+            )
+        spans: list[BatchSpan] = []
+        position = 0
+        for header, batch in iter_batches(view):
+            if header.total_size > self._config.max_batch_bytes:
+                raise MessageTooLargeError(
+                    f"batch of {header.total_size} bytes exceeds max_batch_bytes "
+                    f"{self._config.max_batch_bytes}"
+                )
+            verify_batch(batch, header)
+            spans.append((position, header))
+            position += header.total_size
+        if not spans:
+            raise InvalidRecordError("an append needs at least one batch")
+        return view, spans
+
+    def _stamp(
+        self, view: memoryview, spans: list[BatchSpan], leader_epoch: int | None
+    ) -> tuple[bytearray, list[BatchSpan]]:
+        """A copy of the batches numbered from the log end offset; the CRC stays valid."""
+        data = bytearray(view)
+        next_offset = self.log_end_offset
+        stamped: list[BatchSpan] = []
+        for position, header in spans:
+            set_base_offset(data, next_offset, position)
+            changes = {"base_offset": next_offset}
+            if leader_epoch is not None:
+                set_leader_epoch(data, leader_epoch, position)
+                changes["leader_epoch"] = leader_epoch
+            stamped.append((position, dataclasses.replace(header, **changes)))
+            next_offset += header.record_count
+        return data, stamped
+
+    def _check_continues_log(self, spans: list[BatchSpan]) -> None:
+        expected = self.log_end_offset
+        for _, header in spans:
+            if header.base_offset != expected:
+                raise InvalidRecordError(
+                    f"batch starts at offset {header.base_offset} but the log needs "
+                    f"offset {expected} next (log end offset {self.log_end_offset})"
+                )
+            expected = header.next_offset
+
+    def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None) -> bytes:
+        """Whole batches from the one holding `start_offset`, below `max_offset`.
+
+        The first batch may begin before `start_offset`; the reader skips those records.
+        The first batch is returned whole even past `max_bytes`, so that a consumer
+        always makes progress; later ones only if they fit. Batches are never cut.
+        """
+        if max_bytes <= 0:
+            raise InvalidFetchSizeError(f"max_bytes must be positive, not {max_bytes}")
+        self._check_in_range(start_offset)
+        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        chunks: list[bytes] = []
+        budget = max_bytes
+        for segment in self._segments[self._segment_index(start_offset) :]:
+            located = segment.locate(start_offset)
+            if located is None:
+                continue
+            chunk, reached_end = segment.read_batches(
+                located, budget, limit, whole_first=not chunks
+            )
+            if chunk:
+                chunks.append(chunk)
+                budget -= len(chunk)
+            if not reached_end or budget <= 0:
+                break
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def _check_in_range(self, offset: int) -> None:
+        if not self.log_start_offset <= offset <= self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside the log's range "
+                f"[{self.log_start_offset}, {self.log_end_offset}]"
+            )
+
+    def _segment_index(self, offset: int) -> int:
+        """Index of the last segment whose base offset is <= `offset` (0 if none is)."""
+        return max(bisect_right(self._segments, offset, key=_base_offset) - 1, 0)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """The first offset whose record has a timestamp >= `timestamp_ms`, and that timestamp.
+
+        Timestamps need not grow with offsets, so every segment whose largest timestamp
+        reaches the target is searched in order; the indexes only say where to start.
+        """
+        for segment in self._segments:
+            found = segment.find_timestamp(timestamp_ms)
+            if found is not None:
+                return found
+        return None
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch at or after `offset`, and the whole batch holding it.
+
+        Below the log start offset nothing can stay, so the log restarts empty at
+        `offset`, as after truncate_fully_and_start_at.
+        """
+        if offset >= self.log_end_offset:
+            return
+        if offset <= self.log_start_offset:
+            self.truncate_fully_and_start_at(offset)
+            return
+        keep = self._segment_index(offset)
+        while len(self._segments) > keep + 1:
+            self._segments.pop().delete()
+        old_end = self.log_end_offset
+        self._active.truncate_to(offset)
+        logger.info(
+            "%s: truncated to offset %d (asked %d, was %d)",
+            self._directory,
+            self.log_end_offset,
+            offset,
+            old_end,
+        )
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start an empty log whose next offset is `offset`."""
+        while self._segments:
+            self._segments.pop().delete()
+        self._segments.append(LogSegment.create(self._directory, offset, self._config))
+        _fsync_directory(self._directory)
+        logger.info("%s: emptied, restarting at offset %d", self._directory, offset)
+
+    def roll(self, now_ms: int) -> None:
+        """Seal the active segment (fsynced) and start a new one at the log end offset."""
+        if not self._active.size:
+            return
+        self._active.seal()
+        self._segments.append(LogSegment.create(self._directory, self.log_end_offset, self._config))
+        _fsync_directory(self._directory)
+        self._unflushed_records = 0
+        self._last_flush_ms = now_ms
+
+    def delete_expired_segments(self, now_ms: int) -> int:
+        """Apply retention by time, then by size, to the oldest segments; return how many went.
+
+        Only a prefix of the log can go, so the log stays contiguous. The active segment
+        is never deleted by size. When every segment is expired by time, the active one
+        is rolled and deleted in the same call, leaving an empty log at its end offset.
+        """
+        deleted = 0
+        if self._config.retention_ms != UNLIMITED:
+            cutoff = now_ms - self._config.retention_ms
+            expired = 0
+            while expired < len(self._segments) and self._segments[expired].max_timestamp < cutoff:
+                expired += 1
+            if expired == len(self._segments):
+                self.roll(now_ms)
+            deleted += self._delete_oldest(min(expired, len(self._segments) - 1))
+        if self._config.retention_bytes != UNLIMITED:
+            excess = self.size_bytes - self._config.retention_bytes
+            doomed = 0
+            while doomed < len(self._segments) - 1 and excess >= self._segments[doomed].size:
+                excess -= self._segments[doomed].size
+                doomed += 1
+            deleted += self._delete_oldest(doomed)
+        return deleted
+
+    def _delete_oldest(self, count: int) -> int:
+        for _ in range(count):
+            segment = self._segments.pop(0)
+            segment.delete()
+            logger.info(
+                "%s: retention deleted segment %d, log starts at %d now",
+                self._directory,
+                segment.base_offset,
+                self.log_start_offset,
+            )
+        return count
+
+    def _apply_flush_policy(self, now_ms: int) -> None:
+        flush_messages = self._config.flush_messages
+        if flush_messages is not None and self._unflushed_records >= flush_messages:
+            self._flush_at(now_ms)
+        else:
+            self.maybe_flush(now_ms)
+
+    def maybe_flush(self, now_ms: int) -> None:
+        """Flush if flush_ms has passed since the last flush and something is unflushed."""
+        flush_ms = self._config.flush_ms
+        if (
+            flush_ms is not None
+            and self._unflushed_records
+            and now_ms - self._last_flush_ms >= flush_ms
+        ):
+            self._flush_at(now_ms)
+
+    def _flush_at(self, now_ms: int) -> None:
+        self.flush()
+        self._last_flush_ms = now_ms
+
+    def flush(self) -> None:
+        """fsync the active segment and its indexes; older segments were fsynced on roll."""
+        self._active.flush()
+        self._unflushed_records = 0
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        for segment in self._segments:
+            segment.close()
+        self._closed = True
+
+    def delete(self) -> None:
+        """Close the log and remove its directory with everything in it."""
+        self.close()
+        shutil.rmtree(self._directory)
+
+
+def _base_offset(segment: LogSegment) -> int:
+    return segment.base_offset
+
+
+def _prepare_directory(directory: Path) -> list[int]:
+    """Remove leftovers of interrupted work; return the base offsets of the segments."""
+    base_offsets: set[int] = set()
+    indexes: list[Path] = []
+    for path in directory.iterdir():
+        if path.suffix in STRAY_SUFFIXES:
+            logger.warning("%s: removing leftover file", path)
+            path.unlink()
+        elif _is_segment_name(path, LOG_SUFFIX):
+            base_offsets.add(int(path.stem))
+        elif _is_segment_name(path, INDEX_SUFFIX) or _is_segment_name(path, TIME_INDEX_SUFFIX):
+            indexes.append(path)
+    for path in indexes:
+        if int(path.stem) not in base_offsets:
+            logger.warning("%s: removing index without a log", path)
+            path.unlink()
+    return sorted(base_offsets)
+
+
+def _is_segment_name(path: Path, suffix: str) -> bool:
+    stem = path.stem
+    return path.suffix == suffix and len(stem) == _SEGMENT_NAME_DIGITS and stem.isdigit()
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make file creations and removals in `directory` durable."""
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

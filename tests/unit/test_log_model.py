@@ -1,0 +1,296 @@
+"""The log against an in-memory model, under random appends, reads, truncations and crashes.
+
+The model is the list of batches the log should hold. Segment layout is the log's own
+business, so retention is checked through what it may and may not delete, and a crash
+is modelled by laying out the active segment's batches to see which ones a cut reaches.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from brokerd.log import Log, LogConfig
+from spark_replica.errors import (
+    InvalidRecordError,
+    OffsetOutOfRangeError,
+    RecordListTooLargeError,
+)
+from spark_replica.records import (
+    LEADER_EPOCH_FIELD_OFFSET,
+    build_batch,
+    decode_payload,
+    iter_batches,
+)
+
+RECORD = st.tuples(st.binary(max_size=12), st.integers(min_value=0, max_value=1000))
+"""A value and a timestamp, in ms after the current time, so records age as time passes."""
+BATCH = st.lists(RECORD, min_size=1, max_size=4)
+BATCHES = st.lists(BATCH, min_size=1, max_size=3)
+
+
+@dataclass(frozen=True)
+class ModelBatch:
+    base_offset: int
+    values: tuple[bytes, ...]
+    timestamps: tuple[int, ...]
+    size: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + len(self.values) - 1
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + len(self.values)
+
+    @property
+    def records(self) -> list[tuple[int, bytes]]:
+        return [(self.base_offset + i, value) for i, value in enumerate(self.values)]
+
+
+def decoded(data: bytes) -> list[tuple[int, bytes]]:
+    result = []
+    for header, whole in iter_batches(data):
+        values = decode_payload(whole).column("value").to_pylist()
+        result += [(header.base_offset + i, value) for i, value in enumerate(values)]
+    return result
+
+
+class LogModel(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.root = Path(tempfile.mkdtemp(prefix="log-model-"))
+        self.directory = self.root / "topic-0"
+        self.batches: list[ModelBatch] = []
+        self.start = 0
+        self.end = 0
+        self.now_ms = 0
+
+    @initialize(
+        segment_bytes=st.sampled_from([1400, 2500, 6000]),
+        index_interval_bytes=st.sampled_from([0, 700, 4096]),
+        retention_bytes=st.sampled_from([-1, 5000, 12000]),
+        retention_ms=st.sampled_from([-1, 1000, 3000]),
+    )
+    def open_log(
+        self, segment_bytes: int, index_interval_bytes: int, retention_bytes: int, retention_ms: int
+    ) -> None:
+        self.config = LogConfig(
+            segment_bytes=segment_bytes,
+            index_interval_bytes=index_interval_bytes,
+            retention_bytes=retention_bytes,
+            retention_ms=retention_ms,
+        )
+        self.log = Log.open(self.directory, self.config, now_ms=self.now_ms)
+
+    def teardown(self) -> None:
+        if hasattr(self, "log"):
+            self.log.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def _build(self, batches: list[list[tuple[bytes, int]]]) -> tuple[bytes, list[ModelBatch]]:
+        parts, model = [], []
+        offset = self.end
+        for records in batches:
+            values = [value for value, _ in records]
+            timestamps = [self.now_ms + delay for _, delay in records]
+            part = build_batch(values, timestamps=timestamps, base_offset=offset)
+            parts.append(part)
+            model.append(ModelBatch(offset, tuple(values), tuple(timestamps), len(part)))
+            offset += len(records)
+        return b"".join(parts), model
+
+    def _append(self, batches: list[list[tuple[bytes, int]]], *, assign_offsets: bool) -> None:
+        data, model = self._build(batches)
+        if len(data) > self.config.segment_bytes:
+            with pytest.raises(RecordListTooLargeError):
+                self.log.append(data, assign_offsets=assign_offsets, now_ms=self.now_ms)
+            return
+        info = self.log.append(data, assign_offsets=assign_offsets, now_ms=self.now_ms)
+        assert (info.first_offset, info.last_offset) == (self.end, model[-1].last_offset)
+        self.batches += model
+        self.end = model[-1].next_offset
+
+    @rule(batches=BATCHES)
+    def append_as_leader(self, batches: list[list[tuple[bytes, int]]]) -> None:
+        self._append(batches, assign_offsets=True)
+
+    @rule(batches=BATCHES)
+    def append_as_replica(self, batches: list[list[tuple[bytes, int]]]) -> None:
+        self._append(batches, assign_offsets=False)
+
+    @rule(batch=BATCH, gap=st.sampled_from([-1, 1]))
+    def append_out_of_order(self, batch: list[tuple[bytes, int]], gap: int) -> None:
+        values = [value for value, _ in batch]
+        data = build_batch(
+            values, timestamps=[self.now_ms] * len(batch), base_offset=self.end + gap
+        )
+        with pytest.raises(InvalidRecordError):
+            self.log.append(data, assign_offsets=False, now_ms=self.now_ms)
+
+    @rule(data=st.data(), max_bytes=st.integers(1, 4000), capped=st.booleans())
+    def read(self, data: st.DataObject, max_bytes: int, capped: bool) -> None:
+        start = data.draw(st.integers(max(self.start - 2, 0), self.end + 2), label="start")
+        max_offset = data.draw(st.integers(self.start, self.end + 1), label="max_offset")
+        max_offset_arg = max_offset if capped else None
+        if not self.start <= start <= self.end:
+            with pytest.raises(OffsetOutOfRangeError):
+                self.log.read(start, max_bytes, max_offset=max_offset_arg)
+            return
+        got = self.log.read(start, max_bytes, max_offset=max_offset_arg)
+        assert decoded(got) == self._expected_read(start, max_bytes, max_offset_arg)
+
+    def _expected_read(
+        self, start: int, max_bytes: int, max_offset: int | None
+    ) -> list[tuple[int, bytes]]:
+        limit = self.end if max_offset is None else min(max_offset, self.end)
+        taken: list[ModelBatch] = []
+        for batch in self.batches:
+            if batch.next_offset <= start:
+                continue
+            if batch.last_offset >= limit:
+                break
+            if taken and sum(b.size for b in taken) + batch.size > max_bytes:
+                break
+            taken.append(batch)
+        return [record for batch in taken for record in batch.records]
+
+    @rule(data=st.data())
+    def truncate(self, data: st.DataObject) -> None:
+        near_end = st.integers(max(self.end - 8, 0), self.end + 2)
+        anywhere = st.integers(max(self.start - 2, 0), self.end + 2)
+        offset = data.draw(near_end | anywhere, label="offset")
+        self.log.truncate_to(offset)
+        if offset >= self.end:
+            return
+        if offset <= self.start:
+            self.batches, self.start, self.end = [], offset, offset
+            return
+        self.batches = [batch for batch in self.batches if batch.next_offset <= offset]
+        self.end = self.batches[-1].next_offset if self.batches else self.start
+
+    @rule()
+    def roll(self) -> None:
+        self.log.roll(self.now_ms)
+
+    @rule(elapsed=st.integers(0, 800))
+    def advance_time(self, elapsed: int) -> None:
+        self.now_ms += elapsed
+
+    @rule()
+    def apply_retention(self) -> None:
+        self.log.delete_expired_segments(self.now_ms)
+        new_start = self.log.log_start_offset
+        assert self.start <= new_start <= self.end
+        deleted = [batch for batch in self.batches if batch.base_offset < new_start]
+        if deleted:
+            assert deleted[-1].next_offset == new_start
+            assert self.config.retention_bytes >= 0 or self._all_expired(deleted)
+        self.batches = self.batches[len(deleted) :]
+        self.start = new_start
+
+    def _all_expired(self, batches: list[ModelBatch]) -> bool:
+        cutoff = self.now_ms - self.config.retention_ms
+        return self.config.retention_ms >= 0 and all(max(b.timestamps) < cutoff for b in batches)
+
+    @rule(data=st.data())
+    def find_timestamp(self, data: st.DataObject) -> None:
+        timestamp = data.draw(st.integers(0, self.now_ms + 1100), label="timestamp")
+        expected = next(
+            (
+                (batch.base_offset + i, ts)
+                for batch in self.batches
+                for i, ts in enumerate(batch.timestamps)
+                if ts >= timestamp
+            ),
+            None,
+        )
+        assert self.log.offset_for_timestamp(timestamp) == expected
+
+    @rule()
+    def reopen(self) -> None:
+        self.log.close()
+        self.log = Log.open(self.directory, self.config, now_ms=self.now_ms)
+
+    def _active_batches(self) -> tuple[Path, list[ModelBatch]]:
+        """The active segment file and the model batches it holds, in file order."""
+        path = sorted(self.directory.glob("*.log"))[-1]
+        base = int(path.stem)
+        return path, [batch for batch in self.batches if batch.base_offset >= base]
+
+    def _keep_before(self, kept: int, active: list[ModelBatch]) -> None:
+        """After a crash, keep the first `kept` batches of the active segment."""
+        dropped = active[kept:]
+        if dropped:
+            self.batches = self.batches[: len(self.batches) - len(dropped)]
+            self.end = dropped[0].base_offset
+
+    @rule(data=st.data())
+    def crash_with_torn_tail(self, data: st.DataObject) -> None:
+        self.log.close()
+        path, active = self._active_batches()
+        size = path.stat().st_size
+        cut = data.draw(st.integers(0, min(size, 100)) | st.integers(0, size), label="cut")
+        with open(path, "r+b") as file:
+            file.truncate(size - cut)
+        end, kept = 0, 0
+        while kept < len(active) and end + active[kept].size <= size - cut:
+            end += active[kept].size
+            kept += 1
+        self._keep_before(kept, active)
+        self.log = Log.open(self.directory, self.config, now_ms=self.now_ms)
+
+    @precondition(lambda self: self.end > self.start)
+    @rule(data=st.data())
+    def crash_with_flipped_byte(self, data: st.DataObject) -> None:
+        self.log.close()
+        path, active = self._active_batches()
+        if not active:
+            self.log = Log.open(self.directory, self.config, now_ms=self.now_ms)
+            return
+        position = data.draw(st.integers(0, path.stat().st_size - 1), label="position")
+        content = bytearray(path.read_bytes())
+        content[position] ^= 0x5A
+        path.write_bytes(content)
+        kept, start = 0, 0
+        while start + active[kept].size <= position:
+            start += active[kept].size
+            kept += 1
+        within = position - start
+        outside_crc = LEADER_EPOCH_FIELD_OFFSET <= within < LEADER_EPOCH_FIELD_OFFSET + 4
+        self._keep_before(len(active) if outside_crc else kept, active)
+        self.log = Log.open(self.directory, self.config, now_ms=self.now_ms)
+
+    @invariant()
+    def offsets_and_size_match(self) -> None:
+        if not hasattr(self, "log"):
+            return
+        assert (self.log.log_start_offset, self.log.log_end_offset) == (self.start, self.end)
+        assert self.log.size_bytes == sum(batch.size for batch in self.batches)
+
+
+LogModel.TestCase.settings = settings(
+    max_examples=100,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+@pytest.mark.slow
+class TestLogModel(LogModel.TestCase):
+    pass

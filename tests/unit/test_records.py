@@ -1,0 +1,129 @@
+"""The record batch codec: header layout, CRC, payload round trips, corruption detection."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spark_replica.errors import CorruptRecordError
+from spark_replica.records import (
+    HEADER_SIZE,
+    MAGIC,
+    BatchHeader,
+    build_batch,
+    decode_payload,
+    encode_batch,
+    iter_batches,
+    set_base_offset,
+    set_leader_epoch,
+    verify_batch,
+)
+
+
+def test_header_is_kafkas_v2_layout_size() -> None:
+    assert HEADER_SIZE == 61
+
+
+def test_build_batch_fills_the_header_from_the_records() -> None:
+    batch = build_batch(
+        [b"a", b"b", b"c"],
+        timestamps=[30, 10, 20],
+        producer_id=7,
+        producer_epoch=2,
+        base_sequence=5,
+    )
+    header = BatchHeader.decode(batch)
+    assert header.magic == MAGIC
+    assert header.record_count == 3
+    assert header.last_offset_delta == 2
+    assert header.first_timestamp == 30
+    assert header.max_timestamp == 30
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (7, 2, 5)
+    assert header.total_size == len(batch)
+    verify_batch(batch)
+
+
+def test_offset_and_epoch_are_outside_the_crc() -> None:
+    batch = bytearray(build_batch([b"x"] * 4))
+    set_base_offset(batch, 1234)
+    set_leader_epoch(batch, 9)
+    verify_batch(batch)
+    header = BatchHeader.decode(batch)
+    assert (header.base_offset, header.leader_epoch, header.last_offset) == (1234, 9, 1237)
+
+
+@pytest.mark.parametrize("position", [HEADER_SIZE - 5, HEADER_SIZE, -1, 25])
+def test_any_flipped_covered_byte_fails_the_crc(position: int) -> None:
+    batch = bytearray(build_batch([b"hello", b"world"]))
+    batch[position] ^= 0x01
+    with pytest.raises(CorruptRecordError):
+        verify_batch(batch)
+
+
+def test_truncated_batches_are_detected() -> None:
+    batch = build_batch([b"hello"])
+    with pytest.raises(CorruptRecordError):
+        verify_batch(batch[:-1])
+    with pytest.raises(CorruptRecordError):
+        list(iter_batches(batch + batch[:30]))
+    assert len(list(iter_batches(batch + batch[:30], allow_partial_tail=True))) == 1
+
+
+def test_bad_magic_and_counts_are_refused() -> None:
+    batch = bytearray(build_batch([b"x"]))
+    batch[16] = 7
+    with pytest.raises(CorruptRecordError, match="magic"):
+        BatchHeader.decode(batch)
+
+
+def test_payload_round_trip_with_nulls_and_headers() -> None:
+    batch = build_batch(
+        [b"v", None, "s"],
+        keys=[None, b"k", "sk"],
+        timestamps=[1, 2, 3],
+        headers=[[("a", b"1")], None, [("b", None)]],
+    )
+    rows = decode_payload(batch).to_pylist()
+    assert [r["value"] for r in rows] == [b"v", None, b"s"]
+    assert [r["key"] for r in rows] == [None, b"k", b"sk"]
+    assert [r["headers"] for r in rows] == [
+        [{"key": "a", "value": b"1"}],
+        None,
+        [{"key": "b", "value": None}],
+    ]
+
+
+def test_encode_from_arrow_casts_strings_and_integer_timestamps() -> None:
+    records = pa.RecordBatch.from_pydict(
+        {"value": pa.array(["a", "b"]), "timestamp": pa.array([5, 6], pa.int64())}
+    )
+    batch = encode_batch(records)
+    decoded = decode_payload(batch)
+    assert decoded.column("value").to_pylist() == [b"a", b"b"]
+    assert BatchHeader.decode(batch).max_timestamp == 6
+
+
+def test_a_value_column_is_required_and_must_be_binary() -> None:
+    with pytest.raises(ValueError, match="value"):
+        encode_batch(pa.RecordBatch.from_pydict({"key": pa.array([b"k"])}))
+    with pytest.raises(ValueError, match="binary or string"):
+        encode_batch(pa.RecordBatch.from_pydict({"value": pa.array([1])}))
+
+
+def test_garbage_payload_is_corrupt_not_a_crash() -> None:
+    batch = bytearray(build_batch([b"a"]))
+    batch[HEADER_SIZE:] = b"\xff" * (len(batch) - HEADER_SIZE)
+    with pytest.raises(CorruptRecordError):
+        decode_payload(batch)
+
+
+@given(
+    st.lists(st.one_of(st.none(), st.binary(max_size=64)), min_size=1, max_size=40),
+    st.integers(min_value=0, max_value=2**40),
+)
+def test_any_values_round_trip(values: list[bytes | None], timestamp: int) -> None:
+    batch = build_batch(values, timestamps=[timestamp] * len(values))
+    verify_batch(batch)
+    assert decode_payload(batch).column("value").to_pylist() == values
