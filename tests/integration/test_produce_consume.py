@@ -6,6 +6,8 @@ timestamps, in offset order, and only below the high watermark.
 
 from __future__ import annotations
 
+import asyncio
+
 import pyarrow as pa
 import pytest
 
@@ -221,3 +223,30 @@ def test_zookeeper_bootstrap_finds_brokers(brokers: BrokerFactory) -> None:
     second = brokers.start(2)
     found = sorted(bootstrap_from_zookeeper(brokers.zk_connect))
     assert found == sorted([(first.host, first.port), (second.host, second.port)])
+
+
+def test_pipelined_requests_on_one_connection_are_answered_in_order(
+    broker: BrokerProcess,
+) -> None:
+    from spark_replica.client import BrokerConnection
+    from spark_replica.protocol.metadata import MetadataRequest
+    from spark_replica.protocol.produce import ProducePartition, ProduceRequest, ProduceTopic
+    from spark_replica.records import build_batch
+
+    async def scenario() -> list[int]:
+        await create_topic([(broker.host, broker.port)], "piped")
+        conn = BrokerConnection(broker.host, broker.port)
+        await conn.connect()
+        try:
+            requests = []
+            for i in range(50):
+                batch = build_batch([f"{i}-{j}".encode() for j in range(3)])
+                topic = ProduceTopic("piped", [ProducePartition(0, batch)])
+                requests.append(conn.send(ProduceRequest(1, 5000, [topic])))
+                requests.append(conn.send(MetadataRequest(["piped"])))
+            answers = await asyncio.gather(*requests)
+            return [a.topics[0].partitions[0].base_offset for a in answers[::2]]
+        finally:
+            await conn.close()
+
+    assert run(scenario()) == [3 * i for i in range(50)]
