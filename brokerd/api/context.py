@@ -1,14 +1,18 @@
-"""What request handlers may touch: the broker's config, partitions and cluster view."""
+"""What request handlers may touch (config, partitions, cluster view), and their shared loop."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from kazoo.client import KazooClient
 
 from brokerd.cluster_view import ClusterView
 from brokerd.config import BrokerConfig
 from brokerd.replica_manager import ReplicaManager
+from spark_replica.errors import BrokerResponseError, ProtocolError, code_of
+from spark_replica.topics import TopicPartition, validate_topic_name
 
 
 @dataclass
@@ -17,3 +21,30 @@ class BrokerContext:
     replicas: ReplicaManager
     zk: KazooClient | None = None
     view: ClusterView = field(default_factory=ClusterView)
+
+
+def answer_each_partition(
+    topics: Iterable[Any],
+    make_topic_result: Callable[[str], Any],
+    make_partition_result: Callable[[int], Any],
+    serve: Callable[[TopicPartition, Any, Any], None],
+) -> list[Any]:
+    """Serve every (topic, partition) entry of a request into its own result.
+
+    The topic name is validated first; a typed error raised while serving one partition
+    becomes that partition's error code and message and never affects the others.
+    """
+    answered = []
+    for topic in topics:
+        topic_result = make_topic_result(topic.topic)
+        for entry in topic.partitions:
+            result = make_partition_result(entry.partition)
+            try:
+                validate_topic_name(topic.topic)
+                serve(TopicPartition(topic.topic, entry.partition), entry, result)
+            except (BrokerResponseError, ProtocolError) as exc:
+                result.error_code = code_of(exc)
+                result.error_message = str(exc)
+            topic_result.partitions.append(result)
+        answered.append(topic_result)
+    return answered

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import asyncio
 
-from brokerd.api.context import BrokerContext
+from brokerd.api.context import BrokerContext, answer_each_partition
 from brokerd.partition import Partition
-from spark_replica.errors import BrokerResponseError, InvalidFetchSizeError, code_of
+from spark_replica.errors import InvalidFetchSizeError
 from spark_replica.protocol.fetch import (
     CONSUMER_REPLICA_ID,
+    FetchPartition,
     FetchPartitionResult,
     FetchRequest,
     FetchResponse,
     FetchTopicResult,
 )
-from spark_replica.topics import TopicPartition, validate_topic_name
+from spark_replica.topics import TopicPartition
 
 # A fetch never parks longer than this, whatever max_wait_ms says.
 MAX_WAIT_CAP_MS = 30_000
@@ -43,39 +44,30 @@ def _read_all(
     remaining = request.max_bytes
     total = 0
     watched: list[Partition] = []
-    topics = []
-    for topic in request.topics:
-        topic_result = FetchTopicResult(topic.topic)
-        for entry in topic.partitions:
-            result = FetchPartitionResult(entry.partition)
-            try:
-                if request.max_bytes <= 0 or entry.max_bytes <= 0:
-                    raise InvalidFetchSizeError(
-                        f"max_bytes must be positive (request {request.max_bytes}, "
-                        f"partition {entry.max_bytes})"
-                    )
-                validate_topic_name(topic.topic)
-                partition = ctx.replicas.get_partition(TopicPartition(topic.topic, entry.partition))
-                if remaining > 0:
-                    limit = min(entry.max_bytes, remaining)
-                    records = partition.read(
-                        entry.fetch_offset,
-                        limit,
-                        current_leader_epoch=entry.current_leader_epoch,
-                        for_replica=for_replica,
-                    )
-                    result.records = records
-                    remaining -= len(records)
-                    total += len(records)
-                else:
-                    partition.require_leader()
-                result.high_watermark = partition.high_watermark
-                result.log_start_offset = partition.log.log_start_offset
-                result.log_end_offset = partition.log.log_end_offset
-                watched.append(partition)
-            except BrokerResponseError as exc:
-                result.error_code = code_of(exc)
-                result.error_message = str(exc)
-            topic_result.partitions.append(result)
-        topics.append(topic_result)
+
+    def serve(tp: TopicPartition, entry: FetchPartition, result: FetchPartitionResult) -> None:
+        nonlocal remaining, total
+        if request.max_bytes <= 0 or entry.max_bytes <= 0:
+            raise InvalidFetchSizeError(
+                f"max_bytes must be positive (request {request.max_bytes}, "
+                f"partition {entry.max_bytes})"
+            )
+        partition = ctx.replicas.get_partition(tp)
+        if remaining > 0:
+            result.records = partition.read(
+                entry.fetch_offset,
+                min(entry.max_bytes, remaining),
+                current_leader_epoch=entry.current_leader_epoch,
+                for_replica=for_replica,
+            )
+            remaining -= len(result.records)
+            total += len(result.records)
+        else:
+            partition.require_leader()
+        result.high_watermark = partition.high_watermark
+        result.log_start_offset = partition.log.log_start_offset
+        result.log_end_offset = partition.log.log_end_offset
+        watched.append(partition)
+
+    topics = answer_each_partition(request.topics, FetchTopicResult, FetchPartitionResult, serve)
     return FetchResponse(topics), total, watched

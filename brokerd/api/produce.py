@@ -4,26 +4,25 @@ from __future__ import annotations
 
 import asyncio
 
-from brokerd.api.context import BrokerContext
+from brokerd.api.context import BrokerContext, answer_each_partition
 from brokerd.partition import Partition
 from spark_replica.errors import (
     BrokerResponseError,
     InvalidRecordError,
     InvalidRequiredAcksError,
-    ProtocolError,
-    code_of,
 )
 from spark_replica.protocol.produce import (
     ACKS_ALL,
     ACKS_LEADER,
     ACKS_NONE,
+    ProducePartition,
     ProducePartitionResult,
     ProduceRequest,
     ProduceResponse,
     ProduceTopicResult,
 )
 from spark_replica.records import now_ms
-from spark_replica.topics import TopicPartition, validate_topic_name
+from spark_replica.topics import TopicPartition
 
 VALID_ACKS = (ACKS_NONE, ACKS_LEADER, ACKS_ALL)
 
@@ -32,28 +31,22 @@ async def handle_produce(ctx: BrokerContext, request: ProduceRequest) -> Produce
     """Answer per partition; with acks=0 answer nothing (the client does not wait)."""
     now = now_ms()
     waits: list[tuple[ProducePartitionResult, Partition, int]] = []
-    topics = []
-    for topic in request.topics:
-        topic_result = ProduceTopicResult(topic.topic)
-        for entry in topic.partitions:
-            result = ProducePartitionResult(entry.partition)
-            try:
-                if request.acks not in VALID_ACKS:
-                    raise InvalidRequiredAcksError(f"acks={request.acks}; use 0, 1 or -1 (all)")
-                validate_topic_name(topic.topic)
-                if not entry.records:
-                    raise InvalidRecordError("the partition's record set is empty")
-                partition = ctx.replicas.get_partition(TopicPartition(topic.topic, entry.partition))
-                info = partition.append_as_leader(entry.records, request.acks, now)
-                result.base_offset = info.first_offset
-                result.log_start_offset = partition.log.log_start_offset
-                if request.acks == ACKS_ALL:
-                    waits.append((result, partition, info.last_offset))
-            except (BrokerResponseError, ProtocolError) as exc:
-                result.error_code = code_of(exc)
-                result.error_message = str(exc)
-            topic_result.partitions.append(result)
-        topics.append(topic_result)
+
+    def serve(tp: TopicPartition, entry: ProducePartition, result: ProducePartitionResult) -> None:
+        if request.acks not in VALID_ACKS:
+            raise InvalidRequiredAcksError(f"acks={request.acks}; use 0, 1 or -1 (all)")
+        if not entry.records:
+            raise InvalidRecordError("the partition's record set is empty")
+        partition = ctx.replicas.get_partition(tp)
+        info = partition.append_as_leader(entry.records, request.acks, now)
+        result.base_offset = info.first_offset
+        result.log_start_offset = partition.log.log_start_offset
+        if request.acks == ACKS_ALL:
+            waits.append((result, partition, info.last_offset))
+
+    topics = answer_each_partition(
+        request.topics, ProduceTopicResult, ProducePartitionResult, serve
+    )
     if waits:
         timeout_s = max(request.timeout_ms, 0) / 1000
         outcomes = await asyncio.gather(

@@ -68,5 +68,5 @@ async def _run(topic: str, write, ctx: BrokerContext) -> TopicResult:
     try:
         await asyncio.to_thread(write, ctx.zk)
     except (ReplogError, ConfigError) as exc:
-        return TopicResult(topic, code_of(exc), str(exc))
+        return TopicResult(topic, code_of(exc), str(exc)[:1000])  # may echo huge input
     return TopicResult(topic, 0, None)

@@ -56,11 +56,7 @@ class FetchRequest:
             w.int64(p.fetch_offset)
             w.int32(p.max_bytes)
 
-        def write_topic(t: FetchTopic) -> None:
-            w.string(t.topic)
-            w.array(t.partitions, write_partition)
-
-        w.array(self.topics, write_topic)
+        w.topics(self.topics, write_partition)
 
     @classmethod
     def read(cls, r: Reader) -> FetchRequest:
@@ -74,10 +70,7 @@ class FetchRequest:
             epoch = r.int32()
             return FetchPartition(partition, r.int64(), r.int32(), epoch)
 
-        def read_topic() -> FetchTopic:
-            return FetchTopic(r.required_string(), r.required_array(read_partition))
-
-        topics = r.required_array(read_topic)
+        topics = r.topics(FetchTopic, read_partition)
         return cls(max_wait_ms, min_bytes, max_bytes, topics, replica_id)
 
 
@@ -112,11 +105,7 @@ class FetchResponse:
             w.int64(p.log_end_offset)
             w.bytes_(p.records)
 
-        def write_topic(t: FetchTopicResult) -> None:
-            w.string(t.topic)
-            w.array(t.partitions, write_partition)
-
-        w.array(self.topics, write_topic)
+        w.topics(self.topics, write_partition)
 
     @classmethod
     def read(cls, r: Reader) -> FetchResponse:
@@ -131,7 +120,4 @@ class FetchResponse:
                 r.bytes_() or b"",
             )
 
-        def read_topic() -> FetchTopicResult:
-            return FetchTopicResult(r.required_string(), r.required_array(read_partition))
-
-        return cls(r.required_array(read_topic))
+        return cls(r.topics(FetchTopicResult, read_partition))

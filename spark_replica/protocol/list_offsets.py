@@ -47,11 +47,7 @@ class ListOffsetsRequest:
             w.int32(p.current_leader_epoch)
             w.int64(p.timestamp)
 
-        def write_topic(t: ListOffsetsTopic) -> None:
-            w.string(t.topic)
-            w.array(t.partitions, write_partition)
-
-        w.array(self.topics, write_topic)
+        w.topics(self.topics, write_partition)
 
     @classmethod
     def read(cls, r: Reader) -> ListOffsetsRequest:
@@ -62,10 +58,7 @@ class ListOffsetsRequest:
             epoch = r.int32()
             return ListOffsetsPartition(partition, r.int64(), epoch)
 
-        def read_topic() -> ListOffsetsTopic:
-            return ListOffsetsTopic(r.required_string(), r.required_array(read_partition))
-
-        return cls(r.required_array(read_topic), replica_id)
+        return cls(r.topics(ListOffsetsTopic, read_partition), replica_id)
 
 
 @dataclass(slots=True)
@@ -95,11 +88,7 @@ class ListOffsetsResponse:
             w.int64(p.timestamp)
             w.int64(p.offset)
 
-        def write_topic(t: ListOffsetsTopicResult) -> None:
-            w.string(t.topic)
-            w.array(t.partitions, write_partition)
-
-        w.array(self.topics, write_topic)
+        w.topics(self.topics, write_partition)
 
     @classmethod
     def read(cls, r: Reader) -> ListOffsetsResponse:
@@ -108,7 +97,4 @@ class ListOffsetsResponse:
                 r.int32(), r.int16(), r.string(), r.int64(), r.int64()
             )
 
-        def read_topic() -> ListOffsetsTopicResult:
-            return ListOffsetsTopicResult(r.required_string(), r.required_array(read_partition))
-
-        return cls(r.required_array(read_topic))
+        return cls(r.topics(ListOffsetsTopicResult, read_partition))

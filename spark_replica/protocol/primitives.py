@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Iterable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from spark_replica.errors import ProtocolError
 
@@ -78,6 +78,15 @@ class Writer:
 
     def int32_array(self, items: Iterable[int]) -> None:
         self.array(items, self.int32)
+
+    def topics(self, topics: Iterable[Any], write_partition: Callable[[Any], None]) -> None:
+        """The common "per topic: name, then per partition: ..." layout."""
+
+        def write_topic(topic: Any) -> None:
+            self.string(topic.topic)
+            self.array(topic.partitions, write_partition)
+
+        self.array(topics, write_topic)
 
     def getvalue(self) -> bytes:
         return bytes(self.buf)
@@ -161,6 +170,14 @@ class Reader:
 
     def int32_array(self) -> list[int]:
         return self.required_array(self.int32)
+
+    def topics(
+        self, make_topic: Callable[[str, list[Any]], T], read_partition: Callable[[], Any]
+    ) -> list[T]:
+        """Read the layout Writer.topics writes, building each topic with `make_topic`."""
+        return self.required_array(
+            lambda: make_topic(self.required_string(), self.required_array(read_partition))
+        )
 
     def remaining(self) -> int:
         return len(self.view) - self.pos

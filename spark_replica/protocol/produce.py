@@ -42,34 +42,23 @@ class ProduceRequest:
     def write(self, w: Writer) -> None:
         w.int16(self.acks)
         w.int32(self.timeout_ms)
-        w.array(self.topics, lambda t: _write_topic(w, t))
+
+        def write_partition(p: ProducePartition) -> None:
+            w.int32(p.partition)
+            w.bytes_(p.records)
+
+        w.topics(self.topics, write_partition)
 
     @classmethod
     def read(cls, r: Reader) -> ProduceRequest:
         acks = r.int16()
         timeout_ms = r.int32()
-        topics = r.required_array(lambda: _read_topic(r))
-        return cls(acks, timeout_ms, topics)
 
+        def read_partition() -> ProducePartition:
+            partition = r.int32()
+            return ProducePartition(partition, r.bytes_() or b"")
 
-def _write_topic(w: Writer, topic: ProduceTopic) -> None:
-    w.string(topic.topic)
-
-    def write_partition(p: ProducePartition) -> None:
-        w.int32(p.partition)
-        w.bytes_(p.records)
-
-    w.array(topic.partitions, write_partition)
-
-
-def _read_topic(r: Reader) -> ProduceTopic:
-    name = r.required_string()
-
-    def read_partition() -> ProducePartition:
-        partition = r.int32()
-        return ProducePartition(partition, r.bytes_() or b"")
-
-    return ProduceTopic(name, r.required_array(read_partition))
+        return cls(acks, timeout_ms, r.topics(ProduceTopic, read_partition))
 
 
 @dataclass(slots=True)
@@ -99,18 +88,11 @@ class ProduceResponse:
             w.int64(p.base_offset)
             w.int64(p.log_start_offset)
 
-        def write_topic(t: ProduceTopicResult) -> None:
-            w.string(t.topic)
-            w.array(t.partitions, write_partition)
-
-        w.array(self.topics, write_topic)
+        w.topics(self.topics, write_partition)
 
     @classmethod
     def read(cls, r: Reader) -> ProduceResponse:
         def read_partition() -> ProducePartitionResult:
             return ProducePartitionResult(r.int32(), r.int16(), r.string(), r.int64(), r.int64())
 
-        def read_topic() -> ProduceTopicResult:
-            return ProduceTopicResult(r.required_string(), r.required_array(read_partition))
-
-        return cls(r.required_array(read_topic))
+        return cls(r.topics(ProduceTopicResult, read_partition))
