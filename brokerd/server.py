@@ -23,6 +23,7 @@ from spark_replica.errors import (
     ProtocolError,
     UnknownServerError,
     UnsupportedVersionError,
+    wire_message,
 )
 from spark_replica.protocol import REQUEST_TYPES, is_supported
 from spark_replica.protocol.apis import ApiKey
@@ -129,9 +130,13 @@ class RequestServer:
         if response is None:
             return None
         body = Writer()
-        response.write(body)
+        try:
+            response.write(body)
+        except ProtocolError as exc:
+            logger.exception("cannot encode the %s response", api_key.name)
+            return _error_response(header.correlation_id, UnknownServerError(str(exc)))
         return encode_response(ResponseHeader(header.correlation_id, 0, None), body)
 
 
 def _error_response(correlation_id: int, error: BrokerResponseError) -> bytearray:
-    return encode_response(ResponseHeader(correlation_id, error.code, str(error)), None)
+    return encode_response(ResponseHeader(correlation_id, error.code, wire_message(error)), None)

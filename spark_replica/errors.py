@@ -266,6 +266,15 @@ def raise_for_code(code: int, message: str = "") -> None:
         raise error_for_code(code, message)
 
 
+# Messages can echo user input; on the wire they are cut to this many characters.
+MAX_WIRE_MESSAGE_CHARS = 1000
+
+
+def wire_message(error: BaseException) -> str:
+    """The text sent with an error code: the error's message, cut to a bounded length."""
+    return str(error)[:MAX_WIRE_MESSAGE_CHARS]
+
+
 def code_of(error: BaseException) -> int:
     """The wire code to answer for an exception raised while serving a request."""
     if isinstance(error, BrokerResponseError):

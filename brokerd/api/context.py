@@ -11,7 +11,7 @@ from kazoo.client import KazooClient
 from brokerd.cluster_view import ClusterView
 from brokerd.config import BrokerConfig
 from brokerd.replica_manager import ReplicaManager
-from spark_replica.errors import BrokerResponseError, ProtocolError, code_of
+from spark_replica.errors import BrokerResponseError, ProtocolError, code_of, wire_message
 from spark_replica.topics import TopicPartition, validate_topic_name
 
 
@@ -44,7 +44,7 @@ def answer_each_partition(
                 serve(TopicPartition(topic.topic, entry.partition), entry, result)
             except (BrokerResponseError, ProtocolError) as exc:
                 result.error_code = code_of(exc)
-                result.error_message = str(exc)
+                result.error_message = wire_message(exc)
             topic_result.partitions.append(result)
         answered.append(topic_result)
     return answered

@@ -7,6 +7,7 @@ from spark_replica.errors import (
     BrokerResponseError,
     LeaderNotAvailableError,
     UnknownTopicOrPartitionError,
+    wire_message,
 )
 from spark_replica.protocol.metadata import (
     NO_LEADER,
@@ -33,7 +34,7 @@ def _describe(ctx: BrokerContext, name: str) -> TopicMetadata:
         if assignment is None:
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
     except BrokerResponseError as exc:
-        return TopicMetadata(name, [], exc.code, str(exc))
+        return TopicMetadata(name, [], exc.code, wire_message(exc))
     partitions = []
     for partition, replicas in sorted(assignment.partitions.items()):
         state = ctx.view.states.get(TopicPartition(name, partition))

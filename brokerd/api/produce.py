@@ -10,6 +10,7 @@ from spark_replica.errors import (
     BrokerResponseError,
     InvalidRecordError,
     InvalidRequiredAcksError,
+    wire_message,
 )
 from spark_replica.protocol.produce import (
     ACKS_ALL,
@@ -56,7 +57,7 @@ async def handle_produce(ctx: BrokerContext, request: ProduceRequest) -> Produce
         for (result, _, _), outcome in zip(waits, outcomes, strict=True):
             if isinstance(outcome, BrokerResponseError):
                 result.error_code = outcome.code
-                result.error_message = str(outcome)
+                result.error_message = wire_message(outcome)
     if request.acks == ACKS_NONE:
         return None
     return ProduceResponse(topics)

@@ -10,7 +10,13 @@ from __future__ import annotations
 import asyncio
 
 from brokerd.api.context import BrokerContext
-from spark_replica.errors import ConfigError, ReplogError, UnknownServerError, code_of
+from spark_replica.errors import (
+    ConfigError,
+    ReplogError,
+    UnknownServerError,
+    code_of,
+    wire_message,
+)
 from spark_replica.protocol.api_versions import (
     ApiVersionRange,
     ApiVersionsRequest,
@@ -68,5 +74,5 @@ async def _run(topic: str, write, ctx: BrokerContext) -> TopicResult:
     try:
         await asyncio.to_thread(write, ctx.zk)
     except (ReplogError, ConfigError) as exc:
-        return TopicResult(topic, code_of(exc), str(exc)[:1000])  # may echo huge input
+        return TopicResult(topic, code_of(exc), wire_message(exc))
     return TopicResult(topic, 0, None)

@@ -27,6 +27,8 @@ _INT64 = struct.Struct(">q")
 
 # A reader refuses an array count above this before allocating anything for it.
 MAX_ARRAY_LENGTH = 1 << 20
+# An int16 length prefix bounds every string.
+MAX_STRING_BYTES = 32767
 
 
 class Writer:
@@ -57,6 +59,8 @@ class Writer:
             self.int16(-1)
             return
         data = value.encode("utf-8", "surrogateescape")
+        if len(data) > MAX_STRING_BYTES:
+            raise ProtocolError(f"string of {len(data)} bytes is over the {MAX_STRING_BYTES} limit")
         self.int16(len(data))
         self.buf += data
 

@@ -143,3 +143,8 @@ def test_frames_carry_header_and_top_level_error() -> None:
     answer = encode_response(ResponseHeader(77, 35, "no such api"), None)
     decoded = ResponseHeader.read(Reader(bytes(answer)[4:]))
     assert decoded == ResponseHeader(77, 35, "no such api")
+
+
+def test_overlong_strings_are_refused_when_encoding() -> None:
+    with pytest.raises(ProtocolError, match="over the 32767 limit"):
+        Writer().string("x" * 40_000)
