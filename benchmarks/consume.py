@@ -1,0 +1,129 @@
+"""Consume throughput into pyarrow RecordBatches from one broker on loopback; prints one JSON line.
+
+Starts an embedded ZooKeeper and one broker (``_cluster.local_cluster``), creates a topic with
+``--partitions`` partitions and replication factor 1, and stops both processes at the end.
+
+First, untimed, it produces the workload exactly as ``produce.py`` does (random values of
+``--record-bytes``, ``--batch-records`` per batch, acks=1, ``--in-flight`` requests at once).
+Then it times one ``Consumer`` reading every record from offset 0: ``poll`` is called until
+all records have come back as ``FetchedRecords`` holding ``pyarrow.RecordBatch`` es (each
+batch's CRC checked and its Arrow IPC payload opened zero-copy, as the consumer does by
+default). ``fetch_p50_ms``/``fetch_p99_ms`` are percentiles of the time each ``poll`` took,
+one Fetch round trip plus decoding.
+
+Units (1 MB = 1e6 bytes): ``mb_per_s`` counts record value bytes only
+(records x record_bytes / 1e6 / seconds); ``wire_mb_per_s`` counts the stored batch bytes read
+(61-byte batch headers plus Arrow IPC payloads; response framing excluded).
+``ratio_to_loopback`` is ``wire_mb_per_s`` over the loopback TCP throughput between two
+processes, measured in the same run before ZooKeeper starts.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/consume.py --record-bytes 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+
+from _cluster import local_cluster
+from _common import MB, emit, measure_limits, percentile
+from produce import (
+    RUN_TIMEOUT_S,
+    add_workload_arguments,
+    build_batches,
+    create_topic,
+    finish_arguments,
+    send_all,
+    wait_until_stored,
+)
+
+from spark_replica.client import Cluster, Consumer, Producer
+from spark_replica.topics import TopicPartition
+
+CONSUME_TIMEOUT_S = 120.0
+
+
+async def consume_all(
+    cluster: Cluster, partitions: list[TopicPartition], records: int
+) -> list[float]:
+    """Poll from offset 0 until ``records`` records arrived; return each poll's seconds."""
+    consumer = Consumer(cluster)
+    consumer.assign(partitions)
+    for tp in partitions:
+        consumer.seek(tp, 0)
+    deadline = time.perf_counter() + CONSUME_TIMEOUT_S
+    latencies: list[float] = []
+    seen = 0
+    while seen < records:
+        polled = time.perf_counter()
+        fetched = await consumer.poll()
+        latencies.append(time.perf_counter() - polled)
+        seen += sum(chunk.records.num_rows for chunk in fetched)
+        if polled > deadline:
+            raise TimeoutError(f"only {seen} of {records} records read in {CONSUME_TIMEOUT_S} s")
+    if seen != records:
+        raise RuntimeError(f"read {seen} records, {records} were produced")
+    return latencies
+
+
+async def _run(
+    bootstrap: list[tuple[str, int]], args: argparse.Namespace, batches: list[bytes]
+) -> tuple[float, list[float]]:
+    """Produce ``batches`` (untimed), then time reading them back; return (seconds, polls)."""
+    cluster = Cluster(bootstrap, client_id="replog-bench-consume")
+    try:
+        partitions = await create_topic(cluster, args.partitions)
+        await send_all(Producer(cluster), batches, args.partitions, args.in_flight)
+        await wait_until_stored(cluster, partitions, args.records)
+        started = time.perf_counter()
+        latencies = await consume_all(cluster, partitions, args.records)
+        return time.perf_counter() - started, latencies
+    finally:
+        await cluster.close()
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_workload_arguments(parser)
+    args = parser.parse_args(argv)
+    finish_arguments(parser, args)
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parse_args(argv)
+    limits = measure_limits(args.limits_seconds)
+    batches, _ = build_batches(args.records, args.record_bytes, args.batch_records)
+    wire_bytes = sum(len(batch) for batch in batches)
+    with local_cluster() as cluster:
+        seconds, latencies = asyncio.run(
+            asyncio.wait_for(_run(cluster.bootstrap, args, batches), RUN_TIMEOUT_S)
+        )
+    latencies_ms = sorted(latency * 1000 for latency in latencies)
+    wire_mb_per_s = wire_bytes / MB / seconds
+    emit(
+        {
+            "bench": "consume",
+            "rf": 1,
+            "record_bytes": args.record_bytes,
+            "records": args.records,
+            "batch_records": args.batch_records,
+            "partitions": args.partitions,
+            "seconds": round(seconds, 3),
+            "records_per_s": round(args.records / seconds),
+            "mb_per_s": round(args.records * args.record_bytes / MB / seconds, 1),
+            "wire_mb_per_s": round(wire_mb_per_s, 1),
+            "fetches": len(latencies),
+            "fetch_p50_ms": round(percentile(latencies_ms, 50), 2),
+            "fetch_p99_ms": round(percentile(latencies_ms, 99), 2),
+            "loopback_mb_per_s": limits["loopback_mb_per_s"],
+            "ratio_to_loopback": round(wire_mb_per_s / limits["loopback_mb_per_s"], 3),
+        }
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,238 @@
+"""Produce throughput and latency against one broker process on loopback; prints one JSON line.
+
+Starts an embedded ZooKeeper and one broker (``_cluster.local_cluster``), creates a topic with
+``--partitions`` partitions and replication factor 1, and stops both processes at the end.
+
+What is timed, and what is not:
+
+* Building the batches is the client's job and is measured on its own, before the cluster
+  starts: values are random bytes (``--record-bytes`` each) sliced zero-copy from one
+  ``os.urandom`` buffer into a pyarrow binary column, and every ``--batch-records`` of them
+  are encoded with ``spark_replica.records.encode_batch`` (timestamps are filled in by it).
+  The rate is ``encode_records_per_s``.
+* The timed part sends all batches with ``Producer.send_batch``, at most ``--in-flight``
+  requests outstanding (batches go round-robin over the partitions; order is irrelevant here),
+  and ends when the broker reports every record stored: at the last answer, plus one
+  ListOffsets round trip (with ``--acks 0`` the broker answers nothing, so this poll is what
+  tells that everything landed).
+* ``p50_ms``/``p99_ms``: per-request latency from ``send_batch`` call to its acknowledgement
+  (with ``--acks 0``: until the request is written to the socket).
+
+Units (1 MB = 1e6 bytes): ``mb_per_s`` counts record value bytes only
+(records x record_bytes / 1e6 / seconds); ``wire_mb_per_s`` counts the encoded batch bytes sent
+(61-byte batch headers plus Arrow IPC payloads with keys, timestamps and offsets; request
+framing excluded). ``ratio_to_loopback`` is ``wire_mb_per_s`` over the loopback TCP throughput
+between two processes, measured in the same run before ZooKeeper starts.
+
+Run from the repository root::
+
+    .venv/bin/python benchmarks/produce.py --record-bytes 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import time
+from collections.abc import Sequence
+
+import pyarrow as pa
+from _cluster import local_cluster
+from _common import MB, emit, measure_limits, percentile
+
+from brokerd.log import LogConfig
+from spark_replica.client import Admin, Cluster, Consumer, Producer, ProducerConfig, parse_acks
+from spark_replica.protocol.list_offsets import LATEST_TIMESTAMP
+from spark_replica.records import encode_batch
+from spark_replica.topics import TopicPartition
+
+TOPIC = "bench"
+DEFAULT_VALUE_BYTES = 500 * MB  # default --records: 5,000,000 records of 100 bytes
+MAX_BATCH_BYTES = LogConfig().max_batch_bytes  # the broker's default batch size limit
+ARROW_BYTES_PER_RECORD = 17  # value and key offsets, timestamp, validity bits: an upper bound
+BATCH_OVERHEAD_BYTES = 64 * 1024  # batch header and Arrow IPC schema and metadata: ample
+RUN_TIMEOUT_S = 300.0
+STORED_TIMEOUT_S = 60.0
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def add_workload_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags that produce.py and consume.py share."""
+    parser.add_argument(
+        "--record-bytes", type=positive_int, default=100, help="bytes per record value (100)"
+    )
+    parser.add_argument(
+        "--records",
+        type=positive_int,
+        default=None,
+        help=f"records in total (default: {DEFAULT_VALUE_BYTES // MB} MB of values, "
+        "i.e. 5,000,000 records of 100 bytes)",
+    )
+    parser.add_argument(
+        "--batch-records", type=positive_int, default=10_000, help="records per batch (10,000)"
+    )
+    parser.add_argument("--partitions", type=positive_int, default=1, help="partitions (1)")
+    parser.add_argument(
+        "--in-flight",
+        type=positive_int,
+        default=8,
+        help="most produce requests outstanding at once (8)",
+    )
+    parser.add_argument(
+        "--limits-seconds",
+        type=positive_float,
+        default=1.0,
+        help="seconds for each machine-limit measurement (1.0)",
+    )
+
+
+def finish_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Fill in the default record count and reject batches the broker would refuse."""
+    if args.records is None:
+        args.records = max(1, DEFAULT_VALUE_BYTES // args.record_bytes)
+    per_record = args.record_bytes + ARROW_BYTES_PER_RECORD
+    if args.batch_records * per_record + BATCH_OVERHEAD_BYTES > MAX_BATCH_BYTES:
+        parser.error(
+            f"a batch of {args.batch_records} records of {args.record_bytes} bytes would exceed "
+            f"the broker's batch limit of {MAX_BATCH_BYTES} bytes; lower --batch-records"
+        )
+
+
+def build_batches(records: int, record_bytes: int, batch_records: int) -> tuple[list[bytes], float]:
+    """Encode ``records`` random values into batches; return them and the encoding seconds."""
+    data = pa.py_buffer(os.urandom(records * record_bytes))
+    offsets = pa.array(
+        range(0, (batch_records + 1) * record_bytes, record_bytes), pa.int32()
+    ).buffers()[1]
+    batches = []
+    started = time.perf_counter()
+    for first in range(0, records, batch_records):
+        count = min(batch_records, records - first)
+        chunk = data.slice(first * record_bytes, count * record_bytes)
+        values = pa.Array.from_buffers(pa.binary(), count, [None, offsets, chunk])
+        batches.append(encode_batch(pa.record_batch([values], names=["value"])))
+    return batches, time.perf_counter() - started
+
+
+async def create_topic(cluster: Cluster, partitions: int) -> list[TopicPartition]:
+    await Admin(cluster).create_topic(TOPIC, partitions, replication_factor=1)
+    return [TopicPartition(TOPIC, p) for p in range(partitions)]
+
+
+async def send_all(
+    producer: Producer, batches: Sequence[bytes], partitions: int, in_flight: int
+) -> list[float]:
+    """Send every batch, ``in_flight`` at a time; return each request's latency in seconds."""
+    latencies: list[float] = []
+    jobs = iter(enumerate(batches))
+
+    async def sender() -> None:
+        for index, batch in jobs:
+            sent = time.perf_counter()
+            await producer.send_batch(TOPIC, index % partitions, batch)
+            latencies.append(time.perf_counter() - sent)
+
+    await asyncio.gather(*(sender() for _ in range(min(in_flight, len(batches)))))
+    return latencies
+
+
+async def wait_until_stored(
+    cluster: Cluster, partitions: list[TopicPartition], records: int
+) -> None:
+    """Poll the partitions' high watermarks until they add up to ``records``."""
+    consumer = Consumer(cluster)
+    deadline = time.perf_counter() + STORED_TIMEOUT_S
+    while True:
+        offsets = await consumer.list_offsets(partitions, LATEST_TIMESTAMP)
+        stored = sum(offset for offset, _ in offsets.values())
+        if stored > records:
+            raise RuntimeError(f"the broker stores {stored} records, {records} were sent")
+        if stored == records:
+            return
+        if time.perf_counter() > deadline:
+            raise TimeoutError(f"only {stored} of {records} records stored after the sends")
+        await asyncio.sleep(0.001)
+
+
+async def _run(
+    bootstrap: list[tuple[str, int]], args: argparse.Namespace, batches: list[bytes]
+) -> tuple[float, list[float]]:
+    """Create the topic, then time sending ``batches``; return (seconds, latencies)."""
+    cluster = Cluster(bootstrap, client_id="replog-bench-produce")
+    try:
+        partitions = await create_topic(cluster, args.partitions)
+        producer = Producer(cluster, ProducerConfig(acks=parse_acks(args.acks)))
+        started = time.perf_counter()
+        latencies = await send_all(producer, batches, args.partitions, args.in_flight)
+        await wait_until_stored(cluster, partitions, args.records)
+        return time.perf_counter() - started, latencies
+    finally:
+        await cluster.close()
+
+
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_workload_arguments(parser)
+    parser.add_argument("--acks", choices=["0", "1", "all"], default="1", help="acks (1)")
+    args = parser.parse_args(argv)
+    finish_arguments(parser, args)
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parse_args(argv)
+    limits = measure_limits(args.limits_seconds)
+    batches, encode_s = build_batches(args.records, args.record_bytes, args.batch_records)
+    wire_bytes = sum(len(batch) for batch in batches)
+    with local_cluster() as cluster:
+        seconds, latencies = asyncio.run(
+            asyncio.wait_for(_run(cluster.bootstrap, args, batches), RUN_TIMEOUT_S)
+        )
+    latencies_ms = sorted(latency * 1000 for latency in latencies)
+    wire_mb_per_s = wire_bytes / MB / seconds
+    emit(
+        {
+            "bench": "produce",
+            "acks": args.acks,
+            "rf": 1,
+            "record_bytes": args.record_bytes,
+            "records": args.records,
+            "batch_records": args.batch_records,
+            "partitions": args.partitions,
+            "in_flight": args.in_flight,
+            "seconds": round(seconds, 3),
+            "records_per_s": round(args.records / seconds),
+            "mb_per_s": round(args.records * args.record_bytes / MB / seconds, 1),
+            "wire_mb_per_s": round(wire_mb_per_s, 1),
+            "p50_ms": round(percentile(latencies_ms, 50), 2),
+            "p99_ms": round(percentile(latencies_ms, 99), 2),
+            "encode_records_per_s": round(args.records / encode_s),
+            "loopback_mb_per_s": limits["loopback_mb_per_s"],
+            "disk_append_mb_per_s": limits["disk_append_mb_per_s"],
+            "ratio_to_loopback": round(wire_mb_per_s / limits["loopback_mb_per_s"], 3),
+        }
+    )
+
+
+if __name__ == "__main__":
+    main()
