@@ -18,6 +18,7 @@ import logging
 from brokerd.api import HANDLERS, BrokerContext
 from spark_replica.errors import (
     BrokerResponseError,
+    ConnectionLostError,
     InvalidRequestError,
     MessageTooLargeError,
     ProtocolError,
@@ -28,13 +29,13 @@ from spark_replica.errors import (
 from spark_replica.protocol import REQUEST_TYPES, is_supported
 from spark_replica.protocol.apis import ApiKey
 from spark_replica.protocol.frames import (
-    SIZE,
-    SIZE_BYTES,
+    Buffer,
     RequestHeader,
     ResponseHeader,
     encode_response,
 )
 from spark_replica.protocol.primitives import Reader, Writer
+from spark_replica.transport import FrameStream, OversizedFrame, serve_frame_streams
 
 logger = logging.getLogger("brokerd.server")
 
@@ -53,8 +54,8 @@ class RequestServer:
 
     async def start(self) -> int:
         """Listen; return the bound port (useful when asked for port 0)."""
-        self._server = await asyncio.start_server(
-            self._on_connection, self.host, self.port, limit=1 << 20
+        self._server = await serve_frame_streams(
+            self.host, self.port, self.max_frame_bytes, _FIXED_HEADER_BYTES, self._on_stream
         )
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
@@ -69,45 +70,39 @@ class RequestServer:
         if self._server is not None:
             await self._server.wait_closed()
 
-    async def _on_connection(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        task = asyncio.current_task()
-        assert task is not None
+    def _on_stream(self, stream: FrameStream) -> None:
+        task = asyncio.create_task(self._serve(stream))
         self._connections.add(task)
-        peer = writer.get_extra_info("peername")
+        task.add_done_callback(self._connections.discard)
+
+    async def _serve(self, stream: FrameStream) -> None:
         try:
-            await self._serve(reader, writer)
-        except (asyncio.IncompleteReadError, ConnectionError):
+            while True:
+                frame = await stream.read_frame()
+                if isinstance(frame, OversizedFrame):
+                    await self._refuse_oversized(stream, frame)
+                    return
+                answer = await self._handle(frame)
+                if answer is not None:
+                    await stream.write(answer)
+        except ConnectionLostError:
             pass
         except ProtocolError as exc:
-            logger.warning("closing connection from %s: %s", peer, exc)
+            logger.warning("closing connection from %s: %s", stream.peer, exc)
         finally:
-            self._connections.discard(task)
-            writer.close()
+            stream.close()
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            (size,) = SIZE.unpack(await reader.readexactly(SIZE_BYTES))
-            if size < _FIXED_HEADER_BYTES:
-                raise ProtocolError(f"frame of {size} bytes cannot hold a request header")
-            if size > self.max_frame_bytes:
-                fixed = await reader.readexactly(_FIXED_HEADER_BYTES)
-                header = Reader(fixed)
-                header.int16()
-                header.int16()
-                error = MessageTooLargeError(
-                    f"request of {size} bytes is over the limit of {self.max_frame_bytes}"
-                )
-                writer.write(_error_response(header.int32(), error))
-                await writer.drain()
-                raise ProtocolError(str(error))
-            answer = await self._handle(await reader.readexactly(size))
-            if answer is not None:
-                writer.write(answer)
-                await writer.drain()
+    async def _refuse_oversized(self, stream: FrameStream, frame: OversizedFrame) -> None:
+        header = Reader(frame.head)
+        header.int16()
+        header.int16()
+        error = MessageTooLargeError(
+            f"request of {frame.size} bytes is over the limit of {self.max_frame_bytes}"
+        )
+        await stream.write(_error_response(header.int32(), error))
+        logger.warning("closing connection from %s: %s", stream.peer, error)
 
-    async def _handle(self, frame: bytes) -> bytearray | None:
+    async def _handle(self, frame: bytearray) -> list[Buffer] | None:
         reader = Reader(frame)
         header = RequestHeader.read(reader)
         if not is_supported(header.api_key, header.api_version):
@@ -138,5 +133,5 @@ class RequestServer:
         return encode_response(ResponseHeader(header.correlation_id, 0, None), body)
 
 
-def _error_response(correlation_id: int, error: BrokerResponseError) -> bytearray:
+def _error_response(correlation_id: int, error: BrokerResponseError) -> list[Buffer]:
     return encode_response(ResponseHeader(correlation_id, error.code, wire_message(error)), None)

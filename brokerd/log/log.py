@@ -168,9 +168,13 @@ class Log:
 
     def _stamp(
         self, view: memoryview, spans: list[BatchSpan], leader_epoch: int | None
-    ) -> tuple[bytearray, list[BatchSpan]]:
-        """A copy of the batches numbered from the log end offset; the CRC stays valid."""
-        data = bytearray(view)
+    ) -> tuple[bytearray | memoryview, list[BatchSpan]]:
+        """The batches numbered from the log end offset; the CRC stays valid.
+
+        A writable buffer (the broker's own copy of a request frame) is stamped in place;
+        a read-only one is copied first.
+        """
+        data = view if not view.readonly else bytearray(view)
         next_offset = self.log_end_offset
         stamped: list[BatchSpan] = []
         for position, header in spans:

@@ -18,13 +18,12 @@ from spark_replica.protocol import RESPONSE_TYPES
 from spark_replica.protocol.apis import ApiKey
 from spark_replica.protocol.frames import (
     DEFAULT_MAX_FRAME_BYTES,
-    SIZE,
-    SIZE_BYTES,
     RequestHeader,
     ResponseHeader,
     encode_request,
 )
 from spark_replica.protocol.primitives import Reader, Writer
+from spark_replica.transport import FrameStream, OversizedFrame, open_frame_stream
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 
@@ -42,8 +41,7 @@ class BrokerConnection:
         self.port = port
         self.client_id = client_id
         self.max_frame_bytes = max_frame_bytes
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._stream: FrameStream | None = None
         self._pending: dict[int, tuple[asyncio.Future[Any], ApiKey]] = {}
         self._correlation_ids = itertools.count(1)
         self._read_task: asyncio.Task[None] | None = None
@@ -55,14 +53,14 @@ class BrokerConnection:
 
     @property
     def is_usable(self) -> bool:
-        return self._writer is not None and self._failure is None
+        return self._stream is not None and self._failure is None
 
     async def connect(self, timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S) -> None:
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, limit=1 << 20), timeout_s
+            self._stream = await open_frame_stream(
+                self.host, self.port, self.max_frame_bytes, timeout_s
             )
-        except (OSError, TimeoutError) as exc:
+        except ConnectionLostError as exc:
             raise ConnectionLostError(f"cannot connect to broker at {self.address}: {exc}") from exc
         self._read_task = asyncio.create_task(self._read_responses())
 
@@ -70,8 +68,8 @@ class BrokerConnection:
         self, request: Any, *, expect_response: bool = True, timeout_s: float = 30.0
     ) -> Any:
         """Send a request; return its decoded response, or raise its typed error."""
-        if not self.is_usable or self._writer is None:
-            raise ConnectionLostError(f"connection to {self.address} is closed")
+        if not self.is_usable or self._stream is None:
+            raise self._failure or ConnectionLostError(f"connection to {self.address} is closed")
         correlation_id = next(self._correlation_ids)
         body = Writer()
         request.write(body)
@@ -83,9 +81,8 @@ class BrokerConnection:
             future = asyncio.get_running_loop().create_future()
             self._pending[correlation_id] = (future, request.API_KEY)
         try:
-            self._writer.write(frame)
-            await self._writer.drain()
-        except (OSError, ConnectionError) as exc:
+            await self._stream.write(frame)
+        except ConnectionLostError as exc:
             self._fail(ConnectionLostError(f"lost connection to {self.address}: {exc}"))
         if future is None:
             if self._failure is not None:
@@ -100,19 +97,19 @@ class BrokerConnection:
             ) from None
 
     async def _read_responses(self) -> None:
-        assert self._reader is not None
+        assert self._stream is not None
         try:
             while True:
-                (size,) = SIZE.unpack(await self._reader.readexactly(SIZE_BYTES))
-                if not 0 < size <= self.max_frame_bytes:
-                    raise ProtocolError(f"response frame size {size} is out of range")
-                self._dispatch(await self._reader.readexactly(size))
-        except (asyncio.IncompleteReadError, OSError, ConnectionError) as exc:
-            self._fail(ConnectionLostError(f"connection to {self.address} closed: {exc!r}"))
+                frame = await self._stream.read_frame()
+                if isinstance(frame, OversizedFrame):
+                    raise ProtocolError(f"response frame of {frame.size} bytes is over the limit")
+                self._dispatch(frame)
+        except ConnectionLostError as exc:
+            self._fail(ConnectionLostError(f"connection to {self.address} closed: {exc}"))
         except ProtocolError as exc:
             self._fail(ConnectionLostError(f"bad response from {self.address}: {exc}"))
 
-    def _dispatch(self, frame: bytes) -> None:
+    def _dispatch(self, frame: bytearray) -> None:
         reader = Reader(frame)
         header = ResponseHeader.read(reader)
         entry = self._pending.pop(header.correlation_id, None)
@@ -136,8 +133,8 @@ class BrokerConnection:
         for future, _ in pending.values():
             if not future.done():
                 future.set_exception(error)
-        if self._writer is not None:
-            self._writer.close()
+        if self._stream is not None:
+            self._stream.close()
 
     async def close(self) -> None:
         self._fail(ConnectionLostError(f"connection to {self.address} was closed"))
@@ -145,6 +142,3 @@ class BrokerConnection:
             self._read_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._read_task
-        if self._writer is not None:
-            with contextlib.suppress(Exception):
-                await self._writer.wait_closed()

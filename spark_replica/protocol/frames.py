@@ -13,8 +13,9 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from spark_replica.errors import ProtocolError
 from spark_replica.protocol.primitives import Reader, Writer
+
+Buffer = bytes | bytearray | memoryview
 
 SIZE = struct.Struct(">i")
 SIZE_BYTES = SIZE.size
@@ -62,33 +63,18 @@ class ResponseHeader:
         return cls(correlation_id, error_code, message)
 
 
-def frame(payload: bytes | bytearray) -> bytes:
-    """Prefix a payload with its size."""
-    return SIZE.pack(len(payload)) + payload
-
-
-def read_size(prefix: bytes) -> int:
-    """Decode a frame's size prefix; raises ProtocolError if it is negative or zero."""
-    (size,) = SIZE.unpack(prefix)
-    if size <= 0:
-        raise ProtocolError(f"frame size {size} is not positive")
-    return size
-
-
-def encode_request(header: RequestHeader, body: Writer) -> bytearray:
+def encode_request(header: RequestHeader, body: Writer) -> list[Buffer]:
+    """The whole request frame as buffers to write in order (size prefix first)."""
     writer = Writer()
-    writer.int32(0)
     header.write(writer)
-    writer.buf += body.buf
-    SIZE.pack_into(writer.buf, 0, len(writer.buf) - SIZE_BYTES)
-    return writer.buf
+    writer.extend(body)
+    return [SIZE.pack(len(writer)), *writer.buffers()]
 
 
-def encode_response(header: ResponseHeader, body: Writer | None) -> bytearray:
+def encode_response(header: ResponseHeader, body: Writer | None) -> list[Buffer]:
+    """The whole response frame as buffers; the body is left out when there is an error."""
     writer = Writer()
-    writer.int32(0)
     header.write(writer)
     if body is not None and not header.error_code:
-        writer.buf += body.buf
-    SIZE.pack_into(writer.buf, 0, len(writer.buf) - SIZE_BYTES)
-    return writer.buf
+        writer.extend(body)
+    return [SIZE.pack(len(writer)), *writer.buffers()]

@@ -27,16 +27,45 @@ _INT64 = struct.Struct(">q")
 
 # A reader refuses an array count above this before allocating anything for it.
 MAX_ARRAY_LENGTH = 1 << 20
+# Byte fields at least this long are passed on by reference rather than copied.
+LARGE_FIELD_BYTES = 64 * 1024
 # An int16 length prefix bounds every string.
 MAX_STRING_BYTES = 32767
 
 
 class Writer:
-    """Appends encoded fields to one growing buffer."""
+    """Appends encoded fields; large byte fields are kept by reference, not copied.
 
-    __slots__ = ("buf",)
+    The encoded message is ``buffers()``: the small fields accumulate in a bytearray,
+    and a bytes field of LARGE_FIELD_BYTES or more (record batches) becomes a buffer of
+    its own, so that it reaches the socket without being copied into the message.
+    """
+
+    __slots__ = ("_chunks", "_size_of_chunks", "buf")
 
     def __init__(self) -> None:
+        self.buf = bytearray()
+        self._chunks: list[bytes | bytearray | memoryview] = []
+        self._size_of_chunks = 0
+
+    def __len__(self) -> int:
+        return self._size_of_chunks + len(self.buf)
+
+    def buffers(self) -> list[bytes | bytearray | memoryview]:
+        return [*self._chunks, self.buf]
+
+    def extend(self, other: Writer) -> None:
+        """Append everything `other` has encoded, its large buffers by reference."""
+        for chunk in other.buffers():
+            self._append_large(chunk) if len(chunk) >= LARGE_FIELD_BYTES else self._copy(chunk)
+
+    def _copy(self, data: bytes | bytearray | memoryview) -> None:
+        self.buf += data
+
+    def _append_large(self, data: bytes | bytearray | memoryview) -> None:
+        self._chunks.append(self.buf)
+        self._chunks.append(data)
+        self._size_of_chunks += len(self.buf) + len(data)
         self.buf = bytearray()
 
     def int8(self, value: int) -> None:
@@ -69,7 +98,10 @@ class Writer:
             self.int32(-1)
             return
         self.int32(len(value))
-        self.buf += value
+        if len(value) >= LARGE_FIELD_BYTES:
+            self._append_large(value)
+        else:
+            self.buf += value
 
     def array(self, items: Iterable[T] | None, write_item: Callable[[T], None]) -> None:
         if items is None:
@@ -93,7 +125,7 @@ class Writer:
         self.array(topics, write_topic)
 
     def getvalue(self) -> bytes:
-        return bytes(self.buf)
+        return b"".join(self.buffers())
 
 
 class Reader:

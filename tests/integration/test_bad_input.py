@@ -123,7 +123,7 @@ def raw_string(data: bytes) -> bytes:
 def body_of(request: Any) -> bytes:
     writer = Writer()
     request.write(writer)
-    return bytes(writer.buf)
+    return writer.getvalue()
 
 
 @dataclass

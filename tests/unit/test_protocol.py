@@ -138,10 +138,10 @@ def test_frames_carry_header_and_top_level_error() -> None:
     body = Writer()
     MetadataRequest(None).write(body)
     frame = encode_request(RequestHeader(3, 0, 77, "me"), body)
-    reader = Reader(bytes(frame)[4:])
+    reader = Reader(b"".join(frame)[4:])
     assert RequestHeader.read(reader) == RequestHeader(3, 0, 77, "me")
     answer = encode_response(ResponseHeader(77, 35, "no such api"), None)
-    decoded = ResponseHeader.read(Reader(bytes(answer)[4:]))
+    decoded = ResponseHeader.read(Reader(b"".join(answer)[4:]))
     assert decoded == ResponseHeader(77, 35, "no such api")
 
 

@@ -1,0 +1,257 @@
+"""Length-prefixed frames over asyncio, with as few copies of large payloads as possible.
+
+Both ends of a connection (the broker's server and the client) read and write frames
+through a FrameStream. Reading uses a BufferedProtocol: small frames are parsed out of
+one scratch buffer, and a frame too large for it gets a bytearray of its own into which
+the socket reads directly, so a 10 MB produce request is received with one copy, and
+the broker can stamp offsets into it in place. Writing hands the transport a list of
+buffers (header fields and the record bytes separately), so record bytes are never
+concatenated into a message buffer first.
+
+Flow control both ways: reading pauses while too many frames wait to be handled, and
+`drain()` waits while the transport's write buffer is above its high-water mark.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from spark_replica.errors import ConnectionLostError, ProtocolError
+from spark_replica.protocol.frames import SIZE, SIZE_BYTES
+
+SCRATCH_BYTES = 256 * 1024
+# Buffers at least this large are written on their own rather than joined with others.
+LARGE_WRITE_BYTES = 64 * 1024
+# Stop reading from the socket while this many frames wait to be handled.
+MAX_QUEUED_FRAMES = 32
+
+Buffer = bytes | bytearray | memoryview
+
+
+@dataclass(frozen=True)
+class OversizedFrame:
+    """A frame over the limit: its declared size and the first bytes of its body."""
+
+    size: int
+    head: bytes
+
+
+class FrameProtocol(asyncio.BufferedProtocol):
+    """Turns the byte stream into frames queued for one reader."""
+
+    def __init__(
+        self,
+        max_frame_bytes: int,
+        head_bytes_of_oversized: int = 0,
+        on_stream: Callable[[FrameStream], None] | None = None,
+    ) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self.head_bytes_of_oversized = head_bytes_of_oversized
+        self.on_stream = on_stream
+        self.transport: asyncio.Transport | None = None
+        self._scratch = bytearray(SCRATCH_BYTES)
+        self._scratch_used = 0
+        self._frame: bytearray | None = None
+        self._frame_filled = 0
+        self._frames: collections.deque[bytearray | OversizedFrame] = collections.deque()
+        self._closed: BaseException | None = None  # no more frames will arrive
+        self._lost: BaseException | None = None  # the connection itself is gone
+        self._frame_ready = asyncio.Event()
+        self._reading_paused = False
+        self._writable = asyncio.Event()
+        self._writable.set()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        if self.on_stream is not None:
+            self.on_stream(FrameStream(transport, self))
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:
+            return memoryview(self._frame)[self._frame_filled :]
+        return memoryview(self._scratch)[self._scratch_used :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._frame is not None:
+            self._frame_filled += nbytes
+            if self._frame_filled == len(self._frame):
+                self._deliver(self._frame)
+                self._frame = None
+            return
+        self._scratch_used += nbytes
+        try:
+            self._parse_scratch()
+        except ProtocolError as exc:
+            self._end_of_frames(exc)
+
+    def _parse_scratch(self) -> None:
+        view = memoryview(self._scratch)
+        position = 0
+        while self._scratch_used - position >= SIZE_BYTES:
+            (size,) = SIZE.unpack_from(view, position)
+            if size <= 0:
+                raise ProtocolError(f"frame size {size} is not positive")
+            available = self._scratch_used - position - SIZE_BYTES
+            if size > self.max_frame_bytes:
+                if available < min(size, self.head_bytes_of_oversized):
+                    break
+                start = position + SIZE_BYTES
+                head = bytes(view[start : start + self.head_bytes_of_oversized])
+                self._deliver(OversizedFrame(size, head))
+                self._end_of_frames(ProtocolError(f"frame of {size} bytes is over the limit"))
+                self._scratch_used = 0
+                return
+            start = position + SIZE_BYTES
+            if available >= size:
+                self._deliver(bytearray(view[start : start + size]))
+                position = start + size
+                continue
+            if size + SIZE_BYTES > SCRATCH_BYTES:
+                frame = bytearray(size)
+                frame[:available] = view[start : self._scratch_used]
+                self._frame, self._frame_filled = frame, available
+                position = self._scratch_used
+            break
+        remaining = self._scratch_used - position
+        if position and remaining:
+            self._scratch[:remaining] = view[position : self._scratch_used]
+        self._scratch_used = remaining
+
+    def _deliver(self, frame: bytearray | OversizedFrame) -> None:
+        self._frames.append(frame)
+        self._frame_ready.set()
+        if len(self._frames) >= MAX_QUEUED_FRAMES and not self._reading_paused:
+            self._reading_paused = True
+            assert self.transport is not None
+            self.transport.pause_reading()
+
+    def _stop_reading(self) -> None:
+        if self.transport is not None and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+
+    async def next_frame(self) -> bytearray | OversizedFrame:
+        """The next frame; raises ConnectionLostError once the stream has ended."""
+        while not self._frames:
+            if self._closed is not None:
+                raise self._closed
+            self._frame_ready.clear()
+            await self._frame_ready.wait()
+        frame = self._frames.popleft()
+        if (
+            self._reading_paused
+            and self._closed is None
+            and len(self._frames) < MAX_QUEUED_FRAMES // 2
+            and self.transport is not None
+        ):
+            self._reading_paused = False
+            self.transport.resume_reading()
+        return frame
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        reason = "closed" if exc is None else f"failed: {exc!r}"
+        self._lost = ConnectionLostError(f"connection {reason}")
+        if self._closed is None:
+            self._closed = self._lost
+        self._frame_ready.set()
+        self._writable.set()
+
+    def _end_of_frames(self, error: BaseException) -> None:
+        """No frame follows those queued: the reader handles them, then gets `error`.
+
+        The transport stays open so that answers to the frames already read still go
+        out; the reader closes it when it reaches the end.
+        """
+        self._stop_reading()
+        if self._closed is None:
+            self._closed = error
+        self._frame_ready.set()
+
+    def eof_received(self) -> bool:
+        self._end_of_frames(ConnectionLostError("the peer closed its side of the connection"))
+        return True
+
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    async def drain(self) -> None:
+        await self._writable.wait()
+        if self._lost is not None:
+            raise self._lost
+
+
+class FrameStream:
+    """One connection's frames: read them in order, write lists of buffers."""
+
+    def __init__(self, transport: asyncio.Transport, protocol: FrameProtocol) -> None:
+        self.transport = transport
+        self.protocol = protocol
+
+    @property
+    def peer(self) -> object:
+        return self.transport.get_extra_info("peername")
+
+    async def read_frame(self) -> bytearray | OversizedFrame:
+        return await self.protocol.next_frame()
+
+    async def write(self, buffers: Sequence[Buffer]) -> None:
+        """Write buffers in order: small ones joined, large ones handed over as they are.
+
+        A transport tries to send a buffer at once and keeps only what the socket did
+        not take, so handing over a large buffer directly avoids first joining it with
+        the small header fields into one fresh copy.
+        """
+        if self.transport.is_closing():
+            raise ConnectionLostError("connection is closed")
+        small: list[Buffer] = []
+        for buffer in buffers:
+            if len(buffer) < LARGE_WRITE_BYTES:
+                small.append(buffer)
+                continue
+            if small:
+                self.transport.write(b"".join(small))
+                small = []
+            self.transport.write(buffer)
+        if small:
+            self.transport.write(b"".join(small))
+        await self.protocol.drain()
+
+    def close(self) -> None:
+        self.transport.close()
+
+
+async def open_frame_stream(
+    host: str, port: int, max_frame_bytes: int, timeout_s: float
+) -> FrameStream:
+    """Connect to host:port; raise ConnectionLostError if that fails or times out."""
+    loop = asyncio.get_running_loop()
+    try:
+        transport, protocol = await asyncio.wait_for(
+            loop.create_connection(lambda: FrameProtocol(max_frame_bytes), host, port),
+            timeout_s,
+        )
+    except (OSError, TimeoutError) as exc:
+        raise ConnectionLostError(f"cannot connect to {host}:{port}: {exc!r}") from exc
+    assert isinstance(transport, asyncio.Transport)
+    return FrameStream(transport, protocol)
+
+
+async def serve_frame_streams(
+    host: str,
+    port: int,
+    max_frame_bytes: int,
+    head_bytes_of_oversized: int,
+    on_stream: Callable[[FrameStream], None],
+) -> asyncio.Server:
+    """Listen on host:port; call `on_stream` (on the loop) for every new connection."""
+    loop = asyncio.get_running_loop()
+    return await loop.create_server(
+        lambda: FrameProtocol(max_frame_bytes, head_bytes_of_oversized, on_stream), host, port
+    )
