@@ -1,0 +1,134 @@
+"""FrameProtocol's parsing: frames come out whole and in order however the bytes arrive."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_replica.errors import ConnectionLostError, ProtocolError
+from spark_replica.transport import SCRATCH_BYTES, FrameProtocol, OversizedFrame
+
+
+class RecordingTransport(asyncio.Transport):
+    """Just enough of a transport for the protocol's flow control calls."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paused = False
+        self.closed = False
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+    def close(self) -> None:
+        self.closed = True
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+
+def feed(protocol: FrameProtocol, data: bytes, cuts: list[int]) -> None:
+    """Deliver `data` to the protocol in pieces ending at `cuts`, as a socket would."""
+    position = 0
+    for end in [*sorted(set(cuts)), len(data)]:
+        while position < end:
+            buffer = protocol.get_buffer(-1)
+            n = min(len(buffer), end - position)
+            buffer[:n] = data[position : position + n]
+            protocol.buffer_updated(n)
+            position += n
+
+
+def frames_of(payloads: list[bytes]) -> bytes:
+    return b"".join(struct.pack(">i", len(p)) + p for p in payloads)
+
+
+async def drain(protocol: FrameProtocol, count: int) -> list[bytearray | OversizedFrame]:
+    return [await protocol.next_frame() for _ in range(count)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(min_size=1, max_size=300),
+            st.integers(min_value=SCRATCH_BYTES - 10, max_value=SCRATCH_BYTES * 3).map(
+                lambda n: bytes([n % 251]) * n
+            ),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.lists(st.integers(min_value=0, max_value=4 * SCRATCH_BYTES), max_size=12),
+)
+def test_frames_survive_any_split(payloads: list[bytes], cuts: list[int]) -> None:
+    async def scenario() -> list[bytearray | OversizedFrame]:
+        protocol = FrameProtocol(max_frame_bytes=10 * SCRATCH_BYTES)
+        protocol.connection_made(RecordingTransport())
+        data = frames_of(payloads)
+        feed(protocol, data, [c for c in cuts if c < len(data)])
+        return await drain(protocol, len(payloads))
+
+    assert [bytes(f) for f in asyncio.run(scenario())] == payloads  # type: ignore[arg-type]
+
+
+def test_oversized_frame_gives_its_head_then_ends_the_stream() -> None:
+    async def scenario() -> None:
+        protocol = FrameProtocol(max_frame_bytes=100, head_bytes_of_oversized=8)
+        transport = RecordingTransport()
+        protocol.connection_made(transport)
+        feed(protocol, frames_of([b"ok"]) + struct.pack(">i", 5000) + b"12345678rest", [])
+        assert await protocol.next_frame() == bytearray(b"ok")
+        oversized = await protocol.next_frame()
+        assert oversized == OversizedFrame(5000, b"12345678")
+        assert transport.paused
+        with pytest.raises(ProtocolError, match="over the limit"):
+            await protocol.next_frame()
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("size", [0, -1])
+def test_non_positive_size_ends_the_stream_after_earlier_frames(size: int) -> None:
+    async def scenario() -> None:
+        protocol = FrameProtocol(max_frame_bytes=100)
+        protocol.connection_made(RecordingTransport())
+        feed(protocol, frames_of([b"first"]) + struct.pack(">i", size), [])
+        assert await protocol.next_frame() == bytearray(b"first")
+        with pytest.raises(ProtocolError, match="not positive"):
+            await protocol.next_frame()
+
+    asyncio.run(scenario())
+
+
+def test_end_of_input_comes_after_the_queued_frames() -> None:
+    async def scenario() -> None:
+        protocol = FrameProtocol(max_frame_bytes=100)
+        protocol.connection_made(RecordingTransport())
+        feed(protocol, frames_of([b"a", b"b"]), [])
+        assert protocol.eof_received() is True
+        assert [bytes(f) for f in await drain(protocol, 2)] == [b"a", b"b"]  # type: ignore[arg-type]
+        with pytest.raises(ConnectionLostError):
+            await protocol.next_frame()
+
+    asyncio.run(scenario())
+
+
+def test_reading_pauses_while_frames_pile_up() -> None:
+    async def scenario() -> None:
+        protocol = FrameProtocol(max_frame_bytes=100)
+        transport = RecordingTransport()
+        protocol.connection_made(transport)
+        feed(protocol, frames_of([b"x"] * 40), [])
+        assert transport.paused
+        await drain(protocol, 40)
+        assert not transport.paused
+
+    asyncio.run(scenario())
