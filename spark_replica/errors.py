@@ -123,6 +123,12 @@ class MessageTooLargeError(BrokerResponseError):
     code = 10
 
 
+class StaleControllerEpochError(BrokerResponseError):
+    """The request comes from a controller older than one this broker has heard from."""
+
+    code = 11
+
+
 class InvalidTopicError(BrokerResponseError):
     """Topic names are 1-249 characters of ASCII letters, digits, '.', '_' and '-'."""
 
@@ -213,6 +219,12 @@ class UnknownLeaderEpochError(BrokerResponseError):
     invalid_metadata = True
 
 
+class StaleBrokerEpochError(BrokerResponseError):
+    """The request was meant for an earlier incarnation of this broker."""
+
+    code = 77
+
+
 class InvalidRecordError(BrokerResponseError):
     """A record batch is well formed but breaks a rule (e.g. offsets, counts)."""
 
@@ -231,6 +243,7 @@ _BY_CODE: dict[int, type[BrokerResponseError]] = {
         NotLeaderOrFollowerError,
         RequestTimedOutError,
         MessageTooLargeError,
+        StaleControllerEpochError,
         InvalidTopicError,
         RecordListTooLargeError,
         NotEnoughReplicasError,
@@ -245,6 +258,7 @@ _BY_CODE: dict[int, type[BrokerResponseError]] = {
         InvalidRequestError,
         FencedLeaderEpochError,
         UnknownLeaderEpochError,
+        StaleBrokerEpochError,
         InvalidRecordError,
     )
 }

@@ -7,9 +7,19 @@ elsewhere.
 
 from spark_replica.protocol.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from spark_replica.protocol.apis import SUPPORTED_VERSIONS, ApiKey, is_supported
+from spark_replica.protocol.controller_requests import (
+    EmptyResponse,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    UpdateMetadataRequest,
+)
 from spark_replica.protocol.fetch import FetchRequest, FetchResponse
 from spark_replica.protocol.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from spark_replica.protocol.metadata import MetadataRequest, MetadataResponse
+from spark_replica.protocol.offsets_for_leader_epoch import (
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
+)
 from spark_replica.protocol.produce import ProduceRequest, ProduceResponse
 from spark_replica.protocol.topic_admin import (
     CreateTopicsRequest,
@@ -26,6 +36,9 @@ RESPONSE_TYPES = {
     ApiKey.API_VERSIONS: ApiVersionsResponse,
     ApiKey.CREATE_TOPICS: TopicResultsResponse,
     ApiKey.DELETE_TOPICS: TopicResultsResponse,
+    ApiKey.LEADER_AND_ISR: LeaderAndIsrResponse,
+    ApiKey.UPDATE_METADATA: EmptyResponse,
+    ApiKey.OFFSETS_FOR_LEADER_EPOCH: OffsetsForLeaderEpochResponse,
 }
 
 # The request type of each API key.
@@ -37,6 +50,9 @@ REQUEST_TYPES = {
     ApiKey.API_VERSIONS: ApiVersionsRequest,
     ApiKey.CREATE_TOPICS: CreateTopicsRequest,
     ApiKey.DELETE_TOPICS: DeleteTopicsRequest,
+    ApiKey.LEADER_AND_ISR: LeaderAndIsrRequest,
+    ApiKey.UPDATE_METADATA: UpdateMetadataRequest,
+    ApiKey.OFFSETS_FOR_LEADER_EPOCH: OffsetsForLeaderEpochRequest,
 }
 
 __all__ = [
@@ -48,14 +64,20 @@ __all__ = [
     "ApiVersionsResponse",
     "CreateTopicsRequest",
     "DeleteTopicsRequest",
+    "EmptyResponse",
     "FetchRequest",
     "FetchResponse",
+    "LeaderAndIsrRequest",
+    "LeaderAndIsrResponse",
     "ListOffsetsRequest",
     "ListOffsetsResponse",
     "MetadataRequest",
     "MetadataResponse",
+    "OffsetsForLeaderEpochRequest",
+    "OffsetsForLeaderEpochResponse",
     "ProduceRequest",
     "ProduceResponse",
     "TopicResultsResponse",
+    "UpdateMetadataRequest",
     "is_supported",
 ]

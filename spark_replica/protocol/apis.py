@@ -14,9 +14,12 @@ class ApiKey(IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
+    LEADER_AND_ISR = 4
+    UPDATE_METADATA = 6
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    OFFSETS_FOR_LEADER_EPOCH = 23
 
 
 # api key -> (min version, max version) this build serves
@@ -28,6 +31,9 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 0),
     ApiKey.CREATE_TOPICS: (0, 0),
     ApiKey.DELETE_TOPICS: (0, 0),
+    ApiKey.LEADER_AND_ISR: (0, 0),
+    ApiKey.UPDATE_METADATA: (0, 0),
+    ApiKey.OFFSETS_FOR_LEADER_EPOCH: (0, 0),
 }
 
 

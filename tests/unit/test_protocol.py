@@ -7,6 +7,17 @@ import pytest
 from spark_replica.errors import ProtocolError
 from spark_replica.protocol import REQUEST_TYPES, RESPONSE_TYPES, ApiKey, is_supported
 from spark_replica.protocol.api_versions import ApiVersionRange, ApiVersionsResponse
+from spark_replica.protocol.controller_requests import (
+    ControllerHeader,
+    EmptyResponse,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    PartitionError,
+    PartitionLeaderState,
+    TopicErrors,
+    TopicLeaderStates,
+    UpdateMetadataRequest,
+)
 from spark_replica.protocol.fetch import (
     FetchPartition,
     FetchPartitionResult,
@@ -36,6 +47,14 @@ from spark_replica.protocol.metadata import (
     PartitionMetadata,
     TopicMetadata,
 )
+from spark_replica.protocol.offsets_for_leader_epoch import (
+    EpochEndOffset,
+    EpochEndOffsetTopic,
+    EpochQuery,
+    EpochQueryTopic,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
+)
 from spark_replica.protocol.primitives import MAX_ARRAY_LENGTH, Reader, Writer
 from spark_replica.protocol.produce import (
     ProducePartition,
@@ -53,7 +72,16 @@ from spark_replica.protocol.topic_admin import (
     TopicResultsResponse,
 )
 
+HEADER = ControllerHeader(1, 7, 4242)
+STATE = PartitionLeaderState(0, 2, 3, [2, 3], 5, [1, 2, 3])
+
 MESSAGES = [
+    LeaderAndIsrRequest(HEADER, True, [TopicLeaderStates("t", [STATE])], [BrokerInfo(2, "h", 9)]),
+    LeaderAndIsrResponse([TopicErrors("t", [PartitionError(0, 11, "stale")])]),
+    UpdateMetadataRequest(HEADER, [BrokerInfo(1, "h", 9)], [TopicLeaderStates("t", [STATE])]),
+    EmptyResponse(),
+    OffsetsForLeaderEpochRequest([EpochQueryTopic("t", [EpochQuery(0, 3, 4)])], 2),
+    OffsetsForLeaderEpochResponse([EpochEndOffsetTopic("t", [EpochEndOffset(0, 0, None, 3, 77)])]),
     ProduceRequest(-1, 1000, [ProduceTopic("t", [ProducePartition(0, b"abc")])]),
     ProduceResponse([ProduceTopicResult("t", [ProducePartitionResult(0, 0, None, 5, 0)])]),
     FetchRequest(500, 1, 1 << 20, [FetchTopic("t", [FetchPartition(2, 9, 1024, 3)])], 4),
