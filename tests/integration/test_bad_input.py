@@ -60,6 +60,13 @@ from spark_replica.protocol import (
     MetadataRequest,
     ProduceRequest,
 )
+from spark_replica.protocol.controller_requests import (
+    ControllerHeader,
+    LeaderAndIsrRequest,
+    PartitionLeaderState,
+    TopicLeaderStates,
+    UpdateMetadataRequest,
+)
 from spark_replica.protocol.fetch import FetchPartition, FetchResponse, FetchTopic
 from spark_replica.protocol.frames import SIZE, ResponseHeader
 from spark_replica.protocol.list_offsets import (
@@ -69,6 +76,11 @@ from spark_replica.protocol.list_offsets import (
     ListOffsetsTopic,
 )
 from spark_replica.protocol.metadata import MetadataResponse
+from spark_replica.protocol.offsets_for_leader_epoch import (
+    EpochQuery,
+    EpochQueryTopic,
+    OffsetsForLeaderEpochRequest,
+)
 from spark_replica.protocol.primitives import Reader, Writer
 from spark_replica.protocol.produce import ProducePartition, ProduceResponse, ProduceTopic
 from spark_replica.protocol.topic_admin import NewTopic, TopicResultsResponse
@@ -419,6 +431,19 @@ def valid_bodies() -> dict[ApiKey, bytes]:
             CreateTopicsRequest([NewTopic("never-created", 1, 1, {"retention.ms": "1"})], 1000)
         ),
         ApiKey.DELETE_TOPICS: body_of(DeleteTopicsRequest([SEED_TOPIC], 1000)),
+        # From a controller epoch no broker has seen yet and for no broker incarnation:
+        # refused whole (stale broker epoch), so the seeded partitions keep their roles.
+        ApiKey.LEADER_AND_ISR: body_of(
+            LeaderAndIsrRequest(
+                ControllerHeader(99, 0, -5),
+                False,
+                [TopicLeaderStates(SEED_TOPIC, [PartitionLeaderState(0, 99, 9, [99], 0, [99])])],
+            )
+        ),
+        ApiKey.UPDATE_METADATA: body_of(UpdateMetadataRequest(ControllerHeader(99, 0, -5), [], [])),
+        ApiKey.OFFSETS_FOR_LEADER_EPOCH: body_of(
+            OffsetsForLeaderEpochRequest([EpochQueryTopic(SEED_TOPIC, [EpochQuery(0, 0)])])
+        ),
     }
 
 
@@ -472,7 +497,7 @@ def test_an_unreadable_frame_closes_only_its_own_connection(seeded: SeededBroker
 # went wrong without it having to know the API's response layout.
 
 
-@pytest.mark.parametrize("api_key", [999, -1, 4, 17, 21, 32767, -32768])
+@pytest.mark.parametrize("api_key", [999, -1, 9, 17, 21, 32767, -32768])
 def test_unknown_api_key_is_answered_with_unsupported_version(
     seeded: SeededBroker, api_key: int
 ) -> None:

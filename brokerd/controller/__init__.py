@@ -1,0 +1,1 @@
+"""The cluster controller: leader election, partition and replica state machines."""
