@@ -8,26 +8,25 @@ crash can lose only the unflushed tail of the active segment; ``Log.open`` check
 segment batch by batch and cuts it at the first torn or corrupt batch. Operations that
 touch several segments (truncation, retention) delete files from the end that keeps
 the log contiguous, so a crash in the middle leaves a shorter but valid log.
+
+The leader epoch cache follows the log: appends add epochs to it in memory, and they
+reach its file with the log's flushes and rolls; truncation and retention write it at
+once. ``Log.open`` reconciles a file left stale by a crash with the recovered segments.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import shutil
 from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 
 from brokerd.log.config import UNLIMITED, LogConfig
-from brokerd.log.segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    BatchSpan,
-    LogSegment,
-)
+from brokerd.log.directory import fsync_directory, prepare_directory
+from brokerd.log.epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCache
+from brokerd.log.segment import BatchSpan, LogSegment
 from spark_replica.errors import (
     InvalidFetchSizeError,
     InvalidRecordError,
@@ -38,9 +37,6 @@ from spark_replica.errors import (
 from spark_replica.records import iter_batches, set_base_offset, set_leader_epoch, verify_batch
 
 logger = logging.getLogger("brokerd.log")
-
-STRAY_SUFFIXES = (".tmp", ".cleaned", ".deleted", ".swap")
-_SEGMENT_NAME_DIGITS = 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,20 +54,26 @@ class Log:
     """The append-only, truncatable sequence of batches of one partition replica."""
 
     def __init__(
-        self, directory: Path, config: LogConfig, segments: list[LogSegment], now_ms: int
+        self,
+        directory: Path,
+        config: LogConfig,
+        segments: list[LogSegment],
+        epoch_cache: LeaderEpochCache,
+        now_ms: int,
     ) -> None:
         self._directory = directory
         self._config = config
         self._segments = segments
+        self._epoch_cache = epoch_cache
         self._unflushed_records = 0
         self._last_flush_ms = now_ms
         self._closed = False
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, now_ms: int) -> Log:
-        """Open (or create) the log in `directory`, recovering the active segment."""
+        """Open (or create) the log in `directory`, recovering the active segment and epochs."""
         directory.mkdir(parents=True, exist_ok=True)
-        base_offsets = _prepare_directory(directory)
+        base_offsets = prepare_directory(directory)
         segments = [
             LogSegment.load(directory, base, config, now_ms=now_ms) for base in base_offsets[:-1]
         ]
@@ -79,8 +81,8 @@ class Log:
             segments.append(LogSegment.recover(directory, base_offsets[-1], config, now_ms=now_ms))
         else:
             segments.append(LogSegment.create(directory, 0, config))
-            _fsync_directory(directory)
-        return cls(directory, config, segments, now_ms)
+            fsync_directory(directory)
+        return cls(directory, config, segments, _open_epoch_cache(directory, segments), now_ms)
 
     @property
     def directory(self) -> Path:
@@ -101,6 +103,14 @@ class Log:
     @property
     def segment_count(self) -> int:
         return len(self._segments)
+
+    @property
+    def epoch_cache(self) -> LeaderEpochCache:
+        return self._epoch_cache
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """Where `leader_epoch` ended in this log, as (epoch, end offset); see the cache."""
+        return self._epoch_cache.end_offset_for(leader_epoch, self.log_end_offset)
 
     @property
     def _active(self) -> LogSegment:
@@ -131,6 +141,7 @@ class Log:
         if self._active.should_roll(len(data), last.last_offset, now_ms):
             self.roll(now_ms)
         self._active.append(data, spans, now_ms)
+        self._record_epochs(spans)
         record_count = last.next_offset - first.base_offset
         self._unflushed_records += record_count
         self._apply_flush_policy(now_ms)
@@ -186,6 +197,14 @@ class Log:
             stamped.append((position, dataclasses.replace(header, **changes)))
             next_offset += header.record_count
         return data, stamped
+
+    def _record_epochs(self, spans: list[BatchSpan]) -> None:
+        """Note each epoch change among the written batches: one comparison per batch."""
+        latest = self._epoch_cache.latest_epoch
+        for _, header in spans:
+            if header.leader_epoch > latest:
+                latest = header.leader_epoch
+                self._epoch_cache.assign(latest, header.base_offset)
 
     def _check_continues_log(self, spans: list[BatchSpan]) -> None:
         expected = self.log_end_offset
@@ -263,6 +282,8 @@ class Log:
             self._segments.pop().delete()
         old_end = self.log_end_offset
         self._active.truncate_to(offset)
+        self._epoch_cache.truncate_from_end(self.log_end_offset)
+        self._epoch_cache.flush()
         logger.info(
             "%s: truncated to offset %d (asked %d, was %d)",
             self._directory,
@@ -273,10 +294,12 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start an empty log whose next offset is `offset`."""
+        self._epoch_cache.clear()
         while self._segments:
             self._segments.pop().delete()
         self._segments.append(LogSegment.create(self._directory, offset, self._config))
-        _fsync_directory(self._directory)
+        fsync_directory(self._directory)
+        self._epoch_cache.flush()
         logger.info("%s: emptied, restarting at offset %d", self._directory, offset)
 
     def roll(self, now_ms: int) -> None:
@@ -284,8 +307,9 @@ class Log:
         if not self._active.size:
             return
         self._active.seal()
+        self._epoch_cache.flush()
         self._segments.append(LogSegment.create(self._directory, self.log_end_offset, self._config))
-        _fsync_directory(self._directory)
+        fsync_directory(self._directory)
         self._unflushed_records = 0
         self._last_flush_ms = now_ms
 
@@ -312,6 +336,9 @@ class Log:
                 excess -= self._segments[doomed].size
                 doomed += 1
             deleted += self._delete_oldest(doomed)
+        if deleted:
+            self._epoch_cache.truncate_from_start(self.log_start_offset)
+            self._epoch_cache.flush()
         return deleted
 
     def _delete_oldest(self, count: int) -> int:
@@ -348,8 +375,12 @@ class Log:
         self._last_flush_ms = now_ms
 
     def flush(self) -> None:
-        """fsync the active segment and its indexes; older segments were fsynced on roll."""
+        """fsync the active segment, its indexes and the epoch cache (if it changed).
+
+        Older segments, and the epochs they hold, were made durable on roll.
+        """
         self._active.flush()
+        self._epoch_cache.flush()
         self._unflushed_records = 0
 
     def close(self) -> None:
@@ -357,6 +388,7 @@ class Log:
             return
         for segment in self._segments:
             segment.close()
+        self._epoch_cache.flush()
         self._closed = True
 
     def delete(self) -> None:
@@ -369,34 +401,25 @@ def _base_offset(segment: LogSegment) -> int:
     return segment.base_offset
 
 
-def _prepare_directory(directory: Path) -> list[int]:
-    """Remove leftovers of interrupted work; return the base offsets of the segments."""
-    base_offsets: set[int] = set()
-    indexes: list[Path] = []
-    for path in directory.iterdir():
-        if path.suffix in STRAY_SUFFIXES:
-            logger.warning("%s: removing leftover file", path)
-            path.unlink()
-        elif _is_segment_name(path, LOG_SUFFIX):
-            base_offsets.add(int(path.stem))
-        elif _is_segment_name(path, INDEX_SUFFIX) or _is_segment_name(path, TIME_INDEX_SUFFIX):
-            indexes.append(path)
-    for path in indexes:
-        if int(path.stem) not in base_offsets:
-            logger.warning("%s: removing index without a log", path)
-            path.unlink()
-    return sorted(base_offsets)
+def _open_epoch_cache(directory: Path, segments: list[LogSegment]) -> LeaderEpochCache:
+    """The epoch cache, made consistent with the recovered segments.
 
-
-def _is_segment_name(path: Path, suffix: str) -> bool:
-    stem = path.stem
-    return path.suffix == suffix and len(stem) == _SEGMENT_NAME_DIGITS and stem.isdigit()
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make file creations and removals in `directory` durable."""
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    The file may be stale after a crash: it may name epochs whose records were cut off
+    (truncated here), start before a log start that retention moved (moved here), or
+    miss epochs appended since the last flush. Those can only be in the active segment,
+    as every roll flushes the cache, so only its headers are scanned. Without a file,
+    every segment is scanned: the epochs are rebuilt from the batch headers. An entry
+    starting at the log end (a new leader's epoch before its first append, or the last
+    epoch of a log that retention emptied) goes too: it has no records, and a leader
+    assigns its epoch again when it takes over.
+    """
+    path = directory / LEADER_EPOCH_CHECKPOINT_FILE
+    scanned = segments if not path.exists() else segments[-1:]
+    cache = LeaderEpochCache.load(path)
+    cache.truncate_from_end(segments[-1].next_offset)
+    cache.truncate_from_start(segments[0].base_offset)
+    for segment in scanned:
+        for _, header in segment.iter_headers(0):
+            cache.assign(header.leader_epoch, header.base_offset)
+    cache.flush()
+    return cache

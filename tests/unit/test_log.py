@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from brokerd.log import Log, LogConfig
+from brokerd.log import LEADER_EPOCH_CHECKPOINT_FILE, Log, LogConfig
 from spark_replica.errors import (
     ConfigError,
     CorruptRecordError,
@@ -66,6 +66,8 @@ def test_open_creates_an_empty_log(tmp_path: Path) -> None:
     assert (log.log_start_offset, log.log_end_offset, log.size_bytes) == (0, 0, 0)
     assert log.segment_count == 1
     assert log.read(0, 100) == b""
+    assert log.epoch_cache.entries == ()
+    assert (log.directory / LEADER_EPOCH_CHECKPOINT_FILE).read_text() == "0\n0\n"
 
 
 def test_leader_append_assigns_offsets_and_epoch(tmp_path: Path) -> None:
@@ -79,6 +81,7 @@ def test_leader_append_assigns_offsets_and_epoch(tmp_path: Path) -> None:
     data = log.read(2, 10_000)
     assert records(data) == [(2, "v2"), (3, "v3"), (4, "v4"), (5, "v5")]
     assert {header.leader_epoch for header, _ in iter_batches(data)} == {3}
+    assert log.epoch_cache.entries == ((3, 2),)
 
 
 def test_replica_append_keeps_offsets(tmp_path: Path) -> None:
@@ -352,7 +355,8 @@ def test_recovery_drops_a_batch_that_does_not_follow(tmp_path: Path) -> None:
 def test_open_removes_stray_files(tmp_path: Path) -> None:
     log = filled_log(tmp_path, 1)
     log.close()
-    strays = [log.directory / name for name in ("a.tmp", "00000000000000000000.log.cleaned")]
+    names = ("a.tmp", "00000000000000000000.log.cleaned", LEADER_EPOCH_CHECKPOINT_FILE + ".tmp")
+    strays = [log.directory / name for name in names]
     orphan = log.directory / "00000000000000000099.index"
     for path in [*strays, orphan]:
         path.write_bytes(b"x")
