@@ -47,6 +47,7 @@ _INTERVAL_KEYS = {
     "log.flush.scheduler.interval.ms": "flush_check_interval_ms",
     "socket.request.max.bytes": "max_frame_bytes",
     "zookeeper.session.timeout.ms": "zookeeper_session_timeout_ms",
+    "replica.lag.time.max.ms": "replica_lag_time_max_ms",
 }
 
 
@@ -63,6 +64,7 @@ class BrokerConfig:
     retention_check_interval_ms: int = 300_000
     flush_check_interval_ms: int = 1_000
     zookeeper_session_timeout_ms: int = 10_000
+    replica_lag_time_max_ms: int = 30_000
     min_insync_replicas: int = 1
 
     def __post_init__(self) -> None:

@@ -2,18 +2,24 @@
 
 Concurrency: a Partition is owned by the broker's event loop; every method runs on that
 loop and none blocks on the network, so no lock is needed. Disk writes happen inline
-(page cache), as in Kafka's request threads.
+(page cache), as in Kafka's request threads. ISR changes are written to ZooKeeper by the
+IsrWriter (isr_writer.py), off the loop; the Partition only proposes them
+(`proposed_isr`) and applies the outcome.
 
-The high watermark (HW) is the offset below which every record is on every in-sync
-replica. The leader computes it as the minimum log end offset (LEO) over the ISR and
-never moves it backwards. Consumers read only below it; producers with acks=all wait
-for it to pass their batch.
+As leader it tracks each follower's log end offset (LEO, the offset the follower fetches
+from) and when it was last caught up. The high watermark (HW) is the minimum LEO over the
+ISR and never moves backwards; consumers read only below it and acks=all producers wait
+for it. A follower joins the ISR once it has reached both the HW and the offset at which
+the current leader epoch began (before that it may still hold records of an older epoch
+that this leader does not have); it leaves the ISR when it has not been caught up for
+`replica.lag.time.max.ms`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 
 from brokerd.log import AppendInfo, Log
 from spark_replica.errors import (
@@ -29,6 +35,16 @@ from spark_replica.topics import TopicPartition
 
 logger = logging.getLogger("brokerd.partition")
 
+NO_LEADER = -1
+
+
+@dataclass
+class FollowerState:
+    log_end_offset: int = -1  # unknown until its first fetch
+    last_caught_up_ms: int = 0
+    last_fetch_leader_end_offset: int = -1
+    last_fetch_ms: int = 0
+
 
 class Partition:
     def __init__(
@@ -37,35 +53,78 @@ class Partition:
         self.tp = tp
         self.log = log
         self.local_broker_id = local_broker_id
-        self.leader_id: int | None = None
+        self.leader_id = NO_LEADER
         self.leader_epoch = -1
+        self.leader_epoch_start_offset = 0
+        self.controller_epoch = -1
+        self.zk_version = -1
         self.replicas: list[int] = []
         self.isr: list[int] = []
+        self.proposed_isr: list[int] | None = None
+        self.followers: dict[int, FollowerState] = {}
         self.min_insync_replicas = 1
         self.high_watermark = min(max(high_watermark, log.log_start_offset), log.log_end_offset)
-        self._hw_advanced = asyncio.Event()
+        self._changed = asyncio.Event()
 
     @property
     def is_leader(self) -> bool:
         return self.leader_id == self.local_broker_id
 
-    def make_leader(self, leader_epoch: int, isr: list[int], replicas: list[int]) -> None:
-        """Take leadership at `leader_epoch`; the ISR is as the controller wrote it."""
-        if self.is_leader and leader_epoch == self.leader_epoch:
-            return
-        logger.info("%s: leader at epoch %d, isr %s", self.tp, leader_epoch, isr)
+    def make_leader(
+        self,
+        leader_epoch: int,
+        isr: list[int],
+        replicas: list[int],
+        zk_version: int,
+        controller_epoch: int,
+        now_ms: int,
+    ) -> None:
+        """Take leadership at `leader_epoch` with the ISR the controller wrote."""
+        if not (self.is_leader and leader_epoch == self.leader_epoch):
+            logger.info("%s: leader at epoch %d, isr %s", self.tp, leader_epoch, isr)
+            self.leader_epoch_start_offset = self.log.log_end_offset
+            self.log.epoch_cache.assign(leader_epoch, self.log.log_end_offset)
+            self.followers = {
+                r: FollowerState(last_caught_up_ms=now_ms)
+                for r in replicas
+                if r != self.local_broker_id
+            }
         self.leader_id = self.local_broker_id
         self.leader_epoch = leader_epoch
         self.isr = list(isr)
         self.replicas = list(replicas)
+        self.zk_version = zk_version
+        self.controller_epoch = controller_epoch
+        self.proposed_isr = None
         self._maybe_advance_high_watermark()
+        self._notify()
 
-    def make_follower(self, leader_id: int, leader_epoch: int, replicas: list[int]) -> None:
-        logger.info("%s: follower of %d at epoch %d", self.tp, leader_id, leader_epoch)
+    def make_follower(
+        self, leader_id: int, leader_epoch: int, replicas: list[int], controller_epoch: int
+    ) -> bool:
+        """Follow `leader_id`; True if this is a new leader or epoch (truncation needed)."""
+        changed = leader_id != self.leader_id or leader_epoch != self.leader_epoch
+        if changed:
+            logger.info("%s: follower of %d at epoch %d", self.tp, leader_id, leader_epoch)
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.replicas = list(replicas)
+        self.controller_epoch = controller_epoch
         self.isr = []
+        self.followers = {}
+        self.proposed_isr = None
+        self._notify()
+        return changed
+
+    def step_down(self) -> None:
+        """Stop acting as leader: a conditional ISR write showed the controller moved on."""
+        logger.warning(
+            "%s: fenced at epoch %d, no longer acting as leader", self.tp, self.leader_epoch
+        )
+        self.leader_id = NO_LEADER
+        self.followers = {}
+        self.proposed_isr = None
+        self._notify()
 
     def check_leader_epoch(self, requested_epoch: int) -> None:
         """Fence a client whose idea of the leader epoch is older or newer than ours."""
@@ -98,18 +157,83 @@ class Partition:
             records, assign_offsets=True, leader_epoch=self.leader_epoch, now_ms=now_ms
         )
         self._maybe_advance_high_watermark()
+        self._notify()
         return info
+
+    def append_as_follower(
+        self, records: bytes | memoryview, leader_high_watermark: int, now_ms: int
+    ) -> None:
+        if records:
+            self.log.append(records, assign_offsets=False, now_ms=now_ms)
+        self.high_watermark = max(
+            self.high_watermark, min(leader_high_watermark, self.log.log_end_offset)
+        )
+        self._notify()
+
+    def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+        """A follower fetched from `fetch_offset`: that is its log end offset now."""
+        follower = self.followers.get(replica_id)
+        if follower is None:
+            return
+        leader_end = self.log.log_end_offset
+        if fetch_offset >= leader_end:
+            follower.last_caught_up_ms = now_ms
+        elif fetch_offset >= follower.last_fetch_leader_end_offset >= 0:
+            follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
+        follower.log_end_offset = fetch_offset
+        follower.last_fetch_leader_end_offset = leader_end
+        follower.last_fetch_ms = now_ms
+        self._maybe_expand_isr(replica_id, follower)
+        self._maybe_advance_high_watermark()
+
+    def _maybe_expand_isr(self, replica_id: int, follower: FollowerState) -> None:
+        if replica_id in self.isr or self.proposed_isr is not None:
+            return
+        if (
+            follower.log_end_offset >= self.high_watermark
+            and follower.log_end_offset >= self.leader_epoch_start_offset
+        ):
+            self.proposed_isr = sorted([*self.isr, replica_id])
+
+    def propose_isr_shrink(self, now_ms: int, lag_max_ms: int) -> bool:
+        """Propose dropping followers not caught up for `lag_max_ms`; True if proposed."""
+        if not self.is_leader or self.proposed_isr is not None:
+            return False
+        lagging = [
+            r
+            for r in self.isr
+            if r in self.followers and now_ms - self.followers[r].last_caught_up_ms > lag_max_ms
+        ]
+        if not lagging:
+            return False
+        self.proposed_isr = [r for r in self.isr if r not in lagging]
+        logger.info("%s: shrinking ISR %s -> %s", self.tp, self.isr, self.proposed_isr)
+        return True
+
+    def apply_isr(self, isr: list[int], zk_version: int) -> None:
+        """The proposed ISR was written to ZooKeeper at `zk_version`."""
+        self.isr = list(isr)
+        self.zk_version = zk_version
+        self.proposed_isr = None
+        self._maybe_advance_high_watermark()
+        self._notify()
 
     def _maybe_advance_high_watermark(self) -> None:
         if not self.is_leader:
             return
-        # Followers' log end offsets join this minimum once replication exists; with the
-        # leader alone in the ISR the HW is its own LEO.
-        candidate = self.log.log_end_offset
+        ends = [self.log.log_end_offset]
+        for replica in self.isr:
+            if replica != self.local_broker_id:
+                follower = self.followers.get(replica)
+                ends.append(-1 if follower is None else follower.log_end_offset)
+        candidate = min(ends)
         if candidate > self.high_watermark:
             self.high_watermark = candidate
-            self._hw_advanced.set()
-            self._hw_advanced = asyncio.Event()
+            self._notify()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
 
     def read(
         self, fetch_offset: int, max_bytes: int, *, current_leader_epoch: int, for_replica: bool
@@ -120,15 +244,20 @@ class Partition:
         limit = self.log.log_end_offset if for_replica else self.high_watermark
         return self.log.read(fetch_offset, max_bytes, max_offset=limit)
 
-    def high_watermark_event(self) -> asyncio.Event:
-        """An event set the next time the HW moves (a fresh one after each move)."""
-        return self._hw_advanced
+    def change_event(self) -> asyncio.Event:
+        """An event set the next time the log, HW or role changes (fresh after each)."""
+        return self._changed
 
     async def wait_for_high_watermark(self, offset: int, timeout_s: float) -> None:
-        """Return once the HW is past `offset`; raise RequestTimedOutError at the deadline."""
+        """Return once the HW is past `offset`; raise if the deadline passes or we step down."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
+        epoch = self.leader_epoch
         while self.high_watermark <= offset:
+            if not self.is_leader or self.leader_epoch != epoch:
+                raise NotLeaderOrFollowerError(
+                    f"{self.tp}: leadership moved while waiting for offset {offset} to commit"
+                )
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise RequestTimedOutError(
@@ -136,6 +265,6 @@ class Partition:
                     f"{timeout_s * 1000:.0f} ms (HW {self.high_watermark})"
                 )
             try:
-                await asyncio.wait_for(self._hw_advanced.wait(), remaining)
+                await asyncio.wait_for(self._changed.wait(), remaining)
             except TimeoutError:
                 continue

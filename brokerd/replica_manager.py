@@ -11,11 +11,15 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from brokerd.cluster_view import ClusterView
 from brokerd.config import BrokerConfig
 from brokerd.log import HW_CHECKPOINT_FILE, Log, read_offsets_checkpoint, write_offsets_checkpoint
 from brokerd.partition import Partition
-from spark_replica.errors import InvalidTopicError, UnknownTopicOrPartitionError
+from spark_replica.errors import (
+    FencedLeaderEpochError,
+    InvalidTopicError,
+    UnknownTopicOrPartitionError,
+)
+from spark_replica.protocol.controller_requests import PartitionLeaderState
 from spark_replica.topics import TopicPartition, validate_topic_name
 
 logger = logging.getLogger("brokerd.replica_manager")
@@ -56,27 +60,49 @@ class ReplicaManager:
             )
             logger.info("loaded %s: log end offset %d", tp, log.log_end_offset)
 
-    def apply_cluster_view(self, view: ClusterView, now_ms: int) -> None:
-        """Create, lead, follow or delete local partitions as ZooKeeper's state says."""
-        assigned = view.partitions_of(self.config.broker_id)
-        for tp in [tp for tp in self.partitions if tp.topic not in view.assignments]:
+    def delete_partitions_not_in(self, topics: set[str]) -> None:
+        """Drop the local logs of topics that no longer exist (seed section E)."""
+        for tp in [tp for tp in self.partitions if tp.topic not in topics]:
             self.delete_partition(tp)
-        for tp, replicas in assigned.items():
-            topic_configs = view.topic_configs.get(tp.topic, {})
-            partition = self.partitions.get(tp)
-            if partition is None:
-                log_config = self.config.log_config_for(topic_configs)
-                log = Log.open(self.partition_dir(tp), log_config, now_ms=now_ms)
-                partition = Partition(tp, log, self.config.broker_id)
-                self.partitions[tp] = partition
-            partition.min_insync_replicas = self.config.min_insync_for(topic_configs)
-            state = view.states.get(tp)
-            if state is None:
-                continue
-            if state.leader == self.config.broker_id:
-                partition.make_leader(state.leader_epoch, state.isr, replicas)
-            else:
-                partition.make_follower(state.leader, state.leader_epoch, replicas)
+
+    def ensure_partition(
+        self, tp: TopicPartition, topic_configs: dict[str, str], now_ms: int
+    ) -> Partition:
+        partition = self.partitions.get(tp)
+        if partition is None:
+            log_config = self.config.log_config_for(topic_configs)
+            log = Log.open(self.partition_dir(tp), log_config, now_ms=now_ms)
+            partition = Partition(tp, log, self.config.broker_id)
+            self.partitions[tp] = partition
+        partition.min_insync_replicas = self.config.min_insync_for(topic_configs)
+        return partition
+
+    def apply_leader_and_isr(
+        self, partition: Partition, state: PartitionLeaderState, controller_epoch: int, now_ms: int
+    ) -> bool:
+        """Lead or follow as the controller says; True if now following a new leader/epoch.
+
+        A state older than the one already applied is refused (FENCED_LEADER_EPOCH), so a
+        delayed request from an earlier decision cannot undo a later one.
+        """
+        if state.leader_epoch < partition.leader_epoch:
+            raise FencedLeaderEpochError(
+                f"{partition.tp}: leader epoch {state.leader_epoch} is older than "
+                f"{partition.leader_epoch}"
+            )
+        if state.leader == self.config.broker_id:
+            partition.make_leader(
+                state.leader_epoch,
+                state.isr,
+                state.replicas,
+                state.zk_version,
+                controller_epoch,
+                now_ms,
+            )
+            return False
+        return partition.make_follower(
+            state.leader, state.leader_epoch, state.replicas, controller_epoch
+        )
 
     def delete_partition(self, tp: TopicPartition) -> None:
         partition = self.partitions.pop(tp)
@@ -96,6 +122,10 @@ class ReplicaManager:
     def maybe_flush(self, now_ms: int) -> None:
         for partition in self.partitions.values():
             partition.log.maybe_flush(now_ms)
+
+    def propose_isr_shrinks(self, now_ms: int, lag_max_ms: int) -> list[Partition]:
+        """Led partitions whose lagging followers should leave the ISR."""
+        return [p for p in self.partitions.values() if p.propose_isr_shrink(now_ms, lag_max_ms)]
 
     def delete_expired_segments(self, now_ms: int) -> None:
         for partition in self.partitions.values():

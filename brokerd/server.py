@@ -119,6 +119,8 @@ class RequestServer:
             return _error_response(header.correlation_id, error)
         try:
             response = await HANDLERS[api_key](self.ctx, request)
+        except BrokerResponseError as exc:
+            return _error_response(header.correlation_id, exc)
         except Exception as exc:
             logger.exception("%s request failed", api_key.name)
             return _error_response(header.correlation_id, UnknownServerError(repr(exc)))

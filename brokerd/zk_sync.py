@@ -1,13 +1,14 @@
-"""The broker's ZooKeeper session: registration, and telling the broker what changed.
+"""The broker's ZooKeeper session: registration, and noticing topics that go away.
 
 kazoo runs watch callbacks and session listeners on its own threads; they only hand a
 "something changed" signal to the event loop (call_soon_threadsafe). One refresher task
-on the loop then reads the cluster view in a worker thread and applies it on the loop,
-coalescing bursts of changes into one read.
+on the loop then reads the topic list in a worker thread and hands it to the broker,
+coalescing bursts of changes into one read. Leadership does not come from here: it
+comes from the controller's LeaderAndIsr requests.
 
-The registration is an ephemeral znode, so it disappears when the session ends. After a
-lost session (expired, e.g. a long pause) the broker registers again as soon as kazoo
-has a new session.
+The registration is an ephemeral znode, so it disappears when the session ends. Its
+czxid is this incarnation's broker epoch. After a lost session (expired, e.g. a long
+pause) the broker registers again as soon as kazoo has a new session, with a new epoch.
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ from collections.abc import Callable
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError
 
-from brokerd.cluster_view import ClusterView, read_cluster_view
 from spark_replica.errors import ZooKeeperError
-from spark_replica.zk import znodes
+from spark_replica.zk import topic_store, znodes
 from spark_replica.zk.session import connect
 
 logger = logging.getLogger("brokerd.zk")
@@ -33,12 +33,14 @@ class ZooKeeperSync:
         self,
         connect_string: str,
         registration: znodes.BrokerRegistration,
-        apply_view: Callable[[ClusterView], None],
+        on_topics: Callable[[set[str]], None],
+        on_registered: Callable[[int], None],
         session_timeout_s: float,
     ) -> None:
         self.connect_string = connect_string
         self.registration = registration
-        self.apply_view = apply_view
+        self.on_topics = on_topics
+        self.on_registered = on_registered
         self.session_timeout_s = session_timeout_s
         self.zk: KazooClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -46,23 +48,24 @@ class ZooKeeperSync:
         self._reregister = False
         self._refresher: asyncio.Task[None] | None = None
 
-    async def start(self) -> None:
-        """Connect, register, read the first view and start following changes."""
+    async def connect(self) -> KazooClient:
         self._loop = asyncio.get_running_loop()
         self.zk = await asyncio.to_thread(
             connect, self.connect_string, session_timeout_s=self.session_timeout_s
         )
         self.zk.add_listener(self._on_session_state)
-        # The first view is applied before registering: once clients can find this
-        # broker, it already knows every topic and partition it hosts.
-        self.apply_view(await asyncio.to_thread(read_cluster_view, self.zk))
-        await asyncio.to_thread(self._register, self.zk)
-        self.zk.ChildrenWatch(znodes.BROKER_IDS_PATH, self._on_children)
+        return self.zk
+
+    async def start(self) -> None:
+        """Drop the logs of deleted topics, register, and follow topic changes."""
+        assert self.zk is not None
+        self.on_topics(set(await asyncio.to_thread(topic_store.list_topics, self.zk)))
+        self.on_registered(await asyncio.to_thread(self._register, self.zk))
         self.zk.ChildrenWatch(znodes.TOPICS_PATH, self._on_children)
         self._refresher = asyncio.create_task(self._refresh_forever())
 
-    def _register(self, zk: KazooClient) -> None:
-        """Create our ephemeral znode, waiting out a previous session's that still lingers."""
+    def _register(self, zk: KazooClient) -> int:
+        """Create our ephemeral znode (waiting out a previous session's); return its czxid."""
         path = znodes.broker_path(self.registration.broker_id)
         deadline = time.monotonic() + self.session_timeout_s * 2
         zk.ensure_path(znodes.BROKER_IDS_PATH)
@@ -70,18 +73,21 @@ class ZooKeeperSync:
         while True:
             try:
                 zk.create(path, self.registration.encode(), ephemeral=True)
-                logger.info("registered %s", path)
-                return
             except NodeExistsError:
                 stat = zk.exists(path)
                 if stat is not None and stat.ephemeralOwner == zk.client_id[0]:
-                    return
+                    return stat.czxid
                 if time.monotonic() > deadline:
                     raise ZooKeeperError(
                         f"{path} is held by another live session: is broker id "
                         f"{self.registration.broker_id} already running?"
                     ) from None
                 time.sleep(0.25)
+                continue
+            stat = zk.exists(path)
+            if stat is not None:
+                logger.info("registered %s (broker epoch %d)", path, stat.czxid)
+                return stat.czxid
 
     def _on_children(self, children: list[str]) -> bool:
         self._signal()
@@ -105,10 +111,10 @@ class ZooKeeperSync:
             try:
                 if self._reregister:
                     self._reregister = False
-                    await asyncio.to_thread(self._register, self.zk)
-                self.apply_view(await asyncio.to_thread(read_cluster_view, self.zk))
+                    self.on_registered(await asyncio.to_thread(self._register, self.zk))
+                self.on_topics(set(await asyncio.to_thread(topic_store.list_topics, self.zk)))
             except Exception:
-                logger.exception("refreshing the cluster view failed; retrying")
+                logger.exception("following ZooKeeper failed; retrying")
                 await asyncio.sleep(1)
                 self._changed.set()
 

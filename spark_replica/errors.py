@@ -117,6 +117,13 @@ class RequestTimedOutError(BrokerResponseError):
     retriable = True
 
 
+class BrokerNotAvailableError(BrokerResponseError):
+    """The broker is starting or stopping and cannot serve this yet."""
+
+    code = 8
+    retriable = True
+
+
 class MessageTooLargeError(BrokerResponseError):
     """A batch or a request frame is larger than the broker accepts."""
 
@@ -242,6 +249,7 @@ _BY_CODE: dict[int, type[BrokerResponseError]] = {
         LeaderNotAvailableError,
         NotLeaderOrFollowerError,
         RequestTimedOutError,
+        BrokerNotAvailableError,
         MessageTooLargeError,
         StaleControllerEpochError,
         InvalidTopicError,

@@ -128,6 +128,15 @@ class BrokerProcess:
         self.process = None
         return code
 
+    def pause(self) -> None:
+        """SIGSTOP: the process stays, but does nothing (a long GC pause, a frozen VM)."""
+        if self.process is not None:
+            os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.process is not None:
+            os.kill(self.process.pid, signal.SIGCONT)
+
     def kill(self) -> None:
         """SIGKILL: a crash, no shutdown work at all."""
         if self.process is None:

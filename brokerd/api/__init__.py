@@ -6,6 +6,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from brokerd.api.context import BrokerContext
+from brokerd.api.controller_requests import (
+    handle_leader_and_isr,
+    handle_offsets_for_leader_epoch,
+    handle_update_metadata,
+)
 from brokerd.api.fetch import handle_fetch
 from brokerd.api.list_offsets import handle_list_offsets
 from brokerd.api.metadata import handle_metadata
@@ -27,6 +32,9 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.API_VERSIONS: handle_api_versions,
     ApiKey.CREATE_TOPICS: handle_create_topics,
     ApiKey.DELETE_TOPICS: handle_delete_topics,
+    ApiKey.LEADER_AND_ISR: handle_leader_and_isr,
+    ApiKey.UPDATE_METADATA: handle_update_metadata,
+    ApiKey.OFFSETS_FOR_LEADER_EPOCH: handle_offsets_for_leader_epoch,
 }
 
 __all__ = ["HANDLERS", "BrokerContext", "Handler"]

@@ -1,4 +1,4 @@
-"""What request handlers may touch (config, partitions, cluster view), and their shared loop."""
+"""What request handlers may touch, and the loop over partitions they share."""
 
 from __future__ import annotations
 
@@ -8,19 +8,33 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from brokerd.cluster_view import ClusterView
 from brokerd.config import BrokerConfig
+from brokerd.isr_writer import IsrWriter
+from brokerd.metadata_cache import MetadataCache
+from brokerd.replica_fetcher import ReplicaFetcherManager
 from brokerd.replica_manager import ReplicaManager
 from spark_replica.errors import BrokerResponseError, ProtocolError, code_of, wire_message
 from spark_replica.topics import TopicPartition, validate_topic_name
+from spark_replica.zk import znodes
 
 
 @dataclass
 class BrokerContext:
+    """The broker's state as its request handlers see it; owned by the event loop.
+
+    `controller_epoch` is the highest controller epoch seen in a controller request;
+    `broker_epoch` is the czxid of this incarnation's registration (-1 until registered).
+    """
+
     config: BrokerConfig
     replicas: ReplicaManager
+    fetchers: ReplicaFetcherManager
+    registration: znodes.BrokerRegistration | None = None
     zk: KazooClient | None = None
-    view: ClusterView = field(default_factory=ClusterView)
+    isr_writer: IsrWriter | None = None
+    metadata: MetadataCache = field(default_factory=MetadataCache)
+    controller_epoch: int = -1
+    broker_epoch: int = -1
 
 
 def answer_each_partition(

@@ -15,6 +15,7 @@ from spark_replica.protocol.fetch import (
     FetchResponse,
     FetchTopicResult,
 )
+from spark_replica.records import now_ms
 from spark_replica.topics import TopicPartition
 
 # A fetch never parks longer than this, whatever max_wait_ms says.
@@ -22,18 +23,25 @@ MAX_WAIT_CAP_MS = 30_000
 
 
 async def handle_fetch(ctx: BrokerContext, request: FetchRequest) -> FetchResponse:
-    response, total_bytes, watched = _read_all(ctx, request)
-    wait_ms = min(request.max_wait_ms, MAX_WAIT_CAP_MS)
-    if total_bytes >= request.min_bytes or wait_ms <= 0 or not watched:
-        return response
-    waiters = [asyncio.ensure_future(p.high_watermark_event().wait()) for p in watched]
-    try:
-        await asyncio.wait(waiters, timeout=wait_ms / 1000, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for waiter in waiters:
-            waiter.cancel()
-    response, _, _ = _read_all(ctx, request)
-    return response
+    """Answer at once if there is data (or an error); else wait for a change, up to max_wait."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + min(max(request.max_wait_ms, 0), MAX_WAIT_CAP_MS) / 1000
+    while True:
+        response, total_bytes, watched = _read_all(ctx, request)
+        remaining = deadline - loop.time()
+        if total_bytes >= request.min_bytes or remaining <= 0 or not watched:
+            return response
+        waiters = [asyncio.ensure_future(p.change_event().wait()) for p in watched]
+        try:
+            done, _ = await asyncio.wait(
+                waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+            )
+        finally:
+            for waiter in waiters:
+                waiter.cancel()
+        if not done:
+            response, _, _ = _read_all(ctx, request)
+            return response
 
 
 def _read_all(
@@ -41,6 +49,7 @@ def _read_all(
 ) -> tuple[FetchResponse, int, list[Partition]]:
     """Read every requested partition once; also return the bytes read and what to watch."""
     for_replica = request.replica_id != CONSUMER_REPLICA_ID
+    now = now_ms()
     remaining = request.max_bytes
     total = 0
     watched: list[Partition] = []
@@ -53,6 +62,11 @@ def _read_all(
                 f"partition {entry.max_bytes})"
             )
         partition = ctx.replicas.get_partition(tp)
+        if for_replica and partition.is_leader:
+            partition.check_leader_epoch(entry.current_leader_epoch)
+            partition.record_follower_fetch(request.replica_id, entry.fetch_offset, now)
+            if partition.proposed_isr is not None and ctx.isr_writer is not None:
+                ctx.isr_writer.schedule(partition)
         if remaining > 0:
             result.records = partition.read(
                 entry.fetch_offset,

@@ -1,4 +1,4 @@
-"""Serving Metadata from the broker's current cluster view."""
+"""Serving Metadata from the broker's metadata cache (the controller's last word)."""
 
 from __future__ import annotations
 
@@ -17,37 +17,49 @@ from spark_replica.protocol.metadata import (
     PartitionMetadata,
     TopicMetadata,
 )
-from spark_replica.topics import TopicPartition, validate_topic_name
+from spark_replica.topics import validate_topic_name
 
 
 async def handle_metadata(ctx: BrokerContext, request: MetadataRequest) -> MetadataResponse:
-    view = ctx.view
-    brokers = [BrokerInfo(b.broker_id, b.host, b.port) for b in view.brokers.values()]
-    names = sorted(view.assignments) if request.topics is None else request.topics
-    return MetadataResponse(brokers, view.controller_id, [_describe(ctx, n) for n in names])
+    cache = ctx.metadata
+    brokers = dict(cache.brokers)
+    if ctx.registration is not None:
+        # A serving broker is alive whatever the cache says: clients can always reach it.
+        own = ctx.registration
+        brokers.setdefault(own.broker_id, BrokerInfo(own.broker_id, own.host, own.port))
+    names = cache.topics() if request.topics is None else request.topics
+    return MetadataResponse(
+        sorted(brokers.values(), key=lambda b: b.broker_id),
+        cache.controller_id,
+        [_describe(ctx, name) for name in names],
+    )
 
 
 def _describe(ctx: BrokerContext, name: str) -> TopicMetadata:
     try:
         validate_topic_name(name)
-        assignment = ctx.view.assignments.get(name)
-        if assignment is None:
+        states = ctx.metadata.partitions_of(name)
+        if not states:
             raise UnknownTopicOrPartitionError(f"topic {name!r} does not exist")
     except BrokerResponseError as exc:
         return TopicMetadata(name, [], exc.code, wire_message(exc))
     partitions = []
-    for partition, replicas in sorted(assignment.partitions.items()):
-        state = ctx.view.states.get(TopicPartition(name, partition))
-        if state is None or state.leader not in ctx.view.brokers:
-            epoch = -1 if state is None else state.leader_epoch
-            isr = [] if state is None else state.isr
+    for state in states:
+        if state.leader in ctx.metadata.brokers:
             partitions.append(
                 PartitionMetadata(
-                    partition, NO_LEADER, epoch, replicas, isr, LeaderNotAvailableError.code
+                    state.partition, state.leader, state.leader_epoch, state.replicas, state.isr
                 )
             )
-            continue
-        partitions.append(
-            PartitionMetadata(partition, state.leader, state.leader_epoch, replicas, state.isr)
-        )
+        else:
+            partitions.append(
+                PartitionMetadata(
+                    state.partition,
+                    NO_LEADER,
+                    state.leader_epoch,
+                    state.replicas,
+                    state.isr,
+                    LeaderNotAvailableError.code,
+                )
+            )
     return TopicMetadata(name, partitions)

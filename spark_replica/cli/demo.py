@@ -1,8 +1,9 @@
 """`replog demo`: the main job while the Spark pipeline is being built.
 
-Starts an embedded ZooKeeper and three broker processes, creates a topic with three
-partitions, produces records with keys, reads them all back, prints what each partition
-holds, and stops everything it started.
+Starts an embedded ZooKeeper and three broker processes (one of them becomes the
+controller), creates a topic with three partitions replicated three times, produces
+records with keys and acks=all, reads them all back, prints what each partition holds
+and which replicas are in sync, and stops everything it started.
 """
 
 from __future__ import annotations
@@ -59,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
 async def _exercise(bootstrap: list[tuple[str, int]], records: int, partitions: int) -> None:
     cluster = Cluster(bootstrap, client_id="replog-demo")
     try:
-        await Admin(cluster).create_topic(TOPIC, partitions=partitions, replication_factor=1)
+        replication = min(3, partitions)
+        await Admin(cluster).create_topic(TOPIC, partitions, replication_factor=replication)
         producer = Producer(cluster, ProducerConfig(acks=parse_acks("all")))
         keys = [f"user-{i % 97}" for i in range(records)]
         values = [f"event {i}" for i in range(records)]
@@ -82,10 +84,11 @@ async def _exercise(bootstrap: list[tuple[str, int]], records: int, partitions: 
         consume_s = time.perf_counter() - started
         print(f"Consumed {seen} records as Arrow batches in {consume_s:.2f} s")
         described = await Admin(cluster).describe([TOPIC])
-        print(f"{'partition':>9} {'leader':>6} {'records':>8} {'high watermark':>14}")
+        print(f"{'partition':>9} {'leader':>6} {'isr':>7} {'records':>8} {'high watermark':>14}")
         for p in described[TOPIC]:
             held = counts.get(p.partition, 0)
-            print(f"{p.partition:>9} {p.leader:>6} {held:>8} {p.high_watermark:>14}")
+            isr = ",".join(map(str, p.isr))
+            print(f"{p.partition:>9} {p.leader:>6} {isr:>7} {held:>8} {p.high_watermark:>14}")
         if seen == records == len(acked):
             print("Result: OK: every acknowledged record was read back exactly once")
         else:

@@ -31,6 +31,10 @@ from spark_replica.topics import TopicPartition
 
 from .connection import BrokerConnection
 
+# How long to wait for a topic's metadata to appear before giving up on it.
+DEFAULT_METADATA_WAIT_S = 5.0
+METADATA_RETRY_BACKOFF_S = 0.1
+
 
 def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
     """`host:port,host:port` -> [(host, port)]; raise ConfigError naming the bad entry."""
@@ -63,9 +67,15 @@ def bootstrap_from_zookeeper(connect_string: str) -> list[tuple[str, int]]:
 
 
 class Cluster:
-    def __init__(self, bootstrap: Iterable[tuple[str, int]], client_id: str = "replog") -> None:
+    def __init__(
+        self,
+        bootstrap: Iterable[tuple[str, int]],
+        client_id: str = "replog",
+        metadata_wait_s: float = DEFAULT_METADATA_WAIT_S,
+    ) -> None:
         self.bootstrap = list(bootstrap)
         self.client_id = client_id
+        self.metadata_wait_s = metadata_wait_s
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, TopicMetadata] = {}
         self._connections: dict[tuple[int | str, str], BrokerConnection] = {}
@@ -119,9 +129,22 @@ class Cluster:
         return metadata
 
     async def ensure_topic(self, name: str) -> TopicMetadata:
-        if name not in self.topics or self.topics[name].error_code:
-            await self.refresh([name])
-        return self.topic(name)
+        """The topic's metadata, waiting up to `metadata_wait_s` while it is not known yet.
+
+        Right after a topic is created, or a broker restarts, its metadata may take a
+        moment to reach every broker; like Kafka's clients this waits rather than fail.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.metadata_wait_s
+        while True:
+            if name not in self.topics or self.topics[name].error_code:
+                await self.refresh([name])
+            try:
+                return self.topic(name)
+            except ReplogError as exc:
+                if not exc.retriable or loop.time() > deadline:
+                    raise
+            await asyncio.sleep(METADATA_RETRY_BACKOFF_S)
 
     def partition(self, tp: TopicPartition) -> PartitionMetadata:
         for partition in self.topic(tp.topic).partitions:

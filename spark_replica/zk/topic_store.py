@@ -1,9 +1,8 @@
 """Topics in ZooKeeper: create, delete, list and read them, in all-or-nothing writes.
 
-Until a controller exists (it takes over leader decisions in the replication work),
-creating a topic also writes each partition's initial leaderAndISR state: the first
-live replica leads, the ISR is every replica, epoch 0. Every creation is one kazoo
-transaction, so a failure leaves no half-written topic behind.
+Creating a topic writes its assignment and config in one kazoo transaction, so a failure
+leaves no half-written topic behind. The controller notices the new topic and writes
+each partition's first leaderAndISR state.
 """
 
 from __future__ import annotations
@@ -108,11 +107,6 @@ def create_topic(
     transaction = zk.transaction()
     transaction.create(znodes.topic_config_path(topic), znodes.TopicConfig(topic, configs).encode())
     transaction.create(znodes.topic_path(topic), assignment.encode())
-    transaction.create(znodes.partitions_path(topic), b"")
-    for partition, replicas in assignment.partitions.items():
-        state = znodes.PartitionState(replicas[0], 0, list(replicas), 0)
-        transaction.create(znodes.partition_path(topic, partition), b"")
-        transaction.create(znodes.partition_state_path(topic, partition), state.encode())
     results = transaction.commit()
     failures = [r for r in results if isinstance(r, Exception)]
     if any(isinstance(r, NodeExistsError) for r in failures):

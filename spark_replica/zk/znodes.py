@@ -166,3 +166,62 @@ class TopicConfig:
         if not isinstance(config, dict):
             raise ZooKeeperError(f"{path} has a config that is not an object")
         return cls(topic, {str(k): str(v) for k, v in config.items()})
+
+
+ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
+ISR_CHANGE_PREFIX = f"{ISR_CHANGE_NOTIFICATION_PATH}/isr_change_"
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerRegistration:
+    """`/controller` (ephemeral): which broker is the controller now."""
+
+    broker_id: int
+    timestamp: str = field(default_factory=_timestamp)
+
+    def encode(self) -> bytes:
+        return _dump({"version": VERSION, "brokerid": self.broker_id, "timestamp": self.timestamp})
+
+    @classmethod
+    def decode(cls, data: bytes) -> ControllerRegistration:
+        value = _load(data, CONTROLLER_PATH)
+        try:
+            return cls(int(value["brokerid"]), str(value.get("timestamp", "")))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ZooKeeperError(f"{CONTROLLER_PATH} lacks a valid {exc}") from exc
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    """`/controller_epoch` holds the epoch as a plain integer, as in Kafka."""
+    return str(epoch).encode()
+
+
+def decode_controller_epoch(data: bytes) -> int:
+    try:
+        return int(data.decode())
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ZooKeeperError(f"{CONTROLLER_EPOCH_PATH} does not hold an integer") from exc
+
+
+@dataclass(frozen=True, slots=True)
+class IsrChangeNotification:
+    """`/isr_change_notification/isr_change_N` (sequential): partitions whose ISR a leader
+    changed, so that the controller re-reads them and tells every broker."""
+
+    partitions: list[tuple[str, int]]
+
+    def encode(self) -> bytes:
+        return _dump(
+            {
+                "version": VERSION,
+                "partitions": [{"topic": t, "partition": p} for t, p in self.partitions],
+            }
+        )
+
+    @classmethod
+    def decode(cls, path: str, data: bytes) -> IsrChangeNotification:
+        value = _load(data, path)
+        try:
+            return cls([(str(e["topic"]), int(e["partition"])) for e in value["partitions"]])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ZooKeeperError(f"{path} lacks a valid {exc}") from exc

@@ -1,0 +1,118 @@
+"""Serving the controller's LeaderAndIsr and UpdateMetadata, and OffsetsForLeaderEpoch.
+
+Controller requests are fenced twice: a controller epoch older than the newest seen is
+a deposed controller (STALE_CONTROLLER_EPOCH), and a broker epoch that is not this
+incarnation's registration was meant for a broker that has since restarted
+(STALE_BROKER_EPOCH). Both refuse the whole request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from brokerd.api.context import BrokerContext, answer_each_partition
+from spark_replica.errors import (
+    BrokerNotAvailableError,
+    StaleBrokerEpochError,
+    StaleControllerEpochError,
+)
+from spark_replica.protocol.controller_requests import (
+    ControllerHeader,
+    EmptyResponse,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    PartitionError,
+    PartitionLeaderState,
+    TopicErrors,
+    UpdateMetadataRequest,
+)
+from spark_replica.protocol.offsets_for_leader_epoch import (
+    EpochEndOffset,
+    EpochEndOffsetTopic,
+    EpochQuery,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
+)
+from spark_replica.records import now_ms
+from spark_replica.topics import TopicPartition
+from spark_replica.zk import topic_store
+
+
+def check_controller(ctx: BrokerContext, header: ControllerHeader) -> None:
+    if header.controller_epoch < ctx.controller_epoch:
+        raise StaleControllerEpochError(
+            f"controller epoch {header.controller_epoch} is older than {ctx.controller_epoch}"
+        )
+    if ctx.broker_epoch == -1:
+        raise BrokerNotAvailableError("this broker is still registering; retry shortly")
+    if header.broker_epoch != ctx.broker_epoch:
+        raise StaleBrokerEpochError(
+            f"request for broker epoch {header.broker_epoch}, this broker is at {ctx.broker_epoch}"
+        )
+    ctx.controller_epoch = header.controller_epoch
+
+
+async def handle_leader_and_isr(
+    ctx: BrokerContext, request: LeaderAndIsrRequest
+) -> LeaderAndIsrResponse:
+    check_controller(ctx, request.header)
+    leaders = {b.broker_id: (b.host, b.port) for b in request.leaders}
+    configs = await _configs_of_new_topics(ctx, request)
+    now = now_ms()
+
+    def serve(tp: TopicPartition, state: PartitionLeaderState, result: PartitionError) -> None:
+        partition = ctx.replicas.ensure_partition(tp, configs.get(tp.topic, {}), now)
+        new_leader = ctx.replicas.apply_leader_and_isr(
+            partition, state, request.header.controller_epoch, now
+        )
+        if partition.is_leader:
+            ctx.fetchers.unfollow(tp)
+        elif state.leader in leaders:
+            ctx.fetchers.follow(partition, state.leader, leaders[state.leader], new_leader)
+
+    topics = answer_each_partition(request.topics, TopicErrors, PartitionError, serve)
+    return LeaderAndIsrResponse(topics)
+
+
+async def _configs_of_new_topics(
+    ctx: BrokerContext, request: LeaderAndIsrRequest
+) -> dict[str, dict[str, str]]:
+    """Topic configs for partitions this broker does not host yet (read from ZooKeeper)."""
+    new_topics = {
+        t.topic
+        for t in request.topics
+        for p in t.partitions
+        if TopicPartition(t.topic, p.partition) not in ctx.replicas.partitions
+    }
+    if not new_topics or ctx.zk is None:
+        return {}
+    zk = ctx.zk
+
+    def read() -> dict[str, dict[str, str]]:
+        return {topic: topic_store.read_topic_config(zk, topic) for topic in new_topics}
+
+    return await asyncio.to_thread(read)
+
+
+async def handle_update_metadata(
+    ctx: BrokerContext, request: UpdateMetadataRequest
+) -> EmptyResponse:
+    check_controller(ctx, request.header)
+    ctx.metadata.update(request)
+    return EmptyResponse()
+
+
+async def handle_offsets_for_leader_epoch(
+    ctx: BrokerContext, request: OffsetsForLeaderEpochRequest
+) -> OffsetsForLeaderEpochResponse:
+    def serve(tp: TopicPartition, query: EpochQuery, result: EpochEndOffset) -> None:
+        partition = ctx.replicas.get_partition(tp)
+        partition.require_leader()
+        partition.check_leader_epoch(query.current_leader_epoch)
+        result.leader_epoch, result.end_offset = partition.log.end_offset_for_epoch(
+            query.leader_epoch
+        )
+
+    return OffsetsForLeaderEpochResponse(
+        answer_each_partition(request.topics, EpochEndOffsetTopic, EpochEndOffset, serve)
+    )

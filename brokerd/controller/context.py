@@ -1,0 +1,84 @@
+"""The controller's model of the cluster: what it believes, with no I/O.
+
+Owned by the controller's event task alone (see controller.py); nothing else reads or
+writes it. It holds the live brokers (with the epoch of each registration), every
+partition's assignment and leaderAndISR state with that state's zkVersion, and the
+partition state table. Decisions are computed from it; they become true only once
+written to ZooKeeper, after which the controller records them here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from brokerd.controller.states import PartitionState, StateTable
+from spark_replica.topics import TopicPartition
+from spark_replica.zk import znodes
+
+
+@dataclass(frozen=True)
+class LiveBroker:
+    registration: znodes.BrokerRegistration
+    epoch: int  # czxid of its /brokers/ids/N: changes with every incarnation
+
+
+@dataclass(frozen=True)
+class LeaderAndIsr:
+    """A partition's leaderAndISR state as written, with the zkVersion of its znode."""
+
+    state: znodes.PartitionState
+    zk_version: int
+
+    @property
+    def leader(self) -> int:
+        return self.state.leader
+
+    @property
+    def isr(self) -> list[int]:
+        return self.state.isr
+
+
+@dataclass
+class ControllerContext:
+    broker_id: int
+    epoch: int
+    epoch_zk_version: int
+    live_brokers: dict[int, LiveBroker] = field(default_factory=dict)
+    assignments: dict[TopicPartition, list[int]] = field(default_factory=dict)
+    leadership: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
+    topic_configs: dict[str, dict[str, str]] = field(default_factory=dict)
+    partition_states: StateTable[TopicPartition, PartitionState] = field(
+        default_factory=lambda: StateTable(PartitionState.NON_EXISTENT)
+    )
+    unclean_elections: int = 0
+    zk_round_trips: int = 0  # multi-ops written, for the failover log line and benchmarks
+
+    @property
+    def live_ids(self) -> set[int]:
+        return set(self.live_brokers)
+
+    @property
+    def topics(self) -> set[str]:
+        return {tp.topic for tp in self.assignments}
+
+    def partitions_of_topic(self, topic: str) -> list[TopicPartition]:
+        return sorted(tp for tp in self.assignments if tp.topic == topic)
+
+    def partitions_with_replica_on(self, broker_ids: set[int]) -> list[TopicPartition]:
+        return sorted(
+            tp for tp, replicas in self.assignments.items() if broker_ids.intersection(replicas)
+        )
+
+    def partitions_led_by(self, broker_ids: set[int]) -> list[TopicPartition]:
+        return sorted(tp for tp, li in self.leadership.items() if li.leader in broker_ids)
+
+    def unclean_enabled(self, topic: str) -> bool:
+        value = self.topic_configs.get(topic, {}).get("unclean.leader.election.enable", "false")
+        return value.strip().lower() == "true"
+
+    def remove_topic(self, topic: str) -> None:
+        for tp in self.partitions_of_topic(topic):
+            self.assignments.pop(tp, None)
+            self.leadership.pop(tp, None)
+            self.partition_states.remove(tp)
+        self.topic_configs.pop(topic, None)

@@ -1,0 +1,325 @@
+"""The controller: one broker at a time decides leaders and ISRs for the whole cluster.
+
+Every broker runs a Controller. It tries to win `/controller`; the winner reads the whole
+cluster from ZooKeeper, then handles events one at a time from a single queue. ZooKeeper
+watches and session changes only enqueue events (kazoo calls them on its own threads);
+all decisions are made by the one task that drains the queue, which alone owns the
+ControllerContext. ZooKeeper reads and writes run in worker threads (kazoo blocks).
+
+A controller that finds its epoch overtaken (a fenced write fails) or loses its session
+resigns: it drops its context and goes back to waiting for `/controller` to be free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import time
+
+from kazoo.client import KazooClient, KazooState
+
+from brokerd.controller import zk_store
+from brokerd.controller.channel import ControllerChannel, RequestBatch
+from brokerd.controller.context import ControllerContext
+from brokerd.controller.election import offline_leader, shrink_isr_without
+from brokerd.controller.states import PartitionState
+from brokerd.controller.zk_store import ControllerMovedError, StateWrite
+from spark_replica.topics import TopicPartition
+from spark_replica.zk import topic_store, znodes
+
+logger = logging.getLogger("brokerd.controller")
+
+# A decision whose conditional write keeps conflicting is re-read and retried this often.
+MAX_DECISION_ROUNDS = 5
+# After an unexpected failure (typically a lost session) wait this long before retrying.
+FAILURE_BACKOFF_S = 0.5
+
+
+class Event(enum.Enum):
+    ELECTION = "controller znode changed"
+    BROKER_CHANGE = "brokers changed"
+    TOPIC_CHANGE = "topics changed"
+    ISR_CHANGE = "ISR change notification"
+    SESSION_LOST = "ZooKeeper session lost"
+
+
+class Controller:
+    def __init__(self, broker_id: int, zk: KazooClient) -> None:
+        self.broker_id = broker_id
+        self.zk = zk
+        self.ctx: ControllerContext | None = None
+        self.channel = ControllerChannel(f"controller-{broker_id}")
+        self._events: asyncio.Queue[Event] = asyncio.Queue()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._generation = 0
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def is_active(self) -> bool:
+        return self.ctx is not None
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.zk.add_listener(self._on_session_state)
+        self._task = asyncio.create_task(self._run())
+        self._enqueue(Event.ELECTION)
+
+    async def stop(self) -> None:
+        self._generation += 1
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self.channel.close()
+
+    def _enqueue(self, event: Event) -> None:
+        """Safe from any thread: watches and listeners only ever call this."""
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._events.put_nowait, event)
+
+    def _on_session_state(self, state: str) -> None:
+        if state == KazooState.LOST:
+            self._enqueue(Event.SESSION_LOST)
+        elif state == KazooState.CONNECTED:
+            self._enqueue(Event.ELECTION)
+
+    async def _run(self) -> None:
+        while True:
+            event = await self._events.get()
+            try:
+                await self._handle(event)
+            except ControllerMovedError as exc:
+                logger.warning("resigning as controller: %s", exc)
+                self._resign()
+                self._enqueue(Event.ELECTION)
+            except Exception as exc:
+                # Usually a lost ZooKeeper session: give up controllership (if held), back
+                # off, and try again; the session listener also wakes us on reconnection.
+                logger.warning("controller event %s failed: %r", event.name, exc)
+                if self.ctx is not None:
+                    self._resign()
+                    with contextlib.suppress(Exception):
+                        await asyncio.to_thread(self._release_controller_znode)
+                await asyncio.sleep(FAILURE_BACKOFF_S)
+                self._enqueue(Event.ELECTION)
+
+    async def _handle(self, event: Event) -> None:
+        if event is Event.SESSION_LOST:
+            if self.ctx is not None:
+                self._resign()
+            return
+        if event is Event.ELECTION:
+            if self.ctx is None:
+                await self._try_to_lead()
+            return
+        if self.ctx is None:
+            return
+        handlers = {
+            Event.BROKER_CHANGE: self._on_broker_change,
+            Event.TOPIC_CHANGE: self._on_topic_change,
+            Event.ISR_CHANGE: self._on_isr_change,
+        }
+        await handlers[event]()
+
+    def _resign(self) -> None:
+        self._generation += 1
+        self.ctx = None
+
+    def _release_controller_znode(self) -> None:
+        """After an unexpected failure, give the controllership to another broker."""
+        if zk_store.current_controller(self.zk) == self.broker_id:
+            self.zk.delete(znodes.CONTROLLER_PATH)
+
+    async def _try_to_lead(self) -> None:
+        won = await asyncio.to_thread(zk_store.try_become_controller, self.zk, self.broker_id)
+        if won is None:
+            await asyncio.to_thread(self._watch_controller_znode)
+            return
+        epoch, epoch_zk_version = won
+        logger.info("broker %d is the controller, epoch %d", self.broker_id, epoch)
+        self.ctx = ControllerContext(self.broker_id, epoch, epoch_zk_version)
+        self._generation += 1
+        await self._on_elected()
+
+    def _watch_controller_znode(self) -> None:
+        """Wake up when `/controller` goes away (or at once, if it already has)."""
+        generation = self._generation
+
+        def on_change(event: object) -> None:
+            if generation == self._generation:
+                self._enqueue(Event.ELECTION)
+
+        if self.zk.exists(znodes.CONTROLLER_PATH, watch=on_change) is None:
+            self._enqueue(Event.ELECTION)
+
+    def _watch(self, path: str, event: Event) -> None:
+        generation = self._generation
+        first = True
+
+        def on_children(children: list[str]) -> bool:
+            nonlocal first
+            if generation != self._generation:
+                return False
+            if not first:
+                self._enqueue(event)
+            first = False
+            return True
+
+        self.zk.ensure_path(path)
+        self.zk.ChildrenWatch(path, on_children)
+
+    async def _on_elected(self) -> None:
+        """Failover (seed section D): read everything, finish what was left, tell everyone."""
+        ctx = self._require_ctx()
+        for path, event in (
+            (znodes.BROKER_IDS_PATH, Event.BROKER_CHANGE),
+            (znodes.TOPICS_PATH, Event.TOPIC_CHANGE),
+            (znodes.ISR_CHANGE_NOTIFICATION_PATH, Event.ISR_CHANGE),
+        ):
+            await asyncio.to_thread(self._watch, path, event)
+        ctx.live_brokers = await asyncio.to_thread(zk_store.read_live_brokers, self.zk)
+        topics = await asyncio.to_thread(topic_store.list_topics, self.zk)
+        await self._load_topics(topics)
+        await asyncio.to_thread(zk_store.take_isr_change_notifications, self.zk)
+        ctx.leadership.update(
+            await asyncio.to_thread(zk_store.read_states, self.zk, list(ctx.leadership))
+        )
+        needing_leader = [
+            tp
+            for tp in ctx.assignments
+            if tp not in ctx.leadership or ctx.leadership[tp].leader not in ctx.live_brokers
+        ]
+        await self._elect(needing_leader)
+        batch = RequestBatch(ctx, is_init=True)
+        batch.add_leader_and_isr(sorted(ctx.assignments))
+        batch.add_update_metadata()
+        await self.channel.send(batch)
+
+    async def _load_topics(self, topics: list[str]) -> list[TopicPartition]:
+        """Read assignments, configs and existing states of `topics` into the context."""
+        ctx = self._require_ctx()
+        assignments, configs = await asyncio.to_thread(zk_store.read_assignments, self.zk, topics)
+        states = await asyncio.to_thread(zk_store.read_states, self.zk, list(assignments))
+        ctx.assignments.update(assignments)
+        ctx.topic_configs.update(configs)
+        ctx.leadership.update(states)
+        for tp in assignments:
+            known = tp in states and states[tp].leader in ctx.live_brokers
+            initial = PartitionState.ONLINE if known else PartitionState.OFFLINE
+            ctx.partition_states.transition([tp], PartitionState.NEW)
+            if tp in states:
+                ctx.partition_states.transition([tp], initial)
+        return sorted(assignments)
+
+    def _require_ctx(self) -> ControllerContext:
+        if self.ctx is None:
+            raise ControllerMovedError("this broker is not the controller")
+        return self.ctx
+
+    def _decide(self, tp: TopicPartition) -> StateWrite | None:
+        """The state a partition should have now, or None if it is fine or cannot lead."""
+        ctx = self._require_ctx()
+        replicas = ctx.assignments[tp]
+        live = ctx.live_ids
+        current = ctx.leadership.get(tp)
+        if current is None:
+            live_replicas = [r for r in replicas if r in live]
+            if not live_replicas:
+                return None
+            state = znodes.PartitionState(live_replicas[0], 0, live_replicas, ctx.epoch)
+            return StateWrite(tp, state, None)
+        if current.leader in live:
+            isr = shrink_isr_without(current.isr, set(replicas) - live)
+            if list(isr) == current.isr:
+                return None
+            state = znodes.PartitionState(
+                current.leader, current.state.leader_epoch + 1, list(isr), ctx.epoch
+            )
+            return StateWrite(tp, state, current.zk_version)
+        result = offline_leader(replicas, current.isr, live, ctx.unclean_enabled(tp.topic))
+        if result is None:
+            ctx.partition_states.transition([tp], PartitionState.OFFLINE)
+            return None
+        if result.unclean:
+            ctx.unclean_elections += 1
+            logger.warning("unclean leader election for %s: %d leads", tp, result.leader)
+        state = znodes.PartitionState(
+            result.leader, current.state.leader_epoch + 1, list(result.isr), ctx.epoch
+        )
+        return StateWrite(tp, state, current.zk_version)
+
+    async def _elect(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+        """Decide and write new states for `partitions`; return those whose state changed."""
+        ctx = self._require_ctx()
+        changed: list[TopicPartition] = []
+        pending = [tp for tp in partitions if tp in ctx.assignments]
+        for _ in range(MAX_DECISION_ROUNDS):
+            writes = [w for w in (self._decide(tp) for tp in pending) if w is not None]
+            if not writes:
+                break
+            outcome = await asyncio.to_thread(
+                zk_store.write_states, self.zk, ctx.epoch_zk_version, writes
+            )
+            ctx.zk_round_trips += outcome.round_trips
+            ctx.leadership.update(outcome.written)
+            _moved, refused = ctx.partition_states.transition(
+                outcome.written, PartitionState.ONLINE
+            )
+            if refused:
+                logger.warning("refused partition transitions to ONLINE: %s", refused)
+            changed.extend(outcome.written)
+            if not outcome.conflicts:
+                break
+            ctx.leadership.update(
+                await asyncio.to_thread(zk_store.read_states, self.zk, outcome.conflicts)
+            )
+            pending = outcome.conflicts
+        return changed
+
+    async def _on_broker_change(self) -> None:
+        """Broker failure and start-up (seed sections A and E)."""
+        ctx = self._require_ctx()
+        started = time.monotonic()
+        round_trips_before = ctx.zk_round_trips
+        live_now = await asyncio.to_thread(zk_store.read_live_brokers, self.zk)
+        gone = {b for b, live in ctx.live_brokers.items() if live_now.get(b, None) != live}
+        born = {b for b, live in live_now.items() if ctx.live_brokers.get(b, None) != live}
+        ctx.live_brokers = live_now
+        logger.info("brokers changed: gone %s, new %s", sorted(gone), sorted(born))
+        affected = ctx.partitions_with_replica_on(gone | born)
+        changed = await self._elect(affected)
+        batch = RequestBatch(ctx)
+        batch.add_leader_and_isr(changed)
+        batch.add_leader_and_isr(ctx.partitions_with_replica_on(born), brokers=born)
+        batch.add_update_metadata()
+        await self.channel.send(batch)
+        if gone:
+            logger.info(
+                "failover of brokers %s: %d partitions moved in %d ZooKeeper round trips, %.1f ms",
+                sorted(gone),
+                len(changed),
+                ctx.zk_round_trips - round_trips_before,
+                (time.monotonic() - started) * 1000,
+            )
+
+    async def _on_topic_change(self) -> None:
+        ctx = self._require_ctx()
+        topics_now = set(await asyncio.to_thread(topic_store.list_topics, self.zk))
+        for topic in ctx.topics - topics_now:
+            ctx.remove_topic(topic)
+        new_partitions = await self._load_topics(sorted(topics_now - ctx.topics))
+        changed = await self._elect(new_partitions)
+        batch = RequestBatch(ctx)
+        batch.add_leader_and_isr(changed)
+        batch.add_update_metadata()
+        await self.channel.send(batch)
+
+    async def _on_isr_change(self) -> None:
+        ctx = self._require_ctx()
+        changed = await asyncio.to_thread(zk_store.take_isr_change_notifications, self.zk)
+        known = [tp for tp in changed if tp in ctx.assignments]
+        ctx.leadership.update(await asyncio.to_thread(zk_store.read_states, self.zk, known))
+        batch = RequestBatch(ctx)
+        batch.add_update_metadata()
+        await self.channel.send(batch)

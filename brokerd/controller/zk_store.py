@@ -1,0 +1,173 @@
+"""The controller's reads and writes in ZooKeeper. Every function blocks: call from a thread.
+
+Fencing: winning the election creates `/controller` and bumps `/controller_epoch` in one
+multi-op, and every later write is a multi-op that also checks the `/controller_epoch`
+zkVersion this controller set. A deposed controller's writes therefore fail as a whole
+(ControllerMovedError), and it resigns instead of overwriting its successor's decisions.
+Each leaderAndISR write is also conditional on the zkVersion the controller last saw, so
+it never overwrites an ISR change a leader made meanwhile; such partitions come back as
+conflicts to be re-read and decided again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+
+from brokerd.controller.context import LeaderAndIsr, LiveBroker
+from spark_replica.errors import ReplogError
+from spark_replica.topics import TopicPartition
+from spark_replica.zk import topic_store, znodes
+
+# Operations per multi-op: far below ZooKeeper's 1 MB request limit for state znodes.
+MAX_OPS_PER_MULTI = 500
+
+
+class ControllerMovedError(ReplogError):
+    """Another broker became controller: this one must stop making decisions."""
+
+
+@dataclass(frozen=True)
+class StateWrite:
+    tp: TopicPartition
+    state: znodes.PartitionState
+    expected_version: int | None  # None: the znode is created
+
+
+@dataclass
+class WriteOutcome:
+    written: dict[TopicPartition, LeaderAndIsr]
+    conflicts: list[TopicPartition]
+    round_trips: int
+
+
+def try_become_controller(zk: KazooClient, broker_id: int) -> tuple[int, int] | None:
+    """(epoch, epoch zkVersion) if this broker won the election, None if another holds it."""
+    zk.ensure_path("/")
+    with contextlib.suppress(NodeExistsError):
+        zk.create(znodes.CONTROLLER_EPOCH_PATH, znodes.encode_controller_epoch(0))
+    data, stat = zk.get(znodes.CONTROLLER_EPOCH_PATH)
+    epoch = znodes.decode_controller_epoch(data) + 1
+    transaction = zk.transaction()
+    transaction.create(
+        znodes.CONTROLLER_PATH, znodes.ControllerRegistration(broker_id).encode(), ephemeral=True
+    )
+    transaction.set_data(
+        znodes.CONTROLLER_EPOCH_PATH, znodes.encode_controller_epoch(epoch), version=stat.version
+    )
+    results = transaction.commit()
+    if any(isinstance(result, Exception) for result in results):
+        return None
+    return epoch, stat.version + 1
+
+
+def current_controller(zk: KazooClient) -> int:
+    try:
+        data, _ = zk.get(znodes.CONTROLLER_PATH)
+    except NoNodeError:
+        return -1
+    return znodes.ControllerRegistration.decode(data).broker_id
+
+
+def read_live_brokers(zk: KazooClient) -> dict[int, LiveBroker]:
+    brokers: dict[int, LiveBroker] = {}
+    for broker_id in topic_store.live_broker_ids(zk):
+        try:
+            data, stat = zk.get(znodes.broker_path(broker_id))
+        except NoNodeError:
+            continue
+        registration = znodes.BrokerRegistration.decode(broker_id, data)
+        brokers[broker_id] = LiveBroker(registration, stat.czxid)
+    return brokers
+
+
+def read_assignments(
+    zk: KazooClient, topics: Iterable[str]
+) -> tuple[dict[TopicPartition, list[int]], dict[str, dict[str, str]]]:
+    assignments: dict[TopicPartition, list[int]] = {}
+    configs: dict[str, dict[str, str]] = {}
+    for topic in topics:
+        assignment = topic_store.read_assignment(zk, topic)
+        if assignment is None:
+            continue
+        configs[topic] = topic_store.read_topic_config(zk, topic)
+        for partition, replicas in assignment.partitions.items():
+            assignments[TopicPartition(topic, partition)] = replicas
+    return assignments, configs
+
+
+def read_states(
+    zk: KazooClient, partitions: Iterable[TopicPartition]
+) -> dict[TopicPartition, LeaderAndIsr]:
+    states: dict[TopicPartition, LeaderAndIsr] = {}
+    for tp in partitions:
+        found = topic_store.read_partition_state(zk, tp.topic, tp.partition)
+        if found is not None:
+            states[tp] = LeaderAndIsr(found[0], found[1])
+    return states
+
+
+def write_states(zk: KazooClient, epoch_zk_version: int, writes: list[StateWrite]) -> WriteOutcome:
+    """Write leaderAndISR states in multi-ops fenced by the controller epoch."""
+    outcome = WriteOutcome({}, [], 0)
+    for tp in {w.tp for w in writes if w.expected_version is None}:
+        zk.ensure_path(znodes.partition_path(tp.topic, tp.partition))
+    pending = list(writes)
+    while pending:
+        chunk, pending = pending[:MAX_OPS_PER_MULTI], pending[MAX_OPS_PER_MULTI:]
+        while chunk:
+            outcome.round_trips += 1
+            failed = _commit(zk, epoch_zk_version, chunk)
+            if failed is None:
+                for write in chunk:
+                    version = 0 if write.expected_version is None else write.expected_version + 1
+                    outcome.written[write.tp] = LeaderAndIsr(write.state, version)
+                break
+            outcome.conflicts.append(failed.tp)
+            chunk = [w for w in chunk if w is not failed]
+    return outcome
+
+
+def _commit(zk: KazooClient, epoch_zk_version: int, chunk: list[StateWrite]) -> StateWrite | None:
+    """Commit one multi-op; return the write that failed it, or None when all landed."""
+    transaction = zk.transaction()
+    transaction.check(znodes.CONTROLLER_EPOCH_PATH, epoch_zk_version)
+    for write in chunk:
+        path = znodes.partition_state_path(write.tp.topic, write.tp.partition)
+        if write.expected_version is None:
+            transaction.create(path, write.state.encode())
+        else:
+            transaction.set_data(path, write.state.encode(), version=write.expected_version)
+    results = transaction.commit()
+    if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
+        raise ControllerMovedError("the controller epoch moved on: another controller is active")
+    for write, result in zip(chunk, results[1:], strict=True):
+        if isinstance(result, (BadVersionError, NodeExistsError, NoNodeError)):
+            return write
+        if isinstance(result, Exception) and not isinstance(result, RolledBackError):
+            raise ReplogError(f"writing the state of {write.tp} failed: {result!r}")
+    return None
+
+
+def take_isr_change_notifications(zk: KazooClient) -> set[TopicPartition]:
+    """Read and delete every ISR change notification; return the partitions they name."""
+    try:
+        children = zk.get_children(znodes.ISR_CHANGE_NOTIFICATION_PATH)
+    except NoNodeError:
+        return set()
+    changed: set[TopicPartition] = set()
+    for child in sorted(children):
+        path = f"{znodes.ISR_CHANGE_NOTIFICATION_PATH}/{child}"
+        try:
+            data, _ = zk.get(path)
+        except NoNodeError:
+            continue
+        notification = znodes.IsrChangeNotification.decode(path, data)
+        changed.update(TopicPartition(t, p) for t, p in notification.partitions)
+        with contextlib.suppress(NoNodeError):
+            zk.delete(path)
+    return changed

@@ -1,0 +1,231 @@
+"""Followers pull from leaders: one fetcher task per source broker, many partitions each.
+
+A fetcher first truncates each newly followed partition by leader epoch (KIP-101/279):
+it asks the leader where the follower's latest epoch ended and cuts its log there, never
+to its high watermark, which could throw away records the new leader has, or keep ones
+it lacks. Then it long-polls Fetch requests (replica id = this broker, fetching from its
+log end offset with the leader epoch it knows), appends the batches untouched, and takes
+the high watermark from the answer.
+
+Errors that mean "the leader moved" (NOT_LEADER, fenced or unknown epoch) pause that
+partition until the controller's next LeaderAndIsr says where to fetch from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+
+from brokerd.partition import Partition
+from spark_replica.client.connection import BrokerConnection
+from spark_replica.errors import OffsetOutOfRangeError, ReplogError, error_for_code
+from spark_replica.protocol.fetch import FetchPartition, FetchRequest, FetchTopic
+from spark_replica.protocol.offsets_for_leader_epoch import (
+    UNDEFINED_OFFSET,
+    EpochQuery,
+    EpochQueryTopic,
+    OffsetsForLeaderEpochRequest,
+)
+from spark_replica.records import now_ms
+from spark_replica.topics import TopicPartition
+
+logger = logging.getLogger("brokerd.fetcher")
+
+FETCH_MAX_WAIT_MS = 500
+FETCH_MAX_BYTES = 64 * 1024 * 1024
+PARTITION_MAX_BYTES = 16 * 1024 * 1024
+ERROR_BACKOFF_S = 0.2
+
+
+@dataclass
+class FollowedPartition:
+    partition: Partition
+    needs_truncation: bool = True
+
+
+def truncation_offset(
+    partition: Partition, local_epoch: int, leader_epoch: int, leader_end_offset: int
+) -> int:
+    """Where a follower cuts its log, given the leader's answer for `local_epoch` (KIP-279)."""
+    log = partition.log
+    if leader_end_offset == UNDEFINED_OFFSET:
+        return min(partition.high_watermark, log.log_end_offset)
+    if leader_epoch == local_epoch:
+        return min(leader_end_offset, log.log_end_offset)
+    _, local_end = log.end_offset_for_epoch(leader_epoch)
+    return min(leader_end_offset, local_end if local_end >= 0 else 0, log.log_end_offset)
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows from one leader broker."""
+
+    def __init__(self, broker_id: int, leader_id: int, address: tuple[str, int]) -> None:
+        self.broker_id = broker_id
+        self.leader_id = leader_id
+        self.address = address
+        self.partitions: dict[TopicPartition, FollowedPartition] = {}
+        self._conn: BrokerConnection | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._wakeup = asyncio.Event()
+
+    def add(self, partition: Partition, needs_truncation: bool) -> None:
+        followed = self.partitions.get(partition.tp)
+        if followed is None or needs_truncation:
+            self.partitions[partition.tp] = FollowedPartition(partition, needs_truncation)
+        self._wakeup.set()
+        if self._task is None:
+            self._task = asyncio.create_task(self._run())
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self._conn is not None:
+            await self._conn.close()
+
+    async def _connection(self) -> BrokerConnection:
+        if self._conn is None or not self._conn.is_usable:
+            self._conn = BrokerConnection(*self.address, client_id=f"fetcher-{self.broker_id}")
+            await self._conn.connect()
+        return self._conn
+
+    async def _run(self) -> None:
+        while True:
+            if not self.partitions:
+                self._wakeup.clear()
+                await self._wakeup.wait()
+                continue
+            try:
+                await self._truncate_new_partitions()
+                await self._fetch_once()
+            except ReplogError as exc:
+                logger.info("fetching from broker %d: %s", self.leader_id, exc)
+                await asyncio.sleep(ERROR_BACKOFF_S)
+
+    async def _truncate_new_partitions(self) -> None:
+        pending = [f for f in self.partitions.values() if f.needs_truncation]
+        if not pending:
+            return
+        grouped: dict[str, list[EpochQuery]] = defaultdict(list)
+        for followed in pending:
+            p = followed.partition
+            grouped[p.tp.topic].append(
+                EpochQuery(p.tp.partition, p.log.epoch_cache.latest_epoch, p.leader_epoch)
+            )
+        conn = await self._connection()
+        request = OffsetsForLeaderEpochRequest(
+            [EpochQueryTopic(t, qs) for t, qs in grouped.items()], self.broker_id
+        )
+        response = await conn.send(request)
+        for topic in response.topics:
+            for answer in topic.partitions:
+                followed = self.partitions.get(TopicPartition(topic.topic, answer.partition))
+                if followed is None or not followed.needs_truncation:
+                    continue
+                if answer.error_code:
+                    logger.info(
+                        "%s: epoch query failed: %s", followed.partition.tp, answer.error_message
+                    )
+                    continue
+                p = followed.partition
+                local_epoch = p.log.epoch_cache.latest_epoch
+                cut = truncation_offset(p, local_epoch, answer.leader_epoch, answer.end_offset)
+                if cut < p.log.log_end_offset:
+                    logger.info(
+                        "%s: truncating from %d to %d by leader epoch",
+                        p.tp,
+                        p.log.log_end_offset,
+                        cut,
+                    )
+                    p.log.truncate_to(cut)
+                    p.high_watermark = min(p.high_watermark, p.log.log_end_offset)
+                followed.needs_truncation = False
+
+    async def _fetch_once(self) -> None:
+        ready = [f.partition for f in self.partitions.values() if not f.needs_truncation]
+        if not ready:
+            await asyncio.sleep(ERROR_BACKOFF_S)
+            return
+        grouped: dict[str, list[FetchPartition]] = defaultdict(list)
+        for p in ready:
+            grouped[p.tp.topic].append(
+                FetchPartition(
+                    p.tp.partition, p.log.log_end_offset, PARTITION_MAX_BYTES, p.leader_epoch
+                )
+            )
+        request = FetchRequest(
+            FETCH_MAX_WAIT_MS,
+            1,
+            FETCH_MAX_BYTES,
+            [FetchTopic(t, ps) for t, ps in grouped.items()],
+            self.broker_id,
+        )
+        conn = await self._connection()
+        response = await conn.send(request, timeout_s=FETCH_MAX_WAIT_MS / 1000 + 30)
+        paused = False
+        for topic in response.topics:
+            for result in topic.partitions:
+                followed = self.partitions.get(TopicPartition(topic.topic, result.partition))
+                if followed is None:
+                    continue
+                p = followed.partition
+                if result.error_code:
+                    error = error_for_code(result.error_code, result.error_message or "")
+                    if (
+                        isinstance(error, OffsetOutOfRangeError)
+                        and result.log_start_offset > p.log.log_end_offset
+                    ):
+                        p.log.truncate_fully_and_start_at(result.log_start_offset)
+                    else:
+                        paused = True
+                    continue
+                p.append_as_follower(result.records, result.high_watermark, now_ms())
+        if paused:
+            await asyncio.sleep(ERROR_BACKOFF_S)
+
+
+class ReplicaFetcherManager:
+    """Which fetcher follows which partition; one fetcher per leader broker."""
+
+    def __init__(self, broker_id: int) -> None:
+        self.broker_id = broker_id
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._retiring: set[asyncio.Task[None]] = set()
+
+    def follow(
+        self, partition: Partition, leader_id: int, address: tuple[str, int], needs_truncation: bool
+    ) -> None:
+        for other_id, fetcher in self.fetchers.items():
+            if other_id != leader_id:
+                fetcher.remove(partition.tp)
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is not None and fetcher.address != address:
+            fetcher.remove(partition.tp)
+            fetcher = None
+        if fetcher is None:
+            fetcher = ReplicaFetcher(self.broker_id, leader_id, address)
+            old = self.fetchers.get(leader_id)
+            self.fetchers[leader_id] = fetcher
+            if old is not None:
+                for followed in old.partitions.values():
+                    fetcher.add(followed.partition, followed.needs_truncation)
+                retiring = asyncio.create_task(old.stop())
+                self._retiring.add(retiring)
+                retiring.add_done_callback(self._retiring.discard)
+        fetcher.add(partition, needs_truncation)
+
+    def unfollow(self, tp: TopicPartition) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.remove(tp)
+
+    async def stop(self) -> None:
+        fetchers, self.fetchers = self.fetchers, {}
+        for fetcher in fetchers.values():
+            with contextlib.suppress(Exception):
+                await fetcher.stop()
