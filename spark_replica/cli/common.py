@@ -6,8 +6,10 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import TypeVar
 
+from spark_replica import cluster_dir
 from spark_replica.client import Cluster, bootstrap_from_zookeeper, parse_bootstrap
 from spark_replica.errors import ConfigError, ReplogError
 
@@ -20,14 +22,22 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--zookeeper", metavar="CONNECT", help="ZooKeeper connect string (host:port[/chroot])"
     )
+    group.add_argument(
+        "--dir",
+        type=Path,
+        default=cluster_dir.DEFAULT_DIR,
+        help="the cluster directory of `replog up`, used when neither of the above is given "
+        "(default ./.replog)",
+    )
 
 
 def open_cluster(args: argparse.Namespace) -> Cluster:
+    """Connect where the flags say, else to the running brokers recorded in --dir."""
     if args.bootstrap:
         return Cluster(parse_bootstrap(args.bootstrap), client_id="replog-cli")
     if args.zookeeper:
         return Cluster(bootstrap_from_zookeeper(args.zookeeper), client_id="replog-cli")
-    raise ConfigError("say where the cluster is: --bootstrap HOST:PORT or --zookeeper CONNECT")
+    return Cluster(cluster_dir.running_bootstrap(args.dir), client_id="replog-cli")
 
 
 def run_with_cluster(args: argparse.Namespace, work: Callable[[Cluster], Awaitable[T]]) -> T:

@@ -1,4 +1,4 @@
-"""`replog`: run brokers and ZooKeeper, manage topics, produce and consume."""
+"""`replog`: run a local cluster or its parts, manage topics, produce and consume."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from spark_replica.cli import consume, demo, produce, topics, zookeeper
+from spark_replica.cli import cluster, consume, demo, produce, topics, zookeeper
 from spark_replica.cli.common import report
 from spark_replica.errors import ReplogError
 
@@ -16,20 +16,11 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True)
     demo.add_parser(subparsers)
     zookeeper.add_parser(subparsers)
-    _add_broker_parser(subparsers)
+    cluster.add_parsers(subparsers)
     topics.add_parser(subparsers)
     produce.add_parser(subparsers)
     consume.add_parser(subparsers)
     return parser
-
-
-def _add_broker_parser(subparsers: argparse._SubParsersAction) -> None:
-    from brokerd.__main__ import build_parser as build_broker_parser
-    from brokerd.__main__ import run_broker
-
-    broker = subparsers.add_parser("broker", help="run one broker in the foreground")
-    build_broker_parser(broker)
-    broker.set_defaults(handler=run_broker)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,408 @@
+"""`replog up|status|down` and `replog broker run|stop|kill|start`: a local cluster.
+
+`up` starts an embedded ZooKeeper (unless given a connect string) and N broker processes
+in sessions of their own, so they outlive the command, records them in the cluster
+directory (see spark_replica.cluster_dir) and returns once every broker is registered
+and a controller is elected. The other commands act on what the directory records, by
+PID: nothing here looks for processes by name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import signal
+import socket
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from spark_replica import cluster_dir
+from spark_replica.cluster_dir import BrokerEntry, ClusterInfo, EmbeddedZooKeeperEntry
+from spark_replica.errors import ConfigError, ReplogError, TimeoutExpiredError, ZooKeeperError
+from spark_replica.launcher import BROKER_STOP_TIMEOUT_S, BrokerProcess, free_port
+from spark_replica.topic_config import parse_assignments
+from spark_replica.zk import znodes
+from spark_replica.zk.embedded import PID_FILE, STOP_TIMEOUT_S, EmbeddedZooKeeper
+from spark_replica.zk.session import connect, split_connect_string
+from spark_replica.zk.topic_store import live_broker_ids
+
+HOST = "127.0.0.1"
+DEFAULT_BROKERS = 3
+DEFAULT_TIMEOUT_S = 60.0
+# status must answer quickly even when an external ZooKeeper is gone.
+STATUS_CONNECT_TIMEOUT_S = 5.0
+NO_CONTROLLER = -1
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    up = subparsers.add_parser("up", help="start ZooKeeper and N brokers in the background")
+    up.add_argument("--brokers", type=int, help="how many (default 3, or as recorded in --dir)")
+    up.add_argument("--zookeeper", metavar="CONNECT", help="use it instead of an embedded one")
+    up.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a config of every broker, recorded for later `up` and `broker start`",
+    )
+    _add_timeout_option(up, "until every broker is registered and a controller elected")
+    _add_dir_option(up)
+    up.set_defaults(handler=run_up)
+
+    status = subparsers.add_parser("status", help="the cluster in --dir: who runs, who leads")
+    status.add_argument("--json", action="store_true", help="one JSON document")
+    _add_dir_option(status)
+    status.set_defaults(handler=run_status)
+
+    down = subparsers.add_parser("down", help="stop every broker cleanly, then ZooKeeper")
+    _add_dir_option(down)
+    down.set_defaults(handler=run_down)
+
+    broker = subparsers.add_parser("broker", help="run a broker, or stop/kill/start one")
+    actions = broker.add_subparsers(dest="action", required=True)
+    _add_run_parser(actions)
+    for action, text in (
+        ("stop", "SIGTERM: a clean shutdown of a broker of the cluster in --dir"),
+        ("kill", "SIGKILL: a crash of a broker of the cluster in --dir"),
+        ("start", "restart a broker of the cluster in --dir on its port and log dir"),
+    ):
+        parser = actions.add_parser(action, help=text)
+        parser.add_argument("id", type=int, help="broker id")
+        if action == "start":
+            _add_timeout_option(parser, "until the broker is registered")
+        _add_dir_option(parser)
+        parser.set_defaults(handler=run_broker_action)
+
+
+def _add_run_parser(actions: argparse._SubParsersAction) -> None:
+    from brokerd.__main__ import build_parser as build_broker_parser
+    from brokerd.__main__ import run_broker
+
+    run = actions.add_parser("run", help="run one broker in the foreground")
+    build_broker_parser(run)
+    run.set_defaults(handler=run_broker)
+
+
+def _add_dir_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--dir",
+        type=Path,
+        default=cluster_dir.DEFAULT_DIR,
+        help="the cluster directory (default ./.replog)",
+    )
+
+
+def _add_timeout_option(parser: argparse.ArgumentParser, what: str) -> None:
+    parser.add_argument(
+        "--timeout", type=_seconds, default=DEFAULT_TIMEOUT_S, help=f"seconds to wait {what}"
+    )
+
+
+def _seconds(text: str) -> float:
+    with contextlib.suppress(ValueError):
+        if (value := float(text)) > 0:
+            return value
+    raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not {text!r}")
+
+
+def run_up(args: argparse.Namespace) -> int:
+    if args.brokers is not None and args.brokers < 1:
+        raise ConfigError(f"--brokers must be at least 1, not {args.brokers}")
+    if args.zookeeper is not None:
+        split_connect_string(args.zookeeper)
+    args.dir.mkdir(parents=True, exist_ok=True)
+    with cluster_dir.locked(args.dir):
+        fresh = not cluster_dir.exists(args.dir)
+        info = _plan(args)
+        _start(args.dir, info, args.timeout, fresh)
+    print(f"Cluster ready: bootstrap servers {info.bootstrap_servers}")
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> ClusterInfo:
+    """The cluster to start: the recorded one (fresh processes, same data) or a new one."""
+    directory: Path = args.dir
+    overrides = parse_assignments(args.override)
+    if not cluster_dir.exists(directory):
+        count = DEFAULT_BROKERS if args.brokers is None else args.brokers
+        root = directory.resolve()
+        embedded = None
+        if args.zookeeper is None:
+            embedded = EmbeddedZooKeeperEntry(free_port(), str(root / "zookeeper"), None)
+        brokers = [
+            BrokerEntry(i, HOST, free_port(), None, str(root / f"broker-{i}"))
+            for i in range(1, count + 1)
+        ]
+        return ClusterInfo(args.zookeeper or "", embedded, brokers, overrides)
+    info = cluster_dir.load(directory)
+    running = info.running_processes()
+    if running:
+        raise ConfigError(
+            f"the cluster in {directory} is still running ({', '.join(running)}): "
+            f"run `replog down --dir {directory}` first"
+        )
+    if args.brokers is not None and args.brokers != len(info.brokers):
+        raise ConfigError(
+            f"{directory} holds a cluster of {len(info.brokers)} brokers, not {args.brokers}: "
+            "leave out --brokers or use another --dir"
+        )
+    if args.zookeeper is not None and (
+        info.embedded_zookeeper is not None or args.zookeeper != info.zookeeper
+    ):
+        where = "an embedded ZooKeeper" if info.embedded_zookeeper else info.zookeeper
+        raise ConfigError(
+            f"the cluster in {directory} uses {where}: leave out --zookeeper or use another --dir"
+        )
+    if args.override:
+        info.overrides = overrides
+    # Keep the recorded ports where they are still free, so scripted addresses keep working.
+    for broker in info.brokers:
+        broker.port = _port_if_free(broker.port)
+    if info.embedded_zookeeper is not None:
+        info.embedded_zookeeper.port = _port_if_free(info.embedded_zookeeper.port)
+    return info
+
+
+def _port_if_free(port: int) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((HOST, port))
+        except OSError:
+            return free_port(HOST)
+    return port
+
+
+def _start(directory: Path, info: ClusterInfo, timeout_s: float, fresh: bool) -> None:
+    """Start ZooKeeper and the brokers, record them, wait for readiness.
+
+    On any failure (or Ctrl-C) stop everything started here, so a failed `up` leaves
+    nothing running, and no recorded cluster either when there was none before.
+    """
+    deadline = time.monotonic() + timeout_s
+    zookeeper: EmbeddedZooKeeper | None = None
+    brokers: list[BrokerProcess] = []
+    try:
+        if info.embedded_zookeeper is not None:
+            entry = info.embedded_zookeeper
+            zookeeper = EmbeddedZooKeeper(entry.port, Path(entry.dir), HOST)
+            zookeeper.start(_remaining(deadline))
+            assert zookeeper.process is not None
+            entry.pid = zookeeper.process.pid
+            info.zookeeper = zookeeper.connect_string
+            cluster_dir.save(directory, info)
+            print(f"ZooKeeper on {info.zookeeper} (pid {entry.pid})", flush=True)
+        stale_controller = _controller_czxid(info.zookeeper, _remaining(deadline))
+        brokers = [
+            BrokerProcess(b.id, b.port, Path(b.log_dir), info.zookeeper, b.host, info.overrides)
+            for b in info.brokers
+        ]
+        with ThreadPoolExecutor(len(brokers)) as pool:
+            started = [pool.submit(b.start, _remaining(deadline)) for b in brokers]
+            for future in started:
+                future.result()
+        for recorded, process in zip(info.brokers, brokers, strict=True):
+            recorded.pid = process.pid
+            print(f"broker {recorded.id} on {recorded.address} (pid {recorded.pid})", flush=True)
+        cluster_dir.save(directory, info)
+        controller = _wait_for_controller(info, brokers, stale_controller, deadline, timeout_s)
+        print(f"controller: broker {controller}")
+    except BaseException:
+        if zookeeper is not None or brokers:
+            print(f"replog up: failed; stopping what it started in {directory}", file=sys.stderr)
+        for process in brokers:
+            process.stop()
+        if zookeeper is not None:
+            zookeeper.stop()
+        if fresh:
+            cluster_dir.forget(directory)
+        else:
+            for recorded in info.processes():
+                recorded.pid = None
+            cluster_dir.save(directory, info)
+        raise
+
+
+def _remaining(deadline: float) -> float:
+    return max(deadline - time.monotonic(), 0.1)
+
+
+def _wait_for_controller(
+    info: ClusterInfo,
+    brokers: list[BrokerProcess],
+    stale_czxid: int | None,
+    deadline: float,
+    timeout_s: float,
+) -> int:
+    """Wait until /controller is a new znode naming one of our brokers.
+
+    A /controller present before the brokers started is left over from an earlier life
+    of the cluster (its session not yet expired), so it does not count.
+    """
+    ids = {b.broker_id for b in brokers}
+    zk = connect(info.zookeeper)
+    try:
+        while True:
+            for broker in brokers:
+                if broker.process is not None and broker.process.poll() is not None:
+                    raise ReplogError(
+                        f"broker {broker.broker_id} exited with code {broker.process.returncode}"
+                        f"; see {broker.log_dir / 'broker.log'}"
+                    )
+            controller, czxid = _read_controller(zk)
+            if controller in ids and czxid != stale_czxid:
+                return controller
+            if time.monotonic() > deadline:
+                raise TimeoutExpiredError(
+                    f"no controller was elected within {timeout_s:.0f} s; "
+                    f"see broker.log in each log dir under {Path(info.brokers[0].log_dir).parent}"
+                )
+            time.sleep(0.05)
+    finally:
+        _close(zk)
+
+
+def _controller_czxid(connect_string: str, timeout_s: float) -> int | None:
+    zk = connect(connect_string, connect_timeout_s=timeout_s)
+    try:
+        return _read_controller(zk)[1]
+    finally:
+        _close(zk)
+
+
+def _read_controller(zk: KazooClient) -> tuple[int, int | None]:
+    """(broker id, czxid) of /controller; (-1, None) when there is none or it is unreadable."""
+    try:
+        data, stat = zk.get(znodes.CONTROLLER_PATH)
+    except NoNodeError:
+        return NO_CONTROLLER, None
+    try:
+        return znodes.ControllerRegistration.decode(data).broker_id, stat.czxid
+    except ZooKeeperError:
+        return NO_CONTROLLER, stat.czxid
+
+
+def _close(zk: KazooClient) -> None:
+    zk.stop()
+    zk.close()
+
+
+def run_status(args: argparse.Namespace) -> int:
+    info = cluster_dir.load(args.dir)
+    registered, controller = _zookeeper_view(info)
+    brokers = [
+        {
+            "id": b.id,
+            "host": b.host,
+            "port": b.port,
+            "pid": b.pid,
+            "alive": b.id in registered and b.running(),
+        }
+        for b in sorted(info.brokers, key=lambda b: b.id)
+    ]
+    if args.json:
+        document = {
+            "zookeeper": info.zookeeper,
+            "bootstrap_servers": info.bootstrap_servers,
+            "controller": controller,
+            "brokers": brokers,
+        }
+        print(json.dumps(document))
+        return 0
+    zk = info.embedded_zookeeper
+    if zk is None:
+        print(f"ZooKeeper:  {info.zookeeper} (external)")
+    else:
+        state = f"pid {zk.pid}, running" if zk.running() else "stopped"
+        print(f"ZooKeeper:  {info.zookeeper} (embedded, {state})")
+    print(f"Controller: {controller}")
+    print(f"Bootstrap:  {info.bootstrap_servers}")
+    print(f"{'ID':>4}  {'ADDRESS':<21} {'PID':>8}  ALIVE")
+    for b in brokers:
+        address = f"{b['host']}:{b['port']}"
+        pid = "-" if b["pid"] is None else b["pid"]
+        print(f"{b['id']:>4}  {address:<21} {pid:>8}  {'yes' if b['alive'] else 'no'}")
+    return 0
+
+
+def _zookeeper_view(info: ClusterInfo) -> tuple[set[int], int]:
+    """(registered broker ids, controller id) as ZooKeeper sees them, or nothing when it is
+    down: status reports a stopped cluster rather than failing on it."""
+    embedded = info.embedded_zookeeper
+    if embedded is not None and not embedded.running():
+        return set(), NO_CONTROLLER
+    try:
+        zk = connect(info.zookeeper, connect_timeout_s=STATUS_CONNECT_TIMEOUT_S)
+    except ZooKeeperError as exc:
+        print(f"replog: {exc}; showing the recorded processes only", file=sys.stderr)
+        return set(), NO_CONTROLLER
+    try:
+        return set(live_broker_ids(zk)), _read_controller(zk)[0]
+    finally:
+        _close(zk)
+
+
+def run_down(args: argparse.Namespace) -> int:
+    directory: Path = args.dir
+    with cluster_dir.locked(directory):
+        info = cluster_dir.load(directory)
+        brokers = [b for b in info.brokers if b.running()]
+        cluster_dir.stop_processes(brokers, signal.SIGTERM, BROKER_STOP_TIMEOUT_S)
+        stopped = [f"broker {b.id}" for b in brokers]
+        zk = info.embedded_zookeeper
+        if zk is not None:
+            if zk.running():
+                cluster_dir.stop_processes([zk], signal.SIGTERM, STOP_TIMEOUT_S)
+                stopped.append("ZooKeeper")
+            (Path(zk.dir) / PID_FILE).unlink(missing_ok=True)
+        for recorded in info.processes():
+            recorded.pid = None
+        cluster_dir.save(directory, info)
+    print(f"Stopped {', '.join(stopped)}." if stopped else f"Nothing was running in {directory}.")
+    return 0
+
+
+def run_broker_action(args: argparse.Namespace) -> int:
+    directory: Path = args.dir
+    with cluster_dir.locked(directory):
+        info = cluster_dir.load(directory)
+        entry = info.broker(args.id, directory)
+        if args.action == "start":
+            _restart(directory, info, entry, args.timeout)
+            print(f"Broker {entry.id} started on {entry.address} (pid {entry.pid}).")
+            return 0
+        if not entry.running():
+            raise ConfigError(f"broker {entry.id} of the cluster in {directory} is not running")
+        signum = signal.SIGTERM if args.action == "stop" else signal.SIGKILL
+        cluster_dir.stop_processes([entry], signum, BROKER_STOP_TIMEOUT_S)
+        cluster_dir.save(directory, info)
+    print(f"Broker {args.id} {'stopped' if args.action == 'stop' else 'killed'}.")
+    return 0
+
+
+def _restart(directory: Path, info: ClusterInfo, entry: BrokerEntry, timeout_s: float) -> None:
+    if entry.running():
+        raise ConfigError(
+            f"broker {entry.id} of the cluster in {directory} is already running (pid {entry.pid})"
+        )
+    zk = info.embedded_zookeeper
+    if zk is not None and not zk.running():
+        raise ConfigError(
+            f"the ZooKeeper of the cluster in {directory} is not running: "
+            f"run `replog up --dir {directory}`"
+        )
+    process = BrokerProcess(
+        entry.id, entry.port, Path(entry.log_dir), info.zookeeper, entry.host, info.overrides
+    )
+    try:
+        process.start(timeout_s)
+    except BaseException:
+        process.stop()
+        raise
+    entry.pid = process.pid
+    cluster_dir.save(directory, info)
