@@ -1,9 +1,13 @@
-"""The processes a benchmark runs against: one embedded ZooKeeper and one broker.
+"""The processes a benchmark runs against: one embedded ZooKeeper and one or more brokers.
 
-``local_cluster()`` starts both in a fresh temporary directory and stops both, each by its own
-PID (broker first, then ZooKeeper), when the ``with`` block ends: normally, on an error, on
-Ctrl-C or on SIGTERM. While stopping, SIGINT and SIGTERM are ignored so that a second signal
-cannot leave a process behind; each stop is bounded (SIGTERM, then SIGKILL after a timeout).
+``local_cluster()`` starts ZooKeeper and brokers 1..N in a fresh temporary directory and stops
+every one of them, each by its own PID (brokers first, then ZooKeeper), when the ``with`` block
+ends: normally, on an error, on Ctrl-C or on SIGTERM. While stopping, SIGINT and SIGTERM are
+ignored so that a second signal cannot leave a process behind; each stop is bounded (SIGTERM,
+then SIGKILL after a timeout), and a failing stop does not keep the others from running.
+
+A benchmark may kill and restart brokers itself through ``LocalCluster.brokers``; whatever
+runs at the end is stopped (a killed broker is simply skipped).
 """
 
 from __future__ import annotations
@@ -19,43 +23,68 @@ from types import FrameType
 from spark_replica.launcher import BrokerProcess, free_port
 from spark_replica.zk.embedded import EmbeddedZooKeeper
 
-BROKER_ID = 1
-
 
 @dataclass(frozen=True)
 class LocalCluster:
-    bootstrap: list[tuple[str, int]]
-    broker_pid: int
+    bootstrap: list[tuple[str, int]]  # every broker's address, broker 1 first
+    broker_pid: int  # the PID broker 1 was started with
+    brokers: list[BrokerProcess]  # brokers[i] has broker id i + 1
+    zookeeper: str  # the ZooKeeper connect string
 
 
 def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise SystemExit(128 + signum)
 
 
+def _stop_all(brokers: list[BrokerProcess], zookeeper: EmbeddedZooKeeper) -> None:
+    """Stop the brokers (last started first), then ZooKeeper, even if a stop fails."""
+    with contextlib.ExitStack() as stack:
+        stack.callback(zookeeper.stop)
+        for broker in brokers:
+            stack.callback(broker.stop)
+
+
 @contextlib.contextmanager
-def local_cluster() -> Iterator[LocalCluster]:
-    """Start ZooKeeper and broker 1 on loopback; yield how to reach the broker."""
+def local_cluster(
+    brokers: int = 1, overrides: dict[str, str] | None = None
+) -> Iterator[LocalCluster]:
+    """Start ZooKeeper and brokers 1..``brokers`` on loopback; yield how to reach them.
+
+    ``overrides`` are broker configs (``--override key=value``) given to every broker.
+    """
+    if brokers < 1:
+        raise ValueError(f"a cluster needs at least one broker, not {brokers}")
     previous_sigint = signal.getsignal(signal.SIGINT)
     previous_sigterm = signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         with tempfile.TemporaryDirectory(prefix="replog-bench-") as tmp:
             root = Path(tmp)
             zookeeper = EmbeddedZooKeeper(free_port(), root / "zookeeper")
-            broker = BrokerProcess(
-                BROKER_ID, free_port(), root / "broker", zookeeper.connect_string
-            )
+            processes = [
+                BrokerProcess(
+                    broker_id,
+                    free_port(),
+                    root / f"broker-{broker_id}",
+                    zookeeper.connect_string,
+                    overrides=dict(overrides or {}),
+                )
+                for broker_id in range(1, brokers + 1)
+            ]
             try:
                 zookeeper.start()
-                broker.start()
-                assert broker.pid is not None
-                yield LocalCluster([(broker.host, broker.port)], broker.pid)
+                for broker in processes:
+                    broker.start()
+                assert processes[0].pid is not None
+                yield LocalCluster(
+                    [(broker.host, broker.port) for broker in processes],
+                    processes[0].pid,
+                    processes,
+                    zookeeper.connect_string,
+                )
             finally:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
-                try:
-                    broker.stop()
-                finally:
-                    zookeeper.stop()
+                _stop_all(processes, zookeeper)
     finally:
         signal.signal(signal.SIGINT, previous_sigint)
         signal.signal(signal.SIGTERM, previous_sigterm)

@@ -1,7 +1,9 @@
-"""Produce throughput and latency against one broker process on loopback; prints one JSON line.
+"""Produce throughput and latency against local broker processes on loopback; prints one JSON line.
 
-Starts an embedded ZooKeeper and one broker (``_cluster.local_cluster``), creates a topic with
-``--partitions`` partitions and replication factor 1, and stops both processes at the end.
+Starts an embedded ZooKeeper and ``--brokers`` brokers (``_cluster.local_cluster``), creates a
+topic with ``--partitions`` partitions and replication factor ``--rf``, and stops every process
+at the end. With ``--rf`` above 1 and ``--acks all`` a batch is acknowledged once every
+in-sync replica has it, so the figures include replication to the followers.
 
 What is timed, and what is not:
 
@@ -27,6 +29,7 @@ between two processes, measured in the same run before ZooKeeper starts.
 Run from the repository root::
 
     .venv/bin/python benchmarks/produce.py --record-bytes 100
+    .venv/bin/python benchmarks/produce.py --record-bytes 100 --brokers 3 --rf 3 --acks all
 """
 
 from __future__ import annotations
@@ -134,8 +137,10 @@ def build_batches(records: int, record_bytes: int, batch_records: int) -> tuple[
     return batches, time.perf_counter() - started
 
 
-async def create_topic(cluster: Cluster, partitions: int) -> list[TopicPartition]:
-    await Admin(cluster).create_topic(TOPIC, partitions, replication_factor=1)
+async def create_topic(
+    cluster: Cluster, partitions: int, replication_factor: int = 1
+) -> list[TopicPartition]:
+    await Admin(cluster).create_topic(TOPIC, partitions, replication_factor)
     return [TopicPartition(TOPIC, p) for p in range(partitions)]
 
 
@@ -180,7 +185,7 @@ async def _run(
     """Create the topic, then time sending ``batches``; return (seconds, latencies)."""
     cluster = Cluster(bootstrap, client_id="replog-bench-produce")
     try:
-        partitions = await create_topic(cluster, args.partitions)
+        partitions = await create_topic(cluster, args.partitions, args.rf)
         producer = Producer(cluster, ProducerConfig(acks=parse_acks(args.acks)))
         started = time.perf_counter()
         latencies = await send_all(producer, batches, args.partitions, args.in_flight)
@@ -194,8 +199,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_workload_arguments(parser)
     parser.add_argument("--acks", choices=["0", "1", "all"], default="1", help="acks (1)")
+    parser.add_argument("--brokers", type=positive_int, default=1, help="broker processes (1)")
+    parser.add_argument("--rf", type=positive_int, default=1, help="replication factor (1)")
     args = parser.parse_args(argv)
     finish_arguments(parser, args)
+    if args.rf > args.brokers:
+        parser.error(f"--rf {args.rf} is more than --brokers {args.brokers}")
     return args
 
 
@@ -204,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
     limits = measure_limits(args.limits_seconds)
     batches, encode_s = build_batches(args.records, args.record_bytes, args.batch_records)
     wire_bytes = sum(len(batch) for batch in batches)
-    with local_cluster() as cluster:
+    with local_cluster(args.brokers) as cluster:
         seconds, latencies = asyncio.run(
             asyncio.wait_for(_run(cluster.bootstrap, args, batches), RUN_TIMEOUT_S)
         )
@@ -214,7 +223,8 @@ def main(argv: list[str] | None = None) -> None:
         {
             "bench": "produce",
             "acks": args.acks,
-            "rf": 1,
+            "brokers": args.brokers,
+            "rf": args.rf,
             "record_bytes": args.record_bytes,
             "records": args.records,
             "batch_records": args.batch_records,
