@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from brokerd.controller.states import PartitionState, StateTable
+from brokerd.controller.states import PartitionState, ReplicaState, StateTable
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import znodes
 
@@ -50,6 +50,9 @@ class ControllerContext:
     partition_states: StateTable[TopicPartition, PartitionState] = field(
         default_factory=lambda: StateTable(PartitionState.NON_EXISTENT)
     )
+    replica_states: StateTable[tuple[TopicPartition, int], ReplicaState] = field(
+        default_factory=lambda: StateTable(ReplicaState.NON_EXISTENT)
+    )
     unclean_elections: int = 0
     zk_round_trips: int = 0  # multi-ops written, for the failover log line and benchmarks
 
@@ -76,8 +79,28 @@ class ControllerContext:
         value = self.topic_configs.get(topic, {}).get("unclean.leader.election.enable", "false")
         return value.strip().lower() == "true"
 
+    def mark_replicas(
+        self, partitions: list[TopicPartition], brokers: set[int] | None, target: ReplicaState
+    ) -> list[tuple[TopicPartition, int]]:
+        """Move the replicas of `partitions` (on `brokers`, or all) to `target`.
+
+        Returns the replicas whose current state does not allow it (left unchanged).
+        """
+        replicas = [
+            (tp, broker)
+            for tp in partitions
+            for broker in self.assignments.get(tp, [])
+            if brokers is None or broker in brokers
+        ]
+        new = [r for r in replicas if self.replica_states.get(r) is ReplicaState.NON_EXISTENT]
+        self.replica_states.transition(new, ReplicaState.NEW)
+        _, refused = self.replica_states.transition(replicas, target)
+        return refused
+
     def remove_topic(self, topic: str) -> None:
         for tp in self.partitions_of_topic(topic):
+            for broker in self.assignments.get(tp, []):
+                self.replica_states.remove((tp, broker))
             self.assignments.pop(tp, None)
             self.leadership.pop(tp, None)
             self.partition_states.remove(tp)

@@ -23,9 +23,9 @@ from kazoo.client import KazooClient, KazooState
 from brokerd.controller import zk_store
 from brokerd.controller.channel import ControllerChannel, RequestBatch
 from brokerd.controller.context import ControllerContext
-from brokerd.controller.election import offline_leader, shrink_isr_without
-from brokerd.controller.states import PartitionState
-from brokerd.controller.zk_store import ControllerMovedError, StateWrite
+from brokerd.controller.decisions import next_state
+from brokerd.controller.states import PartitionState, ReplicaState
+from brokerd.controller.zk_store import ControllerMovedError
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import topic_store, znodes
 
@@ -204,6 +204,9 @@ class Controller:
         ctx.assignments.update(assignments)
         ctx.topic_configs.update(configs)
         ctx.leadership.update(states)
+        self._mark_replicas(sorted(assignments), ctx.live_ids, ReplicaState.ONLINE)
+        dead = {r for replicas in assignments.values() for r in replicas} - ctx.live_ids
+        self._mark_replicas(sorted(assignments), dead, ReplicaState.OFFLINE)
         for tp in assignments:
             known = tp in states and states[tp].leader in ctx.live_brokers
             initial = PartitionState.ONLINE if known else PartitionState.OFFLINE
@@ -212,42 +215,17 @@ class Controller:
                 ctx.partition_states.transition([tp], initial)
         return sorted(assignments)
 
+    def _mark_replicas(
+        self, partitions: list[TopicPartition], brokers: set[int], target: ReplicaState
+    ) -> None:
+        refused = self._require_ctx().mark_replicas(partitions, brokers, target)
+        if refused:
+            logger.warning("refused replica transitions to %s: %s", target.name, refused)
+
     def _require_ctx(self) -> ControllerContext:
         if self.ctx is None:
             raise ControllerMovedError("this broker is not the controller")
         return self.ctx
-
-    def _decide(self, tp: TopicPartition) -> StateWrite | None:
-        """The state a partition should have now, or None if it is fine or cannot lead."""
-        ctx = self._require_ctx()
-        replicas = ctx.assignments[tp]
-        live = ctx.live_ids
-        current = ctx.leadership.get(tp)
-        if current is None:
-            live_replicas = [r for r in replicas if r in live]
-            if not live_replicas:
-                return None
-            state = znodes.PartitionState(live_replicas[0], 0, live_replicas, ctx.epoch)
-            return StateWrite(tp, state, None)
-        if current.leader in live:
-            isr = shrink_isr_without(current.isr, set(replicas) - live)
-            if list(isr) == current.isr:
-                return None
-            state = znodes.PartitionState(
-                current.leader, current.state.leader_epoch + 1, list(isr), ctx.epoch
-            )
-            return StateWrite(tp, state, current.zk_version)
-        result = offline_leader(replicas, current.isr, live, ctx.unclean_enabled(tp.topic))
-        if result is None:
-            ctx.partition_states.transition([tp], PartitionState.OFFLINE)
-            return None
-        if result.unclean:
-            ctx.unclean_elections += 1
-            logger.warning("unclean leader election for %s: %d leads", tp, result.leader)
-        state = znodes.PartitionState(
-            result.leader, current.state.leader_epoch + 1, list(result.isr), ctx.epoch
-        )
-        return StateWrite(tp, state, current.zk_version)
 
     async def _elect(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
         """Decide and write new states for `partitions`; return those whose state changed."""
@@ -255,7 +233,15 @@ class Controller:
         changed: list[TopicPartition] = []
         pending = [tp for tp in partitions if tp in ctx.assignments]
         for _ in range(MAX_DECISION_ROUNDS):
-            writes = [w for w in (self._decide(tp) for tp in pending) if w is not None]
+            writes = [w for w in (next_state(ctx, tp) for tp in pending) if w is not None]
+            offline = [
+                tp
+                for tp in pending
+                if tp in ctx.leadership
+                and ctx.leadership[tp].leader not in ctx.live_brokers
+                and all(w.tp != tp for w in writes)
+            ]
+            ctx.partition_states.transition(offline, PartitionState.OFFLINE)
             if not writes:
                 break
             outcome = await asyncio.to_thread(
@@ -269,6 +255,15 @@ class Controller:
             if refused:
                 logger.warning("refused partition transitions to ONLINE: %s", refused)
             changed.extend(outcome.written)
+            for write in writes:
+                if write.unclean and write.tp in outcome.written:
+                    ctx.unclean_elections += 1
+                    logger.warning(
+                        "unclean leader election for %s: %d leads (%d so far)",
+                        write.tp,
+                        write.state.leader,
+                        ctx.unclean_elections,
+                    )
             if not outcome.conflicts:
                 break
             ctx.leadership.update(
@@ -288,6 +283,8 @@ class Controller:
         ctx.live_brokers = live_now
         logger.info("brokers changed: gone %s, new %s", sorted(gone), sorted(born))
         affected = ctx.partitions_with_replica_on(gone | born)
+        self._mark_replicas(affected, gone - born, ReplicaState.OFFLINE)
+        self._mark_replicas(affected, born, ReplicaState.ONLINE)
         changed = await self._elect(affected)
         batch = RequestBatch(ctx)
         batch.add_leader_and_isr(changed)

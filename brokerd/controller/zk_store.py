@@ -19,6 +19,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 from brokerd.controller.context import LeaderAndIsr, LiveBroker
+from brokerd.controller.decisions import StateWrite
 from spark_replica.errors import ReplogError
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import topic_store, znodes
@@ -29,13 +30,6 @@ MAX_OPS_PER_MULTI = 500
 
 class ControllerMovedError(ReplogError):
     """Another broker became controller: this one must stop making decisions."""
-
-
-@dataclass(frozen=True)
-class StateWrite:
-    tp: TopicPartition
-    state: znodes.PartitionState
-    expected_version: int | None  # None: the znode is created
 
 
 @dataclass

@@ -166,8 +166,12 @@ class Consumer:
         conn = await self.cluster.connection(leader, "fetch")
         grouped: dict[str, list[FetchPartition]] = defaultdict(list)
         for tp in partitions:
+            # The leader epoch we know: a broker with another one fences us (we refresh).
+            epoch = self.cluster.partition(tp).leader_epoch
             grouped[tp.topic].append(
-                FetchPartition(tp.partition, self.positions[tp], self.config.partition_max_bytes)
+                FetchPartition(
+                    tp.partition, self.positions[tp], self.config.partition_max_bytes, epoch
+                )
             )
         request = FetchRequest(
             max_wait_ms,

@@ -8,9 +8,25 @@ from pathlib import Path
 
 import pytest
 
-from spark_replica.client import Admin, Cluster, Consumer, Producer, ProducerConfig
-from spark_replica.errors import NotEnoughReplicasError, ReplogError
+from spark_replica.client import (
+    Admin,
+    BrokerConnection,
+    Cluster,
+    Consumer,
+    Producer,
+    ProducerConfig,
+)
+from spark_replica.errors import (
+    FencedLeaderEpochError,
+    NotEnoughReplicasError,
+    OffsetOutOfRangeError,
+    ReplogError,
+    UnknownLeaderEpochError,
+)
+from spark_replica.protocol.fetch import FetchPartition, FetchRequest, FetchTopic
+from spark_replica.protocol.list_offsets import LATEST_TIMESTAMP
 from spark_replica.records import decode_payload, iter_batches
+from spark_replica.topics import TopicPartition
 from tests.integration.test_produce_consume import rows_of
 from tests.support import BrokerFactory, run
 
@@ -137,10 +153,26 @@ def test_leader_sigkill_during_acks_all_produce_loses_nothing(brokers: BrokerFac
     start_cluster(brokers)
     bootstrap = brokers.bootstrap
     acked: list[str] = []
+    served: dict[int, bytes] = {}
+
+    async def tail(done: asyncio.Event) -> None:
+        """A consumer reading all along: whatever it is served must never be taken back."""
+        cluster = Cluster(bootstrap)
+        consumer = Consumer(cluster)
+        try:
+            consumer.assign([TopicPartition("failover", 0)])
+            while not done.is_set():
+                for chunk in await consumer.poll(max_wait_ms=100):
+                    for n, value in enumerate(chunk.records.column("value").to_pylist()):
+                        served[chunk.first_offset + n] = value
+        finally:
+            await cluster.close()
 
     async def scenario() -> int:
         await create(bootstrap, "failover", rf=3, **{"min.insync.replicas": "2"})
         leader = (await describe(bootstrap, "failover"))[0]["leader"]
+        done = asyncio.Event()
+        reader = asyncio.create_task(tail(done))
         cluster = Cluster(bootstrap)
         producer = Producer(
             cluster, ProducerConfig(acks=-1, batch_records=20, delivery_timeout_ms=60_000)
@@ -153,7 +185,9 @@ def test_leader_sigkill_during_acks_all_produce_loses_nothing(brokers: BrokerFac
                 if batch == 40:
                     await asyncio.to_thread(brokers.brokers[leader].kill)
         finally:
+            done.set()
             await cluster.close()
+            await reader
         return leader
 
     old_leader = run(scenario(), timeout_s=180)
@@ -163,6 +197,11 @@ def test_leader_sigkill_during_acks_all_produce_loses_nothing(brokers: BrokerFac
     assert set(acked) <= set(values), "every acknowledged record is readable"
     assert [v for v in values if v in set(acked)] == sorted(
         set(values) & set(acked), key=acked.index
+    )
+    final = {r["offset"]: r["value"] for r in rows}
+    assert served, "the tailing consumer read records during the test"
+    assert all(final.get(offset) == value for offset, value in served.items()), (
+        "a consumer was served a record that is not in the final log (read above the HW)"
     )
     brokers.start(old_leader)
 
@@ -234,3 +273,100 @@ def test_lagging_follower_leaves_and_rejoins_the_isr(brokers: BrokerFactory) -> 
         assert left_after < 2.0 + 1.0 + 3.0, "left within the lag time plus one check interval"
 
     run(scenario())
+
+
+def test_consumers_never_read_above_the_high_watermark(brokers: BrokerFactory) -> None:
+    # Followers paused (still in the ISR for the lag time): acks=1 writes raise the
+    # leader's LEO but not the HW, and no consumer may see them until they commit.
+    start_cluster(brokers, **{"replica.lag.time.max.ms": "30000"})
+    bootstrap = brokers.bootstrap
+
+    async def scenario() -> None:
+        await create(bootstrap, "watermark", rf=3)
+        await produce_values(bootstrap, "watermark", ["committed"], acks=-1)
+        state = (await leadership(bootstrap, "watermark"))[0]
+        followers = [r for r in state["replicas"] if r != state["leader"]]
+        leader = brokers.brokers[state["leader"]]
+        leader_only = [(leader.host, leader.port)]
+        tp = TopicPartition("watermark", 0)
+        for follower in followers:
+            brokers.brokers[follower].pause()
+        try:
+            await produce_values(
+                leader_only, "watermark", [f"pending-{i}" for i in range(5)], acks=1
+            )
+            cluster = Cluster(leader_only)
+            try:
+                consumer = Consumer(cluster)
+                consumer.assign([tp])
+                latest = (await consumer.list_offsets([tp], LATEST_TIMESTAMP))[tp][0]
+                assert latest == 1, "ListOffsets latest is the HW, not the LEO"
+                consumer.seek(tp, 0)
+                seen = [
+                    v
+                    for f in await consumer.poll(max_wait_ms=300)
+                    for v in f.records.column("value").to_pylist()
+                ]
+                assert seen == [b"committed"]
+                consumer.seek(tp, 1)
+                assert await consumer.poll(max_wait_ms=300) == [], "[HW, LEO) answers empty"
+                consumer.seek(tp, 7)
+                with pytest.raises(OffsetOutOfRangeError):
+                    await consumer.poll(max_wait_ms=0)
+            finally:
+                await cluster.close()
+        finally:
+            for follower in followers:
+                brokers.brokers[follower].resume()
+        rows = await read_everything(bootstrap, "watermark", 6)
+        assert [r["value"] for r in rows] == [b"committed"] + [
+            f"pending-{i}".encode() for i in range(5)
+        ]
+
+    run(scenario())
+
+
+async def produce_values(
+    bootstrap: list[tuple[str, int]], topic: str, values: list[str], acks: int
+) -> None:
+    cluster = Cluster(bootstrap)
+    try:
+        await Producer(cluster, ProducerConfig(acks=acks)).send_records(topic, values, partition=0)
+    finally:
+        await cluster.close()
+
+
+def test_fetches_with_another_leader_epoch_are_fenced(brokers: BrokerFactory) -> None:
+    start_cluster(brokers)
+    bootstrap = brokers.bootstrap
+
+    async def scenario() -> tuple[int, int, int]:
+        await create(bootstrap, "fenced", rf=3)
+        state = (await leadership(bootstrap, "fenced"))[0]
+        brokers.brokers[state["leader"]].kill()
+        alive = [(b.host, b.port) for b in brokers.brokers.values() if b.process is not None]
+
+        async def new_leader() -> dict[str, object] | None:
+            current = (await leadership(alive, "fenced"))[0]
+            return current if current["leader"] not in (-1, state["leader"]) else None
+
+        current = await wait_for(new_leader)
+        leader = brokers.brokers[current["leader"]]
+        conn = BrokerConnection(leader.host, leader.port)
+        await conn.connect()
+        try:
+            codes = []
+            for epoch in (0, 99, -1):
+                request = FetchRequest(
+                    0, 1, 1 << 20, [FetchTopic("fenced", [FetchPartition(0, 0, 1 << 20, epoch)])]
+                )
+                response = await conn.send(request)
+                codes.append(response.topics[0].partitions[0].error_code)
+            return codes[0], codes[1], codes[2]
+        finally:
+            await conn.close()
+
+    stale, future, unchecked = run(scenario())
+    assert stale == FencedLeaderEpochError.code
+    assert future == UnknownLeaderEpochError.code
+    assert unchecked == 0

@@ -1,0 +1,80 @@
+"""The controller's decisions from its model alone: new partitions, failures, unclean."""
+
+from __future__ import annotations
+
+from brokerd.controller.context import ControllerContext, LeaderAndIsr, LiveBroker
+from brokerd.controller.decisions import next_state
+from brokerd.controller.states import ReplicaState
+from spark_replica.topics import TopicPartition
+from spark_replica.zk import znodes
+
+TP = TopicPartition("t", 0)
+
+
+def context(
+    live: list[int], state: znodes.PartitionState | None = None, **configs: str
+) -> ControllerContext:
+    ctx = ControllerContext(broker_id=1, epoch=7, epoch_zk_version=3)
+    ctx.live_brokers = {
+        b: LiveBroker(znodes.BrokerRegistration(b, "h", 9000 + b, "0"), epoch=100 + b) for b in live
+    }
+    ctx.assignments[TP] = [1, 2, 3]
+    ctx.topic_configs["t"] = dict(configs)
+    if state is not None:
+        ctx.leadership[TP] = LeaderAndIsr(state, zk_version=5)
+    return ctx
+
+
+def test_new_partition_is_led_by_first_live_replica() -> None:
+    write = next_state(context([2, 3]), TP)
+    assert write is not None and write.expected_version is None
+    assert (write.state.leader, write.state.leader_epoch, write.state.isr) == (2, 0, [2, 3])
+    assert write.state.controller_epoch == 7
+
+
+def test_new_partition_with_no_live_replica_waits() -> None:
+    assert next_state(context([]), TP) is None
+
+
+def test_healthy_partition_needs_nothing() -> None:
+    assert next_state(context([1, 2, 3], znodes.PartitionState(1, 4, [1, 2, 3], 6)), TP) is None
+
+
+def test_dead_follower_leaves_the_isr_with_a_new_epoch() -> None:
+    write = next_state(context([1, 3], znodes.PartitionState(1, 4, [1, 2, 3], 6)), TP)
+    assert write is not None and write.expected_version == 5
+    assert (write.state.leader, write.state.leader_epoch, write.state.isr) == (1, 5, [1, 3])
+
+
+def test_dead_leader_is_replaced_from_the_isr_in_assignment_order() -> None:
+    write = next_state(context([2, 3], znodes.PartitionState(1, 4, [3, 1, 2], 6)), TP)
+    assert write is not None and not write.unclean
+    assert (write.state.leader, write.state.leader_epoch) == (2, 5)
+    assert write.state.isr == [3, 2]
+
+
+def test_no_isr_member_alive_stays_offline_unless_unclean() -> None:
+    state = znodes.PartitionState(1, 4, [1], 6)
+    assert next_state(context([2, 3], state), TP) is None
+    write = next_state(context([3], state, **{"unclean.leader.election.enable": "true"}), TP)
+    assert write is not None and write.unclean
+    assert (write.state.leader, write.state.isr) == (3, [3])
+
+
+def test_next_state_does_not_change_the_context() -> None:
+    ctx = context([2, 3], znodes.PartitionState(1, 4, [1], 6))
+    before = (dict(ctx.leadership), ctx.unclean_elections)
+    next_state(ctx, TP)
+    assert (dict(ctx.leadership), ctx.unclean_elections) == before
+
+
+def test_replica_states_follow_brokers() -> None:
+    ctx = context([1, 2, 3])
+    assert ctx.mark_replicas([TP], None, ReplicaState.ONLINE) == []
+    assert ctx.replica_states.get((TP, 2)) is ReplicaState.ONLINE
+    assert ctx.mark_replicas([TP], {2}, ReplicaState.OFFLINE) == []
+    assert ctx.replica_states.get((TP, 2)) is ReplicaState.OFFLINE
+    refused = ctx.mark_replicas([TP], {2}, ReplicaState.REPLICA_DELETION_SUCCESSFUL)
+    assert refused == [(TP, 2)], "OFFLINE cannot jump to deletion-successful"
+    ctx.remove_topic("t")
+    assert ctx.replica_states.get((TP, 2)) is ReplicaState.NON_EXISTENT
