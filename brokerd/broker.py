@@ -53,7 +53,8 @@ class Broker:
         self._zk = ZooKeeperSync(
             self.config.zookeeper,
             self.ctx.registration,
-            self.replicas.delete_partitions_not_in,
+            self.replicas.delete_unassigned,
+            self.replicas.creation_marker,
             self._on_registered,
             self.config.zookeeper_session_timeout_ms / 1000,
         )

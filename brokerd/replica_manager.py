@@ -42,6 +42,8 @@ class ReplicaManager:
         self.config = config
         self.partitions: dict[TopicPartition, Partition] = {}
         self.checkpoint_path = config.log_dir / HW_CHECKPOINT_FILE
+        self._created = 0  # a counter of creations; partitions loaded from disk count as 0
+        self._births: dict[TopicPartition, int] = {}
 
     def partition_dir(self, tp: TopicPartition) -> Path:
         return self.config.log_dir / f"{tp.topic}-{tp.partition}"
@@ -60,9 +62,22 @@ class ReplicaManager:
             )
             logger.info("loaded %s: log end offset %d", tp, log.log_end_offset)
 
-    def delete_partitions_not_in(self, topics: set[str]) -> None:
-        """Drop the local logs of topics that no longer exist (seed section E)."""
-        for tp in [tp for tp in self.partitions if tp.topic not in topics]:
+    def creation_marker(self) -> int:
+        """Taken before reading assignments: partitions created later are never stale."""
+        return self._created
+
+    def delete_unassigned(self, assignments: dict[TopicPartition, list[int]], marker: int) -> None:
+        """Drop local logs of partitions not assigned to this broker (seed section E).
+
+        Only partitions that existed when the assignments were read (birth <= marker) are
+        considered, so a slow read can never delete a partition created after it began.
+        """
+        broker_id = self.config.broker_id
+        for tp in [
+            tp
+            for tp in self.partitions
+            if self._births.get(tp, 0) <= marker and broker_id not in assignments.get(tp, [])
+        ]:
             self.delete_partition(tp)
 
     def ensure_partition(
@@ -74,6 +89,8 @@ class ReplicaManager:
             log = Log.open(self.partition_dir(tp), log_config, now_ms=now_ms)
             partition = Partition(tp, log, self.config.broker_id)
             self.partitions[tp] = partition
+            self._created += 1
+            self._births[tp] = self._created
         partition.min_insync_replicas = self.config.min_insync_for(topic_configs)
         return partition
 
@@ -107,7 +124,7 @@ class ReplicaManager:
     def delete_partition(self, tp: TopicPartition) -> None:
         partition = self.partitions.pop(tp)
         partition.log.delete()
-        logger.info("deleted %s: its topic is gone", tp)
+        logger.info("deleted %s: it is no longer assigned to this broker", tp)
 
     def get_partition(self, tp: TopicPartition) -> Partition:
         partition = self.partitions.get(tp)

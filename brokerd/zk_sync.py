@@ -1,8 +1,8 @@
-"""The broker's ZooKeeper session: registration, and noticing topics that go away.
+"""The broker's ZooKeeper session: registration, and noticing partitions that go away.
 
 kazoo runs watch callbacks and session listeners on its own threads; they only hand a
 "something changed" signal to the event loop (call_soon_threadsafe). One refresher task
-on the loop then reads the topic list in a worker thread and hands it to the broker,
+on the loop then reads the assignments in a worker thread and hands them to the broker,
 coalescing bursts of changes into one read. Leadership does not come from here: it
 comes from the controller's LeaderAndIsr requests.
 
@@ -22,6 +22,7 @@ from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import NodeExistsError
 
 from spark_replica.errors import ZooKeeperError
+from spark_replica.topics import TopicPartition
 from spark_replica.zk import topic_store, znodes
 from spark_replica.zk.session import connect
 
@@ -33,13 +34,15 @@ class ZooKeeperSync:
         self,
         connect_string: str,
         registration: znodes.BrokerRegistration,
-        on_topics: Callable[[set[str]], None],
+        on_assignments: Callable[[dict[TopicPartition, list[int]], int], None],
+        marker: Callable[[], int],
         on_registered: Callable[[int], None],
         session_timeout_s: float,
     ) -> None:
         self.connect_string = connect_string
         self.registration = registration
-        self.on_topics = on_topics
+        self.on_assignments = on_assignments
+        self.marker = marker
         self.on_registered = on_registered
         self.session_timeout_s = session_timeout_s
         self.zk: KazooClient | None = None
@@ -57,12 +60,17 @@ class ZooKeeperSync:
         return self.zk
 
     async def start(self) -> None:
-        """Drop the logs of deleted topics, register, and follow topic changes."""
+        """Drop the logs of partitions no longer assigned here, register, follow changes."""
         assert self.zk is not None
-        self.on_topics(set(await asyncio.to_thread(topic_store.list_topics, self.zk)))
+        await self._apply_assignments()
         self.on_registered(await asyncio.to_thread(self._register, self.zk))
         self.zk.ChildrenWatch(znodes.TOPICS_PATH, self._on_children)
         self._refresher = asyncio.create_task(self._refresh_forever())
+
+    async def _apply_assignments(self) -> None:
+        assert self.zk is not None
+        marker = self.marker()
+        self.on_assignments(await asyncio.to_thread(read_assignments, self.zk), marker)
 
     def _register(self, zk: KazooClient) -> int:
         """Create our ephemeral znode (waiting out a previous session's); return its czxid."""
@@ -112,7 +120,7 @@ class ZooKeeperSync:
                 if self._reregister:
                     self._reregister = False
                     self.on_registered(await asyncio.to_thread(self._register, self.zk))
-                self.on_topics(set(await asyncio.to_thread(topic_store.list_topics, self.zk)))
+                await self._apply_assignments()
             except Exception:
                 logger.exception("following ZooKeeper failed; retrying")
                 await asyncio.sleep(1)
@@ -126,6 +134,17 @@ class ZooKeeperSync:
             zk = self.zk
             self.zk = None
             await asyncio.to_thread(_close, zk)
+
+
+def read_assignments(zk: KazooClient) -> dict[TopicPartition, list[int]]:
+    """Every partition's replica list, from /brokers/topics (blocking)."""
+    assignments: dict[TopicPartition, list[int]] = {}
+    for topic in topic_store.list_topics(zk):
+        assignment = topic_store.read_assignment(zk, topic)
+        if assignment is not None:
+            for partition, replicas in assignment.partitions.items():
+                assignments[TopicPartition(topic, partition)] = replicas
+    return assignments
 
 
 def _close(zk: KazooClient) -> None:

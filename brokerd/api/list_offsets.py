@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from brokerd.api.context import BrokerContext, answer_each_partition
+from brokerd.log import Log
 from spark_replica.errors import InvalidRequestError
 from spark_replica.protocol.list_offsets import (
+    DEBUG_REPLICA_ID,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     ListOffsetsPartition,
@@ -23,6 +25,9 @@ async def handle_list_offsets(
         tp: TopicPartition, entry: ListOffsetsPartition, result: ListOffsetsPartitionResult
     ) -> None:
         partition = ctx.replicas.get_partition(tp)
+        if request.replica_id == DEBUG_REPLICA_ID:
+            _serve_debug(partition.log, entry, result)
+            return
         partition.require_leader()
         partition.check_leader_epoch(entry.current_leader_epoch)
         if entry.timestamp == EARLIEST_TIMESTAMP:
@@ -44,3 +49,13 @@ async def handle_list_offsets(
             request.topics, ListOffsetsTopicResult, ListOffsetsPartitionResult, serve
         )
     )
+
+
+def _serve_debug(log: Log, entry: ListOffsetsPartition, result: ListOffsetsPartitionResult) -> None:
+    """Any replica's own log start or end offset, for describing replicas."""
+    if entry.timestamp == EARLIEST_TIMESTAMP:
+        result.offset = log.log_start_offset
+    elif entry.timestamp == LATEST_TIMESTAMP:
+        result.offset = log.log_end_offset
+    else:
+        raise InvalidRequestError("a debug ListOffsets asks for -2 (earliest) or -1 (latest)")

@@ -1,8 +1,8 @@
 """Requests from the controller to brokers, collected per event and sent once per broker.
 
 An event's handler adds partitions to a RequestBatch as it decides them; the batch then
-becomes at most one LeaderAndIsr and one UpdateMetadata request per broker, sent to all
-brokers concurrently. A broker that cannot be reached is retried until a deadline; if it
+becomes at most one LeaderAndIsr and one UpdateMetadata request per broker, handed to
+that broker's sender. A broker that cannot be reached is retried until a deadline; if it
 died, the broker-change event that follows deals with it.
 """
 
@@ -114,59 +114,79 @@ class RequestBatch:
 
 
 class ControllerChannel:
-    """Connections from the controller to every broker it talks to."""
+    """One queue and one sender task per broker, as Kafka's controller channel manager.
+
+    `send` only enqueues, so the controller's event queue never waits on a slow or
+    paused broker; each broker still receives its requests in the order decided.
+    """
 
     def __init__(self, client_id: str) -> None:
         self.client_id = client_id
-        self._connections: dict[int, BrokerConnection] = {}
+        self._senders: dict[int, _BrokerSender] = {}
 
-    async def send(self, batch: RequestBatch) -> None:
-        per_broker = batch.requests()
-        addresses = {
-            broker_id: (b.registration.host, b.registration.port)
-            for broker_id, b in batch.ctx.live_brokers.items()
-        }
-        await asyncio.gather(
-            *(
-                self._send_all(broker_id, addresses[broker_id], requests)
-                for broker_id, requests in per_broker.items()
-            )
-        )
+    def send(self, batch: RequestBatch) -> None:
+        for broker_id, requests in batch.requests().items():
+            registration = batch.ctx.live_brokers[broker_id].registration
+            address = (registration.host, registration.port)
+            sender = self._senders.get(broker_id)
+            if sender is None or sender.address != address:
+                if sender is not None:
+                    sender.stop()
+                sender = _BrokerSender(broker_id, address, self.client_id)
+                self._senders[broker_id] = sender
+            sender.enqueue(requests)
 
-    async def _send_all(
-        self, broker_id: int, address: tuple[str, int], requests: list[object]
-    ) -> None:
+    async def close(self) -> None:
+        senders, self._senders = self._senders, {}
+        for sender in senders.values():
+            await sender.close()
+
+
+class _BrokerSender:
+    def __init__(self, broker_id: int, address: tuple[str, int], client_id: str) -> None:
+        self.broker_id = broker_id
+        self.address = address
+        self.client_id = client_id
+        self._queue: asyncio.Queue[object] = asyncio.Queue()
+        self._conn: BrokerConnection | None = None
+        self._task = asyncio.create_task(self._run())
+
+    def enqueue(self, requests: list[object]) -> None:
         for request in requests:
-            await self._send_one(broker_id, address, request)
+            self._queue.put_nowait(request)
 
-    async def _send_one(self, broker_id: int, address: tuple[str, int], request: object) -> None:
+    def stop(self) -> None:
+        self._task.cancel()
+
+    async def close(self) -> None:
+        self.stop()
+        await asyncio.gather(self._task, return_exceptions=True)
+        if self._conn is not None:
+            await self._conn.close()
+
+    async def _run(self) -> None:
+        while True:
+            request = await self._queue.get()
+            await self._send_one(request)
+
+    async def _send_one(self, request: object) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + SEND_DEADLINE_S
         while True:
             try:
-                conn = await self._connection(broker_id, address)
+                conn = await self._connection()
                 await conn.send(request, timeout_s=SEND_DEADLINE_S)
                 return
             except ReplogError as exc:
                 if not exc.retriable or loop.time() > deadline:
                     logger.warning(
-                        "%s to broker %d failed: %s", type(request).__name__, broker_id, exc
+                        "%s to broker %d failed: %s", type(request).__name__, self.broker_id, exc
                     )
                     return
                 await asyncio.sleep(RETRY_BACKOFF_S)
 
-    async def _connection(self, broker_id: int, address: tuple[str, int]) -> BrokerConnection:
-        conn = self._connections.get(broker_id)
-        if conn is not None and conn.is_usable and (conn.host, conn.port) == address:
-            return conn
-        if conn is not None:
-            await conn.close()
-        conn = BrokerConnection(*address, client_id=self.client_id)
-        await conn.connect()
-        self._connections[broker_id] = conn
-        return conn
-
-    async def close(self) -> None:
-        connections, self._connections = self._connections, {}
-        for conn in connections.values():
-            await conn.close()
+    async def _connection(self) -> BrokerConnection:
+        if self._conn is None or not self._conn.is_usable:
+            self._conn = BrokerConnection(*self.address, client_id=self.client_id)
+            await self._conn.connect()
+        return self._conn

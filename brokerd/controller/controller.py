@@ -91,14 +91,14 @@ class Controller:
                 await self._handle(event)
             except ControllerMovedError as exc:
                 logger.warning("resigning as controller: %s", exc)
-                self._resign()
+                await self._resign()
                 self._enqueue(Event.ELECTION)
             except Exception as exc:
                 # Usually a lost ZooKeeper session: give up controllership (if held), back
                 # off, and try again; the session listener also wakes us on reconnection.
                 logger.warning("controller event %s failed: %r", event.name, exc)
                 if self.ctx is not None:
-                    self._resign()
+                    await self._resign()
                     with contextlib.suppress(Exception):
                         await asyncio.to_thread(self._release_controller_znode)
                 await asyncio.sleep(FAILURE_BACKOFF_S)
@@ -107,7 +107,7 @@ class Controller:
     async def _handle(self, event: Event) -> None:
         if event is Event.SESSION_LOST:
             if self.ctx is not None:
-                self._resign()
+                await self._resign()
             return
         if event is Event.ELECTION:
             if self.ctx is None:
@@ -122,9 +122,11 @@ class Controller:
         }
         await handlers[event]()
 
-    def _resign(self) -> None:
+    async def _resign(self) -> None:
+        """Forget the cluster and drop requests not yet sent: they carry a stale epoch."""
         self._generation += 1
         self.ctx = None
+        await self.channel.close()
 
     def _release_controller_znode(self) -> None:
         """After an unexpected failure, give the controllership to another broker."""
@@ -194,7 +196,7 @@ class Controller:
         batch = RequestBatch(ctx, is_init=True)
         batch.add_leader_and_isr(sorted(ctx.assignments))
         batch.add_update_metadata()
-        await self.channel.send(batch)
+        self.channel.send(batch)
 
     async def _load_topics(self, topics: list[str]) -> list[TopicPartition]:
         """Read assignments, configs and existing states of `topics` into the context."""
@@ -290,7 +292,7 @@ class Controller:
         batch.add_leader_and_isr(changed)
         batch.add_leader_and_isr(ctx.partitions_with_replica_on(born), brokers=born)
         batch.add_update_metadata()
-        await self.channel.send(batch)
+        self.channel.send(batch)
         if gone:
             logger.info(
                 "failover of brokers %s: %d partitions moved in %d ZooKeeper round trips, %.1f ms",
@@ -310,7 +312,7 @@ class Controller:
         batch = RequestBatch(ctx)
         batch.add_leader_and_isr(changed)
         batch.add_update_metadata()
-        await self.channel.send(batch)
+        self.channel.send(batch)
 
     async def _on_isr_change(self) -> None:
         ctx = self._require_ctx()
@@ -319,4 +321,4 @@ class Controller:
         ctx.leadership.update(await asyncio.to_thread(zk_store.read_states, self.zk, known))
         batch = RequestBatch(ctx)
         batch.add_update_metadata()
-        await self.channel.send(batch)
+        self.channel.send(batch)

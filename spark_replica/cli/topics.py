@@ -70,5 +70,6 @@ def _print_table(described: dict) -> None:
             print(
                 f"\tTopic: {topic}\tPartition: {p.partition}\tLeader: {p.leader}\t"
                 f"LeaderEpoch: {p.leader_epoch}\tReplicas: {','.join(map(str, p.replicas))}\t"
-                f"Isr: {','.join(map(str, p.isr))}\tHighWatermark: {p.high_watermark}"
+                f"Isr: {','.join(map(str, p.isr))}\tHighWatermark: {p.high_watermark}\t"
+                f"LogEndOffsets: {','.join(f'{r}={o}' for r, o in p.log_end_offsets.items())}"
             )

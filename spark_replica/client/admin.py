@@ -7,15 +7,15 @@ the brokers serve, so that a producer started right after can send at once.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from collections import defaultdict
+from dataclasses import dataclass, field
 
 from spark_replica.errors import (
-    LeaderNotAvailableError,
     ReplogError,
     TimeoutExpiredError,
     raise_for_code,
 )
-from spark_replica.protocol.list_offsets import LATEST_TIMESTAMP
+from spark_replica.protocol.list_offsets import DEBUG_REPLICA_ID, LATEST_TIMESTAMP
 from spark_replica.protocol.metadata import NO_LEADER, TopicMetadata
 from spark_replica.protocol.topic_admin import (
     CreateTopicsRequest,
@@ -25,9 +25,11 @@ from spark_replica.protocol.topic_admin import (
 from spark_replica.topics import TopicPartition
 
 from .cluster import Cluster
-from .consumer import Consumer
+from .consumer import list_offsets_at
 
 DEFAULT_ADMIN_TIMEOUT_S = 30.0
+# A broker that does not say its offsets within this long shows -1 in a description.
+DESCRIBE_OFFSETS_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ class PartitionDescription:
     replicas: list[int]
     isr: list[int]
     high_watermark: int
+    log_end_offsets: dict[int, int] = field(default_factory=dict)  # replica -> its LEO
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -47,6 +50,7 @@ class PartitionDescription:
             "replicas": self.replicas,
             "isr": self.isr,
             "high_watermark": self.high_watermark,
+            "log_end_offsets": {str(r): offset for r, offset in self.log_end_offsets.items()},
         }
 
 
@@ -105,30 +109,58 @@ class Admin:
     async def describe(
         self, topics: list[str] | None = None
     ) -> dict[str, list[PartitionDescription]]:
-        """Per topic, per partition: leader, epoch, replicas, ISR and high watermark."""
+        """Per topic, per partition: leader, epoch, replicas, ISR, HW and each replica's LEO.
+
+        Offsets come from the brokers; one that cannot answer (it is down, or no longer
+        leads) shows -1 rather than failing the whole description.
+        """
         response = await self.cluster.refresh(topics)
-        consumer = Consumer(self.cluster)
-        described: dict[str, list[PartitionDescription]] = {}
-        for topic in sorted(response.topics, key=lambda t: t.topic):
+        for topic in response.topics:
             raise_for_code(topic.error_code, topic.error_message or topic.topic)
-            led = [
-                TopicPartition(topic.topic, p.partition)
-                for p in topic.partitions
-                if p.leader != NO_LEADER
-            ]
-            try:
-                latest = await consumer.list_offsets(led, LATEST_TIMESTAMP) if led else {}
-            except LeaderNotAvailableError:
-                latest = {}
-            described[topic.topic] = [
+        partitions = {
+            TopicPartition(topic.topic, p.partition): p
+            for topic in response.topics
+            for p in topic.partitions
+        }
+        by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
+        by_replica: dict[int, list[TopicPartition]] = defaultdict(list)
+        for tp, p in partitions.items():
+            if p.leader != NO_LEADER:
+                by_leader[p.leader].append(tp)
+            for replica in p.replicas:
+                by_replica[replica].append(tp)
+        high_watermarks, *replica_ends = await asyncio.gather(
+            self._offsets(by_leader, -1),
+            *(self._offsets({r: tps}, DEBUG_REPLICA_ID) for r, tps in by_replica.items()),
+        )
+        log_ends = dict(zip(by_replica, replica_ends, strict=True))
+        described: dict[str, list[PartitionDescription]] = defaultdict(list)
+        for tp in sorted(partitions):
+            p = partitions[tp]
+            described[tp.topic].append(
                 PartitionDescription(
                     p.partition,
                     p.leader,
                     p.leader_epoch,
                     list(p.replicas),
                     list(p.isr),
-                    latest.get(TopicPartition(topic.topic, p.partition), (-1, -1))[0],
+                    high_watermarks.get(tp, -1),
+                    {r: log_ends[r].get(tp, -1) for r in p.replicas},
                 )
-                for p in sorted(topic.partitions, key=lambda p: p.partition)
-            ]
-        return described
+            )
+        return dict(described)
+
+    async def _offsets(
+        self, by_broker: dict[int, list[TopicPartition]], replica_id: int
+    ) -> dict[TopicPartition, int]:
+        offsets: dict[TopicPartition, int] = {}
+        for broker_id, tps in by_broker.items():
+            try:
+                found = await asyncio.wait_for(
+                    list_offsets_at(self.cluster, broker_id, tps, LATEST_TIMESTAMP, replica_id),
+                    DESCRIBE_OFFSETS_TIMEOUT_S,
+                )
+            except (ReplogError, TimeoutError):
+                continue
+            offsets.update({tp: offset for tp, (offset, _) in found.items()})
+        return offsets

@@ -65,6 +65,28 @@ class ConsumerConfig:
             raise ConfigError(f"max_wait_ms must be 0 or more, not {self.max_wait_ms}")
 
 
+async def list_offsets_at(
+    cluster: Cluster,
+    broker_id: int,
+    partitions: list[TopicPartition],
+    timestamp: int,
+    replica_id: int = -1,
+) -> dict[TopicPartition, tuple[int, int]]:
+    """One ListOffsets to one broker; raises the first partition error."""
+    conn = await cluster.connection(broker_id)
+    grouped: dict[str, list[ListOffsetsPartition]] = defaultdict(list)
+    for tp in partitions:
+        grouped[tp.topic].append(ListOffsetsPartition(tp.partition, timestamp))
+    request = ListOffsetsRequest([ListOffsetsTopic(t, ps) for t, ps in grouped.items()], replica_id)
+    response = await conn.send(request)
+    found: dict[TopicPartition, tuple[int, int]] = {}
+    for topic in response.topics:
+        for p in topic.partitions:
+            raise_for_code(p.error_code, p.error_message or "")
+            found[TopicPartition(topic.topic, p.partition)] = (p.offset, p.timestamp)
+    return found
+
+
 class Consumer:
     def __init__(self, cluster: Cluster, config: ConsumerConfig | None = None) -> None:
         self.cluster = cluster
@@ -112,16 +134,7 @@ class Consumer:
             by_leader[self.cluster.leader_for(tp)].append(tp)
         found: dict[TopicPartition, tuple[int, int]] = {}
         for leader, tps in by_leader.items():
-            conn = await self.cluster.connection(leader)
-            grouped: dict[str, list[ListOffsetsPartition]] = defaultdict(list)
-            for tp in tps:
-                grouped[tp.topic].append(ListOffsetsPartition(tp.partition, timestamp))
-            request = ListOffsetsRequest([ListOffsetsTopic(t, ps) for t, ps in grouped.items()])
-            response = await conn.send(request)
-            for topic in response.topics:
-                for p in topic.partitions:
-                    raise_for_code(p.error_code, p.error_message or "")
-                    found[TopicPartition(topic.topic, p.partition)] = (p.offset, p.timestamp)
+            found.update(await list_offsets_at(self.cluster, leader, tps, timestamp))
         return found
 
     async def poll(self, max_wait_ms: int | None = None) -> list[FetchedRecords]:

@@ -7,6 +7,10 @@ for the first offset whose record timestamp is at or after it.
 
 Response: per topic per partition: error code and message, the timestamp of the record
 found (-1 for EARLIEST/LATEST) and its offset (-1 when no record is that recent).
+
+With replica_id DEBUG_REPLICA_ID (as in Kafka's debug consumer) followers answer too and
+LATEST is the replica's own log end offset: that is how `topics describe` shows the LEO
+of every replica.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from spark_replica.protocol.primitives import Reader, Writer
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
+# replica_id of a debugging client (describe): any replica answers, LATEST is its LEO.
+DEBUG_REPLICA_ID = -2
 
 
 @dataclass(slots=True)

@@ -62,6 +62,7 @@ def test_topics_produce_consume_describe_delete(broker: BrokerProcess) -> None:
     partitions = document[0]["partitions"]
     assert [p["partition"] for p in partitions] == [0, 1]
     assert all(p["leader"] == 1 and p["replicas"] == [1] and p["isr"] == [1] for p in partitions)
+    assert all(p["log_end_offsets"] == {"1": p["high_watermark"]} for p in partitions)
     assert sum(p["high_watermark"] for p in partitions) == 20
 
     assert replog("topics", "list", *bootstrap).stdout.split() == [b"cli"]

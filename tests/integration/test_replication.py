@@ -135,7 +135,10 @@ def test_rf3_topic_replicates_to_every_broker(brokers: BrokerFactory) -> None:
         async def all_in_sync() -> list[dict[str, object]] | None:
             described = await describe(bootstrap, "replicated")
             ok = all(
-                sorted(p["isr"]) == [1, 2, 3] and p["high_watermark"] == 1000 for p in described
+                sorted(p["isr"]) == [1, 2, 3]
+                and p["high_watermark"] == 1000
+                and p["log_end_offsets"] == {"1": 1000, "2": 1000, "3": 1000}
+                for p in described
             )
             return described if ok else None
 
@@ -240,7 +243,7 @@ def test_lagging_follower_leaves_and_rejoins_the_isr(brokers: BrokerFactory) -> 
 
     async def scenario() -> None:
         await create(bootstrap, "laggy", rf=3, **{"min.insync.replicas": "3"})
-        state = (await describe(bootstrap, "laggy"))[0]
+        state = (await leadership(bootstrap, "laggy"))[0]
         follower = next(r for r in state["replicas"] if r != state["leader"])
         cluster = Cluster(bootstrap)
         strict = Producer(cluster, ProducerConfig(acks=-1, delivery_timeout_ms=1500))
@@ -252,7 +255,7 @@ def test_lagging_follower_leaves_and_rejoins_the_isr(brokers: BrokerFactory) -> 
             try:
 
                 async def shrunk() -> bool:
-                    return follower not in (await describe(bootstrap, "laggy"))[0]["isr"]
+                    return follower not in (await leadership(bootstrap, "laggy"))[0]["isr"]
 
                 await wait_for(shrunk, timeout_s=15)
                 left_after = time.monotonic() - stopped_at
@@ -264,7 +267,7 @@ def test_lagging_follower_leaves_and_rejoins_the_isr(brokers: BrokerFactory) -> 
                 brokers.brokers[follower].resume()
 
             async def rejoined() -> bool:
-                return follower in (await describe(bootstrap, "laggy"))[0]["isr"]
+                return follower in (await leadership(bootstrap, "laggy"))[0]["isr"]
 
             await wait_for(rejoined, timeout_s=15)
             await strict.send_records("laggy", ["after"], partition=0)

@@ -8,6 +8,8 @@ from brokerd.log import HW_CHECKPOINT_FILE, read_offsets_checkpoint
 from spark_replica.client import Cluster, Consumer, Producer, ProducerConfig
 from spark_replica.protocol.list_offsets import LATEST_TIMESTAMP
 from spark_replica.topics import TopicPartition
+from spark_replica.zk import znodes
+from spark_replica.zk.session import connect
 from tests.integration.test_produce_consume import consume_all, rows_of
 from tests.support import BrokerFactory, create_topic, run
 
@@ -72,3 +74,25 @@ def test_flushed_records_survive_sigkill(brokers: BrokerFactory) -> None:
     broker = brokers.start(1)
     rows = rows_of(run(consume_all([(broker.host, broker.port)], "flushed", 300)))
     assert [r["value"].decode() for r in rows] == values
+
+
+def test_a_starting_broker_deletes_partitions_no_longer_assigned_to_it(
+    brokers: BrokerFactory,
+) -> None:
+    broker = brokers.start(1)
+    bootstrap = [(broker.host, broker.port)]
+    run(create_topic(bootstrap, "kept"))
+    run(create_topic(bootstrap, "moved-away"))
+    broker.stop()
+    zk = connect(brokers.zk_connect)
+    try:
+        # While the broker is down, the partition is assigned elsewhere.
+        moved = znodes.TopicAssignment("moved-away", {0: [7]})
+        zk.set(znodes.topic_path("moved-away"), moved.encode())
+    finally:
+        zk.stop()
+        zk.close()
+    assert (broker.log_dir / "moved-away-0").exists()
+    brokers.start(1)
+    assert not (broker.log_dir / "moved-away-0").exists()
+    assert (broker.log_dir / "kept-0").exists()
