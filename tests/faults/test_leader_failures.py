@@ -199,6 +199,9 @@ def test_all_replicas_down_then_back_one_by_one(brokers: BrokerFactory, unclean:
                 return (await leadership(back, "offline"))[0]["leader"] == first_back
 
             await wait_for(leads, timeout_s=30)
+            # The only live broker is the controller: its count of unclean elections.
+            log = (brokers.brokers[first_back].log_dir / "broker.log").read_text()
+            assert "unclean leader election for offline-0" in log and "(1 so far)" in log
             return
         await asyncio.sleep(3.0)
         assert (await leadership(back, "offline"))[0]["leader"] == -1, "stays offline"
