@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import TypeVar
@@ -66,3 +68,20 @@ async def create_topic(
         await Admin(cluster).create_topic(topic, partitions, 1, configs)
     finally:
         await cluster.close()
+
+
+CLI_TIMEOUT_S = 90
+
+
+def replog(
+    *args: str, stdin: bytes = b"", cwd: Path | None = None, timeout_s: float = CLI_TIMEOUT_S
+) -> subprocess.CompletedProcess[bytes]:
+    """Run the `replog` command line as a user would, with a deadline."""
+    return subprocess.run(
+        [sys.executable, "-m", "spark_replica.cli.main", *args],
+        input=stdin,
+        capture_output=True,
+        cwd=cwd,
+        timeout=timeout_s,
+        check=False,
+    )

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from tests.integration.test_replication import create, leadership, start_cluster
-from tests.support import BrokerFactory, run
+from tests.support import BrokerFactory, replog, run
 
 pytestmark = pytest.mark.slow
 
@@ -41,23 +41,11 @@ def test_cli_produce_and_consume_survive_a_leader_sigkill(brokers: BrokerFactory
     )
     try:
         first = "".join(f"before-{i}\n" for i in range(100)).encode()
-        produced = subprocess.run(
-            cli("produce", "ride", "--bootstrap", bootstrap),
-            input=first,
-            capture_output=True,
-            timeout=TIMEOUT_S,
-            check=False,
-        )
+        produced = replog("produce", "ride", "--bootstrap", bootstrap, stdin=first)
         assert produced.returncode == 0, produced.stderr
         brokers.brokers[leader].kill()
         second = "".join(f"after-{i}\n" for i in range(100)).encode()
-        produced = subprocess.run(
-            cli("produce", "ride", "--bootstrap", bootstrap),
-            input=second,
-            capture_output=True,
-            timeout=TIMEOUT_S,
-            check=False,
-        )
+        produced = replog("produce", "ride", "--bootstrap", bootstrap, stdin=second)
         assert produced.returncode == 0, produced.stderr
         out, err = consumer.communicate(timeout=TIMEOUT_S)
     finally:

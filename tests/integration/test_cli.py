@@ -12,21 +12,11 @@ import pytest
 
 from spark_replica.launcher import BrokerProcess, free_port
 from spark_replica.zk.embedded import is_answering
-from tests.support import BrokerFactory
+from tests.support import BrokerFactory, replog
 
 pytestmark = pytest.mark.slow
 
 TIMEOUT_S = 60
-
-
-def replog(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "spark_replica.cli.main", *args],
-        input=stdin,
-        capture_output=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
 
 
 def test_topics_produce_consume_describe_delete(broker: BrokerProcess) -> None:

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,23 +16,13 @@ import pytest
 
 from spark_replica import cluster_dir
 from spark_replica.zk.embedded import is_answering
+from tests.support import replog
 
 pytestmark = pytest.mark.slow
 
 TIMEOUT_S = 60
 # Short, so that a SIGKILLed broker's registration goes away quickly on restart.
 OVERRIDE = ("--override", "zookeeper.session.timeout.ms=3000")
-
-
-def replog(*args: str, cwd: Path | None = None, stdin: bytes = b"") -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "spark_replica.cli.main", *args],
-        input=stdin,
-        capture_output=True,
-        cwd=cwd,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
 
 
 def status(directory: Path) -> dict:
