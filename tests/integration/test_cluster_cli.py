@@ -20,7 +20,6 @@ from tests.support import replog
 
 pytestmark = pytest.mark.slow
 
-TIMEOUT_S = 60
 # Short, so that a SIGKILLed broker's registration goes away quickly on restart.
 OVERRIDE = ("--override", "zookeeper.session.timeout.ms=3000")
 
