@@ -1,9 +1,10 @@
 """Serving the controller's LeaderAndIsr and UpdateMetadata, and OffsetsForLeaderEpoch.
 
 Controller requests are fenced twice: a controller epoch older than the newest seen is
-a deposed controller (STALE_CONTROLLER_EPOCH), and a broker epoch that is not this
+a deposed controller (STALE_CONTROLLER_EPOCH), and a broker epoch older than this
 incarnation's registration was meant for a broker that has since restarted
-(STALE_BROKER_EPOCH). Both refuse the whole request.
+(STALE_BROKER_EPOCH). Both refuse the whole request. A broker epoch newer than the one
+this broker knows means it is registering again right now: that is retriable.
 """
 
 from __future__ import annotations
@@ -43,9 +44,13 @@ def check_controller(ctx: BrokerContext, header: ControllerHeader) -> None:
         raise StaleControllerEpochError(
             f"controller epoch {header.controller_epoch} is older than {ctx.controller_epoch}"
         )
-    if ctx.broker_epoch == -1:
-        raise BrokerNotAvailableError("this broker is still registering; retry shortly")
-    if header.broker_epoch != ctx.broker_epoch:
+    if header.broker_epoch > ctx.broker_epoch:
+        # A registration newer than the one we know of is ours, being made right now
+        # (czxids only grow): the controller should retry in a moment.
+        raise BrokerNotAvailableError(
+            f"this broker is still registering (epoch {header.broker_epoch}); retry shortly"
+        )
+    if header.broker_epoch < ctx.broker_epoch:
         raise StaleBrokerEpochError(
             f"request for broker epoch {header.broker_epoch}, this broker is at {ctx.broker_epoch}"
         )
