@@ -14,20 +14,28 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from brokerd.api import BrokerContext
 from brokerd.config import BrokerConfig
-from brokerd.controller.controller import Controller
+from brokerd.controller.controller import Controller, RebalanceSettings
+from brokerd.controller.zk_store import current_controller
 from brokerd.isr_writer import IsrWriter
 from brokerd.replica_fetcher import ReplicaFetcherManager
 from brokerd.replica_manager import ReplicaManager
 from brokerd.server import RequestServer
+from brokerd.topic_configs import TopicConfigFollower
 from brokerd.zk_sync import ZooKeeperSync
+from spark_replica.client.connection import BrokerConnection
+from spark_replica.errors import NotControllerError, ReplogError
+from spark_replica.protocol.controlled_shutdown import ControlledShutdownRequest
 from spark_replica.records import now_ms
-from spark_replica.zk import znodes
+from spark_replica.zk import topic_store, znodes
 
 logger = logging.getLogger("brokerd")
+
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
+SHUTDOWN_STEP_TIMEOUT_S = 5.0
 
 
 class Broker:
@@ -39,6 +47,7 @@ class Broker:
         self.stopping = asyncio.Event()
         self._zk: ZooKeeperSync | None = None
         self._controller: Controller | None = None
+        self._topic_configs: TopicConfigFollower | None = None
         self._housekeeping: list[asyncio.Task[None]] = []
 
     def _on_registered(self, broker_epoch: int) -> None:
@@ -62,8 +71,18 @@ class Broker:
         self.ctx.zk = zk
         self.ctx.isr_writer = IsrWriter(zk, self.config.broker_id)
         self.ctx.isr_writer.start()
+        # Before registering: recovered partitions get their topic's config before they
+        # can be asked to lead.
+        self._topic_configs = TopicConfigFollower(zk, self.replicas)
+        await self._topic_configs.start()
         await self._zk.start()
-        self._controller = Controller(self.config.broker_id, zk)
+        rebalance = RebalanceSettings(
+            self.config.auto_leader_rebalance_enable,
+            self.config.leader_imbalance_check_interval_seconds,
+            self.config.leader_imbalance_per_broker_percentage,
+        )
+        self._controller = Controller(self.config.broker_id, zk, rebalance)
+        self.ctx.controller = self._controller
         self._controller.start()
         self._housekeeping = [
             self._every(
@@ -79,6 +98,42 @@ class Broker:
             self._every(self.config.replica_lag_time_max_ms // 2, self._shrink_isrs),
         ]
         logger.info("broker %d serving on %s:%d", self.config.broker_id, self.config.host, port)
+
+    async def _controlled_shutdown(self) -> None:
+        """Ask the controller to move our leadership away first (seed section H), so that
+        producers see at most a metadata refresh, not a failover. Bounded: after the
+        retries the broker stops anyway."""
+        for attempt in range(1, self.config.controlled_shutdown_max_retries + 1):
+            try:
+                remaining = await asyncio.wait_for(
+                    self._ask_controller_to_move_leaders(), CONTROLLED_SHUTDOWN_TIMEOUT_S
+                )
+            except (ReplogError, TimeoutError) as exc:
+                logger.warning("controlled shutdown attempt %d failed: %r", attempt, exc)
+            else:
+                if not remaining:
+                    logger.info("controlled shutdown done: this broker leads nothing")
+                    return
+                logger.info("controlled shutdown: still leading %d partitions", remaining)
+            await asyncio.sleep(self.config.controlled_shutdown_retry_backoff_ms / 1000)
+        logger.warning("controlled shutdown incomplete; stopping anyway")
+
+    async def _ask_controller_to_move_leaders(self) -> int:
+        zk = self.ctx.zk
+        assert zk is not None
+        controller_id = await asyncio.to_thread(current_controller, zk)
+        brokers = await asyncio.to_thread(topic_store.read_brokers, zk)
+        address = next(((b.host, b.port) for b in brokers if b.broker_id == controller_id), None)
+        if address is None:
+            raise NotControllerError("no controller is known right now")
+        conn = BrokerConnection(*address, client_id=f"broker-{self.config.broker_id}")
+        await conn.connect()
+        try:
+            request = ControlledShutdownRequest(self.config.broker_id, self.ctx.broker_epoch)
+            response = await conn.send(request, timeout_s=CONTROLLED_SHUTDOWN_TIMEOUT_S)
+        finally:
+            await conn.close()
+        return sum(len(t.partitions) for t in response.remaining)
 
     def _shrink_isrs(self) -> None:
         writer = self.ctx.isr_writer
@@ -99,17 +154,30 @@ class Broker:
         return asyncio.create_task(loop())
 
     async def stop(self) -> None:
+        """Shut down in order; each step is bounded so one stuck part cannot keep the
+        broker from flushing its logs and writing its HW checkpoint."""
         logger.info("broker %d shutting down", self.config.broker_id)
+        if self.config.controlled_shutdown_enable and self.ctx.zk is not None:
+            await self._controlled_shutdown()
         for task in self._housekeeping:
             task.cancel()
-        if self._controller is not None:
-            await self._controller.stop()
-        await self.ctx.fetchers.stop()
-        if self.ctx.isr_writer is not None:
-            await self.ctx.isr_writer.stop()
-        if self._zk is not None:
-            await self._zk.stop()
-        await self.server.close()
+        steps: list[tuple[str, Awaitable[None] | None]] = [
+            ("controller", self._controller.stop() if self._controller else None),
+            ("replica fetchers", self.ctx.fetchers.stop()),
+            ("ISR writer", self.ctx.isr_writer.stop() if self.ctx.isr_writer else None),
+            ("topic configs", self._topic_configs.stop() if self._topic_configs else None),
+            ("ZooKeeper session", self._zk.stop() if self._zk else None),
+            ("listener", self.server.close()),
+        ]
+        for name, step in steps:
+            if step is None:
+                continue
+            try:
+                await asyncio.wait_for(step, SHUTDOWN_STEP_TIMEOUT_S)
+            except TimeoutError:
+                logger.error(
+                    "stopping the %s took over %.0f s; going on", name, SHUTDOWN_STEP_TIMEOUT_S
+                )
         self.replicas.close()
         logger.info("broker %d stopped", self.config.broker_id)
 

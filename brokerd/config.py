@@ -48,6 +48,15 @@ _INTERVAL_KEYS = {
     "socket.request.max.bytes": "max_frame_bytes",
     "zookeeper.session.timeout.ms": "zookeeper_session_timeout_ms",
     "replica.lag.time.max.ms": "replica_lag_time_max_ms",
+    "leader.imbalance.check.interval.seconds": "leader_imbalance_check_interval_seconds",
+    "leader.imbalance.per.broker.percentage": "leader_imbalance_per_broker_percentage",
+    "controlled.shutdown.max.retries": "controlled_shutdown_max_retries",
+    "controlled.shutdown.retry.backoff.ms": "controlled_shutdown_retry_backoff_ms",
+}
+
+_BOOLEAN_KEYS = {
+    "auto.leader.rebalance.enable": "auto_leader_rebalance_enable",
+    "controlled.shutdown.enable": "controlled_shutdown_enable",
 }
 
 
@@ -65,6 +74,12 @@ class BrokerConfig:
     flush_check_interval_ms: int = 1_000
     zookeeper_session_timeout_ms: int = 10_000
     replica_lag_time_max_ms: int = 30_000
+    auto_leader_rebalance_enable: bool = True
+    controlled_shutdown_enable: bool = True
+    controlled_shutdown_max_retries: int = 3
+    controlled_shutdown_retry_backoff_ms: int = 1000
+    leader_imbalance_check_interval_seconds: int = 300
+    leader_imbalance_per_broker_percentage: int = 10
     min_insync_replicas: int = 1
 
     def __post_init__(self) -> None:
@@ -78,10 +93,19 @@ class BrokerConfig:
             "flush_check_interval_ms",
             "max_frame_bytes",
             "zookeeper_session_timeout_ms",
+            "replica_lag_time_max_ms",
+            "leader_imbalance_check_interval_seconds",
+            "controlled_shutdown_max_retries",
+            "controlled_shutdown_retry_backoff_ms",
             "min_insync_replicas",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        if not 0 <= self.leader_imbalance_per_broker_percentage <= 100:
+            raise ConfigError(
+                "leader.imbalance.per.broker.percentage must be between 0 and 100, not "
+                f"{self.leader_imbalance_per_broker_percentage}"
+            )
 
     @property
     def log_file(self) -> Path:
@@ -98,8 +122,17 @@ class BrokerConfig:
                 broker_fields[_INTERVAL_KEYS[key]] = _parse_int(key, raw)
             elif key == "min.insync.replicas":
                 broker_fields["min_insync_replicas"] = _parse_int(key, raw)
+            elif key in _BOOLEAN_KEYS:
+                broker_fields[_BOOLEAN_KEYS[key]] = _parse_bool(key, raw)
             else:
-                known = sorted([*_LOG_DEFAULT_KEYS, *_INTERVAL_KEYS, "min.insync.replicas"])
+                known = sorted(
+                    [
+                        *_LOG_DEFAULT_KEYS,
+                        *_INTERVAL_KEYS,
+                        "min.insync.replicas",
+                        *_BOOLEAN_KEYS,
+                    ]
+                )
                 raise ConfigError(f"unknown broker config {key!r}; known: {', '.join(known)}")
         log_defaults = replace(self.log_defaults, **log_fields)
         return replace(self, log_defaults=log_defaults, **broker_fields)
@@ -115,6 +148,12 @@ class BrokerConfig:
         if raw is None:
             return self.min_insync_replicas
         return int(TOPIC_CONFIG_PARSERS["min.insync.replicas"]("min.insync.replicas", raw))
+
+
+def _parse_bool(key: str, raw: str) -> bool:
+    if raw.strip().lower() not in ("true", "false"):
+        raise ConfigError(f"broker config {key}={raw!r}: use true or false")
+    return raw.strip().lower() == "true"
 
 
 def _parse_int(key: str, raw: str) -> int:

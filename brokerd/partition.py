@@ -13,29 +13,54 @@ for it. A follower joins the ISR once it has reached both the HW and the offset 
 the current leader epoch began (before that it may still hold records of an older epoch
 that this leader does not have); it leaves the ISR when it has not been caught up for
 `replica.lag.time.max.ms`.
+
+Idempotent producers: the partition owns a ProducerStateManager (producer_state.py), a
+summary of the producer ids, epochs and sequences in its log. The leader checks each
+idempotent batch against it before appending, answers a retried batch with the offsets
+it was first given, and records what it appends; followers record what they copy, so a
+new leader already knows the producers. The state is rebuilt from the log's batch
+headers on first use (not at startup, so a broker with many partitions opens them
+quickly) and again after a truncation.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from brokerd.log import AppendInfo, Log
+from brokerd.producer_state import Outcome, ProducerStateManager
 from spark_replica.errors import (
+    BrokerResponseError,
     FencedLeaderEpochError,
+    InvalidProducerEpochError,
+    InvalidRecordError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OutOfOrderSequenceError,
     RequestTimedOutError,
     UnknownLeaderEpochError,
+    UnknownProducerIdError,
 )
 from spark_replica.protocol.fetch import NO_LEADER_EPOCH
 from spark_replica.protocol.produce import ACKS_ALL
+from spark_replica.records import NO_PRODUCER_ID, BatchHeader, iter_batches
 from spark_replica.topics import TopicPartition
 
 logger = logging.getLogger("brokerd.partition")
 
 NO_LEADER = -1
+# Bytes read from the log per step while replaying its headers into the producer state.
+PRODUCER_STATE_READ_BYTES = 1 << 20
+# The error a leader answers for each refusing verdict of the producer state.
+VERDICT_ERRORS: dict[Outcome, type[BrokerResponseError]] = {
+    Outcome.OUT_OF_ORDER: OutOfOrderSequenceError,
+    Outcome.FENCED: InvalidProducerEpochError,
+    Outcome.UNKNOWN_PRODUCER: UnknownProducerIdError,
+    Outcome.INVALID: InvalidRecordError,
+}
 
 
 @dataclass
@@ -65,6 +90,28 @@ class Partition:
         self.min_insync_replicas = 1
         self.high_watermark = min(max(high_watermark, log.log_start_offset), log.log_end_offset)
         self._changed = asyncio.Event()
+        self._producer_state = ProducerStateManager()
+        self._producer_state_loaded = False
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        """The idempotent-producer state, replayed from the log's headers on first use."""
+        if not self._producer_state_loaded:
+            self._producer_state.rebuild(self._log_headers())
+            self._producer_state_loaded = True
+        return self._producer_state
+
+    def _log_headers(self) -> Iterator[BatchHeader]:
+        """Every batch header in the log, oldest first.
+
+        Read through Log.read, which returns whole batches, so payloads are read too
+        (from the page cache, usually); only the headers are decoded.
+        """
+        offset = self.log.log_start_offset
+        while offset < self.log.log_end_offset:
+            for header, _ in iter_batches(self.log.read(offset, PRODUCER_STATE_READ_BYTES)):
+                yield header
+                offset = header.next_offset
 
     @property
     def is_leader(self) -> bool:
@@ -153,22 +200,73 @@ class Partition:
                 f"{self.tp}: ISR {self.isr} is smaller than "
                 f"min.insync.replicas={self.min_insync_replicas}"
             )
+        idempotent = self._idempotent_batch(records)
+        if idempotent is not None:
+            verdict = self.producer_state.check(idempotent)
+            if verdict.outcome is Outcome.DUPLICATE:
+                return AppendInfo(
+                    first_offset=verdict.base_offset,
+                    last_offset=verdict.last_offset,
+                    record_count=idempotent.record_count,
+                    max_timestamp=idempotent.max_timestamp,
+                    bytes_appended=0,
+                )
+            if verdict.outcome is not Outcome.APPEND:
+                raise VERDICT_ERRORS[verdict.outcome](f"{self.tp}: {verdict.reason}")
         info = self.log.append(
             records, assign_offsets=True, leader_epoch=self.leader_epoch, now_ms=now_ms
         )
+        if idempotent is not None:
+            self.producer_state.record(idempotent, info.first_offset)
         self._maybe_advance_high_watermark()
         self._notify()
         return info
+
+    def _idempotent_batch(self, records: bytes | memoryview) -> BatchHeader | None:
+        """The header of the request's batch if it is idempotent, else None.
+
+        An idempotent producer sends one batch per partition per request, as Kafka's
+        does: a retry then is either wholly a duplicate or wholly new, never a mix
+        that would need part of a request appended and part answered from the past.
+        """
+        headers = [header for header, _ in iter_batches(records)]
+        if all(header.producer_id == NO_PRODUCER_ID for header in headers):
+            return None
+        if len(headers) > 1:
+            raise InvalidRecordError(
+                f"{self.tp}: an idempotent producer sends one batch per partition per "
+                f"request, not {len(headers)}"
+            )
+        return headers[0]
 
     def append_as_follower(
         self, records: bytes | memoryview, leader_high_watermark: int, now_ms: int
     ) -> None:
         if records:
+            # Loaded before the append, or the replay would already hold these batches.
+            state = self.producer_state
             self.log.append(records, assign_offsets=False, now_ms=now_ms)
+            for header, _ in iter_batches(records):
+                state.record(header, header.base_offset)
         self.high_watermark = max(
             self.high_watermark, min(leader_high_watermark, self.log.log_end_offset)
         )
         self._notify()
+
+    def truncate_to(self, offset: int) -> None:
+        """Truncate the log as a follower does to match its leader; rebuild producer state.
+
+        The removed batches may have been the latest of some producers, so the state is
+        replayed from what is left (lazily, on next use). The HW cannot stay past the end.
+        """
+        self.log.truncate_to(offset)
+        self._producer_state_loaded = False
+        self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Empty the log to restart at `offset` (the leader's log start); no producers remain."""
+        self.log.truncate_fully_and_start_at(offset)
+        self._producer_state_loaded = False
 
     def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
         """A follower fetched from `fetch_offset`: that is its log end offset now."""

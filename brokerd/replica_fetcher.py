@@ -70,6 +70,7 @@ class ReplicaFetcher:
         self._conn: BrokerConnection | None = None
         self._task: asyncio.Task[None] | None = None
         self._wakeup = asyncio.Event()
+        self._stopped = False
 
     def add(self, partition: Partition, needs_truncation: bool) -> None:
         followed = self.partitions.get(partition.tp)
@@ -83,9 +84,12 @@ class ReplicaFetcher:
         self.partitions.pop(tp, None)
 
     async def stop(self) -> None:
+        # The flag as well as the cancel: Python 3.11's wait_for can swallow a cancellation
+        # that races with an answer, and the loop must still end.
+        self._stopped = True
         if self._task is not None:
             self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            await asyncio.wait({self._task}, timeout=FETCH_MAX_WAIT_MS / 1000 + 5)
         if self._conn is not None:
             await self._conn.close()
 
@@ -96,7 +100,7 @@ class ReplicaFetcher:
         return self._conn
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopped:
             if not self.partitions:
                 self._wakeup.clear()
                 await self._wakeup.wait()
@@ -143,8 +147,7 @@ class ReplicaFetcher:
                         p.log.log_end_offset,
                         cut,
                     )
-                    p.log.truncate_to(cut)
-                    p.high_watermark = min(p.high_watermark, p.log.log_end_offset)
+                    p.truncate_to(cut)
                 followed.needs_truncation = False
 
     async def _fetch_once(self) -> None:
@@ -181,7 +184,7 @@ class ReplicaFetcher:
                         isinstance(error, OffsetOutOfRangeError)
                         and result.log_start_offset > p.log.log_end_offset
                     ):
-                        p.log.truncate_fully_and_start_at(result.log_start_offset)
+                        p.truncate_fully_and_start_at(result.log_start_offset)
                     else:
                         paused = True
                     continue

@@ -57,9 +57,9 @@ class ReplicaManager:
             if tp is None:
                 continue
             log = Log.open(entry, self.config.log_defaults, now_ms=now_ms)
-            self.partitions[tp] = Partition(
-                tp, log, self.config.broker_id, high_watermarks.get(tp, 0)
-            )
+            partition = Partition(tp, log, self.config.broker_id, high_watermarks.get(tp, 0))
+            partition.min_insync_replicas = self.config.min_insync_replicas
+            self.partitions[tp] = partition
             logger.info("loaded %s: log end offset %d", tp, log.log_end_offset)
 
     def creation_marker(self) -> int:
@@ -83,16 +83,42 @@ class ReplicaManager:
     def ensure_partition(
         self, tp: TopicPartition, topic_configs: dict[str, str], now_ms: int
     ) -> Partition:
+        """The partition, created with `topic_configs` if this broker does not host it yet.
+
+        The configs are applied only on creation: LeaderAndIsr reads them just for new
+        partitions, and later changes arrive through apply_topic_config, which an empty
+        dict here must not undo.
+        """
         partition = self.partitions.get(tp)
         if partition is None:
             log_config = self.config.log_config_for(topic_configs)
             log = Log.open(self.partition_dir(tp), log_config, now_ms=now_ms)
             partition = Partition(tp, log, self.config.broker_id)
+            partition.min_insync_replicas = self.config.min_insync_for(topic_configs)
             self.partitions[tp] = partition
             self._created += 1
             self._births[tp] = self._created
-        partition.min_insync_replicas = self.config.min_insync_for(topic_configs)
         return partition
+
+    def apply_topic_config(self, topic: str, configs: dict[str, str], now_ms: int) -> int:
+        """Apply a topic's (altered) config to its local partitions; return how many.
+
+        The log settings take effect at each log's next roll, retention or flush decision
+        (a lowered flush.ms is checked at once), min.insync.replicas at the next acks=all
+        produce. An invalid config raises ConfigError before any partition changes.
+        unclean.leader.election.enable is the controller's to read, not the broker's.
+        """
+        log_config = self.config.log_config_for(configs)
+        min_insync = self.config.min_insync_for(configs)
+        applied = 0
+        for tp, partition in self.partitions.items():
+            if tp.topic != topic:
+                continue
+            partition.log.update_config(log_config)
+            partition.min_insync_replicas = min_insync
+            partition.log.maybe_flush(now_ms)
+            applied += 1
+        return applied
 
     def apply_leader_and_isr(
         self, partition: Partition, state: PartitionLeaderState, controller_epoch: int, now_ms: int
@@ -122,9 +148,11 @@ class ReplicaManager:
         )
 
     def delete_partition(self, tp: TopicPartition) -> None:
-        partition = self.partitions.pop(tp)
+        partition = self.partitions.pop(tp, None)
+        if partition is None:
+            return
         partition.log.delete()
-        logger.info("deleted %s: it is no longer assigned to this broker", tp)
+        logger.info("deleted the log of %s", tp)
 
     def get_partition(self, tp: TopicPartition) -> Partition:
         partition = self.partitions.get(tp)

@@ -204,10 +204,42 @@ class InvalidConfigError(BrokerResponseError):
     code = 40
 
 
+class NotControllerError(BrokerResponseError):
+    """This broker is not the controller; find the current one and ask it."""
+
+    code = 41
+    retriable = True
+
+
 class InvalidRequestError(BrokerResponseError):
     """The request was well framed but its contents are invalid; the message says what."""
 
     code = 42
+
+
+class OutOfOrderSequenceError(BrokerResponseError):
+    """The batch's sequence number leaves a gap after the producer's last one; not appended.
+
+    Not retriable: a retry carries the same sequence, so the producer must reset first.
+    """
+
+    code = 45
+
+
+class InvalidProducerEpochError(BrokerResponseError):
+    """The producer's epoch is older than its latest one: a newer instance fenced it."""
+
+    code = 47
+
+
+class UnknownProducerIdError(BrokerResponseError):
+    """The partition has no state for this producer id and the batch is not its first.
+
+    Its earlier batches may have been deleted by retention; the producer must ask for a
+    new producer id (or bump its epoch) and start again at sequence 0.
+    """
+
+    code = 59
 
 
 class FencedLeaderEpochError(BrokerResponseError):
@@ -263,7 +295,11 @@ _BY_CODE: dict[int, type[BrokerResponseError]] = {
         InvalidPartitionsError,
         InvalidReplicationFactorError,
         InvalidConfigError,
+        NotControllerError,
         InvalidRequestError,
+        OutOfOrderSequenceError,
+        InvalidProducerEpochError,
+        UnknownProducerIdError,
         FencedLeaderEpochError,
         UnknownLeaderEpochError,
         StaleBrokerEpochError,

@@ -7,16 +7,20 @@ from typing import Any
 
 from brokerd.api.context import BrokerContext
 from brokerd.api.controller_requests import (
+    handle_controlled_shutdown,
     handle_leader_and_isr,
     handle_offsets_for_leader_epoch,
+    handle_stop_replica,
     handle_update_metadata,
 )
 from brokerd.api.fetch import handle_fetch
+from brokerd.api.init_producer_id import handle_init_producer_id
 from brokerd.api.list_offsets import handle_list_offsets
 from brokerd.api.metadata import handle_metadata
 from brokerd.api.produce import handle_produce
 from brokerd.api.topic_admin import (
     handle_api_versions,
+    handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
 )
@@ -35,6 +39,10 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.LEADER_AND_ISR: handle_leader_and_isr,
     ApiKey.UPDATE_METADATA: handle_update_metadata,
     ApiKey.OFFSETS_FOR_LEADER_EPOCH: handle_offsets_for_leader_epoch,
+    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.STOP_REPLICA: handle_stop_replica,
+    ApiKey.CONTROLLED_SHUTDOWN: handle_controlled_shutdown,
+    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
 }
 
 __all__ = ["HANDLERS", "BrokerContext", "Handler"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
 
@@ -16,6 +16,9 @@ from brokerd.replica_manager import ReplicaManager
 from spark_replica.errors import BrokerResponseError, ProtocolError, code_of, wire_message
 from spark_replica.topics import TopicPartition, validate_topic_name
 from spark_replica.zk import znodes
+
+if TYPE_CHECKING:
+    from brokerd.controller.controller import Controller
 
 
 @dataclass
@@ -35,6 +38,7 @@ class BrokerContext:
     metadata: MetadataCache = field(default_factory=MetadataCache)
     controller_epoch: int = -1
     broker_epoch: int = -1
+    controller: Controller | None = None
 
 
 def answer_each_partition(

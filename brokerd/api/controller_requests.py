@@ -14,8 +14,14 @@ import asyncio
 from brokerd.api.context import BrokerContext, answer_each_partition
 from spark_replica.errors import (
     BrokerNotAvailableError,
+    NotControllerError,
     StaleBrokerEpochError,
     StaleControllerEpochError,
+)
+from spark_replica.protocol.controlled_shutdown import (
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    RemainingPartitions,
 )
 from spark_replica.protocol.controller_requests import (
     ControllerHeader,
@@ -24,6 +30,7 @@ from spark_replica.protocol.controller_requests import (
     LeaderAndIsrResponse,
     PartitionError,
     PartitionLeaderState,
+    StopReplicaRequest,
     TopicErrors,
     UpdateMetadataRequest,
 )
@@ -120,4 +127,41 @@ async def handle_offsets_for_leader_epoch(
 
     return OffsetsForLeaderEpochResponse(
         answer_each_partition(request.topics, EpochEndOffsetTopic, EpochEndOffset, serve)
+    )
+
+
+async def handle_stop_replica(
+    ctx: BrokerContext, request: StopReplicaRequest
+) -> LeaderAndIsrResponse:
+    """Stop following (and with `delete_partitions`, delete) the named partitions."""
+    check_controller(ctx, request.header)
+    topics = []
+    for topic in request.topics:
+        results = TopicErrors(topic.topic)
+        for number in topic.partitions:
+            tp = TopicPartition(topic.topic, number)
+            ctx.fetchers.unfollow(tp)
+            partition = ctx.replicas.partitions.get(tp)
+            if partition is not None:
+                if request.delete_partitions:
+                    ctx.replicas.delete_partition(tp)
+                else:
+                    partition.step_down()
+            results.partitions.append(PartitionError(number))
+        topics.append(results)
+    return LeaderAndIsrResponse(topics)
+
+
+async def handle_controlled_shutdown(
+    ctx: BrokerContext, request: ControlledShutdownRequest
+) -> ControlledShutdownResponse:
+    """Served by the controller's broker: hand the request to its controller."""
+    if ctx.controller is None:
+        raise NotControllerError(f"broker {ctx.config.broker_id} is not the controller")
+    remaining = await ctx.controller.controlled_shutdown(request.broker_id, request.broker_epoch)
+    grouped: dict[str, list[int]] = {}
+    for tp in remaining:
+        grouped.setdefault(tp.topic, []).append(tp.partition)
+    return ControlledShutdownResponse(
+        [RemainingPartitions(topic, partitions) for topic, partitions in sorted(grouped.items())]
     )

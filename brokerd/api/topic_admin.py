@@ -1,4 +1,4 @@
-"""Serving ApiVersions, CreateTopics and DeleteTopics.
+"""Serving ApiVersions, CreateTopics, DeleteTopics and CreatePartitions.
 
 Topic changes are written to ZooKeeper (off the event loop: kazoo blocks); the brokers
 pick them up from there like any other change, so the answer means "written", not
@@ -24,6 +24,7 @@ from spark_replica.protocol.api_versions import (
 )
 from spark_replica.protocol.apis import SUPPORTED_VERSIONS
 from spark_replica.protocol.topic_admin import (
+    CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteTopicsRequest,
     TopicResult,
@@ -64,6 +65,21 @@ async def handle_delete_topics(
     for name in request.topics:
         results.append(
             await _run(name, lambda zk, name=name: topic_store.delete_topic(zk, name), ctx)
+        )
+    return TopicResultsResponse(results)
+
+
+async def handle_create_partitions(
+    ctx: BrokerContext, request: CreatePartitionsRequest
+) -> TopicResultsResponse:
+    results = []
+    for entry in request.topics:
+        results.append(
+            await _run(
+                entry.topic,
+                lambda zk, entry=entry: topic_store.add_partitions(zk, entry.topic, entry.count),
+                ctx,
+            )
         )
     return TopicResultsResponse(results)
 

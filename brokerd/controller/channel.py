@@ -124,17 +124,26 @@ class ControllerChannel:
         self.client_id = client_id
         self._senders: dict[int, _BrokerSender] = {}
 
+    def call(self, ctx: ControllerContext, broker_id: int, request: object) -> asyncio.Future[bool]:
+        """Queue one request; the future says whether the broker accepted it in time."""
+        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._sender(ctx, broker_id).enqueue([request], done)
+        return done
+
+    def _sender(self, ctx: ControllerContext, broker_id: int) -> _BrokerSender:
+        registration = ctx.live_brokers[broker_id].registration
+        address = (registration.host, registration.port)
+        sender = self._senders.get(broker_id)
+        if sender is None or sender.address != address:
+            if sender is not None:
+                sender.stop()
+            sender = _BrokerSender(broker_id, address, self.client_id)
+            self._senders[broker_id] = sender
+        return sender
+
     def send(self, batch: RequestBatch) -> None:
         for broker_id, requests in batch.requests().items():
-            registration = batch.ctx.live_brokers[broker_id].registration
-            address = (registration.host, registration.port)
-            sender = self._senders.get(broker_id)
-            if sender is None or sender.address != address:
-                if sender is not None:
-                    sender.stop()
-                sender = _BrokerSender(broker_id, address, self.client_id)
-                self._senders[broker_id] = sender
-            sender.enqueue(requests)
+            self._sender(batch.ctx, broker_id).enqueue(requests)
 
     async def close(self) -> None:
         senders, self._senders = self._senders, {}
@@ -147,42 +156,52 @@ class _BrokerSender:
         self.broker_id = broker_id
         self.address = address
         self.client_id = client_id
-        self._queue: asyncio.Queue[object] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[object, asyncio.Future[bool] | None] | None] = (
+            asyncio.Queue()
+        )
         self._conn: BrokerConnection | None = None
         self._task = asyncio.create_task(self._run())
 
-    def enqueue(self, requests: list[object]) -> None:
+    def enqueue(self, requests: list[object], done: asyncio.Future[bool] | None = None) -> None:
         for request in requests:
-            self._queue.put_nowait(request)
+            self._queue.put_nowait((request, done))
 
     def stop(self) -> None:
+        # A sentinel as well as a cancel: Python 3.11's wait_for can swallow a cancellation
+        # that races with an answer, and the sender must still come to an end.
+        self._queue.put_nowait(None)
         self._task.cancel()
 
     async def close(self) -> None:
         self.stop()
-        await asyncio.gather(self._task, return_exceptions=True)
+        await asyncio.wait({self._task}, timeout=SEND_DEADLINE_S)
         if self._conn is not None:
             await self._conn.close()
 
     async def _run(self) -> None:
         while True:
-            request = await self._queue.get()
-            await self._send_one(request)
+            item = await self._queue.get()
+            if item is None:
+                return
+            request, done = item
+            accepted = await self._send_one(request)
+            if done is not None and not done.done():
+                done.set_result(accepted)
 
-    async def _send_one(self, request: object) -> None:
+    async def _send_one(self, request: object) -> bool:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + SEND_DEADLINE_S
         while True:
             try:
                 conn = await self._connection()
                 await conn.send(request, timeout_s=SEND_DEADLINE_S)
-                return
+                return True
             except ReplogError as exc:
                 if not exc.retriable or loop.time() > deadline:
                     logger.warning(
                         "%s to broker %d failed: %s", type(request).__name__, self.broker_id, exc
                     )
-                    return
+                    return False
                 await asyncio.sleep(RETRY_BACKOFF_S)
 
     async def _connection(self) -> BrokerConnection:

@@ -53,6 +53,7 @@ class ControllerContext:
     replica_states: StateTable[tuple[TopicPartition, int], ReplicaState] = field(
         default_factory=lambda: StateTable(ReplicaState.NON_EXISTENT)
     )
+    shutting_down: set[int] = field(default_factory=set)
     unclean_elections: int = 0
     zk_round_trips: int = 0  # multi-ops written, for the failover log line and benchmarks
 

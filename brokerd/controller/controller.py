@@ -17,15 +17,29 @@ import contextlib
 import enum
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from kazoo.client import KazooClient, KazooState
 
 from brokerd.controller import zk_store
 from brokerd.controller.channel import ControllerChannel, RequestBatch
 from brokerd.controller.context import ControllerContext
-from brokerd.controller.decisions import next_state
+from brokerd.controller.decisions import (
+    StateWrite,
+    controlled_shutdown_state,
+    imbalanced_brokers,
+    next_state,
+    preferred_state,
+)
 from brokerd.controller.states import PartitionState, ReplicaState
 from brokerd.controller.zk_store import ControllerMovedError
+from spark_replica.errors import NotControllerError, StaleBrokerEpochError
+from spark_replica.protocol.controller_requests import (
+    ControllerHeader,
+    StopReplicaRequest,
+    StopReplicaTopic,
+)
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import topic_store, znodes
 
@@ -42,13 +56,38 @@ class Event(enum.Enum):
     BROKER_CHANGE = "brokers changed"
     TOPIC_CHANGE = "topics changed"
     ISR_CHANGE = "ISR change notification"
+    TOPIC_DELETION = "topic deletion requested"
+    PREFERRED_ELECTION = "preferred replica election requested"
+    AUTO_REBALANCE = "leader imbalance check"
+    CONTROLLED_SHUTDOWN = "a broker asks to shut down"
     SESSION_LOST = "ZooKeeper session lost"
 
 
+@dataclass(frozen=True)
+class ShutdownRequest:
+    broker_id: int
+    broker_epoch: int
+    done: asyncio.Future[list[TopicPartition]]
+
+
+@dataclass(frozen=True)
+class RebalanceSettings:
+    """Kafka's auto.leader.rebalance.enable and the imbalance check that drives it."""
+
+    enabled: bool = True
+    check_interval_s: float = 300.0
+    imbalance_percent: int = 10
+
+
 class Controller:
-    def __init__(self, broker_id: int, zk: KazooClient) -> None:
+    def __init__(
+        self, broker_id: int, zk: KazooClient, rebalance: RebalanceSettings | None = None
+    ) -> None:
         self.broker_id = broker_id
         self.zk = zk
+        self.rebalance = rebalance or RebalanceSettings()
+        self._rebalance_timer: asyncio.Task[None] | None = None
+        self._shutdown_requests: list[ShutdownRequest] = []
         self.ctx: ControllerContext | None = None
         self.channel = ControllerChannel(f"controller-{broker_id}")
         self._events: asyncio.Queue[Event] = asyncio.Queue()
@@ -65,13 +104,33 @@ class Controller:
         self.zk.add_listener(self._on_session_state)
         self._task = asyncio.create_task(self._run())
         self._enqueue(Event.ELECTION)
+        if self.rebalance.enabled:
+            self._rebalance_timer = asyncio.create_task(self._tick_rebalance())
+
+    async def _tick_rebalance(self) -> None:
+        while True:
+            await asyncio.sleep(self.rebalance.check_interval_s)
+            self._enqueue(Event.AUTO_REBALANCE)
 
     async def stop(self) -> None:
         self._generation += 1
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+        for task in (self._task, self._rebalance_timer):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         await self.channel.close()
+
+    async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[TopicPartition]:
+        """Move leadership off `broker_id` (a ControlledShutdown request to this broker);
+        return the partitions it still leads. Raises NotControllerError if not active."""
+        if self.ctx is None:
+            raise NotControllerError(f"broker {self.broker_id} is not the controller")
+        request = ShutdownRequest(
+            broker_id, broker_epoch, asyncio.get_running_loop().create_future()
+        )
+        self._shutdown_requests.append(request)
+        self._enqueue(Event.CONTROLLED_SHUTDOWN)
+        return await request.done
 
     def _enqueue(self, event: Event) -> None:
         """Safe from any thread: watches and listeners only ever call this."""
@@ -119,6 +178,10 @@ class Controller:
             Event.BROKER_CHANGE: self._on_broker_change,
             Event.TOPIC_CHANGE: self._on_topic_change,
             Event.ISR_CHANGE: self._on_isr_change,
+            Event.TOPIC_DELETION: self._on_topic_deletion,
+            Event.PREFERRED_ELECTION: self._on_preferred_election,
+            Event.AUTO_REBALANCE: self._on_auto_rebalance,
+            Event.CONTROLLED_SHUTDOWN: self._on_controlled_shutdown,
         }
         await handlers[event]()
 
@@ -126,6 +189,10 @@ class Controller:
         """Forget the cluster and drop requests not yet sent: they carry a stale epoch."""
         self._generation += 1
         self.ctx = None
+        pending, self._shutdown_requests = self._shutdown_requests, []
+        for request in pending:
+            if not request.done.done():
+                request.done.set_exception(NotControllerError("the controller moved"))
         await self.channel.close()
 
     def _release_controller_znode(self) -> None:
@@ -171,6 +238,34 @@ class Controller:
         self.zk.ensure_path(path)
         self.zk.ChildrenWatch(path, on_children)
 
+    def _watch_topic(self, topic: str) -> None:
+        """Wake on changes of a topic's assignment (partitions added); stop once it is gone."""
+        generation = self._generation
+        first = True
+
+        def on_data(data: bytes | None, stat: object) -> bool:
+            nonlocal first
+            if generation != self._generation or data is None:
+                return False
+            if not first:
+                self._enqueue(Event.TOPIC_CHANGE)
+            first = False
+            return True
+
+        self.zk.DataWatch(znodes.topic_path(topic), on_data)
+
+    def _watch_preferred_election(self) -> None:
+        generation = self._generation
+
+        def on_data(data: bytes | None, stat: object) -> bool:
+            if generation != self._generation:
+                return False
+            if data is not None:
+                self._enqueue(Event.PREFERRED_ELECTION)
+            return True
+
+        self.zk.DataWatch(znodes.PREFERRED_REPLICA_ELECTION_PATH, on_data)
+
     async def _on_elected(self) -> None:
         """Failover (seed section D): read everything, finish what was left, tell everyone."""
         ctx = self._require_ctx()
@@ -178,8 +273,11 @@ class Controller:
             (znodes.BROKER_IDS_PATH, Event.BROKER_CHANGE),
             (znodes.TOPICS_PATH, Event.TOPIC_CHANGE),
             (znodes.ISR_CHANGE_NOTIFICATION_PATH, Event.ISR_CHANGE),
+            (znodes.DELETE_TOPICS_PATH, Event.TOPIC_DELETION),
         ):
             await asyncio.to_thread(self._watch, path, event)
+        await asyncio.to_thread(self._watch_preferred_election)
+        self._enqueue(Event.TOPIC_DELETION)  # finish deletions a previous controller began
         ctx.live_brokers = await asyncio.to_thread(zk_store.read_live_brokers, self.zk)
         topics = await asyncio.to_thread(topic_store.list_topics, self.zk)
         await self._load_topics(topics)
@@ -201,6 +299,8 @@ class Controller:
     async def _load_topics(self, topics: list[str]) -> list[TopicPartition]:
         """Read assignments, configs and existing states of `topics` into the context."""
         ctx = self._require_ctx()
+        for topic in topics:
+            await asyncio.to_thread(self._watch_topic, topic)
         assignments, configs = await asyncio.to_thread(zk_store.read_assignments, self.zk, topics)
         states = await asyncio.to_thread(zk_store.read_states, self.zk, list(assignments))
         ctx.assignments.update(assignments)
@@ -218,7 +318,7 @@ class Controller:
         return sorted(assignments)
 
     def _mark_replicas(
-        self, partitions: list[TopicPartition], brokers: set[int], target: ReplicaState
+        self, partitions: list[TopicPartition], brokers: set[int] | None, target: ReplicaState
     ) -> None:
         refused = self._require_ctx().mark_replicas(partitions, brokers, target)
         if refused:
@@ -229,13 +329,17 @@ class Controller:
             raise ControllerMovedError("this broker is not the controller")
         return self.ctx
 
-    async def _elect(self, partitions: list[TopicPartition]) -> list[TopicPartition]:
+    async def _elect(
+        self,
+        partitions: list[TopicPartition],
+        decide: Callable[[ControllerContext, TopicPartition], StateWrite | None] = next_state,
+    ) -> list[TopicPartition]:
         """Decide and write new states for `partitions`; return those whose state changed."""
         ctx = self._require_ctx()
         changed: list[TopicPartition] = []
         pending = [tp for tp in partitions if tp in ctx.assignments]
         for _ in range(MAX_DECISION_ROUNDS):
-            writes = [w for w in (next_state(ctx, tp) for tp in pending) if w is not None]
+            writes = [w for w in (decide(ctx, tp) for tp in pending) if w is not None]
             offline = [
                 tp
                 for tp in pending
@@ -283,6 +387,7 @@ class Controller:
         gone = {b for b, live in ctx.live_brokers.items() if live_now.get(b, None) != live}
         born = {b for b, live in live_now.items() if ctx.live_brokers.get(b, None) != live}
         ctx.live_brokers = live_now
+        ctx.shutting_down -= gone | born
         logger.info("brokers changed: gone %s, new %s", sorted(gone), sorted(born))
         affected = ctx.partitions_with_replica_on(gone | born)
         self._mark_replicas(affected, gone - born, ReplicaState.OFFLINE)
@@ -303,11 +408,19 @@ class Controller:
             )
 
     async def _on_topic_change(self) -> None:
+        """New topics, topics gone, and partitions added to existing topics."""
         ctx = self._require_ctx()
         topics_now = set(await asyncio.to_thread(topic_store.list_topics, self.zk))
         for topic in ctx.topics - topics_now:
             ctx.remove_topic(topic)
         new_partitions = await self._load_topics(sorted(topics_now - ctx.topics))
+        known, _ = await asyncio.to_thread(zk_store.read_assignments, self.zk, sorted(ctx.topics))
+        grown = sorted(tp for tp in known if tp not in ctx.assignments)
+        if grown:
+            ctx.assignments.update({tp: known[tp] for tp in grown})
+            ctx.partition_states.transition(grown, PartitionState.NEW)
+            self._mark_replicas(grown, ctx.live_ids, ReplicaState.ONLINE)
+            new_partitions += grown
         changed = await self._elect(new_partitions)
         batch = RequestBatch(ctx)
         batch.add_leader_and_isr(changed)
@@ -322,3 +435,113 @@ class Controller:
         batch = RequestBatch(ctx)
         batch.add_update_metadata()
         self.channel.send(batch)
+
+    async def _on_topic_deletion(self) -> None:
+        """Stop every replica of each topic queued for deletion, have it delete its log,
+        then remove the topic's znodes.
+
+        Replicas on brokers that are down are not waited for: once the znodes are gone,
+        a broker deletes the logs of partitions no longer assigned to it when it starts.
+        """
+        ctx = self._require_ctx()
+        for topic in await asyncio.to_thread(topic_store.topics_to_delete, self.zk):
+            partitions = ctx.partitions_of_topic(topic)
+            ctx.partition_states.transition(partitions, PartitionState.OFFLINE)
+            ctx.partition_states.transition(partitions, PartitionState.NON_EXISTENT)
+            self._mark_replicas(partitions, None, ReplicaState.OFFLINE)
+            self._mark_replicas(partitions, None, ReplicaState.REPLICA_DELETION_STARTED)
+            stopped = await self._stop_replicas(topic, partitions)
+            logger.info("deleting topic %s: replicas on %s deleted their logs", topic, stopped)
+            await asyncio.to_thread(topic_store.remove_topic_znodes, self.zk, topic)
+            ctx.remove_topic(topic)
+        batch = RequestBatch(ctx)
+        batch.add_update_metadata()
+        self.channel.send(batch)
+
+    async def _stop_replicas(self, topic: str, partitions: list[TopicPartition]) -> list[int]:
+        """StopReplica(delete) to every live replica; the brokers that confirmed."""
+        ctx = self._require_ctx()
+        on_broker: dict[int, list[int]] = {}
+        for tp in partitions:
+            for replica in ctx.assignments[tp]:
+                if replica in ctx.live_brokers:
+                    on_broker.setdefault(replica, []).append(tp.partition)
+        calls = {
+            broker: self.channel.call(
+                ctx,
+                broker,
+                StopReplicaRequest(
+                    ControllerHeader(ctx.broker_id, ctx.epoch, ctx.live_brokers[broker].epoch),
+                    True,
+                    [StopReplicaTopic(topic, numbers)],
+                ),
+            )
+            for broker, numbers in on_broker.items()
+        }
+        confirmed = [broker for broker, call in calls.items() if await call]
+        self._mark_replicas(partitions, set(confirmed), ReplicaState.REPLICA_DELETION_SUCCESSFUL)
+        return sorted(confirmed)
+
+    async def _on_preferred_election(self) -> None:
+        """Move the requested partitions (all if none named) back to their preferred replica."""
+        ctx = self._require_ctx()
+        requested = await asyncio.to_thread(zk_store.read_preferred_election, self.zk)
+        if requested is None:
+            return
+        partitions = [tp for tp in requested if tp in ctx.assignments] or sorted(ctx.assignments)
+        await self._move_to_preferred(partitions)
+        await asyncio.to_thread(zk_store.finish_preferred_election, self.zk)
+
+    async def _on_auto_rebalance(self) -> None:
+        ctx = self._require_ctx()
+        imbalanced = imbalanced_brokers(ctx, self.rebalance.imbalance_percent)
+        if imbalanced:
+            logger.info("leader imbalance on brokers %s: rebalancing", sorted(imbalanced))
+            await self._move_to_preferred(sorted(tp for tps in imbalanced.values() for tp in tps))
+
+    async def _move_to_preferred(self, partitions: list[TopicPartition]) -> None:
+        ctx = self._require_ctx()
+        changed = await self._elect(partitions, preferred_state)
+        if changed:
+            logger.info("moved %d partitions back to their preferred leader", len(changed))
+            batch = RequestBatch(ctx)
+            batch.add_leader_and_isr(changed)
+            batch.add_update_metadata()
+            self.channel.send(batch)
+
+    async def _on_controlled_shutdown(self) -> None:
+        """Seed section H: move leadership off departing brokers before they go."""
+        ctx = self._require_ctx()
+        requests, self._shutdown_requests = self._shutdown_requests, []
+        for request in requests:
+            live = ctx.live_brokers.get(request.broker_id)
+            if live is None or live.epoch != request.broker_epoch:
+                request.done.set_exception(
+                    StaleBrokerEpochError(f"broker {request.broker_id} is not registered as asked")
+                )
+                continue
+            started = time.monotonic()
+            ctx.shutting_down.add(request.broker_id)
+            involved = ctx.partitions_with_replica_on({request.broker_id})
+            changed = await self._elect(involved, controlled_shutdown_state)
+            batch = RequestBatch(ctx)
+            batch.add_leader_and_isr(changed)
+            batch.add_update_metadata()
+            self.channel.send(batch)
+            # Partitions with no other live replica cannot move; like Kafka, those do not
+            # hold the broker back.
+            remaining = [
+                tp
+                for tp in ctx.partitions_led_by({request.broker_id})
+                if any(
+                    r in ctx.live_brokers and r != request.broker_id for r in ctx.assignments[tp]
+                )
+            ]
+            logger.info(
+                "controlled shutdown of broker %d: %d partitions changed, %d still led, %.1f ms",
+                request.broker_id,
+                len(changed),
+                len(remaining),
+                (time.monotonic() - started) * 1000,
+            )
+            request.done.set_result(remaining)

@@ -9,7 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from brokerd.controller.context import ControllerContext
-from brokerd.controller.election import offline_leader, shrink_isr_without
+from brokerd.controller.election import (
+    controlled_shutdown_leader,
+    offline_leader,
+    preferred_leader,
+    shrink_isr_without,
+)
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import znodes
 
@@ -54,3 +59,60 @@ def next_state(ctx: ControllerContext, tp: TopicPartition) -> StateWrite | None:
         return None
     state = znodes.PartitionState(result.leader, next_epoch, list(result.isr), ctx.epoch)
     return StateWrite(tp, state, current.zk_version, unclean=result.unclean)
+
+
+def preferred_state(ctx: ControllerContext, tp: TopicPartition) -> StateWrite | None:
+    """Leadership back to the preferred replica, if it is elsewhere and the preferred one
+    is alive and in sync; None otherwise."""
+    current = ctx.leadership.get(tp)
+    replicas = ctx.assignments.get(tp, [])
+    if current is None or not replicas or current.leader == replicas[0]:
+        return None
+    result = preferred_leader(replicas, current.isr, ctx.live_ids)
+    if result is None:
+        return None
+    state = znodes.PartitionState(
+        result.leader, current.state.leader_epoch + 1, list(current.isr), ctx.epoch
+    )
+    return StateWrite(tp, state, current.zk_version)
+
+
+def imbalanced_brokers(
+    ctx: ControllerContext, threshold_percent: int
+) -> dict[int, list[TopicPartition]]:
+    """Per broker, the partitions it should lead but does not, where that share of the
+    partitions it is preferred for exceeds `threshold_percent` (Kafka's
+    leader.imbalance.per.broker.percentage)."""
+    preferred: dict[int, list[TopicPartition]] = {}
+    for tp, replicas in ctx.assignments.items():
+        if replicas and tp in ctx.leadership:
+            preferred.setdefault(replicas[0], []).append(tp)
+    imbalanced = {}
+    for broker, partitions in preferred.items():
+        misplaced = [tp for tp in partitions if ctx.leadership[tp].leader != broker]
+        if misplaced and len(misplaced) * 100 > threshold_percent * len(partitions):
+            imbalanced[broker] = sorted(misplaced)
+    return imbalanced
+
+
+def controlled_shutdown_state(ctx: ControllerContext, tp: TopicPartition) -> StateWrite | None:
+    """Leadership away from brokers shutting down, and those brokers out of the ISR.
+
+    None when nothing needs to change, or when no other in-sync replica can take over
+    (the partition stays with the departing broker until it is gone).
+    """
+    current = ctx.leadership.get(tp)
+    if current is None or not ctx.shutting_down.intersection([*current.isr, current.leader]):
+        return None
+    next_epoch = current.state.leader_epoch + 1
+    if current.leader in ctx.shutting_down:
+        result = controlled_shutdown_leader(
+            ctx.assignments[tp], current.isr, ctx.live_ids, ctx.shutting_down
+        )
+        if result is None:
+            return None
+        state = znodes.PartitionState(result.leader, next_epoch, list(result.isr), ctx.epoch)
+        return StateWrite(tp, state, current.zk_version)
+    isr = list(shrink_isr_without(current.isr, ctx.shutting_down))
+    state = znodes.PartitionState(current.leader, next_epoch, isr, ctx.epoch)
+    return StateWrite(tp, state, current.zk_version)

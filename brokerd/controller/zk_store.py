@@ -165,3 +165,18 @@ def take_isr_change_notifications(zk: KazooClient) -> set[TopicPartition]:
         with contextlib.suppress(NoNodeError):
             zk.delete(path)
     return changed
+
+
+def read_preferred_election(zk: KazooClient) -> list[TopicPartition] | None:
+    """The partitions of a pending preferred replica election, or None if none is pending."""
+    try:
+        data, _ = zk.get(znodes.PREFERRED_REPLICA_ELECTION_PATH)
+    except NoNodeError:
+        return None
+    election = znodes.PreferredReplicaElection.decode(data)
+    return [TopicPartition(t, p) for t, p in election.partitions]
+
+
+def finish_preferred_election(zk: KazooClient) -> None:
+    with contextlib.suppress(NoNodeError):
+        zk.delete(znodes.PREFERRED_REPLICA_ELECTION_PATH)

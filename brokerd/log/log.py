@@ -84,6 +84,20 @@ class Log:
             fsync_directory(directory)
         return cls(directory, config, segments, _open_epoch_cache(directory, segments), now_ms)
 
+    def update_config(self, config: LogConfig) -> None:
+        """Use `config` from now on: a topic's config was altered while the log is open.
+
+        Nothing is rewritten or rolled here. The next decision reads the new values: the
+        next append's roll check (segment.bytes, segment.ms, measured against the active
+        segment as it already is), the next retention pass and the next flush check.
+        Segments keep their own reference for the roll check and index spacing, so every
+        open segment is pointed at the new config too; segments already larger than a
+        smaller segment.bytes stay as they are, as in Kafka.
+        """
+        self._config = config
+        for segment in self._segments:
+            segment._config = config
+
     @property
     def directory(self) -> Path:
         return self._directory

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
+
+from kazoo.client import KazooClient
 
 from spark_replica import cluster_dir
 from spark_replica.client import Cluster, bootstrap_from_zookeeper, parse_bootstrap
 from spark_replica.errors import ConfigError, ReplogError
+from spark_replica.zk.session import connect
 
 T = TypeVar("T")
 
@@ -38,6 +42,25 @@ def open_cluster(args: argparse.Namespace) -> Cluster:
     if args.zookeeper:
         return Cluster(bootstrap_from_zookeeper(args.zookeeper), client_id="replog-cli")
     return Cluster(cluster_dir.running_bootstrap(args.dir), client_id="replog-cli")
+
+
+@contextlib.contextmanager
+def zookeeper_session(args: argparse.Namespace, needed_for: str) -> Iterator[KazooClient]:
+    """A ZooKeeper session from --zookeeper or the cluster directory, closed afterwards.
+
+    Some commands write straight to ZooKeeper, as Kafka's `--zookeeper` tools did; with
+    only --bootstrap they cannot, and say so.
+    """
+    if args.bootstrap:
+        raise ConfigError(
+            f"{needed_for} need ZooKeeper: pass --zookeeper or --dir instead of --bootstrap"
+        )
+    zk = connect(args.zookeeper or cluster_dir.load(args.dir).zookeeper)
+    try:
+        yield zk
+    finally:
+        zk.stop()
+        zk.close()
 
 
 def run_with_cluster(args: argparse.Namespace, work: Callable[[Cluster], Awaitable[T]]) -> T:

@@ -6,7 +6,16 @@ import argparse
 import logging
 import sys
 
-from spark_replica.cli import cluster, consume, demo, produce, topics, zookeeper
+from spark_replica.cli import (
+    cluster,
+    configs,
+    consume,
+    demo,
+    elect_leaders,
+    produce,
+    topics,
+    zookeeper,
+)
 from spark_replica.cli.common import report
 from spark_replica.errors import ReplogError
 
@@ -18,6 +27,8 @@ def build_parser() -> argparse.ArgumentParser:
     zookeeper.add_parser(subparsers)
     cluster.add_parsers(subparsers)
     topics.add_parser(subparsers)
+    elect_leaders.add_parser(subparsers)
+    configs.add_parser(subparsers)
     produce.add_parser(subparsers)
     consume.add_parser(subparsers)
     return parser

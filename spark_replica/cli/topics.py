@@ -1,4 +1,4 @@
-"""`replog topics create|delete|list|describe`."""
+"""`replog topics create|alter|delete|list|describe`."""
 
 from __future__ import annotations
 
@@ -21,6 +21,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     add_connection_options(create)
 
+    alter = actions.add_parser("alter", help="grow a topic to more partitions")
+    alter.add_argument("name")
+    alter.add_argument("--partitions", type=int, required=True, help="the new total")
+    add_connection_options(alter)
+
     delete = actions.add_parser("delete", help="delete a topic and its data")
     delete.add_argument("name")
     add_connection_options(delete)
@@ -42,6 +47,9 @@ def run(args: argparse.Namespace) -> int:
             configs = parse_assignments(args.config)
             await admin.create_topic(args.name, args.partitions, args.replication_factor, configs)
             print(f"Created topic {args.name}.")
+        elif args.action == "alter":
+            await admin.create_partitions(args.name, args.partitions)
+            print(f"Topic {args.name} now has {args.partitions} partitions.")
         elif args.action == "delete":
             await admin.delete_topic(args.name)
             print(f"Deleted topic {args.name}.")

@@ -13,14 +13,17 @@ from dataclasses import dataclass, field
 from spark_replica.errors import (
     ReplogError,
     TimeoutExpiredError,
+    UnknownTopicOrPartitionError,
     raise_for_code,
 )
 from spark_replica.protocol.list_offsets import DEBUG_REPLICA_ID, LATEST_TIMESTAMP
 from spark_replica.protocol.metadata import NO_LEADER, TopicMetadata
 from spark_replica.protocol.topic_admin import (
+    CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteTopicsRequest,
     NewTopic,
+    PartitionCount,
 )
 from spark_replica.topics import TopicPartition
 
@@ -74,16 +77,30 @@ class Admin:
         response = await conn.send(request)
         result = response.topics[0]
         raise_for_code(result.error_code, result.error_message or "")
-        return await self.wait_for_leaders(topic, timeout_s)
+        return await self.wait_for_leaders(topic, timeout_s, partitions)
 
-    async def wait_for_leaders(self, topic: str, timeout_s: float) -> TopicMetadata:
+    async def create_partitions(
+        self, topic: str, count: int, timeout_s: float = DEFAULT_ADMIN_TIMEOUT_S
+    ) -> TopicMetadata:
+        """Grow `topic` to `count` partitions; return once every one has a leader."""
+        conn = await self.cluster.any_connection()
+        response = await conn.send(
+            CreatePartitionsRequest([PartitionCount(topic, count)], int(timeout_s * 1000))
+        )
+        result = response.topics[0]
+        raise_for_code(result.error_code, result.error_message or "")
+        return await self.wait_for_leaders(topic, timeout_s, count)
+
+    async def wait_for_leaders(
+        self, topic: str, timeout_s: float, partitions: int = 0
+    ) -> TopicMetadata:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:
             await self.cluster.refresh([topic])
             try:
                 metadata = self.cluster.topic(topic)
-                if metadata.partitions and all(
+                if len(metadata.partitions) >= max(partitions, 1) and all(
                     p.leader != NO_LEADER and not p.error_code for p in metadata.partitions
                 ):
                     return metadata
@@ -97,10 +114,20 @@ class Admin:
             await asyncio.sleep(0.05)
 
     async def delete_topic(self, topic: str, timeout_s: float = DEFAULT_ADMIN_TIMEOUT_S) -> None:
+        """Delete a topic; return once the brokers no longer know it (its name is free)."""
         conn = await self.cluster.any_connection()
         response = await conn.send(DeleteTopicsRequest([topic], int(timeout_s * 1000)))
         result = response.topics[0]
         raise_for_code(result.error_code, result.error_message or "")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            metadata = (await self.cluster.refresh([topic])).topics[0]
+            if metadata.error_code == UnknownTopicOrPartitionError.code:
+                return
+            if loop.time() > deadline:
+                raise TimeoutExpiredError(f"topic {topic!r} still exists after {timeout_s:.0f} s")
+            await asyncio.sleep(0.05)
 
     async def list_topics(self) -> list[str]:
         response = await self.cluster.refresh(None)

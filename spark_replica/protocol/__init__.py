@@ -7,13 +7,22 @@ elsewhere.
 
 from spark_replica.protocol.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from spark_replica.protocol.apis import SUPPORTED_VERSIONS, ApiKey, is_supported
+from spark_replica.protocol.controlled_shutdown import (
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+)
 from spark_replica.protocol.controller_requests import (
     EmptyResponse,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
+    StopReplicaRequest,
     UpdateMetadataRequest,
 )
 from spark_replica.protocol.fetch import FetchRequest, FetchResponse
+from spark_replica.protocol.init_producer_id import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+)
 from spark_replica.protocol.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from spark_replica.protocol.metadata import MetadataRequest, MetadataResponse
 from spark_replica.protocol.offsets_for_leader_epoch import (
@@ -22,6 +31,7 @@ from spark_replica.protocol.offsets_for_leader_epoch import (
 )
 from spark_replica.protocol.produce import ProduceRequest, ProduceResponse
 from spark_replica.protocol.topic_admin import (
+    CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteTopicsRequest,
     TopicResultsResponse,
@@ -39,6 +49,10 @@ RESPONSE_TYPES = {
     ApiKey.LEADER_AND_ISR: LeaderAndIsrResponse,
     ApiKey.UPDATE_METADATA: EmptyResponse,
     ApiKey.OFFSETS_FOR_LEADER_EPOCH: OffsetsForLeaderEpochResponse,
+    ApiKey.INIT_PRODUCER_ID: InitProducerIdResponse,
+    ApiKey.STOP_REPLICA: LeaderAndIsrResponse,
+    ApiKey.CONTROLLED_SHUTDOWN: ControlledShutdownResponse,
+    ApiKey.CREATE_PARTITIONS: TopicResultsResponse,
 }
 
 # The request type of each API key.
@@ -53,6 +67,10 @@ REQUEST_TYPES = {
     ApiKey.LEADER_AND_ISR: LeaderAndIsrRequest,
     ApiKey.UPDATE_METADATA: UpdateMetadataRequest,
     ApiKey.OFFSETS_FOR_LEADER_EPOCH: OffsetsForLeaderEpochRequest,
+    ApiKey.INIT_PRODUCER_ID: InitProducerIdRequest,
+    ApiKey.STOP_REPLICA: StopReplicaRequest,
+    ApiKey.CONTROLLED_SHUTDOWN: ControlledShutdownRequest,
+    ApiKey.CREATE_PARTITIONS: CreatePartitionsRequest,
 }
 
 __all__ = [
@@ -62,11 +80,16 @@ __all__ = [
     "ApiKey",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
+    "ControlledShutdownRequest",
+    "ControlledShutdownResponse",
+    "CreatePartitionsRequest",
     "CreateTopicsRequest",
     "DeleteTopicsRequest",
     "EmptyResponse",
     "FetchRequest",
     "FetchResponse",
+    "InitProducerIdRequest",
+    "InitProducerIdResponse",
     "LeaderAndIsrRequest",
     "LeaderAndIsrResponse",
     "ListOffsetsRequest",
@@ -77,6 +100,7 @@ __all__ = [
     "OffsetsForLeaderEpochResponse",
     "ProduceRequest",
     "ProduceResponse",
+    "StopReplicaRequest",
     "TopicResultsResponse",
     "UpdateMetadataRequest",
     "is_supported",

@@ -15,11 +15,15 @@ class ApiKey(IntEnum):
     LIST_OFFSETS = 2
     METADATA = 3
     LEADER_AND_ISR = 4
+    STOP_REPLICA = 5
+    CONTROLLED_SHUTDOWN = 7
     UPDATE_METADATA = 6
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
     OFFSETS_FOR_LEADER_EPOCH = 23
+    CREATE_PARTITIONS = 37
 
 
 # api key -> (min version, max version) this build serves
@@ -34,6 +38,10 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LEADER_AND_ISR: (0, 0),
     ApiKey.UPDATE_METADATA: (0, 0),
     ApiKey.OFFSETS_FOR_LEADER_EPOCH: (0, 0),
+    ApiKey.INIT_PRODUCER_ID: (0, 0),
+    ApiKey.STOP_REPLICA: (0, 0),
+    ApiKey.CONTROLLED_SHUTDOWN: (0, 0),
+    ApiKey.CREATE_PARTITIONS: (0, 0),
 }
 
 

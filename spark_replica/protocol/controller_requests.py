@@ -12,6 +12,9 @@ a new controller sets on its first round. Answer: an error code per partition.
 
 UpdateMetadata: the live brokers and the state of every partition; it replaces the
 broker's metadata cache whole. Answer: an empty body (or a top-level error).
+
+StopReplica: partitions this broker must stop replicating, and whether to delete their
+logs (topic deletion). Answer: an error code per partition.
 """
 
 from __future__ import annotations
@@ -162,3 +165,28 @@ class EmptyResponse:
     @classmethod
     def read(cls, r: Reader) -> EmptyResponse:
         return cls()
+
+
+@dataclass(slots=True)
+class StopReplicaTopic:
+    topic: str
+    partitions: list[int]
+
+
+@dataclass(slots=True)
+class StopReplicaRequest:
+    API_KEY = ApiKey.STOP_REPLICA
+    header: ControllerHeader
+    delete_partitions: bool
+    topics: list[StopReplicaTopic]
+
+    def write(self, w: Writer) -> None:
+        self.header.write(w)
+        w.boolean(self.delete_partitions)
+        w.topics(self.topics, w.int32)
+
+    @classmethod
+    def read(cls, r: Reader) -> StopReplicaRequest:
+        header = ControllerHeader.read(r)
+        delete = r.boolean()
+        return cls(header, delete, r.topics(StopReplicaTopic, r.int32))

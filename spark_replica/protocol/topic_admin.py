@@ -1,8 +1,9 @@
-"""CreateTopics and DeleteTopics: topic administration through any broker.
+"""CreateTopics, DeleteTopics and CreatePartitions: topic administration through any broker.
 
 CreateTopics request: per topic its name, partition count, replication factor and config
 entries (key, value); then timeout_ms. DeleteTopics request: topic names, timeout_ms.
-Both answer per topic an error code and message.
+CreatePartitions request: per topic its name and new total partition count; timeout_ms.
+All answer per topic an error code and message.
 """
 
 from __future__ import annotations
@@ -78,8 +79,34 @@ class DeleteTopicsRequest:
 
 
 @dataclass(slots=True)
+class PartitionCount:
+    topic: str
+    count: int
+
+
+@dataclass(slots=True)
+class CreatePartitionsRequest:
+    API_KEY = ApiKey.CREATE_PARTITIONS
+    topics: list[PartitionCount]
+    timeout_ms: int = 30_000
+
+    def write(self, w: Writer) -> None:
+        def write_topic(t: PartitionCount) -> None:
+            w.string(t.topic)
+            w.int32(t.count)
+
+        w.array(self.topics, write_topic)
+        w.int32(self.timeout_ms)
+
+    @classmethod
+    def read(cls, r: Reader) -> CreatePartitionsRequest:
+        topics = r.required_array(lambda: PartitionCount(r.required_string(), r.int32()))
+        return cls(topics, r.int32())
+
+
+@dataclass(slots=True)
 class TopicResultsResponse:
-    """The response of both CreateTopics and DeleteTopics."""
+    """The response of CreateTopics, DeleteTopics and CreatePartitions."""
 
     topics: list[TopicResult]
 

@@ -12,20 +12,23 @@ import zlib
 from collections.abc import Mapping
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from spark_replica.errors import (
+    ConfigError,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
     ZooKeeperError,
 )
-from spark_replica.topic_config import parse_topic_configs
+from spark_replica.topic_config import TOPIC_CONFIG_PARSERS, parse_topic_configs
 from spark_replica.topics import validate_topic_name
 from spark_replica.zk import znodes
 
 MAX_PARTITIONS = 100_000
+# Read-modify-write attempts of alter_topic_config before giving up on a busy config.
+ALTER_ATTEMPTS = 20
 
 
 def live_broker_ids(zk: KazooClient) -> list[int]:
@@ -117,13 +120,80 @@ def create_topic(
 
 
 def delete_topic(zk: KazooClient, topic: str) -> None:
-    """Remove a topic's znodes; brokers notice and delete their local logs."""
+    """Ask the controller to delete a topic (`/admin/delete_topics/T`); asking twice is fine.
+
+    The controller stops every replica, has them delete their logs, then removes the
+    topic's znodes and the request.
+    """
     validate_topic_name(topic)
     if not zk.exists(znodes.topic_path(topic)):
         raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
-    zk.delete(znodes.topic_path(topic), recursive=True)
+    zk.ensure_path(znodes.DELETE_TOPICS_PATH)
+    with contextlib.suppress(NodeExistsError):
+        zk.create(znodes.delete_topic_path(topic), b"")
+
+
+def request_preferred_election(zk: KazooClient, partitions: list[tuple[str, int]]) -> None:
+    """Ask the controller to move `partitions` back to their preferred replicas."""
+    zk.ensure_path("/admin")
+    election = znodes.PreferredReplicaElection(partitions)
+    try:
+        zk.create(znodes.PREFERRED_REPLICA_ELECTION_PATH, election.encode())
+    except NodeExistsError:
+        raise ZooKeeperError(
+            "a preferred replica election is already in progress; try again when it is done"
+        ) from None
+
+
+def topics_to_delete(zk: KazooClient) -> list[str]:
+    try:
+        return sorted(zk.get_children(znodes.DELETE_TOPICS_PATH))
+    except NoNodeError:
+        return []
+
+
+def remove_topic_znodes(zk: KazooClient, topic: str) -> None:
+    """The last step of a deletion: the topic, its config, then the deletion request."""
+    for path in (znodes.topic_path(topic), znodes.topic_config_path(topic)):
+        with contextlib.suppress(NoNodeError):
+            zk.delete(path, recursive=True)
     with contextlib.suppress(NoNodeError):
-        zk.delete(znodes.topic_config_path(topic))
+        zk.delete(znodes.delete_topic_path(topic))
+
+
+def add_partitions(zk: KazooClient, topic: str, count: int) -> znodes.TopicAssignment:
+    """Grow a topic to `count` partitions; the new ones get replicas like a new topic's.
+
+    Only growth is allowed (shrinking would drop data and break key partitioning). The
+    assignment is rewritten conditionally on its zkVersion, so a concurrent change fails
+    rather than being overwritten; the controller notices and elects the new leaders.
+    """
+    validate_topic_name(topic)
+    try:
+        data, stat = zk.get(znodes.topic_path(topic))
+    except NoNodeError:
+        raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist") from None
+    assignment = znodes.TopicAssignment.decode(topic, data)
+    current = len(assignment.partitions)
+    if count <= current:
+        raise InvalidPartitionsError(
+            f"topic {topic!r} has {current} partitions; it can only grow, not to {count}"
+        )
+    if count > MAX_PARTITIONS:
+        raise InvalidPartitionsError(f"partitions must be at most {MAX_PARTITIONS}, not {count}")
+    replication = len(next(iter(assignment.partitions.values())))
+    brokers = live_broker_ids(zk)
+    added = assign_replicas(
+        brokers, count - current, replication, start=zlib.crc32(topic.encode()) + current
+    )
+    partitions = dict(assignment.partitions)
+    partitions.update({current + p: replicas for p, replicas in added.items()})
+    grown = znodes.TopicAssignment(topic, partitions)
+    try:
+        zk.set(znodes.topic_path(topic), grown.encode(), version=stat.version)
+    except BadVersionError:
+        raise ZooKeeperError(f"topic {topic!r} changed meanwhile; try again") from None
+    return grown
 
 
 def list_topics(zk: KazooClient) -> list[str]:
@@ -159,3 +229,80 @@ def read_topic_config(zk: KazooClient, topic: str) -> dict[str, str]:
     except NoNodeError:
         return {}
     return znodes.TopicConfig.decode(topic, data).config
+
+
+def merge_topic_config(
+    current: Mapping[str, str], set: Mapping[str, str], delete: list[str]
+) -> dict[str, str]:
+    """The config after an alteration, checked before anything is written.
+
+    Every key to set must be known with a valid value, every key to delete must be
+    known (a typo would otherwise silently delete nothing), and no key may be both set
+    and deleted. Deleting a key that is not set is a no-op, as in Kafka.
+    """
+    if not set and not delete:
+        raise ConfigError("nothing to alter: give configs to add or to delete")
+    parse_topic_configs(set)
+    for key in delete:
+        if key not in TOPIC_CONFIG_PARSERS:
+            known = ", ".join(sorted(TOPIC_CONFIG_PARSERS))
+            raise ConfigError(f"cannot delete unknown topic config {key!r}; known keys: {known}")
+    both = sorted(set.keys() & frozenset(delete))
+    if both:
+        raise ConfigError(f"config {', '.join(both)} is both added and deleted")
+    merged = {k: v for k, v in current.items() if k not in delete}
+    merged.update(set)
+    return merged
+
+
+def alter_topic_config(
+    zk: KazooClient, topic: str, set: Mapping[str, str], delete: list[str]
+) -> dict[str, str]:
+    """Change a topic's config and tell every broker, all or nothing; return the new config.
+
+    The config znode and a `/config/changes` notification are written in one transaction
+    that also checks the topic still exists and the config is the version we read, so a
+    concurrent alteration is never lost (we re-read and retry) and a failure writes
+    neither znode.
+    """
+    validate_topic_name(topic)
+    merge_topic_config({}, set, delete)
+    zk.ensure_path(znodes.TOPIC_CONFIG_PATH)
+    zk.ensure_path(znodes.CONFIG_CHANGES_PATH)
+    config_path = znodes.topic_config_path(topic)
+    for _ in range(ALTER_ATTEMPTS):
+        if not zk.exists(znodes.topic_path(topic)):
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+        try:
+            data, stat = zk.get(config_path)
+        except NoNodeError:
+            current: dict[str, str] = {}
+            version = None
+        else:
+            current = znodes.TopicConfig.decode(topic, data).config
+            version = stat.version
+        merged = merge_topic_config(current, set, delete)
+        encoded = znodes.TopicConfig(topic, merged).encode()
+        transaction = zk.transaction()
+        transaction.check(znodes.topic_path(topic), -1)
+        if version is None:
+            transaction.create(config_path, encoded)
+        else:
+            transaction.set_data(config_path, encoded, version=version)
+        transaction.create(
+            znodes.CONFIG_CHANGE_PREFIX,
+            znodes.ConfigChangeNotification.for_topic(topic).encode(),
+            sequence=True,
+        )
+        failures = [r for r in transaction.commit() if isinstance(r, Exception)]
+        if not failures:
+            return merged
+        if any(isinstance(r, (BadVersionError, NodeExistsError)) for r in failures):
+            continue  # someone else altered the config between our read and write
+        if any(isinstance(r, NoNodeError) for r in failures):
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+        raise ZooKeeperError(f"altering the config of topic {topic!r} failed: {failures[0]!r}")
+    raise ZooKeeperError(
+        f"the config of topic {topic!r} kept changing under us; gave up after "
+        f"{ALTER_ATTEMPTS} attempts"
+    )

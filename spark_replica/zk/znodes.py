@@ -19,6 +19,8 @@ TOPICS_PATH = "/brokers/topics"
 TOPIC_CONFIG_PATH = "/config/topics"
 CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
+DELETE_TOPICS_PATH = "/admin/delete_topics"
+PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
 VERSION = 1
 
 
@@ -40,6 +42,11 @@ def partition_path(topic: str, partition: int) -> str:
 
 def partition_state_path(topic: str, partition: int) -> str:
     return f"{partition_path(topic, partition)}/state"
+
+
+def delete_topic_path(topic: str) -> str:
+    """`/admin/delete_topics/T`: a request to delete T, removed when the deletion is done."""
+    return f"{DELETE_TOPICS_PATH}/{topic}"
 
 
 def topic_config_path(topic: str) -> str:
@@ -191,6 +198,30 @@ class ControllerRegistration:
             raise ZooKeeperError(f"{CONTROLLER_PATH} lacks a valid {exc}") from exc
 
 
+@dataclass(frozen=True, slots=True)
+class PreferredReplicaElection:
+    """`/admin/preferred_replica_election`: partitions to move back to their preferred
+    replica (the first of their assignment); the controller removes it when done."""
+
+    partitions: list[tuple[str, int]]
+
+    def encode(self) -> bytes:
+        return _dump(
+            {
+                "version": VERSION,
+                "partitions": [{"topic": t, "partition": p} for t, p in self.partitions],
+            }
+        )
+
+    @classmethod
+    def decode(cls, data: bytes) -> PreferredReplicaElection:
+        value = _load(data, PREFERRED_REPLICA_ELECTION_PATH)
+        try:
+            return cls([(str(e["topic"]), int(e["partition"])) for e in value["partitions"]])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ZooKeeperError(f"{PREFERRED_REPLICA_ELECTION_PATH} lacks a valid {exc}") from exc
+
+
 def encode_controller_epoch(epoch: int) -> bytes:
     """`/controller_epoch` holds the epoch as a plain integer, as in Kafka."""
     return str(epoch).encode()
@@ -225,3 +256,43 @@ class IsrChangeNotification:
             return cls([(str(e["topic"]), int(e["partition"])) for e in value["partitions"]])
         except (KeyError, TypeError, ValueError) as exc:
             raise ZooKeeperError(f"{path} lacks a valid {exc}") from exc
+
+
+CONFIG_CHANGES_PATH = "/config/changes"
+CONFIG_CHANGE_PREFIX = f"{CONFIG_CHANGES_PATH}/config_change_"
+CONFIG_CHANGE_VERSION = 2
+TOPIC_ENTITY_PREFIX = "topics/"
+
+
+def config_change_path(child: str) -> str:
+    return f"{CONFIG_CHANGES_PATH}/{child}"
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigChangeNotification:
+    """`/config/changes/config_change_N` (sequential): an entity whose config was altered,
+    so that every broker re-reads it. Kafka's version 2 layout names it by path
+    (``topics/T``); the config itself stays in `/config/topics/T`."""
+
+    entity_path: str
+
+    @classmethod
+    def for_topic(cls, topic: str) -> ConfigChangeNotification:
+        return cls(f"{TOPIC_ENTITY_PREFIX}{topic}")
+
+    @property
+    def topic(self) -> str | None:
+        """The topic named, or None for an entity replog does not configure (e.g. brokers)."""
+        kind, slash, name = self.entity_path.partition("/")
+        return name if slash and kind == TOPIC_ENTITY_PREFIX.rstrip("/") and name else None
+
+    def encode(self) -> bytes:
+        return _dump({"version": CONFIG_CHANGE_VERSION, "entity_path": self.entity_path})
+
+    @classmethod
+    def decode(cls, path: str, data: bytes) -> ConfigChangeNotification:
+        value = _load(data, path)
+        entity_path = value.get("entity_path")
+        if value.get("version") != CONFIG_CHANGE_VERSION or not isinstance(entity_path, str):
+            raise ZooKeeperError(f"{path} is not a version 2 config change with an entity_path")
+        return cls(entity_path)

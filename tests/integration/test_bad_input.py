@@ -56,14 +56,18 @@ from spark_replica.protocol import (
     CreateTopicsRequest,
     DeleteTopicsRequest,
     FetchRequest,
+    InitProducerIdRequest,
     ListOffsetsRequest,
     MetadataRequest,
     ProduceRequest,
 )
+from spark_replica.protocol.controlled_shutdown import ControlledShutdownRequest
 from spark_replica.protocol.controller_requests import (
     ControllerHeader,
     LeaderAndIsrRequest,
     PartitionLeaderState,
+    StopReplicaRequest,
+    StopReplicaTopic,
     TopicLeaderStates,
     UpdateMetadataRequest,
 )
@@ -83,7 +87,12 @@ from spark_replica.protocol.offsets_for_leader_epoch import (
 )
 from spark_replica.protocol.primitives import Reader, Writer
 from spark_replica.protocol.produce import ProducePartition, ProduceResponse, ProduceTopic
-from spark_replica.protocol.topic_admin import NewTopic, TopicResultsResponse
+from spark_replica.protocol.topic_admin import (
+    CreatePartitionsRequest,
+    NewTopic,
+    PartitionCount,
+    TopicResultsResponse,
+)
 from spark_replica.records import (
     CRC_FIELD_OFFSET,
     HEADER_SIZE,
@@ -444,6 +453,17 @@ def valid_bodies() -> dict[ApiKey, bytes]:
         ApiKey.OFFSETS_FOR_LEADER_EPOCH: body_of(
             OffsetsForLeaderEpochRequest([EpochQueryTopic(SEED_TOPIC, [EpochQuery(0, 0)])])
         ),
+        ApiKey.INIT_PRODUCER_ID: body_of(InitProducerIdRequest()),
+        ApiKey.STOP_REPLICA: body_of(
+            StopReplicaRequest(
+                ControllerHeader(99, 0, -5), True, [StopReplicaTopic(SEED_TOPIC, [0])]
+            )
+        ),
+        ApiKey.CREATE_PARTITIONS: body_of(
+            CreatePartitionsRequest([PartitionCount("never-created", 2)], 1000)
+        ),
+        # For a broker id that is not registered: refused, nothing moves.
+        ApiKey.CONTROLLED_SHUTDOWN: body_of(ControlledShutdownRequest(99, -5)),
     }
 
 

@@ -78,3 +78,32 @@ def test_replica_states_follow_brokers() -> None:
     assert refused == [(TP, 2)], "OFFLINE cannot jump to deletion-successful"
     ctx.remove_topic("t")
     assert ctx.replica_states.get((TP, 2)) is ReplicaState.NON_EXISTENT
+
+
+def test_preferred_state_moves_leadership_back_when_possible() -> None:
+    ctx = context([1, 2, 3], znodes.PartitionState(2, 4, [2, 3, 1], 6))
+    write = next_preferred(ctx)
+    assert write is not None
+    assert (write.state.leader, write.state.leader_epoch, write.state.isr) == (1, 5, [2, 3, 1])
+    assert next_preferred(context([2, 3], znodes.PartitionState(2, 4, [2, 3, 1], 6))) is None
+    assert next_preferred(context([1, 2, 3], znodes.PartitionState(2, 4, [2, 3], 6))) is None
+    assert next_preferred(context([1, 2, 3], znodes.PartitionState(1, 4, [1, 2], 6))) is None
+
+
+def next_preferred(ctx: ControllerContext) -> object:
+    from brokerd.controller.decisions import preferred_state
+
+    return preferred_state(ctx, TP)
+
+
+def test_imbalance_counts_misplaced_leaders_per_preferred_broker() -> None:
+    from brokerd.controller.decisions import imbalanced_brokers
+
+    ctx = context([1, 2, 3])
+    for p in range(10):
+        tp = TopicPartition("t", p)
+        ctx.assignments[tp] = [1, 2, 3]
+        leader = 2 if p < 2 else 1
+        ctx.leadership[tp] = LeaderAndIsr(znodes.PartitionState(leader, 0, [1, 2, 3], 1), 0)
+    assert imbalanced_brokers(ctx, 10) == {1: [TopicPartition("t", 0), TopicPartition("t", 1)]}
+    assert imbalanced_brokers(ctx, 20) == {}, "2 of 10 is not over 20%"

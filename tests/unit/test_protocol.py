@@ -7,6 +7,11 @@ import pytest
 from spark_replica.errors import ProtocolError
 from spark_replica.protocol import REQUEST_TYPES, RESPONSE_TYPES, ApiKey, is_supported
 from spark_replica.protocol.api_versions import ApiVersionRange, ApiVersionsResponse
+from spark_replica.protocol.controlled_shutdown import (
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    RemainingPartitions,
+)
 from spark_replica.protocol.controller_requests import (
     ControllerHeader,
     EmptyResponse,
@@ -14,6 +19,8 @@ from spark_replica.protocol.controller_requests import (
     LeaderAndIsrResponse,
     PartitionError,
     PartitionLeaderState,
+    StopReplicaRequest,
+    StopReplicaTopic,
     TopicErrors,
     TopicLeaderStates,
     UpdateMetadataRequest,
@@ -31,6 +38,10 @@ from spark_replica.protocol.frames import (
     ResponseHeader,
     encode_request,
     encode_response,
+)
+from spark_replica.protocol.init_producer_id import (
+    InitProducerIdRequest,
+    InitProducerIdResponse,
 )
 from spark_replica.protocol.list_offsets import (
     ListOffsetsPartition,
@@ -65,9 +76,11 @@ from spark_replica.protocol.produce import (
     ProduceTopicResult,
 )
 from spark_replica.protocol.topic_admin import (
+    CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteTopicsRequest,
     NewTopic,
+    PartitionCount,
     TopicResult,
     TopicResultsResponse,
 )
@@ -76,6 +89,10 @@ HEADER = ControllerHeader(1, 7, 4242)
 STATE = PartitionLeaderState(0, 2, 3, [2, 3], 5, [1, 2, 3])
 
 MESSAGES = [
+    ControlledShutdownRequest(3, 4242),
+    ControlledShutdownResponse([RemainingPartitions("t", [1, 2])]),
+    StopReplicaRequest(HEADER, True, [StopReplicaTopic("t", [0, 3])]),
+    CreatePartitionsRequest([PartitionCount("t", 6)], 500),
     LeaderAndIsrRequest(HEADER, True, [TopicLeaderStates("t", [STATE])], [BrokerInfo(2, "h", 9)]),
     LeaderAndIsrResponse([TopicErrors("t", [PartitionError(0, 11, "stale")])]),
     UpdateMetadataRequest(HEADER, [BrokerInfo(1, "h", 9)], [TopicLeaderStates("t", [STATE])]),
@@ -97,6 +114,9 @@ MESSAGES = [
     CreateTopicsRequest([NewTopic("t", 3, 1, {"retention.ms": "5"})], 100),
     DeleteTopicsRequest(["t"], 100),
     TopicResultsResponse([TopicResult("t", 36, "exists")]),
+    InitProducerIdRequest(),
+    InitProducerIdRequest("txn", 30_000, 1234, 5),
+    InitProducerIdResponse(2**40, 32767),
 ]
 
 

@@ -1,0 +1,172 @@
+"""Altering topic configs on a running broker: `replog configs alter` writes ZooKeeper, the
+broker follows `/config/changes` and applies the new settings to its live partitions."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from spark_replica.client import Cluster, Producer, ProducerConfig
+from spark_replica.errors import NotEnoughReplicasError
+from spark_replica.launcher import BrokerProcess
+from spark_replica.zk import znodes
+from spark_replica.zk.session import connect
+from tests.support import BrokerFactory, create_topic, replog, run
+
+pytestmark = pytest.mark.slow
+
+APPLY_TIMEOUT_S = 20
+RECORD = "x" * 300
+
+
+def alter(broker: BrokerProcess, topic: str, *flags: str) -> None:
+    """Alter through the CLI, then wait until the broker logs that it applied it."""
+    before = applied_count(broker, topic)
+    done = replog("configs", "alter", "--topic", topic, *flags, "--zookeeper", broker.zookeeper)
+    assert done.returncode == 0, done.stderr
+    deadline = time.monotonic() + APPLY_TIMEOUT_S
+    while applied_count(broker, topic) == before:
+        assert time.monotonic() < deadline, f"broker did not apply {flags} to {topic}"
+        time.sleep(0.1)
+
+
+def applied_count(broker: BrokerProcess, topic: str) -> int:
+    log_file = broker.log_dir / "broker.log"
+    text = log_file.read_text() if log_file.exists() else ""
+    return text.count(f"partition(s) of {topic}\n")
+
+
+def log_files(broker: BrokerProcess, topic: str) -> list[Path]:
+    return sorted((broker.log_dir / f"{topic}-0").glob("*.log"))
+
+
+def produce(broker: BrokerProcess, topic: str, count: int, acks: int = 1) -> None:
+    async def send() -> None:
+        cluster = Cluster([(broker.host, broker.port)])
+        try:
+            producer = Producer(cluster, ProducerConfig(acks=acks))
+            for _ in range(count):
+                await producer.send_records(topic, [RECORD], partition=0)
+        finally:
+            await cluster.close()
+
+    run(send())
+
+
+def test_min_insync_replicas_applies_live_and_deleting_it_restores_acks_all(
+    broker: BrokerProcess,
+) -> None:
+    run(create_topic([(broker.host, broker.port)], "strict"))
+    alter(broker, "strict", "--add-config", "min.insync.replicas=2")
+
+    async def scenario() -> None:
+        cluster = Cluster([(broker.host, broker.port)])
+        strict = Producer(cluster, ProducerConfig(acks=-1, delivery_timeout_ms=1000))
+        relaxed = Producer(cluster, ProducerConfig(acks=1))
+        try:
+            with pytest.raises(NotEnoughReplicasError, match=r"min\.insync\.replicas=2"):
+                await strict.send_records("strict", ["refused"], partition=0)
+            acked = await relaxed.send_records("strict", ["acks=1 works"], partition=0)
+            assert acked[0].offset == 0
+        finally:
+            await cluster.close()
+
+    run(scenario())
+    described = replog("configs", "describe", "--topic", "strict", "--zookeeper", broker.zookeeper)
+    assert described.stdout == b"min.insync.replicas=2\n"
+
+    alter(broker, "strict", "--delete-config", "min.insync.replicas")
+    produce(broker, "strict", 1, acks=-1)
+    described = replog("configs", "describe", "--topic", "strict", "--zookeeper", broker.zookeeper)
+    assert described.returncode == 0 and described.stdout == b""
+
+
+def test_segment_bytes_applies_to_the_next_roll(broker: BrokerProcess) -> None:
+    run(create_topic([(broker.host, broker.port)], "rolling"))
+    produce(broker, "rolling", 5)
+    assert len(log_files(broker, "rolling")) == 1
+    alter(broker, "rolling", "--add-config", "segment.bytes=1024")
+    produce(broker, "rolling", 10)
+    files = log_files(broker, "rolling")
+    # The big segment rolls at the first append; then about 2 records of ~370 bytes fit
+    # in each 1024-byte segment.
+    assert len(files) >= 5, [f.name for f in files]
+    assert all(f.stat().st_size <= 1024 for f in files[1:])
+
+
+def test_retention_ms_deletes_old_segments_once_lowered(brokers: BrokerFactory) -> None:
+    broker = brokers.start(1, **{"log.retention.check.interval.ms": "500"})
+    run(create_topic([(broker.host, broker.port)], "aging", **{"segment.bytes": "1024"}))
+    produce(broker, "aging", 6)
+    first = broker.log_dir / "aging-0" / f"{0:020d}.log"
+    time.sleep(1.5)
+    assert first.exists(), "the default retention keeps it"
+    alter(broker, "aging", "--add-config", "retention.ms=1000")
+    deadline = time.monotonic() + APPLY_TIMEOUT_S
+    while first.exists():
+        assert time.monotonic() < deadline, "retention.ms=1000 did not delete old segments"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--add-config", "retention.msx=5"], b"retention.msx"),
+        (["--add-config", "segment.bytes=12"], b"segment.bytes"),
+        (["--add-config", "retention.ms=1000,min.insync.replicas=many"], b"min.insync.replicas"),
+        (["--delete-config", "no.such.key"], b"no.such.key"),
+        (["--add-config", "retention.ms"], b"retention.ms"),
+    ],
+)
+def test_bad_input_is_refused_and_leaves_the_config_unchanged(
+    broker: BrokerProcess, flags: list[str], named: bytes
+) -> None:
+    run(create_topic([(broker.host, broker.port)], "kept", **{"retention.ms": "60000"}))
+    zk = connect(broker.zookeeper)
+    try:
+        before = zk.get(znodes.topic_config_path("kept"))
+        changes = zk.get_children(znodes.CONFIG_CHANGES_PATH)
+        refused = replog(
+            "configs", "alter", "--topic", "kept", *flags, "--zookeeper", broker.zookeeper
+        )
+        assert refused.returncode == 2, refused.stderr
+        assert named in refused.stderr
+        after = zk.get(znodes.topic_config_path("kept"))
+        assert (after[0], after[1].version) == (before[0], before[1].version)
+        assert zk.get_children(znodes.CONFIG_CHANGES_PATH) == changes, "no notification"
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def test_missing_topic_and_bootstrap_only_are_refused(broker: BrokerProcess) -> None:
+    missing = replog(
+        "configs", "alter", "--topic", "ghost", "--add-config", "retention.ms=1",
+        "--zookeeper", broker.zookeeper,
+    )  # fmt: skip
+    assert missing.returncode == 1 and b"does not exist" in missing.stderr
+    described = replog("configs", "describe", "--topic", "ghost", "--zookeeper", broker.zookeeper)
+    assert described.returncode == 1 and b"does not exist" in described.stderr
+    bootstrap = replog("configs", "describe", "--topic", "ghost", "--bootstrap", broker.address)
+    assert bootstrap.returncode == 2 and b"--zookeeper" in bootstrap.stderr
+
+
+def test_altered_config_survives_a_broker_restart(brokers: BrokerFactory) -> None:
+    broker = brokers.start(1)
+    run(create_topic([(broker.host, broker.port)], "durable"))
+    alter(broker, "durable", "--add-config", "min.insync.replicas=2")
+    broker.stop()
+    broker = brokers.start(1)
+
+    async def refused() -> None:
+        cluster = Cluster([(broker.host, broker.port)])
+        try:
+            producer = Producer(cluster, ProducerConfig(acks=-1, delivery_timeout_ms=1000))
+            with pytest.raises(NotEnoughReplicasError):
+                await producer.send_records("durable", ["refused"], partition=0)
+        finally:
+            await cluster.close()
+
+    run(refused())
