@@ -175,6 +175,26 @@ def set_leader_epoch(batch: bytearray | memoryview, leader_epoch: int, pos: int 
     LEADER_EPOCH_FIELD.pack_into(batch, pos + LEADER_EPOCH_FIELD_OFFSET, leader_epoch)
 
 
+PRODUCER_FIELDS = struct.Struct(">qhi")  # producer_id, producer_epoch, base_sequence
+PRODUCER_FIELDS_OFFSET = 43
+
+
+def stamp_producer(
+    batch: bytes | bytearray, producer_id: int, producer_epoch: int, base_sequence: int
+) -> bytearray:
+    """A copy of a whole batch carrying an idempotent producer's identity and sequence.
+
+    These fields are inside the CRC (the broker dedupes on them, so they must not be
+    corruptible silently), so the CRC is computed again: one pass at memory speed.
+    """
+    stamped = bytearray(batch)
+    PRODUCER_FIELDS.pack_into(
+        stamped, PRODUCER_FIELDS_OFFSET, producer_id, producer_epoch, base_sequence
+    )
+    CRC_FIELD.pack_into(stamped, CRC_FIELD_OFFSET, compute_crc(stamped))
+    return stamped
+
+
 def encode_payload(records: pa.RecordBatch) -> pa.Buffer:
     """Serialise a payload-shaped record batch as an Arrow IPC stream."""
     sink = pa.BufferOutputStream()

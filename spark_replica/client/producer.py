@@ -2,8 +2,9 @@
 
 A request that fails with a retriable error is sent again after a backoff, with fresh
 metadata when the error says ours is stale, until the delivery timeout; a non-retriable
-error is raised at once. Without an idempotent producer (a later piece of work) a retry
-after a lost answer can append a batch twice; it never loses one silently.
+error is raised at once. An idempotent producer (the default with acks=all) never
+appends a batch twice however often it retries; without idempotence a retry after a lost
+answer can append a batch twice. Neither ever loses one silently.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from spark_replica.errors import ConfigError, ReplogError, raise_for_code
+from spark_replica.protocol.init_producer_id import InitProducerIdRequest
 from spark_replica.protocol.produce import (
     ACKS_ALL,
     ACKS_LEADER,
@@ -25,11 +27,14 @@ from spark_replica.protocol.produce import (
     ProduceRequest,
     ProduceTopic,
 )
-from spark_replica.records import build_batch, encode_batch
+from spark_replica.records import BatchHeader, build_batch, encode_batch, stamp_producer
 from spark_replica.topics import TopicPartition
 
 from .cluster import Cluster
 from .partitioner import RoundRobin, partition_for_key
+
+# Sequence numbers wrap here, as Kafka's do (the broker compares them the same way).
+SEQUENCE_WRAP = 2**31
 
 ACKS_BY_NAME = {"0": ACKS_NONE, "1": ACKS_LEADER, "all": ACKS_ALL, "-1": ACKS_ALL}
 
@@ -48,8 +53,18 @@ class ProducerConfig:
     delivery_timeout_ms: int = 120_000
     retry_backoff_ms: int = 100
     batch_records: int = 10_000
+    # None: idempotent exactly when acks=all, as Kafka's producers default since 3.0.
+    enable_idempotence: bool | None = None
+
+    @property
+    def idempotent(self) -> bool:
+        if self.enable_idempotence is None:
+            return self.acks == ACKS_ALL
+        return self.enable_idempotence
 
     def __post_init__(self) -> None:
+        if self.enable_idempotence and self.acks != ACKS_ALL:
+            raise ConfigError("enable_idempotence needs acks=all")
         if self.acks not in (ACKS_NONE, ACKS_LEADER, ACKS_ALL):
             raise ConfigError(f"acks={self.acks}: use 0, 1 or -1 (all)")
         for name in ("request_timeout_ms", "delivery_timeout_ms", "batch_records"):
@@ -67,17 +82,50 @@ class RecordMetadata:
 
 
 class Producer:
+    """Sends batches to partition leaders, retrying retriable errors.
+
+    When idempotent, the producer gets an id and epoch from a broker (InitProducerId)
+    and numbers each partition's batches; one batch per partition is in flight at a time,
+    so a retry is always of the latest batch, and the leader answers a retry of a batch
+    it already has with the original offset instead of appending it twice.
+    """
+
     def __init__(self, cluster: Cluster, config: ProducerConfig | None = None) -> None:
         self.cluster = cluster
         self.config = config or ProducerConfig()
         self._round_robin = RoundRobin()
+        self._identity: tuple[int, int] | None = None  # (producer id, epoch)
+        self._identity_lock = asyncio.Lock()
+        self._next_sequence: dict[TopicPartition, int] = defaultdict(int)
+        self._partition_locks: dict[TopicPartition, asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    async def _producer_identity(self) -> tuple[int, int]:
+        async with self._identity_lock:
+            if self._identity is None:
+                conn = await self.cluster.any_connection()
+                response = await conn.send(InitProducerIdRequest())
+                self._identity = (response.producer_id, response.producer_epoch)
+            return self._identity
 
     async def send_batch(self, topic: str, partition: int, batch: bytes) -> int:
         """Append one encoded batch; return its base offset (-1 with acks=0)."""
+        tp = TopicPartition(topic, partition)
+        if not self.config.idempotent:
+            return await self._send_with_retries(tp, batch)
+        producer_id, epoch = await self._producer_identity()
+        async with self._partition_locks[tp]:
+            sequence = self._next_sequence[tp]
+            stamped = stamp_producer(batch, producer_id, epoch, sequence)
+            offset = await self._send_with_retries(tp, stamped)
+            count = BatchHeader.decode(stamped).record_count
+            self._next_sequence[tp] = (sequence + count) % SEQUENCE_WRAP
+            return offset
+
+    async def _send_with_retries(self, tp: TopicPartition, batch: bytes | bytearray) -> int:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.config.delivery_timeout_ms / 1000
         backoff = self.config.retry_backoff_ms / 1000
-        tp = TopicPartition(topic, partition)
+        topic = tp.topic
         while True:
             try:
                 return await self._send_once(tp, batch)
@@ -93,7 +141,7 @@ class Producer:
         with contextlib.suppress(ReplogError):
             await self.cluster.refresh([topic])
 
-    async def _send_once(self, tp: TopicPartition, batch: bytes) -> int:
+    async def _send_once(self, tp: TopicPartition, batch: bytes | bytearray) -> int:
         await self.cluster.ensure_topic(tp.topic)
         leader = self.cluster.leader_for(tp)
         conn = await self.cluster.connection(leader, "produce")
