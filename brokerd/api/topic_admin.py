@@ -8,6 +8,10 @@ pick them up from there like any other change, so the answer means "written", no
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from functools import partial
+
+from kazoo.client import KazooClient
 
 from brokerd.api.context import BrokerContext
 from spark_replica.errors import (
@@ -44,47 +48,54 @@ async def handle_api_versions(
 async def handle_create_topics(
     ctx: BrokerContext, request: CreateTopicsRequest
 ) -> TopicResultsResponse:
-    results = []
-    for new in request.topics:
-        results.append(
-            await _run(
+    return await _each_topic(
+        ctx,
+        [
+            (
                 new.topic,
-                lambda zk, new=new: topic_store.create_topic(
-                    zk, new.topic, new.num_partitions, new.replication_factor, new.configs
+                partial(
+                    topic_store.create_topic,
+                    topic=new.topic,
+                    partitions=new.num_partitions,
+                    replication_factor=new.replication_factor,
+                    configs=new.configs,
                 ),
-                ctx,
             )
-        )
-    return TopicResultsResponse(results)
+            for new in request.topics
+        ],
+    )
 
 
 async def handle_delete_topics(
     ctx: BrokerContext, request: DeleteTopicsRequest
 ) -> TopicResultsResponse:
-    results = []
-    for name in request.topics:
-        results.append(
-            await _run(name, lambda zk, name=name: topic_store.delete_topic(zk, name), ctx)
-        )
-    return TopicResultsResponse(results)
+    return await _each_topic(
+        ctx, [(name, partial(topic_store.delete_topic, topic=name)) for name in request.topics]
+    )
 
 
 async def handle_create_partitions(
     ctx: BrokerContext, request: CreatePartitionsRequest
 ) -> TopicResultsResponse:
-    results = []
-    for entry in request.topics:
-        results.append(
-            await _run(
-                entry.topic,
-                lambda zk, entry=entry: topic_store.add_partitions(zk, entry.topic, entry.count),
-                ctx,
-            )
-        )
-    return TopicResultsResponse(results)
+    return await _each_topic(
+        ctx,
+        [
+            (e.topic, partial(topic_store.add_partitions, topic=e.topic, count=e.count))
+            for e in request.topics
+        ],
+    )
 
 
-async def _run(topic: str, write, ctx: BrokerContext) -> TopicResult:
+async def _each_topic(
+    ctx: BrokerContext, writes: list[tuple[str, Callable[[KazooClient], object]]]
+) -> TopicResultsResponse:
+    """Run each topic's ZooKeeper write in turn; each gets its own result."""
+    return TopicResultsResponse([await _run(topic, write, ctx) for topic, write in writes])
+
+
+async def _run(
+    topic: str, write: Callable[[KazooClient], object], ctx: BrokerContext
+) -> TopicResult:
     if ctx.zk is None:
         return TopicResult(topic, UnknownServerError.code, "the broker has no ZooKeeper session")
     try:

@@ -67,6 +67,21 @@ def _dump(value: dict[str, Any]) -> bytes:
     return json.dumps(value, separators=(",", ":")).encode("utf-8")
 
 
+def _encode_partition_list(partitions: list[tuple[str, int]]) -> bytes:
+    return _dump(
+        {"version": VERSION, "partitions": [{"topic": t, "partition": p} for t, p in partitions]}
+    )
+
+
+def _decode_partition_list(path: str, data: bytes) -> list[tuple[str, int]]:
+    """The {"partitions": [{"topic", "partition"}]} layout of several admin znodes."""
+    value = _load(data, path)
+    try:
+        return [(str(e["topic"]), int(e["partition"])) for e in value["partitions"]]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ZooKeeperError(f"{path} lacks a valid {exc}") from exc
+
+
 def _timestamp() -> str:
     return str(int(time.time() * 1000))
 
@@ -206,20 +221,11 @@ class PreferredReplicaElection:
     partitions: list[tuple[str, int]]
 
     def encode(self) -> bytes:
-        return _dump(
-            {
-                "version": VERSION,
-                "partitions": [{"topic": t, "partition": p} for t, p in self.partitions],
-            }
-        )
+        return _encode_partition_list(self.partitions)
 
     @classmethod
     def decode(cls, data: bytes) -> PreferredReplicaElection:
-        value = _load(data, PREFERRED_REPLICA_ELECTION_PATH)
-        try:
-            return cls([(str(e["topic"]), int(e["partition"])) for e in value["partitions"]])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ZooKeeperError(f"{PREFERRED_REPLICA_ELECTION_PATH} lacks a valid {exc}") from exc
+        return cls(_decode_partition_list(PREFERRED_REPLICA_ELECTION_PATH, data))
 
 
 def encode_controller_epoch(epoch: int) -> bytes:
@@ -242,20 +248,11 @@ class IsrChangeNotification:
     partitions: list[tuple[str, int]]
 
     def encode(self) -> bytes:
-        return _dump(
-            {
-                "version": VERSION,
-                "partitions": [{"topic": t, "partition": p} for t, p in self.partitions],
-            }
-        )
+        return _encode_partition_list(self.partitions)
 
     @classmethod
     def decode(cls, path: str, data: bytes) -> IsrChangeNotification:
-        value = _load(data, path)
-        try:
-            return cls([(str(e["topic"]), int(e["partition"])) for e in value["partitions"]])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ZooKeeperError(f"{path} lacks a valid {exc}") from exc
+        return cls(_decode_partition_list(path, data))
 
 
 CONFIG_CHANGES_PATH = "/config/changes"
