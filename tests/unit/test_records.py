@@ -18,6 +18,7 @@ from spark_replica.records import (
     iter_batches,
     set_base_offset,
     set_leader_epoch,
+    stamp_producer,
     verify_batch,
 )
 
@@ -127,3 +128,13 @@ def test_any_values_round_trip(values: list[bytes | None], timestamp: int) -> No
     batch = build_batch(values, timestamps=[timestamp] * len(values))
     verify_batch(batch)
     assert decode_payload(batch).column("value").to_pylist() == values
+
+
+def test_stamping_a_producer_keeps_the_batch_valid() -> None:
+    batch = build_batch([b"a", b"b", b"c"])
+    stamped = stamp_producer(batch, producer_id=77, producer_epoch=3, base_sequence=10)
+    verify_batch(stamped)
+    header = BatchHeader.decode(stamped)
+    assert (header.producer_id, header.producer_epoch, header.base_sequence) == (77, 3, 10)
+    assert decode_payload(stamped).column("value").to_pylist() == [b"a", b"b", b"c"]
+    assert BatchHeader.decode(batch).producer_id == -1, "the original is left as it was"
