@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from brokerd.log.directory import fsync_directory
 from spark_replica.errors import ProtocolError
 
 HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
@@ -24,17 +25,21 @@ def write_offsets_checkpoint(path: Path, offsets: dict[TopicPartition, int]) -> 
     lines += [
         f"{topic} {partition} {offset}" for (topic, partition), offset in sorted(offsets.items())
     ]
+    write_lines_atomically(path, lines)
+
+
+def write_lines_atomically(path: Path, lines: list[str]) -> None:
+    """Replace `path` with `lines` durably: a crash leaves the old file or the new one.
+
+    Write a temporary file, fsync it, rename it over `path`, fsync the directory.
+    """
     temporary = path.with_name(path.name + ".tmp")
     with open(temporary, "w", encoding="utf-8") as file:
         file.write("\n".join(lines) + "\n")
         file.flush()
         os.fsync(file.fileno())
     os.replace(temporary, path)
-    directory_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory_fd)
-    finally:
-        os.close(directory_fd)
+    fsync_directory(path.parent)
 
 
 def read_offsets_checkpoint(path: Path) -> dict[TopicPartition, int]:

@@ -17,11 +17,11 @@ The cache is changed in memory and written by ``flush()``; the Log decides when 
 
 from __future__ import annotations
 
-import os
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 from typing import NamedTuple
 
+from brokerd.log.checkpoint import write_lines_atomically
 from brokerd.log.directory import fsync_directory
 from spark_replica.errors import ProtocolError
 
@@ -157,13 +157,7 @@ class LeaderEpochCache:
             return
         lines = [str(EPOCH_CHECKPOINT_VERSION), str(len(self._entries))]
         lines += [f"{entry.epoch} {entry.start_offset}" for entry in self._entries]
-        temporary = self._path.with_name(self._path.name + ".tmp")
-        with open(temporary, "w", encoding="utf-8") as file:
-            file.write("\n".join(lines) + "\n")
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, self._path)
-        fsync_directory(self._path.parent)
+        write_lines_atomically(self._path, lines)
         self._dirty = False
 
 
