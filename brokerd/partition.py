@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from brokerd.log import AppendInfo, Log
@@ -53,7 +52,6 @@ logger = logging.getLogger("brokerd.partition")
 
 NO_LEADER = -1
 # Bytes read from the log per step while replaying its headers into the producer state.
-PRODUCER_STATE_READ_BYTES = 1 << 20
 # The error a leader answers for each refusing verdict of the producer state.
 VERDICT_ERRORS: dict[Outcome, type[BrokerResponseError]] = {
     Outcome.OUT_OF_ORDER: OutOfOrderSequenceError,
@@ -97,21 +95,9 @@ class Partition:
     def producer_state(self) -> ProducerStateManager:
         """The idempotent-producer state, replayed from the log's headers on first use."""
         if not self._producer_state_loaded:
-            self._producer_state.rebuild(self._log_headers())
+            self._producer_state.rebuild(self.log.iter_batch_headers())
             self._producer_state_loaded = True
         return self._producer_state
-
-    def _log_headers(self) -> Iterator[BatchHeader]:
-        """Every batch header in the log, oldest first.
-
-        Read through Log.read, which returns whole batches, so payloads are read too
-        (from the page cache, usually); only the headers are decoded.
-        """
-        offset = self.log.log_start_offset
-        while offset < self.log.log_end_offset:
-            for header, _ in iter_batches(self.log.read(offset, PRODUCER_STATE_READ_BYTES)):
-                yield header
-                offset = header.next_offset
 
     @property
     def is_leader(self) -> bool:

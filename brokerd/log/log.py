@@ -20,6 +20,7 @@ import dataclasses
 import logging
 import shutil
 from bisect import bisect_right
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +35,13 @@ from spark_replica.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
-from spark_replica.records import iter_batches, set_base_offset, set_leader_epoch, verify_batch
+from spark_replica.records import (
+    BatchHeader,
+    iter_batches,
+    set_base_offset,
+    set_leader_epoch,
+    verify_batch,
+)
 
 logger = logging.getLogger("brokerd.log")
 
@@ -96,7 +103,13 @@ class Log:
         """
         self._config = config
         for segment in self._segments:
-            segment._config = config
+            segment.update_config(config)
+
+    def iter_batch_headers(self) -> Iterator[BatchHeader]:
+        """Every batch header, oldest first, reading headers only (no payloads)."""
+        for segment in list(self._segments):
+            for _, header in segment.iter_headers(0):
+                yield header
 
     @property
     def directory(self) -> Path:

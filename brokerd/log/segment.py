@@ -233,6 +233,10 @@ class LogSegment:
         if self.first_append_ms is None:
             self.first_append_ms = now_ms
 
+    def update_config(self, config: LogConfig) -> None:
+        """Use `config` for the next roll check and index spacing (a live topic change)."""
+        self._config = config
+
     def iter_headers(self, position: int) -> Iterator[BatchSpan]:
         """The batches from `position` (a batch boundary) to the end, headers only."""
         while position < self.size:
