@@ -1,0 +1,1 @@
+"""Connectors from replog to data engines; Spark's lives in `connectors.spark`."""
