@@ -18,9 +18,12 @@ Idempotent producers: the partition owns a ProducerStateManager (producer_state.
 summary of the producer ids, epochs and sequences in its log. The leader checks each
 idempotent batch against it before appending, answers a retried batch with the offsets
 it was first given, and records what it appends; followers record what they copy, so a
-new leader already knows the producers. The state is rebuilt from the log's batch
-headers on first use (not at startup, so a broker with many partitions opens them
-quickly) and again after a truncation.
+new leader already knows the producers. The state is rebuilt on first use (not at
+startup, so a broker with many partitions opens them quickly) and again after a
+truncation: from the newest producer snapshot within the log plus the batch headers
+after it, or from every header when there is no snapshot. The log writes a snapshot at
+each roll and at close from `_producer_snapshot`; loading the state for a roll snapshot
+costs one snapshot and the active segment's headers.
 """
 
 from __future__ import annotations
@@ -30,15 +33,18 @@ import logging
 from dataclasses import dataclass
 
 from brokerd.log import AppendInfo, Log
+from brokerd.log.producer_snapshots import read_snapshot, snapshot_offsets
 from brokerd.producer_state import Outcome, ProducerStateManager
 from spark_replica.errors import (
     BrokerResponseError,
+    DuplicateSequenceNumberError,
     FencedLeaderEpochError,
     InvalidProducerEpochError,
     InvalidRecordError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OutOfOrderSequenceError,
+    ProtocolError,
     RequestTimedOutError,
     UnknownLeaderEpochError,
     UnknownProducerIdError,
@@ -51,9 +57,9 @@ from spark_replica.topics import TopicPartition
 logger = logging.getLogger("brokerd.partition")
 
 NO_LEADER = -1
-# Bytes read from the log per step while replaying its headers into the producer state.
 # The error a leader answers for each refusing verdict of the producer state.
 VERDICT_ERRORS: dict[Outcome, type[BrokerResponseError]] = {
+    Outcome.OLD_DUPLICATE: DuplicateSequenceNumberError,
     Outcome.OUT_OF_ORDER: OutOfOrderSequenceError,
     Outcome.FENCED: InvalidProducerEpochError,
     Outcome.UNKNOWN_PRODUCER: UnknownProducerIdError,
@@ -90,14 +96,47 @@ class Partition:
         self._changed = asyncio.Event()
         self._producer_state = ProducerStateManager()
         self._producer_state_loaded = False
+        log.set_producer_snapshot_source(self._producer_snapshot)
 
     @property
     def producer_state(self) -> ProducerStateManager:
-        """The idempotent-producer state, replayed from the log's headers on first use."""
+        """The idempotent-producer state, loaded on first use (snapshot + later headers)."""
         if not self._producer_state_loaded:
-            self._producer_state.rebuild(self.log.iter_batch_headers())
+            self._load_producer_state()
             self._producer_state_loaded = True
         return self._producer_state
+
+    def _load_producer_state(self) -> None:
+        """Restore the newest readable snapshot within the log, then replay what follows.
+
+        A snapshot outside [log start, log end] describes batches this log no longer
+        has (the log deletes those, but a copy restored by hand may remain); an
+        unreadable one is passed over for the one before it, the log being the truth.
+        """
+        log = self.log
+        start = log.log_start_offset
+        self._producer_state.rebuild([])
+        for offset in reversed(snapshot_offsets(log.directory)):
+            if not log.log_start_offset <= offset <= log.log_end_offset:
+                continue
+            try:
+                self._producer_state.restore(read_snapshot(log.directory, offset))
+            except (OSError, ProtocolError) as exc:
+                logger.warning("%s: skipping producer snapshot at %d: %s", self.tp, offset, exc)
+                continue
+            start = offset
+            break
+        self._producer_state.replay(log.iter_batch_headers(start))
+
+    def _producer_snapshot(self, required: bool) -> list[str] | None:
+        """The lines of a snapshot at the log end, for the log to write.
+
+        At close (`required` False) a state never loaded is left alone: the snapshots
+        and the log already say everything it would.
+        """
+        if not required and not self._producer_state_loaded:
+            return None
+        return self.producer_state.encode_snapshot()
 
     @property
     def is_leader(self) -> bool:
@@ -154,6 +193,14 @@ class Partition:
         logger.warning(
             "%s: fenced at epoch %d, no longer acting as leader", self.tp, self.leader_epoch
         )
+        self.leader_id = NO_LEADER
+        self.followers = {}
+        self.proposed_isr = None
+        self._notify()
+
+    def stop(self) -> None:
+        """The replica is being removed: wake produce requests waiting on it to fail now
+        (NOT_LEADER_OR_FOLLOWER, so producers retry on the new leader at once)."""
         self.leader_id = NO_LEADER
         self.followers = {}
         self.proposed_isr = None

@@ -151,6 +151,7 @@ class ReplicaManager:
         partition = self.partitions.pop(tp, None)
         if partition is None:
             return
+        partition.stop()
         partition.log.delete()
         logger.info("deleted the log of %s", tp)
 

@@ -198,6 +198,12 @@ class InvalidReplicationFactorError(BrokerResponseError):
     code = 38
 
 
+class InvalidReplicaAssignmentError(BrokerResponseError):
+    """A replica assignment names unknown or dead brokers, repeats one, or is empty."""
+
+    code = 39
+
+
 class InvalidConfigError(BrokerResponseError):
     """A config key is unknown or its value is invalid; the message names it."""
 
@@ -224,6 +230,17 @@ class OutOfOrderSequenceError(BrokerResponseError):
     """
 
     code = 45
+
+
+class DuplicateSequenceNumberError(BrokerResponseError):
+    """The batch repeats sequence numbers appended long ago; it was not appended again.
+
+    Its sequence range lies wholly before the producer's latest batches, which the
+    leader remembers with their offsets; older batches it only knows were appended, so
+    it cannot say at which offsets. A producer counts this as delivered at offset -1.
+    """
+
+    code = 46
 
 
 class InvalidProducerEpochError(BrokerResponseError):
@@ -256,6 +273,12 @@ class UnknownLeaderEpochError(BrokerResponseError):
     code = 75
     retriable = True
     invalid_metadata = True
+
+
+class ReassignmentInProgressError(BrokerResponseError):
+    """A partition reassignment is already running; wait for it to finish first."""
+
+    code = 60
 
 
 class StaleBrokerEpochError(BrokerResponseError):
@@ -294,14 +317,17 @@ _BY_CODE: dict[int, type[BrokerResponseError]] = {
         TopicAlreadyExistsError,
         InvalidPartitionsError,
         InvalidReplicationFactorError,
+        InvalidReplicaAssignmentError,
         InvalidConfigError,
         NotControllerError,
         InvalidRequestError,
         OutOfOrderSequenceError,
+        DuplicateSequenceNumberError,
         InvalidProducerEpochError,
         UnknownProducerIdError,
         FencedLeaderEpochError,
         UnknownLeaderEpochError,
+        ReassignmentInProgressError,
         StaleBrokerEpochError,
         InvalidRecordError,
     )

@@ -54,6 +54,8 @@ class ControllerContext:
         default_factory=lambda: StateTable(ReplicaState.NON_EXISTENT)
     )
     shutting_down: set[int] = field(default_factory=set)
+    # Partitions being moved, with their target replicas (from /admin/reassign_partitions).
+    reassignments: dict[TopicPartition, list[int]] = field(default_factory=dict)
     unclean_elections: int = 0
     zk_round_trips: int = 0  # multi-ops written, for the failover log line and benchmarks
 
@@ -106,3 +108,5 @@ class ControllerContext:
             self.leadership.pop(tp, None)
             self.partition_states.remove(tp)
         self.topic_configs.pop(topic, None)
+        for tp in [tp for tp in self.reassignments if tp.topic == topic]:
+            del self.reassignments[tp]

@@ -32,14 +32,22 @@ from brokerd.controller.decisions import (
     next_state,
     preferred_state,
 )
+from brokerd.controller.reassignment import (
+    epoch_bump_state,
+    finishing_state,
+    is_caught_up,
+    is_finished,
+    replicas_while_moving,
+)
 from brokerd.controller.states import PartitionState, ReplicaState
 from brokerd.controller.zk_store import ControllerMovedError
-from spark_replica.errors import NotControllerError, StaleBrokerEpochError
+from spark_replica.errors import NotControllerError, StaleBrokerEpochError, ZooKeeperError
 from spark_replica.protocol.controller_requests import (
     ControllerHeader,
     StopReplicaRequest,
     StopReplicaTopic,
 )
+from spark_replica.reassignment import PartitionMove
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import topic_store, znodes
 
@@ -60,6 +68,7 @@ class Event(enum.Enum):
     PREFERRED_ELECTION = "preferred replica election requested"
     AUTO_REBALANCE = "leader imbalance check"
     CONTROLLED_SHUTDOWN = "a broker asks to shut down"
+    REASSIGNMENT = "partition reassignment requested"
     SESSION_LOST = "ZooKeeper session lost"
 
 
@@ -182,6 +191,7 @@ class Controller:
             Event.PREFERRED_ELECTION: self._on_preferred_election,
             Event.AUTO_REBALANCE: self._on_auto_rebalance,
             Event.CONTROLLED_SHUTDOWN: self._on_controlled_shutdown,
+            Event.REASSIGNMENT: self._on_reassignment,
         }
         await handlers[event]()
 
@@ -254,17 +264,18 @@ class Controller:
 
         self.zk.DataWatch(znodes.topic_path(topic), on_data)
 
-    def _watch_preferred_election(self) -> None:
+    def _watch_admin_request(self, path: str, event: Event) -> None:
+        """Wake on every write of an admin znode (preferred election, reassignment)."""
         generation = self._generation
 
         def on_data(data: bytes | None, stat: object) -> bool:
             if generation != self._generation:
                 return False
             if data is not None:
-                self._enqueue(Event.PREFERRED_ELECTION)
+                self._enqueue(event)
             return True
 
-        self.zk.DataWatch(znodes.PREFERRED_REPLICA_ELECTION_PATH, on_data)
+        self.zk.DataWatch(path, on_data)
 
     async def _on_elected(self) -> None:
         """Failover (seed section D): read everything, finish what was left, tell everyone."""
@@ -276,8 +287,13 @@ class Controller:
             (znodes.DELETE_TOPICS_PATH, Event.TOPIC_DELETION),
         ):
             await asyncio.to_thread(self._watch, path, event)
-        await asyncio.to_thread(self._watch_preferred_election)
+        for path, event in (
+            (znodes.PREFERRED_REPLICA_ELECTION_PATH, Event.PREFERRED_ELECTION),
+            (znodes.REASSIGN_PARTITIONS_PATH, Event.REASSIGNMENT),
+        ):
+            await asyncio.to_thread(self._watch_admin_request, path, event)
         self._enqueue(Event.TOPIC_DELETION)  # finish deletions a previous controller began
+        self._enqueue(Event.REASSIGNMENT)  # and reassignments
         ctx.live_brokers = await asyncio.to_thread(zk_store.read_live_brokers, self.zk)
         topics = await asyncio.to_thread(topic_store.list_topics, self.zk)
         await self._load_topics(topics)
@@ -398,6 +414,8 @@ class Controller:
         batch.add_leader_and_isr(ctx.partitions_with_replica_on(born), brokers=born)
         batch.add_update_metadata()
         self.channel.send(batch)
+        if ctx.reassignments:
+            await self._advance_reassignments()
         if gone:
             logger.info(
                 "failover of brokers %s: %d partitions moved in %d ZooKeeper round trips, %.1f ms",
@@ -435,6 +453,8 @@ class Controller:
         batch = RequestBatch(ctx)
         batch.add_update_metadata()
         self.channel.send(batch)
+        if ctx.reassignments:
+            await self._advance_reassignments()
 
     async def _on_topic_deletion(self) -> None:
         """Stop every replica of each topic queued for deletion, have it delete its log,
@@ -450,7 +470,7 @@ class Controller:
             ctx.partition_states.transition(partitions, PartitionState.NON_EXISTENT)
             self._mark_replicas(partitions, None, ReplicaState.OFFLINE)
             self._mark_replicas(partitions, None, ReplicaState.REPLICA_DELETION_STARTED)
-            stopped = await self._stop_replicas(topic, partitions)
+            stopped = await self._stop_replicas(partitions)
             logger.info("deleting topic %s: replicas on %s deleted their logs", topic, stopped)
             await asyncio.to_thread(topic_store.remove_topic_znodes, self.zk, topic)
             ctx.remove_topic(topic)
@@ -458,29 +478,34 @@ class Controller:
         batch.add_update_metadata()
         self.channel.send(batch)
 
-    async def _stop_replicas(self, topic: str, partitions: list[TopicPartition]) -> list[int]:
+    async def _stop_replicas(self, partitions: list[TopicPartition]) -> list[int]:
         """StopReplica(delete) to every live replica; the brokers that confirmed."""
         ctx = self._require_ctx()
-        on_broker: dict[int, list[int]] = {}
+        on_broker: dict[int, list[TopicPartition]] = {}
         for tp in partitions:
             for replica in ctx.assignments[tp]:
-                if replica in ctx.live_brokers:
-                    on_broker.setdefault(replica, []).append(tp.partition)
-        calls = {
-            broker: self.channel.call(
-                ctx,
-                broker,
-                StopReplicaRequest(
-                    ControllerHeader(ctx.broker_id, ctx.epoch, ctx.live_brokers[broker].epoch),
-                    True,
-                    [StopReplicaTopic(topic, numbers)],
-                ),
-            )
-            for broker, numbers in on_broker.items()
-        }
-        confirmed = [broker for broker, call in calls.items() if await call]
+                on_broker.setdefault(replica, []).append(tp)
+        confirmed = await self._delete_replicas(on_broker)
         self._mark_replicas(partitions, set(confirmed), ReplicaState.REPLICA_DELETION_SUCCESSFUL)
-        return sorted(confirmed)
+        return confirmed
+
+    async def _delete_replicas(self, on_broker: dict[int, list[TopicPartition]]) -> list[int]:
+        """StopReplica(delete) for the given replicas of each live broker; those that
+        confirmed. Brokers that are down delete them when they start (no longer assigned)."""
+        ctx = self._require_ctx()
+        calls = {}
+        for broker, partitions in on_broker.items():
+            if broker not in ctx.live_brokers:
+                continue
+            by_topic: dict[str, list[int]] = {}
+            for tp in sorted(partitions):
+                by_topic.setdefault(tp.topic, []).append(tp.partition)
+            header = ControllerHeader(ctx.broker_id, ctx.epoch, ctx.live_brokers[broker].epoch)
+            request = StopReplicaRequest(
+                header, True, [StopReplicaTopic(t, numbers) for t, numbers in by_topic.items()]
+            )
+            calls[broker] = self.channel.call(ctx, broker, request)
+        return sorted([broker for broker, call in calls.items() if await call])
 
     async def _on_preferred_election(self) -> None:
         """Move the requested partitions (all if none named) back to their preferred replica."""
@@ -545,3 +570,102 @@ class Controller:
                 (time.monotonic() - started) * 1000,
             )
             request.done.set_result(remaining)
+
+    async def _on_reassignment(self) -> None:
+        """Read the plan in `/admin/reassign_partitions` and move it on as far as it can go."""
+        ctx = self._require_ctx()
+        try:
+            moves = await asyncio.to_thread(topic_store.read_reassignment, self.zk)
+        except ZooKeeperError as exc:
+            # Written by hand or by another tool: refuse it rather than fail every event.
+            logger.error("dropping an unreadable reassignment: %s", exc)
+            moves = []
+            await asyncio.to_thread(zk_store.write_reassignment, self.zk, ctx.epoch_zk_version, [])
+        ctx.reassignments = {m.tp: list(m.replicas) for m in moves}
+        await self._advance_reassignments()
+
+    async def _advance_reassignments(self) -> None:
+        """Seed section F, one repeatable step at a time (see reassignment.py)."""
+        ctx = self._require_ctx()
+        gone = [tp for tp in ctx.reassignments if tp not in ctx.assignments]
+        for tp in gone:
+            logger.warning("reassignment of %s dropped: the partition does not exist", tp)
+            del ctx.reassignments[tp]
+        await self._start_moves()
+        done = await self._finish_moves()
+        if done or gone:
+            for tp in done:
+                del ctx.reassignments[tp]
+            remaining = [PartitionMove(tp, tuple(r)) for tp, r in sorted(ctx.reassignments.items())]
+            await asyncio.to_thread(
+                zk_store.write_reassignment, self.zk, ctx.epoch_zk_version, remaining
+            )
+
+    async def _start_moves(self) -> None:
+        """Add the target replicas to the assignment and start them as followers."""
+        ctx = self._require_ctx()
+        starting = {
+            tp: replicas_while_moving(ctx.assignments[tp], target)
+            for tp, target in ctx.reassignments.items()
+            if ctx.assignments[tp] != target
+            and ctx.assignments[tp] != replicas_while_moving(ctx.assignments[tp], target)
+        }
+        if not starting:
+            return
+        await asyncio.to_thread(zk_store.write_replicas, self.zk, ctx.epoch_zk_version, starting)
+        ctx.assignments.update(starting)
+        partitions = sorted(starting)
+        self._mark_replicas(partitions, ctx.live_ids, ReplicaState.ONLINE)
+        changed = await self._elect(partitions, epoch_bump_state)
+        logger.info("reassignment started for %d partitions", len(partitions))
+        batch = RequestBatch(ctx)
+        batch.add_leader_and_isr(changed)
+        batch.add_update_metadata()
+        self.channel.send(batch)
+
+    async def _finish_moves(self) -> list[TopicPartition]:
+        """Complete the moves whose target replicas are all in sync; return them."""
+        ctx = self._require_ctx()
+        ready = sorted(
+            tp
+            for tp, target in ctx.reassignments.items()
+            if ctx.assignments[tp] == target or is_caught_up(ctx, tp, target)
+        )
+        if not ready:
+            return []
+        changed = await self._elect(
+            ready, lambda c, tp: finishing_state(c, tp, c.reassignments[tp])
+        )
+        done = [tp for tp in ready if is_finished(ctx, tp, ctx.reassignments[tp])]
+        leaving: dict[int, list[TopicPartition]] = {}
+        for tp in done:
+            target = ctx.reassignments[tp]
+            for replica in ctx.assignments[tp]:
+                if replica not in target:
+                    leaving.setdefault(replica, []).append(tp)
+        for broker, partitions in leaving.items():
+            self._mark_replicas(partitions, {broker}, ReplicaState.OFFLINE)
+            self._mark_replicas(partitions, {broker}, ReplicaState.REPLICA_DELETION_STARTED)
+        for tp in done:
+            ctx.assignments[tp] = list(ctx.reassignments[tp])
+        batch = RequestBatch(ctx)
+        batch.add_leader_and_isr([tp for tp in changed if tp in done])
+        batch.add_update_metadata()
+        self.channel.send(batch)
+        deleted = await self._delete_replicas(leaving)
+        for broker, partitions in leaving.items():
+            for tp in partitions:
+                ctx.replica_states.remove((tp, broker))
+        await asyncio.to_thread(
+            zk_store.write_replicas,
+            self.zk,
+            ctx.epoch_zk_version,
+            {tp: ctx.assignments[tp] for tp in done},
+        )
+        if done:
+            logger.info(
+                "reassignment finished for %d partitions; replicas deleted on brokers %s",
+                len(done),
+                deleted,
+            )
+        return done

@@ -15,17 +15,21 @@ import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kazoo.client import KazooClient
+from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
 from brokerd.controller.context import LeaderAndIsr, LiveBroker
 from brokerd.controller.decisions import StateWrite
+from spark_replica import reassignment
 from spark_replica.errors import ReplogError
+from spark_replica.reassignment import PartitionMove
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import topic_store, znodes
 
 # Operations per multi-op: far below ZooKeeper's 1 MB request limit for state znodes.
 MAX_OPS_PER_MULTI = 500
+# Read-modify-write attempts on a topic assignment that keeps changing under us.
+MAX_ASSIGNMENT_ATTEMPTS = 5
 
 
 class ControllerMovedError(ReplogError):
@@ -136,9 +140,7 @@ def _commit(zk: KazooClient, epoch_zk_version: int, chunk: list[StateWrite]) -> 
             transaction.create(path, write.state.encode())
         else:
             transaction.set_data(path, write.state.encode(), version=write.expected_version)
-    results = transaction.commit()
-    if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
-        raise ControllerMovedError("the controller epoch moved on: another controller is active")
+    results = _commit_fenced(transaction)
     for write, result in zip(chunk, results[1:], strict=True):
         if isinstance(result, (BadVersionError, NodeExistsError, NoNodeError)):
             return write
@@ -180,3 +182,61 @@ def read_preferred_election(zk: KazooClient) -> list[TopicPartition] | None:
 def finish_preferred_election(zk: KazooClient) -> None:
     with contextlib.suppress(NoNodeError):
         zk.delete(znodes.PREFERRED_REPLICA_ELECTION_PATH)
+
+
+def _commit_fenced(transaction: TransactionRequest) -> list[object]:
+    """Commit a multi-op whose first operation checks the controller epoch."""
+    results = transaction.commit()
+    if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
+        raise ControllerMovedError("the controller epoch moved on: another controller is active")
+    return results
+
+
+def write_replicas(
+    zk: KazooClient, epoch_zk_version: int, replicas: dict[TopicPartition, list[int]]
+) -> None:
+    """Set the replica lists of some partitions in their topics' assignment znodes.
+
+    Read-modify-write, conditional on each znode's version (partitions may be added to a
+    topic meanwhile), and fenced by the controller epoch.
+    """
+    for topic in sorted({tp.topic for tp in replicas}):
+        for _ in range(MAX_ASSIGNMENT_ATTEMPTS):
+            try:
+                data, stat = zk.get(znodes.topic_path(topic))
+            except NoNodeError:
+                break  # deleted meanwhile: nothing left to reassign
+            assignment = znodes.TopicAssignment.decode(topic, data)
+            partitions = dict(assignment.partitions)
+            partitions.update({tp.partition: r for tp, r in replicas.items() if tp.topic == topic})
+            transaction = zk.transaction()
+            transaction.check(znodes.CONTROLLER_EPOCH_PATH, epoch_zk_version)
+            transaction.set_data(
+                znodes.topic_path(topic),
+                znodes.TopicAssignment(topic, partitions).encode(),
+                version=stat.version,
+            )
+            results = _commit_fenced(transaction)
+            if not isinstance(results[1], Exception):
+                break
+            if not isinstance(results[1], (BadVersionError, NoNodeError)):
+                raise ReplogError(f"writing the assignment of {topic} failed: {results[1]!r}")
+        else:
+            raise ReplogError(f"the assignment of {topic} kept changing; will retry later")
+
+
+def write_reassignment(
+    zk: KazooClient, epoch_zk_version: int, remaining: list[PartitionMove]
+) -> None:
+    """Keep only `remaining` in the reassignment znode, deleting it when nothing remains."""
+    transaction = zk.transaction()
+    transaction.check(znodes.CONTROLLER_EPOCH_PATH, epoch_zk_version)
+    if remaining:
+        transaction.set_data(
+            znodes.REASSIGN_PARTITIONS_PATH, reassignment.plan_to_json(remaining).encode()
+        )
+    else:
+        transaction.delete(znodes.REASSIGN_PARTITIONS_PATH)
+    results = _commit_fenced(transaction)
+    if isinstance(results[1], Exception) and not isinstance(results[1], NoNodeError):
+        raise ReplogError(f"updating {znodes.REASSIGN_PARTITIONS_PATH} failed: {results[1]!r}")

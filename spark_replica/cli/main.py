@@ -13,6 +13,7 @@ from spark_replica.cli import (
     demo,
     elect_leaders,
     produce,
+    reassign,
     topics,
     zookeeper,
 )
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     cluster.add_parsers(subparsers)
     topics.add_parser(subparsers)
     elect_leaders.add_parser(subparsers)
+    reassign.add_parser(subparsers)
     configs.add_parser(subparsers)
     produce.add_parser(subparsers)
     consume.add_parser(subparsers)

@@ -14,16 +14,20 @@ from collections.abc import Mapping
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
+from spark_replica import reassignment
 from spark_replica.errors import (
     ConfigError,
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
+    ReassignmentInProgressError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
     ZooKeeperError,
 )
+from spark_replica.reassignment import PartitionMove, assign_replicas
 from spark_replica.topic_config import TOPIC_CONFIG_PARSERS, parse_topic_configs
-from spark_replica.topics import validate_topic_name
+from spark_replica.topics import TopicPartition, validate_topic_name
 from spark_replica.zk import znodes
 
 MAX_PARTITIONS = 100_000
@@ -48,33 +52,6 @@ def read_brokers(zk: KazooClient) -> list[znodes.BrokerRegistration]:
             continue
         brokers.append(znodes.BrokerRegistration.decode(broker_id, data))
     return brokers
-
-
-def assign_replicas(
-    brokers: list[int], partitions: int, replication_factor: int, start: int = 0
-) -> dict[int, list[int]]:
-    """Round-robin replicas so that leaders (first replicas) and followers spread evenly.
-
-    Partition p's preferred replica is broker (start + p) mod n. Follower j sits
-    1 + (shift + j - 1) mod (n - 1) places after it, where the shift grows by one every
-    n partitions: followers are always distinct from each other and from the leader,
-    and the same pairs of brokers are not always together.
-    """
-    count = len(brokers)
-    if replication_factor > count:
-        raise InvalidReplicationFactorError(
-            f"replication factor {replication_factor} is larger than the {count} live broker(s)"
-        )
-    assignment: dict[int, list[int]] = {}
-    for p in range(partitions):
-        first = (start + p) % count
-        shift = p // count
-        replicas = [brokers[first]]
-        for j in range(1, replication_factor):
-            distance = 1 + (shift + j - 1) % (count - 1)
-            replicas.append(brokers[(first + distance) % count])
-        assignment[p] = replicas
-    return assignment
 
 
 def create_topic(
@@ -306,3 +283,48 @@ def alter_topic_config(
         f"the config of topic {topic!r} kept changing under us; gave up after "
         f"{ALTER_ATTEMPTS} attempts"
     )
+
+
+def read_all_assignments(zk: KazooClient) -> dict[TopicPartition, list[int]]:
+    assignments: dict[TopicPartition, list[int]] = {}
+    for topic in list_topics(zk):
+        assignment = read_assignment(zk, topic)
+        if assignment is not None:
+            for partition, replicas in assignment.partitions.items():
+                assignments[TopicPartition(topic, partition)] = replicas
+    return assignments
+
+
+def request_reassignment(zk: KazooClient, moves: list[PartitionMove]) -> None:
+    """Check a plan against the cluster and hand it to the controller in one create.
+
+    Like Kafka's ZooKeeper-era tool, one reassignment runs at a time: the znode is created,
+    never overwritten, so a plan cannot silently replace one that is still running.
+    """
+    if zk.exists(znodes.REASSIGN_PARTITIONS_PATH):
+        raise ReassignmentInProgressError(
+            "a reassignment is still running (see `replog reassign --status`)"
+        )
+    assignments = read_all_assignments(zk)
+    min_insync = {}
+    for topic in {m.tp.topic for m in moves if m.tp in assignments}:
+        value = read_topic_config(zk, topic).get("min.insync.replicas")
+        min_insync[topic] = int(value) if value else 1
+    reassignment.check_plan(moves, assignments, live_broker_ids(zk), min_insync)
+    zk.ensure_path("/admin")
+    try:
+        zk.create(znodes.REASSIGN_PARTITIONS_PATH, reassignment.plan_to_json(moves).encode())
+    except NodeExistsError:
+        raise ReassignmentInProgressError("a reassignment was started meanwhile") from None
+
+
+def read_reassignment(zk: KazooClient) -> list[PartitionMove]:
+    """The partitions still being reassigned; empty when none is."""
+    try:
+        data, _ = zk.get(znodes.REASSIGN_PARTITIONS_PATH)
+    except NoNodeError:
+        return []
+    try:
+        return reassignment.parse_plan(data.decode("utf-8", "replace"))
+    except InvalidReplicaAssignmentError as exc:
+        raise ZooKeeperError(f"{znodes.REASSIGN_PARTITIONS_PATH}: {exc}") from exc

@@ -21,6 +21,8 @@ CONTROLLER_PATH = "/controller"
 CONTROLLER_EPOCH_PATH = "/controller_epoch"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
+# Kafka's reassignment file layout; see spark_replica.reassignment for its codec.
+REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
 VERSION = 1
 
 
