@@ -40,7 +40,7 @@ def change_sequence(child: str) -> int | None:
     return int(number) if child.startswith(prefix) and number.isdigit() else None
 
 
-def _newest(children: Iterable[str]) -> int:
+def newest_change(children: Iterable[str]) -> int:
     return max((s for s in map(change_sequence, children) if s is not None), default=NO_CHANGE)
 
 
@@ -97,7 +97,7 @@ class TopicConfigFollower:
             return zk.get_children(znodes.CONFIG_CHANGES_PATH)
 
         # Notifications listed here are covered by the full read that follows.
-        self._last_change = _newest(await asyncio.to_thread(snapshot))
+        self._last_change = newest_change(await asyncio.to_thread(snapshot))
         await self._apply(None)
         zk.ChildrenWatch(znodes.CONFIG_CHANGES_PATH, self._on_children)
         self._task = asyncio.create_task(self._follow_forever())

@@ -57,6 +57,7 @@ class ControllerContext:
     # Partitions being moved, with their target replicas (from /admin/reassign_partitions).
     reassignments: dict[TopicPartition, list[int]] = field(default_factory=dict)
     unclean_elections: int = 0
+    last_config_change: int = -1  # sequence of the newest /config/changes notification read
     zk_round_trips: int = 0  # multi-ops written, for the failover log line and benchmarks
 
     @property

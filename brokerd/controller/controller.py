@@ -41,6 +41,7 @@ from brokerd.controller.reassignment import (
 )
 from brokerd.controller.states import PartitionState, ReplicaState
 from brokerd.controller.zk_store import ControllerMovedError
+from brokerd.topic_configs import read_configs
 from spark_replica.errors import NotControllerError, StaleBrokerEpochError, ZooKeeperError
 from spark_replica.protocol.controller_requests import (
     ControllerHeader,
@@ -55,6 +56,8 @@ logger = logging.getLogger("brokerd.controller")
 
 # A decision whose conditional write keeps conflicting is re-read and retried this often.
 MAX_DECISION_ROUNDS = 5
+# Config change notifications older than this are deleted (Kafka's 15 minutes).
+CONFIG_CHANGE_EXPIRY_MS = 15 * 60 * 1000
 # After an unexpected failure (typically a lost session) wait this long before retrying.
 FAILURE_BACKOFF_S = 0.5
 
@@ -69,6 +72,7 @@ class Event(enum.Enum):
     AUTO_REBALANCE = "leader imbalance check"
     CONTROLLED_SHUTDOWN = "a broker asks to shut down"
     REASSIGNMENT = "partition reassignment requested"
+    CONFIG_CHANGE = "topic config changed"
     SESSION_LOST = "ZooKeeper session lost"
 
 
@@ -192,6 +196,7 @@ class Controller:
             Event.AUTO_REBALANCE: self._on_auto_rebalance,
             Event.CONTROLLED_SHUTDOWN: self._on_controlled_shutdown,
             Event.REASSIGNMENT: self._on_reassignment,
+            Event.CONFIG_CHANGE: self._on_config_change,
         }
         await handlers[event]()
 
@@ -285,6 +290,7 @@ class Controller:
             (znodes.TOPICS_PATH, Event.TOPIC_CHANGE),
             (znodes.ISR_CHANGE_NOTIFICATION_PATH, Event.ISR_CHANGE),
             (znodes.DELETE_TOPICS_PATH, Event.TOPIC_DELETION),
+            (znodes.CONFIG_CHANGES_PATH, Event.CONFIG_CHANGE),
         ):
             await asyncio.to_thread(self._watch, path, event)
         for path, event in (
@@ -295,6 +301,8 @@ class Controller:
         self._enqueue(Event.TOPIC_DELETION)  # finish deletions a previous controller began
         self._enqueue(Event.REASSIGNMENT)  # and reassignments
         ctx.live_brokers = await asyncio.to_thread(zk_store.read_live_brokers, self.zk)
+        # Configs read by _load_topics below cover the notifications present now.
+        ctx.last_config_change = await asyncio.to_thread(zk_store.newest_config_change, self.zk)
         topics = await asyncio.to_thread(topic_store.list_topics, self.zk)
         await self._load_topics(topics)
         await asyncio.to_thread(zk_store.take_isr_change_notifications, self.zk)
@@ -669,3 +677,38 @@ class Controller:
                 deleted,
             )
         return done
+
+    async def _on_config_change(self) -> None:
+        """Re-read changed topic configs; enabling unclean election elects offline leaders.
+
+        The controller is also the one place that ages out old notifications (brokers
+        have long applied them), so `/config/changes` does not grow forever.
+        """
+        ctx = self._require_ctx()
+        topics, newest = await asyncio.to_thread(
+            zk_store.read_config_changes, self.zk, ctx.last_config_change
+        )
+        ctx.last_config_change = newest
+        wanted = ctx.topics if topics is None else topics & ctx.topics
+        if wanted:
+            was_unclean = {t for t in wanted if ctx.unclean_enabled(t)}
+            ctx.topic_configs.update(await asyncio.to_thread(read_configs, self.zk, sorted(wanted)))
+            now_unclean = sorted(t for t in wanted if ctx.unclean_enabled(t))
+            offline = [
+                tp
+                for topic in now_unclean
+                if topic not in was_unclean
+                for tp in ctx.partitions_of_topic(topic)
+                if tp in ctx.leadership and ctx.leadership[tp].leader not in ctx.live_brokers
+            ]
+            if offline:
+                changed = await self._elect(offline)
+                batch = RequestBatch(ctx)
+                batch.add_leader_and_isr(changed)
+                batch.add_update_metadata()
+                self.channel.send(batch)
+        purged = await asyncio.to_thread(
+            zk_store.purge_config_changes, self.zk, CONFIG_CHANGE_EXPIRY_MS
+        )
+        if purged:
+            logger.info("purged %d config change notifications", purged)

@@ -12,12 +12,14 @@ conflicts to be re-read and decided again.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 
+from brokerd import topic_configs
 from brokerd.controller.context import LeaderAndIsr, LiveBroker
 from brokerd.controller.decisions import StateWrite
 from spark_replica import reassignment
@@ -240,3 +242,37 @@ def write_reassignment(
     results = _commit_fenced(transaction)
     if isinstance(results[1], Exception) and not isinstance(results[1], NoNodeError):
         raise ReplogError(f"updating {znodes.REASSIGN_PARTITIONS_PATH} failed: {results[1]!r}")
+
+
+def newest_config_change(zk: KazooClient) -> int:
+    zk.ensure_path(znodes.CONFIG_CHANGES_PATH)
+    return topic_configs.newest_change(zk.get_children(znodes.CONFIG_CHANGES_PATH))
+
+
+def read_config_changes(zk: KazooClient, after: int) -> tuple[set[str] | None, int]:
+    """Topics named by notifications newer than `after` (None: unknown, re-read all)."""
+    try:
+        children = zk.get_children(znodes.CONFIG_CHANGES_PATH)
+    except NoNodeError:
+        return set(), after
+    return topic_configs.read_changed_topics(zk, children, after)
+
+
+def purge_config_changes(zk: KazooClient, older_than_ms: int) -> int:
+    """Delete notifications created more than `older_than_ms` ago; return how many."""
+    try:
+        children = zk.get_children(znodes.CONFIG_CHANGES_PATH)
+    except NoNodeError:
+        return 0
+    cutoff = time.time() * 1000 - older_than_ms
+    purged = 0
+    for child in children:
+        path = znodes.config_change_path(child)
+        try:
+            _, stat = zk.get(path)
+            if stat.ctime <= cutoff:
+                zk.delete(path)
+                purged += 1
+        except NoNodeError:
+            continue
+    return purged

@@ -22,7 +22,7 @@ from tests.integration.test_replication import (
     start_cluster,
     wait_for,
 )
-from tests.support import BrokerFactory, run
+from tests.support import BrokerFactory, replog, run
 
 pytestmark = pytest.mark.slow
 
@@ -164,11 +164,11 @@ def test_two_quick_leader_changes_keep_replicas_identical(brokers: BrokerFactory
     assert_replicas_identical(brokers, "kip101-0")
 
 
-@pytest.mark.parametrize("unclean", [False, True])
-def test_all_replicas_down_then_back_one_by_one(brokers: BrokerFactory, unclean: bool) -> None:
+@pytest.mark.parametrize("unclean", ["off", "at_creation", "enabled_while_offline"])
+def test_all_replicas_down_then_back_one_by_one(brokers: BrokerFactory, unclean: str) -> None:
     start_cluster(brokers)
     bootstrap = brokers.bootstrap
-    config = {"unclean.leader.election.enable": "true"} if unclean else {}
+    config = {"unclean.leader.election.enable": "true"} if unclean == "at_creation" else {}
 
     async def scenario() -> None:
         await create(bootstrap, "offline", rf=3, **config)
@@ -193,11 +193,11 @@ def test_all_replicas_down_then_back_one_by_one(brokers: BrokerFactory, unclean:
         first_back = order[0]
         brokers.start(first_back)
         back = [(brokers.brokers[first_back].host, brokers.brokers[first_back].port)]
-        if unclean:
 
-            async def leads() -> bool:
-                return (await leadership(back, "offline"))[0]["leader"] == first_back
+        async def leads() -> bool:
+            return (await leadership(back, "offline"))[0]["leader"] == first_back
 
+        if unclean == "at_creation":
             await wait_for(leads, timeout_s=30)
             # The only live broker is the controller: its count of unclean elections.
             log = (brokers.brokers[first_back].log_dir / "broker.log").read_text()
@@ -205,6 +205,16 @@ def test_all_replicas_down_then_back_one_by_one(brokers: BrokerFactory, unclean:
             return
         await asyncio.sleep(3.0)
         assert (await leadership(back, "offline"))[0]["leader"] == -1, "stays offline"
+        if unclean == "enabled_while_offline":
+            # The controller follows the config change and elects the live replica at once.
+            result = await asyncio.to_thread(
+                replog, "configs", "alter", "--topic", "offline",
+                "--add-config", "unclean.leader.election.enable=true",
+                "--zookeeper", brokers.zk_connect,
+            )  # fmt: skip
+            assert result.returncode == 0, result.stderr.decode()
+            await wait_for(leads, timeout_s=30)
+            return
         brokers.start(last_in_isr)
 
         async def isr_member_leads() -> bool:

@@ -170,3 +170,20 @@ def test_altered_config_survives_a_broker_restart(brokers: BrokerFactory) -> Non
             await cluster.close()
 
     run(refused())
+
+
+def test_old_notifications_are_purged_and_brokers_keep_following(broker: BrokerProcess) -> None:
+    from brokerd.controller.zk_store import purge_config_changes
+
+    run(create_topic([(broker.host, broker.port)], "purged"))
+    alter(broker, "purged", "--add-config", "retention.ms=100000")
+    alter(broker, "purged", "--add-config", "retention.ms=200000")
+    zk = connect(broker.zookeeper)
+    try:
+        assert purge_config_changes(zk, older_than_ms=60_000) == 0, "young ones stay"
+        assert purge_config_changes(zk, older_than_ms=0) == 2
+        assert zk.get_children(znodes.CONFIG_CHANGES_PATH) == []
+    finally:
+        zk.stop()
+        zk.close()
+    alter(broker, "purged", "--add-config", "retention.ms=300000")
