@@ -145,6 +145,13 @@ class ControllerChannel:
         for broker_id, requests in batch.requests().items():
             self._sender(batch.ctx, broker_id).enqueue(requests)
 
+    def remove(self, broker_ids: set[int]) -> None:
+        """Stop the senders of brokers that are gone; their queued requests are dropped."""
+        for broker_id in broker_ids:
+            sender = self._senders.pop(broker_id, None)
+            if sender is not None:
+                sender.stop()
+
     async def close(self) -> None:
         senders, self._senders = self._senders, {}
         for sender in senders.values():
@@ -169,6 +176,10 @@ class _BrokerSender:
     def stop(self) -> None:
         # A sentinel as well as a cancel: Python 3.11's wait_for can swallow a cancellation
         # that races with an answer, and the sender must still come to an end.
+        while not self._queue.empty():
+            item = self._queue.get_nowait()
+            if item is not None and item[1] is not None and not item[1].done():
+                item[1].set_result(False)
         self._queue.put_nowait(None)
         self._task.cancel()
 
@@ -184,11 +195,17 @@ class _BrokerSender:
             if item is None:
                 return
             request, done = item
-            accepted = await self._send_one(request)
-            if done is not None and not done.done():
-                done.set_result(accepted)
+            accepted = False
+            try:
+                accepted = await self._send_one(request, bounded=done is not None)
+            finally:
+                if done is not None and not done.done():
+                    done.set_result(accepted)
 
-    async def _send_one(self, request: object) -> bool:
+    async def _send_one(self, request: object, bounded: bool) -> bool:
+        """Send until accepted. A call someone awaits gives up at SEND_DEADLINE_S; a state
+        update is retried for as long as the broker is registered (a paused or slow broker
+        must still get it), which ends when the controller removes this sender."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + SEND_DEADLINE_S
         while True:
@@ -197,7 +214,7 @@ class _BrokerSender:
                 await conn.send(request, timeout_s=SEND_DEADLINE_S)
                 return True
             except ReplogError as exc:
-                if not exc.retriable or loop.time() > deadline:
+                if not exc.retriable or (bounded and loop.time() > deadline):
                     logger.warning(
                         "%s to broker %d failed: %s", type(request).__name__, self.broker_id, exc
                     )

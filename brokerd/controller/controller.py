@@ -411,6 +411,7 @@ class Controller:
         gone = {b for b, live in ctx.live_brokers.items() if live_now.get(b, None) != live}
         born = {b for b, live in live_now.items() if ctx.live_brokers.get(b, None) != live}
         ctx.live_brokers = live_now
+        self.channel.remove(gone - born)
         ctx.shutting_down -= gone | born
         logger.info("brokers changed: gone %s, new %s", sorted(gone), sorted(born))
         affected = ctx.partitions_with_replica_on(gone | born)
