@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from spark_replica.client import Cluster, Producer, ProducerConfig
-from spark_replica.errors import NotEnoughReplicasError
+from spark_replica.client import Cluster, Consumer, Producer, ProducerConfig
+from spark_replica.errors import NotEnoughReplicasError, OffsetOutOfRangeError
 from spark_replica.launcher import BrokerProcess
+from spark_replica.protocol.list_offsets import EARLIEST_TIMESTAMP
+from spark_replica.topics import TopicPartition
 from spark_replica.zk import znodes
 from spark_replica.zk.session import connect
 from tests.support import BrokerFactory, create_topic, replog, run
@@ -108,6 +110,62 @@ def test_retention_ms_deletes_old_segments_once_lowered(brokers: BrokerFactory) 
     while first.exists():
         assert time.monotonic() < deadline, "retention.ms=1000 did not delete old segments"
         time.sleep(0.1)
+
+
+def earliest_offset(broker: BrokerProcess, topic: str) -> int:
+    async def ask() -> int:
+        cluster = Cluster([(broker.host, broker.port)])
+        try:
+            consumer = Consumer(cluster)
+            tp = TopicPartition(topic, 0)
+            consumer.assign([tp])
+            return (await consumer.list_offsets([tp], EARLIEST_TIMESTAMP))[tp][0]
+        finally:
+            await cluster.close()
+
+    return run(ask())
+
+
+def fetch_from(broker: BrokerProcess, topic: str, offset: int) -> None:
+    async def fetch() -> None:
+        cluster = Cluster([(broker.host, broker.port)])
+        try:
+            consumer = Consumer(cluster)
+            tp = TopicPartition(topic, 0)
+            consumer.assign([tp])
+            consumer.seek(tp, offset)
+            await consumer.poll(max_wait_ms=100)
+        finally:
+            await cluster.close()
+
+    run(fetch())
+
+
+@pytest.mark.parametrize(
+    "retention", [{"retention.ms": "1000"}, {"retention.bytes": "2048"}], ids=["time", "size"]
+)
+def test_retention_moves_the_log_start_and_older_offsets_are_out_of_range(
+    brokers: BrokerFactory, retention: dict[str, str]
+) -> None:
+    broker = brokers.start(1, **{"log.retention.check.interval.ms": "300"})
+    run(create_topic([(broker.host, broker.port)], "kept", **{"segment.bytes": "1024"}))
+    produce(broker, "kept", 12)
+    segments_before = log_files(broker, "kept")
+    assert earliest_offset(broker, "kept") == 0
+    time.sleep(1.2)
+    key, value = next(iter(retention.items()))
+    alter(broker, "kept", "--add-config", f"{key}={value}")
+    deadline = time.monotonic() + APPLY_TIMEOUT_S
+    while (start := earliest_offset(broker, "kept")) == 0:
+        assert time.monotonic() < deadline, f"{key} did not move the log start"
+        time.sleep(0.1)
+    remaining = log_files(broker, "kept")
+    assert len(remaining) < len(segments_before)
+    # Whole segments go: the new start is the base offset of the oldest one left.
+    assert start == int(remaining[0].stem)
+    with pytest.raises(OffsetOutOfRangeError):
+        fetch_from(broker, "kept", start - 1)
+    fetch_from(broker, "kept", start)
 
 
 @pytest.mark.parametrize(
