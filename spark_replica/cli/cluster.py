@@ -56,7 +56,13 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     up.set_defaults(handler=run_up)
 
     status = subparsers.add_parser("status", help="the cluster in --dir: who runs, who leads")
-    status.add_argument("--json", action="store_true", help="one JSON document")
+    output = status.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="one JSON document")
+    output.add_argument(
+        "--get",
+        choices=("bootstrap", "zookeeper"),
+        help="print only the bootstrap servers or the ZooKeeper connect string (for scripts)",
+    )
     _add_dir_option(status)
     status.set_defaults(handler=run_status)
 
@@ -294,6 +300,9 @@ def _close(zk: KazooClient) -> None:
 
 def run_status(args: argparse.Namespace) -> int:
     info = cluster_dir.load(args.dir)
+    if args.get is not None:
+        print(info.bootstrap_servers if args.get == "bootstrap" else info.zookeeper)
+        return 0
     registered, controller = _zookeeper_view(info)
     brokers = [
         {

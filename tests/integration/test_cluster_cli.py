@@ -89,6 +89,9 @@ def test_up_status_kill_start_down_and_up_again(local_cluster: LocalCluster) -> 
     assert document["controller"] in (1, 2, 3)
     table = replog("status", cwd=cwd)
     assert table.returncode == 0 and b"Controller:" in table.stdout
+    for what, expected in (("bootstrap", ",".join(addresses)), ("zookeeper", info.zookeeper)):
+        got = replog("status", "--get", what, cwd=cwd)
+        assert got.returncode == 0 and got.stdout.decode().strip() == expected
     twice = replog("up", "--dir", str(directory))
     assert twice.returncode == 2 and b"still running" in twice.stderr
 
