@@ -12,13 +12,22 @@ What is timed, and what is not:
   ``os.urandom`` buffer into a pyarrow binary column, and every ``--batch-records`` of them
   are encoded with ``spark_replica.records.encode_batch`` (timestamps are filled in by it).
   The rate is ``encode_records_per_s``.
+  With ``--compression lz4|zstd`` the batches are built compressed (Arrow IPC buffer
+  compression), so that cost is in the encoding rate, not in the timed part.
 * The timed part sends all batches with ``Producer.send_batch``, at most ``--in-flight``
   requests outstanding (batches go round-robin over the partitions; order is irrelevant here),
   and ends when the broker reports every record stored: at the last answer, plus one
   ListOffsets round trip (with ``--acks 0`` the broker answers nothing, so this poll is what
-  tells that everything landed).
+  tells that everything landed). The producer keeps at most ``--max-in-flight`` of them in
+  flight per partition.
+* ``--api record`` times the per-record path instead: every record goes through
+  ``Producer.send`` into the producer's own batches (``--batch-records`` records, ``--linger-ms``),
+  encoded (and compressed) inside the timed part; ``p50_ms``/``p99_ms`` are then per record.
 * ``p50_ms``/``p99_ms``: per-request latency from ``send_batch`` call to its acknowledgement
   (with ``--acks 0``: until the request is written to the socket).
+* ``--idempotent``/``--no-idempotent`` choose the producer's idempotence (default: on exactly
+  when ``--acks all``, as the producer's own default), so its cost can be shown next to the plain
+  figure; ``idempotent`` in the output says which ran.
 
 Units (1 MB = 1e6 bytes): ``mb_per_s`` counts record value bytes only
 (records x record_bytes / 1e6 / seconds); ``wire_mb_per_s`` counts the encoded batch bytes sent
@@ -30,6 +39,8 @@ Run from the repository root::
 
     .venv/bin/python benchmarks/produce.py --record-bytes 100
     .venv/bin/python benchmarks/produce.py --record-bytes 100 --brokers 3 --rf 3 --acks all
+    .venv/bin/python benchmarks/produce.py --brokers 3 --rf 3 --acks all --no-idempotent
+    .venv/bin/python benchmarks/produce.py --api record --linger-ms 5 --compression zstd
 """
 
 from __future__ import annotations
@@ -38,16 +49,24 @@ import argparse
 import asyncio
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 from _cluster import local_cluster
 from _common import MB, emit, measure_limits, percentile
 
 from brokerd.log import LogConfig
-from spark_replica.client import Admin, Cluster, Consumer, Producer, ProducerConfig, parse_acks
+from spark_replica.client import (
+    Admin,
+    Cluster,
+    Consumer,
+    Producer,
+    ProducerConfig,
+    RecordMetadata,
+    parse_acks,
+)
 from spark_replica.protocol.list_offsets import LATEST_TIMESTAMP
-from spark_replica.records import encode_batch
+from spark_replica.records import COMPRESSION_CODECS, encode_batch
 from spark_replica.topics import TopicPartition
 
 TOPIC = "bench"
@@ -121,9 +140,15 @@ def finish_arguments(parser: argparse.ArgumentParser, args: argparse.Namespace) 
         )
 
 
-def build_batches(records: int, record_bytes: int, batch_records: int) -> tuple[list[bytes], float]:
+def random_values(records: int, record_bytes: int) -> pa.Buffer:
+    return pa.py_buffer(os.urandom(records * record_bytes))
+
+
+def build_batches(
+    records: int, record_bytes: int, batch_records: int, compression: str = "none"
+) -> tuple[list[bytes], float]:
     """Encode ``records`` random values into batches; return them and the encoding seconds."""
-    data = pa.py_buffer(os.urandom(records * record_bytes))
+    data = random_values(records, record_bytes)
     offsets = pa.array(
         range(0, (batch_records + 1) * record_bytes, record_bytes), pa.int32()
     ).buffers()[1]
@@ -133,7 +158,8 @@ def build_batches(records: int, record_bytes: int, batch_records: int) -> tuple[
         count = min(batch_records, records - first)
         chunk = data.slice(first * record_bytes, count * record_bytes)
         values = pa.Array.from_buffers(pa.binary(), count, [None, offsets, chunk])
-        batches.append(encode_batch(pa.record_batch([values], names=["value"])))
+        records_batch = pa.record_batch([values], names=["value"])
+        batches.append(encode_batch(records_batch, compression=compression))
     return batches, time.perf_counter() - started
 
 
@@ -161,6 +187,32 @@ async def send_all(
     return latencies
 
 
+async def send_each_record(
+    producer: Producer, values: pa.Buffer, records: int, record_bytes: int, partitions: int
+) -> list[float]:
+    """Send every record with ``Producer.send``; return each record's latency in seconds."""
+    loop = asyncio.get_running_loop()
+    latencies: list[float] = []
+    futures: list[asyncio.Future[RecordMetadata]] = []
+
+    def timed(sent: float) -> Callable[[asyncio.Future[RecordMetadata]], None]:
+        return lambda _: latencies.append(loop.time() - sent)
+
+    view = memoryview(values)
+    for n in range(records):
+        future = producer.send(
+            TOPIC, bytes(view[n * record_bytes : (n + 1) * record_bytes]), partition=n % partitions
+        )
+        future.add_done_callback(timed(loop.time()))
+        futures.append(future)
+        if n % 10_000 == 9_999:
+            await asyncio.sleep(0)  # let full batches go while more are added
+    await producer.flush()
+    for future in futures:
+        future.result()
+    return latencies
+
+
 async def wait_until_stored(
     cluster: Cluster, partitions: list[TopicPartition], records: int
 ) -> None:
@@ -179,16 +231,36 @@ async def wait_until_stored(
         await asyncio.sleep(0.001)
 
 
+def producer_config(args: argparse.Namespace) -> ProducerConfig:
+    return ProducerConfig(
+        acks=parse_acks(args.acks),
+        enable_idempotence=args.idempotent,
+        batch_records=args.batch_records,
+        batch_size=MAX_BATCH_BYTES // 2,
+        linger_ms=args.linger_ms,
+        compression=args.compression,
+        max_in_flight_per_partition=args.max_in_flight,
+    )
+
+
 async def _run(
-    bootstrap: list[tuple[str, int]], args: argparse.Namespace, batches: list[bytes]
+    bootstrap: list[tuple[str, int]],
+    args: argparse.Namespace,
+    batches: list[bytes],
+    values: pa.Buffer | None,
 ) -> tuple[float, list[float]]:
-    """Create the topic, then time sending ``batches``; return (seconds, latencies)."""
+    """Create the topic, then time sending the records; return (seconds, latencies)."""
     cluster = Cluster(bootstrap, client_id="replog-bench-produce")
     try:
         partitions = await create_topic(cluster, args.partitions, args.rf)
-        producer = Producer(cluster, ProducerConfig(acks=parse_acks(args.acks)))
+        producer = Producer(cluster, producer_config(args))
         started = time.perf_counter()
-        latencies = await send_all(producer, batches, args.partitions, args.in_flight)
+        if values is None:
+            latencies = await send_all(producer, batches, args.partitions, args.in_flight)
+        else:
+            latencies = await send_each_record(
+                producer, values, args.records, args.record_bytes, args.partitions
+            )
         await wait_until_stored(cluster, partitions, args.records)
         return time.perf_counter() - started, latencies
     finally:
@@ -201,21 +273,53 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--acks", choices=["0", "1", "all"], default="1", help="acks (1)")
     parser.add_argument("--brokers", type=positive_int, default=1, help="broker processes (1)")
     parser.add_argument("--rf", type=positive_int, default=1, help="replication factor (1)")
+    parser.add_argument(
+        "--idempotent",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="idempotent producer (default: exactly when --acks all)",
+    )
+    parser.add_argument(
+        "--compression", choices=list(COMPRESSION_CODECS), default="none", help="codec (none)"
+    )
+    parser.add_argument(
+        "--api",
+        choices=["batch", "record"],
+        default="batch",
+        help="send pre-built batches, or every record through Producer.send (batch)",
+    )
+    parser.add_argument(
+        "--linger-ms", type=int, default=5, help="producer linger, --api record only (5)"
+    )
+    parser.add_argument(
+        "--max-in-flight",
+        type=positive_int,
+        default=5,
+        help="producer batches in flight per partition (5; at most 5 when idempotent)",
+    )
     args = parser.parse_args(argv)
     finish_arguments(parser, args)
     if args.rf > args.brokers:
         parser.error(f"--rf {args.rf} is more than --brokers {args.brokers}")
+    if args.idempotent and args.acks != "all":
+        parser.error("--idempotent needs --acks all")
+    if args.linger_ms < 0:
+        parser.error(f"--linger-ms must be 0 or more, got {args.linger_ms}")
     return args
 
 
 def main(argv: list[str] | None = None) -> None:
     args = _parse_args(argv)
+    config = producer_config(args)
     limits = measure_limits(args.limits_seconds)
-    batches, encode_s = build_batches(args.records, args.record_bytes, args.batch_records)
+    batches, encode_s = build_batches(
+        args.records, args.record_bytes, args.batch_records, args.compression
+    )
     wire_bytes = sum(len(batch) for batch in batches)
+    values = random_values(args.records, args.record_bytes) if args.api == "record" else None
     with local_cluster(args.brokers) as cluster:
         seconds, latencies = asyncio.run(
-            asyncio.wait_for(_run(cluster.bootstrap, args, batches), RUN_TIMEOUT_S)
+            asyncio.wait_for(_run(cluster.bootstrap, args, batches, values), RUN_TIMEOUT_S)
         )
     latencies_ms = sorted(latency * 1000 for latency in latencies)
     wire_mb_per_s = wire_bytes / MB / seconds
@@ -225,6 +329,11 @@ def main(argv: list[str] | None = None) -> None:
             "acks": args.acks,
             "brokers": args.brokers,
             "rf": args.rf,
+            "idempotent": config.idempotent,
+            "compression": args.compression,
+            "api": args.api,
+            "linger_ms": args.linger_ms if args.api == "record" else None,
+            "max_in_flight": args.max_in_flight,
             "record_bytes": args.record_bytes,
             "records": args.records,
             "batch_records": args.batch_records,

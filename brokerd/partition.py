@@ -37,7 +37,6 @@ from brokerd.log.producer_snapshots import read_snapshot, snapshot_offsets
 from brokerd.producer_state import Outcome, ProducerStateManager
 from spark_replica.errors import (
     BrokerResponseError,
-    DuplicateSequenceNumberError,
     FencedLeaderEpochError,
     InvalidProducerEpochError,
     InvalidRecordError,
@@ -59,7 +58,6 @@ logger = logging.getLogger("brokerd.partition")
 NO_LEADER = -1
 # The error a leader answers for each refusing verdict of the producer state.
 VERDICT_ERRORS: dict[Outcome, type[BrokerResponseError]] = {
-    Outcome.OLD_DUPLICATE: DuplicateSequenceNumberError,
     Outcome.OUT_OF_ORDER: OutOfOrderSequenceError,
     Outcome.FENCED: InvalidProducerEpochError,
     Outcome.UNKNOWN_PRODUCER: UnknownProducerIdError,
@@ -227,6 +225,13 @@ class Partition:
             )
 
     def append_as_leader(self, records: bytes | memoryview, acks: int, now_ms: int) -> AppendInfo:
+        """Append as leader; a retried idempotent batch is answered without appending.
+
+        A retry of one of the producer's remembered batches gets its original offsets
+        (bytes_appended 0). An older duplicate gets first_offset -1 (its offsets are not
+        known) and as last_offset the offset it lies at or below, so that an acks=all
+        answer (DUPLICATE_SEQUENCE_NUMBER) can still wait until that much is committed.
+        """
         self.require_leader()
         if acks == ACKS_ALL and len(self.isr) < self.min_insync_replicas:
             raise NotEnoughReplicasError(
@@ -236,7 +241,7 @@ class Partition:
         idempotent = self._idempotent_batch(records)
         if idempotent is not None:
             verdict = self.producer_state.check(idempotent)
-            if verdict.outcome is Outcome.DUPLICATE:
+            if verdict.outcome in (Outcome.DUPLICATE, Outcome.OLD_DUPLICATE):
                 return AppendInfo(
                     first_offset=verdict.base_offset,
                     last_offset=verdict.last_offset,

@@ -6,11 +6,17 @@ producer id, the epoch and the last MAX_BATCHES_PER_PRODUCER batches it appended
 can tell a retry of one of them (answer the original offsets, append nothing) from the
 next batch in order (append) and from a gap (refuse). Five is Kafka's limit on a
 producer's in-flight requests per connection: a retry can only be of one of the last
-five batches, so older ones need not be remembered.
+five batches, so their offsets are all a retry can need. A batch wholly before those
+five repeats records appended long ago (a Spark task replaying its batches after a
+retry, with the same producer id and epoch): it is refused as a duplicate whose offsets
+are no longer known (DUPLICATE_SEQUENCE_NUMBER), never appended twice.
 
-The log is the source of truth: this state is only a summary of its batch headers, so
-it is rebuilt by replaying them (after a restart or a truncation) and followers update
-it as they copy batches, ready for when they become leader.
+The log is the source of truth: this state is a summary of its batch headers, so it is
+rebuilt by replaying them (after a restart or a truncation) and followers update it as
+they copy batches, ready for when they become leader. Retention deletes old batches but
+must not make their producers unknown, so the state is also written as a snapshot (see
+`encode_snapshot`) when a segment rolls; a rebuild starts from the newest snapshot and
+replays only the headers after it.
 
 Sequence numbers wrap from 2**31 - 1 back to 0, as in Kafka.
 
@@ -24,15 +30,28 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from spark_replica.errors import ProtocolError
 from spark_replica.records import NO_PRODUCER_ID, BatchHeader
 
 MAX_BATCHES_PER_PRODUCER = 5
 MAX_SEQUENCE = 2**31 - 1
+SEQUENCE_SPACE = MAX_SEQUENCE + 1
+# Of two sequences less than half the space apart, the one the other reaches by counting
+# up is the later: the ordering that stays meaningful across the wrap.
+HALF_SEQUENCE_SPACE = SEQUENCE_SPACE // 2
+SNAPSHOT_MAGIC = "replog-producer-state"
+SNAPSHOT_VERSION = 1
+BATCH_FIELDS = 4  # base sequence, last sequence, base offset, last offset
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
     """`sequence + increment`, wrapping past MAX_SEQUENCE to 0 like Kafka."""
     return (sequence + increment) % (MAX_SEQUENCE + 1)
+
+
+def precedes(earlier: int, later: int) -> bool:
+    """True if sequence `earlier` comes strictly before `later`, allowing for the wrap."""
+    return 0 < (later - earlier) % SEQUENCE_SPACE < HALF_SEQUENCE_SPACE
 
 
 def last_sequence(header: BatchHeader) -> int:
@@ -43,6 +62,7 @@ def last_sequence(header: BatchHeader) -> int:
 class Outcome(enum.Enum):
     APPEND = "append"
     DUPLICATE = "duplicate"  # a retry of a batch already in the log
+    OLD_DUPLICATE = "old_duplicate"  # repeats sequences from before the remembered batches
     OUT_OF_ORDER = "out_of_order"  # a gap, or a new epoch not starting at 0
     FENCED = "fenced"  # an epoch older than the producer's latest
     UNKNOWN_PRODUCER = "unknown_producer"  # no state for this id and not its first batch
@@ -51,7 +71,11 @@ class Outcome(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """What to do with one batch; for DUPLICATE, the offsets it was first appended at."""
+    """What to do with one batch.
+
+    For DUPLICATE, the offsets it was first appended at; for OLD_DUPLICATE, only
+    `last_offset`: the offset below the remembered batches, at or before which it lies.
+    """
 
     outcome: Outcome
     reason: str = ""
@@ -136,6 +160,16 @@ class ProducerStateManager:
         expected = increment_sequence(entry.batches[-1].last_sequence, 1) if entry.batches else 0
         if header.base_sequence == expected:
             return APPEND
+        if entry.batches and precedes(last, entry.batches[0].base_sequence):
+            return Verdict(
+                Outcome.OLD_DUPLICATE,
+                f"producer id {pid} epoch {entry.epoch}: sequences {header.base_sequence}.."
+                f"{last} were appended before the {len(entry.batches)} batches remembered "
+                f"(from sequence {entry.batches[0].base_sequence})",
+                last_offset=entry.batches[0].base_offset - 1,
+            )
+        # A gap, a batch straddling the last sequence, or one that overlaps a remembered
+        # batch without being it: the producer's numbering is not ours.
         return Verdict(
             Outcome.OUT_OF_ORDER,
             f"producer id {pid} epoch {entry.epoch}: expected sequence {expected}, "
@@ -166,5 +200,57 @@ class ProducerStateManager:
     def rebuild(self, headers: Iterable[BatchHeader]) -> None:
         """Forget everything and replay the headers of a log, whose offsets are assigned."""
         self._producers.clear()
+        self.replay(headers)
+
+    def replay(self, headers: Iterable[BatchHeader]) -> None:
+        """Record the batches of `headers` (from a log, offsets assigned), in order."""
         for header in headers:
             self.record(header, header.base_offset)
+
+    def encode_snapshot(self) -> list[str]:
+        """The whole state as text lines: a header line, a count, one line per producer.
+
+        Each producer line is its id and epoch, then four numbers per remembered batch:
+        base sequence, last sequence, base offset, last offset, oldest batch first.
+        """
+        lines = [f"{SNAPSHOT_MAGIC} {SNAPSHOT_VERSION}", str(len(self._producers))]
+        for pid in sorted(self._producers):
+            entry = self._producers[pid]
+            fields = [pid, entry.epoch]
+            for batch in entry.batches:
+                fields += [
+                    batch.base_sequence,
+                    batch.last_sequence,
+                    batch.base_offset,
+                    batch.last_offset,
+                ]
+            lines.append(" ".join(map(str, fields)))
+        return lines
+
+    def restore(self, lines: list[str]) -> None:
+        """Replace the state with what encode_snapshot wrote.
+
+        Raises ProtocolError if the lines are not a snapshot, leaving the state empty.
+        """
+        self._producers.clear()
+        if not lines or lines[0] != f"{SNAPSHOT_MAGIC} {SNAPSHOT_VERSION}":
+            raise ProtocolError(f"not a producer state snapshot (first line {lines[:1]!r})")
+        try:
+            count = int(lines[1])
+            rows = [[int(field) for field in line.split()] for line in lines[2:]]
+        except (IndexError, ValueError) as exc:
+            raise ProtocolError(f"malformed producer state snapshot: {exc}") from exc
+        if count != len(rows):
+            raise ProtocolError(f"snapshot says {count} producers but holds {len(rows)}")
+        restored: dict[int, ProducerEntry] = {}
+        for number, row in enumerate(rows, start=3):
+            if len(row) < 2 + BATCH_FIELDS or (len(row) - 2) % BATCH_FIELDS:
+                raise ProtocolError(f"snapshot line {number} has {len(row)} fields")
+            batches = [
+                BatchMetadata(*row[start : start + BATCH_FIELDS])
+                for start in range(2, len(row), BATCH_FIELDS)
+            ]
+            restored[row[0]] = ProducerEntry(
+                row[1], deque(batches, maxlen=MAX_BATCHES_PER_PRODUCER)
+            )
+        self._producers.update(restored)

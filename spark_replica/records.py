@@ -7,7 +7,8 @@ A batch is a fixed 61-byte big-endian header followed by a payload::
     leader_epoch       int32   epoch of the leader that appended it (set on append)
     magic              int8    format version, MAGIC
     crc                uint32  CRC32C of everything from `attributes` to the end
-    attributes         int16   bit 3: timestamp type (0 create time, 1 log append time)
+    attributes         int16   bits 0-2: compression codec (0 none, 3 lz4, 4 zstd);
+                               bit 3: timestamp type (0 create time, 1 log append time)
     last_offset_delta  int32   record_count - 1
     first_timestamp    int64   timestamp of the first record, ms since the epoch
     max_timestamp      int64   largest timestamp in the batch, ms
@@ -24,6 +25,11 @@ The payload is an Arrow IPC stream holding one record batch with the columns of
 PAYLOAD_SCHEMA (``headers`` may be left out when no record has any). Brokers read only
 the header and move payload bytes untouched; clients turn the payload into a
 ``pyarrow.RecordBatch`` without copying.
+
+Compression is Arrow IPC buffer compression (lz4 frame or zstd, per buffer), so any
+Arrow reader decompresses it on its own and the CRC covers the compressed bytes, as in
+Kafka. The codec is also named in the attributes' low bits, with Kafka's numbers, so
+that tools reading headers only can tell compressed batches apart.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from dataclasses import dataclass
 import crc32c
 import pyarrow as pa
 
-from spark_replica.errors import CorruptRecordError
+from spark_replica.errors import ConfigError, CorruptRecordError
 
 MAGIC = 2
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -51,6 +57,10 @@ LEADER_EPOCH_FIELD_OFFSET = 12
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 TIMESTAMP_TYPE_LOG_APPEND = 0x08
+COMPRESSION_MASK = 0x07
+# Codec name -> the attributes' compression bits, numbered as Kafka numbers them.
+COMPRESSION_CODECS = {"none": 0, "lz4": 3, "zstd": 4}
+CODEC_NAMES = {bits: name for name, bits in COMPRESSION_CODECS.items()}
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
 TIMESTAMP_TYPE = pa.timestamp("ms", tz="UTC")
@@ -82,6 +92,12 @@ class BatchHeader:
     producer_epoch: int
     base_sequence: int
     record_count: int
+
+    @property
+    def compression(self) -> str:
+        """The codec named in the attributes ("none", "lz4", "zstd"), or "unknown-N"."""
+        bits = self.attributes & COMPRESSION_MASK
+        return CODEC_NAMES.get(bits, f"unknown-{bits}")
 
     @property
     def total_size(self) -> int:
@@ -195,10 +211,21 @@ def stamp_producer(
     return stamped
 
 
-def encode_payload(records: pa.RecordBatch) -> pa.Buffer:
-    """Serialise a payload-shaped record batch as an Arrow IPC stream."""
+def parse_compression(name: str, option: str = "compression") -> str:
+    """The codec name if replog knows it; a ConfigError naming `option` otherwise."""
+    codec = str(name).strip().lower()
+    if codec not in COMPRESSION_CODECS:
+        known = ", ".join(COMPRESSION_CODECS)
+        raise ConfigError(f"{option}={name!r}: use one of {known}")
+    return codec
+
+
+def encode_payload(records: pa.RecordBatch, compression: str = "none") -> pa.Buffer:
+    """Serialise a payload-shaped record batch as an Arrow IPC stream, buffers compressed."""
+    codec = parse_compression(compression)
+    options = pa.ipc.IpcWriteOptions(compression=None if codec == "none" else codec)
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, records.schema) as writer:
+    with pa.ipc.new_stream(sink, records.schema, options=options) as writer:
         writer.write_batch(records)
     return sink.getvalue()
 
@@ -212,8 +239,13 @@ def encode_batch(
     producer_id: int = NO_PRODUCER_ID,
     producer_epoch: int = -1,
     base_sequence: int = NO_SEQUENCE,
+    compression: str = "none",
 ) -> bytes:
-    """Build one whole batch (header + IPC payload) from a payload-shaped record batch."""
+    """Build one whole batch (header + IPC payload) from a payload-shaped record batch.
+
+    `compression` sets the codec of the payload's buffers and the attributes' codec bits
+    (any codec bits passed in `attributes` are replaced).
+    """
     count = records.num_rows
     if count < 1:
         raise ValueError("a record batch holds at least one record")
@@ -224,7 +256,9 @@ def encode_batch(
     max_ts = bounds["max"].as_py()
     if first_ts is None or max_ts is None:
         raise ValueError("every record needs a timestamp")
-    payload = encode_payload(records)
+    codec = parse_compression(compression)
+    payload = encode_payload(records, codec)
+    attributes = (attributes & ~COMPRESSION_MASK) | COMPRESSION_CODECS[codec]
     batch = bytearray(HEADER_SIZE + payload.size)
     HEADER.pack_into(
         batch,
@@ -302,9 +336,10 @@ def build_batch(
     keys: Sequence[bytes | str | None] | None = None,
     timestamps: Sequence[int | None] | None = None,
     headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None = None,
+    compression: str = "none",
     **header_fields: int,
 ) -> bytes:
-    """Build one batch from Python lists (tests, the CLI); timestamps in ms."""
+    """Build one batch from Python lists (tests, the CLI, the producer); timestamps in ms."""
     arrays: dict[str, pa.Array] = {
         "value": pa.array([_to_bytes(v) for v in values], pa.binary()),
     }
@@ -317,7 +352,9 @@ def build_batch(
             [None if h is None else [{"key": k, "value": v} for k, v in h] for h in headers],
             HEADER_TYPE,
         )
-    return encode_batch(pa.RecordBatch.from_pydict(arrays), **header_fields)
+    return encode_batch(
+        pa.RecordBatch.from_pydict(arrays), compression=compression, **header_fields
+    )
 
 
 def _to_bytes(item: bytes | str | None) -> bytes | None:

@@ -1,4 +1,10 @@
-"""Serving Produce: append to led partitions, then wait for the HW when acks=all."""
+"""Serving Produce: append to led partitions, then wait for the HW when acks=all.
+
+A batch an idempotent producer appended long ago (older than the batches the partition
+remembers with their offsets) is answered DUPLICATE_SEQUENCE_NUMBER, and the producer
+counts it as delivered; with acks=all only once the HW has passed everything up to the
+remembered batches, so that such an answer never stands for records a failover can lose.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from brokerd.api.context import BrokerContext, answer_each_partition
 from brokerd.partition import Partition
 from spark_replica.errors import (
     BrokerResponseError,
+    DuplicateSequenceNumberError,
     InvalidRecordError,
     InvalidRequiredAcksError,
     wire_message,
@@ -32,6 +39,7 @@ async def handle_produce(ctx: BrokerContext, request: ProduceRequest) -> Produce
     """Answer per partition; with acks=0 answer nothing (the client does not wait)."""
     now = now_ms()
     waits: list[tuple[ProducePartitionResult, Partition, int]] = []
+    old_duplicates: list[tuple[ProducePartitionResult, TopicPartition]] = []
 
     def serve(tp: TopicPartition, entry: ProducePartition, result: ProducePartitionResult) -> None:
         if request.acks not in VALID_ACKS:
@@ -42,6 +50,8 @@ async def handle_produce(ctx: BrokerContext, request: ProduceRequest) -> Produce
         info = partition.append_as_leader(entry.records, request.acks, now)
         result.base_offset = info.first_offset
         result.log_start_offset = partition.log.log_start_offset
+        if info.first_offset < 0:
+            old_duplicates.append((result, tp))
         if request.acks == ACKS_ALL:
             waits.append((result, partition, info.last_offset))
 
@@ -58,6 +68,13 @@ async def handle_produce(ctx: BrokerContext, request: ProduceRequest) -> Produce
             if isinstance(outcome, BrokerResponseError):
                 result.error_code = outcome.code
                 result.error_message = wire_message(outcome)
+    for result, tp in old_duplicates:
+        if not result.error_code:
+            result.error_code = DuplicateSequenceNumberError.code
+            result.error_message = (
+                f"{tp}: the batch repeats sequence numbers appended before the producer's "
+                "remembered batches; it was not appended again"
+            )
     if request.acks == ACKS_NONE:
         return None
     return ProduceResponse(topics)

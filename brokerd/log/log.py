@@ -12,6 +12,10 @@ the log contiguous, so a crash in the middle leaves a shorter but valid log.
 The leader epoch cache follows the log: appends add epochs to it in memory, and they
 reach its file with the log's flushes and rolls; truncation and retention write it at
 once. ``Log.open`` reconciles a file left stale by a crash with the recovered segments.
+
+Producer-state snapshots (producer_snapshots.py) follow it too: the log writes one from
+the source its owner installs at every roll and at close, and deletes the ones that no
+longer describe it after retention, truncation and recovery.
 """
 
 from __future__ import annotations
@@ -27,6 +31,12 @@ from pathlib import Path
 from brokerd.log.config import UNLIMITED, LogConfig
 from brokerd.log.directory import fsync_directory, prepare_directory
 from brokerd.log.epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCache
+from brokerd.log.producer_snapshots import (
+    SnapshotSource,
+    delete_all_snapshots,
+    delete_snapshots_outside,
+    write_snapshot,
+)
 from brokerd.log.segment import BatchSpan, LogSegment
 from spark_replica.errors import (
     InvalidFetchSizeError,
@@ -75,6 +85,7 @@ class Log:
         self._unflushed_records = 0
         self._last_flush_ms = now_ms
         self._closed = False
+        self._snapshot_source: SnapshotSource | None = None
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, now_ms: int) -> Log:
@@ -89,7 +100,19 @@ class Log:
         else:
             segments.append(LogSegment.create(directory, 0, config))
             fsync_directory(directory)
+        delete_snapshots_outside(directory, segments[0].base_offset, segments[-1].next_offset)
         return cls(directory, config, segments, _open_epoch_cache(directory, segments), now_ms)
+
+    def set_producer_snapshot_source(self, source: SnapshotSource) -> None:
+        """Write what `source` returns as the producer-state snapshot at rolls and at close."""
+        self._snapshot_source = source
+
+    def _write_producer_snapshot(self, *, required: bool) -> None:
+        if self._snapshot_source is None:
+            return
+        lines = self._snapshot_source(required)
+        if lines is not None:
+            write_snapshot(self._directory, self.log_end_offset, lines)
 
     def update_config(self, config: LogConfig) -> None:
         """Use `config` from now on: a topic's config was altered while the log is open.
@@ -105,11 +128,23 @@ class Log:
         for segment in self._segments:
             segment.update_config(config)
 
-    def iter_batch_headers(self) -> Iterator[BatchHeader]:
-        """Every batch header, oldest first, reading headers only (no payloads)."""
-        for segment in list(self._segments):
-            for _, header in segment.iter_headers(0):
-                yield header
+    def iter_batch_headers(self, from_offset: int = 0) -> Iterator[BatchHeader]:
+        """The batch headers from `from_offset` on, oldest first, reading headers only.
+
+        `from_offset` is a batch boundary (a roll or the log end at some moment), as
+        snapshot offsets are; batches starting before it are skipped.
+        """
+        segments = self._segments[self._segment_index(from_offset) :]
+        for index, segment in enumerate(segments):
+            position = 0
+            if index == 0 and from_offset > segment.base_offset:
+                located = segment.locate(from_offset)  # the offset index finds it
+                if located is None:
+                    continue
+                position = located[0]
+            for _, header in segment.iter_headers(position):
+                if header.base_offset >= from_offset:
+                    yield header
 
     @property
     def directory(self) -> Path:
@@ -311,6 +346,7 @@ class Log:
         self._active.truncate_to(offset)
         self._epoch_cache.truncate_from_end(self.log_end_offset)
         self._epoch_cache.flush()
+        delete_snapshots_outside(self._directory, self.log_start_offset, self.log_end_offset)
         logger.info(
             "%s: truncated to offset %d (asked %d, was %d)",
             self._directory,
@@ -327,10 +363,15 @@ class Log:
         self._segments.append(LogSegment.create(self._directory, offset, self._config))
         fsync_directory(self._directory)
         self._epoch_cache.flush()
+        delete_all_snapshots(self._directory)
         logger.info("%s: emptied, restarting at offset %d", self._directory, offset)
 
     def roll(self, now_ms: int) -> None:
-        """Seal the active segment (fsynced) and start a new one at the log end offset."""
+        """Seal the active segment (fsynced) and start a new one at the log end offset.
+
+        The producer state is snapshotted at the new segment's base offset, so that it
+        outlives the segments retention will delete (see producer_snapshots.py).
+        """
         if not self._active.size:
             return
         self._active.seal()
@@ -339,6 +380,7 @@ class Log:
         fsync_directory(self._directory)
         self._unflushed_records = 0
         self._last_flush_ms = now_ms
+        self._write_producer_snapshot(required=True)
 
     def delete_expired_segments(self, now_ms: int) -> int:
         """Apply retention by time, then by size, to the oldest segments; return how many went.
@@ -366,6 +408,7 @@ class Log:
         if deleted:
             self._epoch_cache.truncate_from_start(self.log_start_offset)
             self._epoch_cache.flush()
+            delete_snapshots_outside(self._directory, self.log_start_offset, self.log_end_offset)
         return deleted
 
     def _delete_oldest(self, count: int) -> int:
@@ -413,6 +456,7 @@ class Log:
     def close(self) -> None:
         if self._closed:
             return
+        self._write_producer_snapshot(required=False)
         for segment in self._segments:
             segment.close()
         self._epoch_cache.flush()

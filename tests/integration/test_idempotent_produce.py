@@ -6,8 +6,9 @@ import asyncio
 
 import pytest
 
-from spark_replica.client import BrokerConnection
+from spark_replica.client import BrokerConnection, Cluster, Consumer, Producer, ProducerConfig
 from spark_replica.errors import (
+    DuplicateSequenceNumberError,
     InvalidProducerEpochError,
     InvalidRequestError,
     OutOfOrderSequenceError,
@@ -15,6 +16,7 @@ from spark_replica.errors import (
 )
 from spark_replica.launcher import BrokerProcess
 from spark_replica.protocol.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from spark_replica.protocol.list_offsets import EARLIEST_TIMESTAMP
 from spark_replica.protocol.produce import (
     ACKS_ALL,
     ProducePartition,
@@ -23,6 +25,7 @@ from spark_replica.protocol.produce import (
     ProduceTopic,
 )
 from spark_replica.records import build_batch
+from spark_replica.topics import TopicPartition
 from tests.support import BrokerFactory, create_topic, run
 
 pytestmark = pytest.mark.slow
@@ -45,7 +48,12 @@ async def init_producer_id(
 
 
 async def send_batch(
-    broker: BrokerProcess, value: str, producer_id: int, epoch: int, sequence: int
+    broker: BrokerProcess,
+    value: str,
+    producer_id: int,
+    epoch: int,
+    sequence: int,
+    topic: str = TOPIC,
 ) -> ProducePartitionResult:
     """Produce a two-record batch with these producer fields; the partition's answer."""
     batch = build_batch(
@@ -55,7 +63,7 @@ async def send_batch(
         producer_epoch=epoch,
         base_sequence=sequence,
     )
-    request = ProduceRequest(ACKS_ALL, 10_000, [ProduceTopic(TOPIC, [ProducePartition(0, batch)])])
+    request = ProduceRequest(ACKS_ALL, 10_000, [ProduceTopic(topic, [ProducePartition(0, batch)])])
     conn = BrokerConnection(broker.host, broker.port)
     await conn.connect()
     try:
@@ -150,5 +158,57 @@ def test_duplicate_is_recognised_after_a_restart(brokers: BrokerFactory) -> None
         assert (following.error_code, following.base_offset) == (0, 6)
         fresh = (await init_producer_id(broker)).producer_id
         assert fresh > pid, "a restarted broker claims a new block, never reusing ids"
+
+    run(after())
+
+
+def test_a_producer_stays_known_after_retention_and_a_restart(brokers: BrokerFactory) -> None:
+    """Its batches are all deleted, yet a retry is a duplicate, not UNKNOWN_PRODUCER_ID.
+
+    The id is in the range the Spark sink derives from a query id (2**62 and up).
+    """
+    broker = brokers.start(1, **{"log.retention.check.interval.ms": "100"})
+    pid = 2**62 + 17
+    topic = "retained"
+    tp = TopicPartition(topic, 0)
+
+    async def earliest_offset() -> int:
+        cluster = Cluster([(broker.host, broker.port)])
+        try:
+            return (await Consumer(cluster).list_offsets([tp], EARLIEST_TIMESTAMP))[tp][0]
+        finally:
+            await cluster.close()
+
+    async def before() -> None:
+        bootstrap = [(broker.host, broker.port)]
+        await create_topic(bootstrap, topic, **{"segment.bytes": "2048", "retention.bytes": "1"})
+        for n in range(6):
+            result = await send_batch(broker, f"p{n}", pid, 0, 2 * n, topic=topic)
+            assert (result.error_code, result.base_offset) == (0, 2 * n)
+        cluster = Cluster(bootstrap)
+        try:
+            plain = Producer(cluster, ProducerConfig(acks=-1, enable_idempotence=False))
+            for n in range(40):  # other writers fill segments; retention deletes the old ones
+                await plain.send_records(topic, [f"plain-{n}"], partition=0)
+        finally:
+            await cluster.close()
+        for _ in range(100):
+            if await earliest_offset() > 12:
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError("retention did not delete the producer's segments")
+
+    run(before())
+    assert broker.stop() == 0
+    broker = brokers.start(1)
+
+    async def after() -> None:
+        assert await earliest_offset() > 12, "the producer's batches are gone from the log"
+        retry = await send_batch(broker, "p5", pid, 0, 10, topic=topic)
+        assert (retry.error_code, retry.base_offset) == (0, 10), retry.error_message
+        old = await send_batch(broker, "p0", pid, 0, 0, topic=topic)
+        assert old.error_code == DuplicateSequenceNumberError.code, old.error_message
+        following = await send_batch(broker, "p6", pid, 0, 12, topic=topic)
+        assert following.error_code == 0 and following.base_offset > 12
 
     run(after())

@@ -20,6 +20,7 @@ from spark_replica.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     OutOfOrderSequenceError,
+    ProtocolError,
 )
 from spark_replica.protocol.produce import ACKS_LEADER
 from spark_replica.records import BatchHeader, build_batch
@@ -123,12 +124,13 @@ def test_gap_and_overlap_are_out_of_order() -> None:
     assert leader.state.check(header(1, 2)).outcome is Outcome.OUT_OF_ORDER
 
 
-def test_only_the_last_five_batches_are_recognised_as_duplicates() -> None:
+def test_only_the_last_five_batches_are_answered_with_their_offsets() -> None:
     leader = Leader()
     for seq in range(MAX_BATCHES_PER_PRODUCER + 2):
         leader.send(header(seq))
-    assert leader.state.check(header(0)).outcome is Outcome.OUT_OF_ORDER
-    assert leader.state.check(header(1)).outcome is Outcome.OUT_OF_ORDER
+    # Older ones are still known to be in the log, only not where: never appended again.
+    assert leader.state.check(header(0)).outcome is Outcome.OLD_DUPLICATE
+    assert leader.state.check(header(1)).outcome is Outcome.OLD_DUPLICATE
     for seq in range(2, MAX_BATCHES_PER_PRODUCER + 2):
         assert leader.send(header(seq)) == (Outcome.DUPLICATE, seq)
     assert len(leader.state.snapshot()[PID][1]) == MAX_BATCHES_PER_PRODUCER
@@ -286,3 +288,78 @@ def test_follower_records_what_it_copies_for_when_it_leads(tmp_path: Path) -> No
     follower.make_leader(1, [2], [1, 2], 1, 0, now_ms=2)
     assert follower.producer_state.snapshot() == leader.producer_state.snapshot()
     assert produce(follower, 2).first_offset == 2
+
+
+# ------------------------------------------------------------------ replays of old batches
+
+
+def test_a_replay_from_sequence_zero_appends_nothing_twice() -> None:
+    """A retried Spark task sends its batches again from sequence 0, same id and epoch."""
+    leader = Leader()
+    sizes = [3, 1, 4, 1, 5, 9, 2, 6]
+    sequence = 0
+    for size in sizes:
+        leader.send(header(sequence, size))
+        sequence += size
+    end = leader.end
+    sequence = 0
+    outcomes = []
+    for size in sizes:
+        outcomes.append(leader.send(header(sequence, size))[0])
+        sequence += size
+    old = len(sizes) - MAX_BATCHES_PER_PRODUCER
+    assert outcomes == [Outcome.OLD_DUPLICATE] * old + [Outcome.DUPLICATE] * (len(sizes) - old)
+    assert leader.end == end
+    assert leader.send(header(sequence, 2)) == (Outcome.APPEND, end)
+
+
+def test_a_batch_straddling_the_window_or_the_last_sequence_is_out_of_order() -> None:
+    leader = Leader()
+    for seq in range(0, 16, 2):  # batches 0-1, 2-3, ..., 14-15; remembered from 6
+        leader.send(header(seq, 2))
+    assert leader.state.check(header(0, 6)).outcome is Outcome.OLD_DUPLICATE
+    assert leader.state.check(header(4, 4)).outcome is Outcome.OUT_OF_ORDER  # 4..7 over 6
+    assert leader.state.check(header(7, 2)).outcome is Outcome.OUT_OF_ORDER  # not a batch
+    straddling = leader.state.check(header(14, 4))  # 14..17: the last two and two new
+    assert straddling.outcome is Outcome.OUT_OF_ORDER
+    assert "expected sequence 16, got 14" in straddling.reason
+    assert leader.state.check(header(18)).outcome is Outcome.OUT_OF_ORDER  # a gap
+
+
+def test_old_duplicates_are_recognised_across_the_sequence_wrap() -> None:
+    state = ProducerStateManager()
+    base = MAX_SEQUENCE - 9
+    for n in range(8):  # 2**31-10 .. 2**31-1, then 0..5, in batches of 2
+        state.record(header(increment_sequence(base, 2 * n), 2), 2 * n)
+    assert state.check(header(base, 2)).outcome is Outcome.OLD_DUPLICATE
+    assert state.check(header(MAX_SEQUENCE - 1, 2)).outcome is Outcome.DUPLICATE
+    assert state.check(header(4, 2)).outcome is Outcome.DUPLICATE
+    assert state.check(header(6)).outcome is Outcome.APPEND
+
+
+def test_ids_of_the_spark_sink_range_are_accepted_and_a_new_epoch_fences_the_old() -> None:
+    leader = Leader()
+    pid = 2**62 + 12345
+    assert leader.send(header(0, 2, producer_id=pid)) == (Outcome.APPEND, 0)
+    assert leader.send(header(2, 1, producer_id=pid)) == (Outcome.APPEND, 2)
+    assert leader.send(header(0, 2, producer_id=2**63 - 1, epoch=7)) == (Outcome.APPEND, 3)
+    assert leader.send(header(0, 2, producer_id=pid, epoch=1)) == (Outcome.APPEND, 5)
+    assert leader.state.check(header(3, producer_id=pid)).outcome is Outcome.FENCED
+    assert leader.state.check(header(0, 2, producer_id=pid)).outcome is Outcome.FENCED
+
+
+def test_snapshot_lines_round_trip_and_bad_ones_are_refused() -> None:
+    leader = Leader()
+    for seq in range(7):
+        leader.send(header(seq, producer_id=2**63 - 1, epoch=3))
+    leader.send(header(0, 4, producer_id=1))
+    restored = ProducerStateManager()
+    restored.restore(leader.state.encode_snapshot())
+    assert restored.snapshot() == leader.state.snapshot()
+    assert restored.check(header(1, producer_id=2**63 - 1, epoch=3)).outcome is (
+        Outcome.OLD_DUPLICATE
+    )
+    lines = leader.state.encode_snapshot()
+    for bad in ([], ["something else", "0"], [*lines[:2], "1 2 3"], [lines[0], "3", *lines[2:]]):
+        with pytest.raises(ProtocolError):
+            ProducerStateManager().restore(bad)

@@ -17,11 +17,11 @@ from spark_replica.errors import (
     InvalidTopicError,
     ZooKeeperError,
 )
+from spark_replica.reassignment import assign_replicas
 from spark_replica.topic_config import parse_assignments, parse_topic_configs
 from spark_replica.topics import validate_topic_name
 from spark_replica.zk import znodes
 from spark_replica.zk.session import split_connect_string
-from spark_replica.reassignment import assign_replicas
 
 
 @pytest.mark.parametrize("name", ["a", "A.b_c-9", "x" * 249])

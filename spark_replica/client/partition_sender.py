@@ -1,0 +1,341 @@
+"""Sending one partition's batches: the I/O around its PartitionWindow (in_flight.py).
+
+Ownership: a PartitionSender belongs to one Producer and runs on its event loop; its
+queue (sealed batches not yet sent) and its window (batches sent and not finished) are
+touched only there. One task per partition runs while it has work and ends when idle.
+
+Order on the wire: the leader serves one connection's requests in order, so a
+partition's requests must be written in the order the window starts or resends them.
+The task takes the connection first and then creates the request's task; tasks start
+in creation order, and the first step of BrokerConnection.send writes the whole frame
+before anything can suspend it. The connection is shared by every partition led by the
+same broker (Cluster caches it per broker and purpose); the lock around obtaining it
+keeps two partitions from opening two connections at once.
+
+Idempotence: the partition's batches are stamped with the producer identity and their
+window sequence. A producer identity from InitProducerId is replaced by a fresh one for
+this partition alone when the window says its numbering is lost; an explicit identity
+(the Spark sink's) cannot be, and the partition then fails everything sent to it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections import deque
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from spark_replica.errors import (
+    ConnectionLostError,
+    DuplicateSequenceNumberError,
+    OutOfOrderSequenceError,
+    ProtocolError,
+    ReplogError,
+    TimeoutExpiredError,
+    error_for_code,
+)
+from spark_replica.protocol.produce import ACKS_NONE, ProducePartition, ProduceRequest, ProduceTopic
+from spark_replica.records import build_batch, stamp_producer
+from spark_replica.topics import TopicPartition
+
+from .cluster import Cluster
+from .in_flight import PartitionWindow, WindowBatch
+
+if TYPE_CHECKING:
+    from .producer import ProducerConfig
+
+logger = logging.getLogger("spark_replica.client.producer")
+
+# Extra seconds to wait for a produce answer beyond the timeout the broker was given.
+ANSWER_GRACE_S = 5.0
+
+
+@dataclass(slots=True)
+class PendingRecord:
+    """One record from Producer.send, waiting in its partition's open batch."""
+
+    value: bytes | None
+    key: bytes | None
+    timestamp_ms: int
+    headers: list[tuple[str, bytes | None]] | None
+    future: asyncio.Future[Any]  # resolved with the record's RecordMetadata
+    appended_at: float
+
+
+@dataclass(eq=False)
+class ProducerBatch:
+    """A sealed batch: records still to encode, or a batch encoded by the caller.
+
+    `result` gets the base offset the leader assigned (-1 when it is not known: acks=0,
+    or a duplicate of a batch appended long ago), or the error that ended it.
+    """
+
+    tp: TopicPartition
+    record_count: int
+    created_at: float
+    result: asyncio.Future[int]
+    records: list[PendingRecord] | None = None
+    encoded: bytes | None = None
+    _stamped: tuple[tuple[int, int, int], bytearray] | None = field(default=None, repr=False)
+
+    def encode(self, compression: str) -> None:
+        """Encode the records, once; errors (bad values) fail this batch only."""
+        if self.encoded is not None or self.records is None:
+            return
+        records = self.records
+        self.encoded = build_batch(
+            [r.value for r in records],
+            keys=[r.key for r in records],
+            timestamps=[r.timestamp_ms for r in records],
+            headers=(
+                None if all(r.headers is None for r in records) else [r.headers for r in records]
+            ),
+            compression=compression,
+        )
+
+    def stamped(self, producer_id: int, epoch: int, sequence: int) -> bytes | bytearray:
+        """The encoded batch carrying this identity and sequence (copied once per change)."""
+        assert self.encoded is not None
+        key = (producer_id, epoch, sequence)
+        if self._stamped is None or self._stamped[0] != key:
+            self._stamped = (key, stamp_producer(self.encoded, producer_id, epoch, sequence))
+        return self._stamped[1]
+
+
+class IdentitySource(Protocol):
+    async def shared(self) -> tuple[int, int]:
+        """The producer's (producer id, epoch), asking a broker once if need be."""
+        ...
+
+    async def replacement(self) -> tuple[int, int] | None:
+        """A fresh identity for one partition, or None if the identity is fixed."""
+        ...
+
+
+class PartitionSender:
+    def __init__(
+        self,
+        tp: TopicPartition,
+        cluster: Cluster,
+        config: ProducerConfig,
+        identities: IdentitySource,
+        connect_lock: asyncio.Lock,
+    ) -> None:
+        self.tp = tp
+        self.cluster = cluster
+        self.config = config
+        self.window: PartitionWindow[ProducerBatch] = PartitionWindow(
+            idempotent=config.idempotent,
+            max_in_flight=config.max_in_flight_per_partition,
+            retry_backoff_s=config.retry_backoff_ms / 1000,
+        )
+        self.queue: deque[ProducerBatch] = deque()
+        self.identity: tuple[int, int] | None = None
+        self._identities = identities
+        self._connect_lock = connect_lock
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._requests: set[asyncio.Future[Any]] = set()
+        self._refresh_needed = False
+        self._delivery_timeout_s = config.delivery_timeout_ms / 1000
+
+    def enqueue(self, batch: ProducerBatch) -> None:
+        """Queue a sealed batch behind the partition's others and make sure it goes."""
+        if self.window.fatal is not None:
+            _fail(batch, self.window.fatal)
+            return
+        self.queue.append(batch)
+        self._wake.set()
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name=f"replog-produce-{self.tp}")
+
+    async def _run(self) -> None:
+        try:
+            while self.queue or self.window.batches:
+                self._wake.clear()
+                if not await self._step():
+                    await self._sleep()
+        except Exception as exc:  # a bug here must not leave callers waiting forever
+            logger.exception("%s: sender failed", self.tp)
+            self._fail_everything(exc)
+        finally:
+            self._task = None
+
+    async def _step(self) -> bool:
+        """Do the next thing the partition needs; False if it must wait for an answer."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        self._expire_queued(now)
+        if self.window.fatal is not None:
+            self._fail_queued(self.window.fatal)
+            return False
+        if self.window.needs_new_identity:
+            if self.window.batches:
+                return False
+            await self._take_new_identity()
+            return True
+        if self._refresh_needed:
+            self._refresh_needed = False
+            with contextlib.suppress(ReplogError):
+                await self.cluster.refresh([self.tp.topic])
+            return True
+        retry = self.window.due_retry(loop.time())
+        if retry is not None:
+            self.window.resend(retry)
+            await self._send(retry)
+            return True
+        if self.queue and self.window.can_start():
+            return await self._start_next()
+        return False
+
+    async def _start_next(self) -> bool:
+        batch = self.queue[0]
+        try:
+            batch.encode(self.config.compression)
+        except (ValueError, TypeError, ReplogError) as exc:
+            self.queue.popleft()
+            _fail(batch, exc)
+            return True
+        if self.config.idempotent and self.identity is None:
+            try:
+                self.identity = await self._identities.shared()
+            except ReplogError:
+                await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+                return True
+            if not self.queue or self.queue[0] is not batch or not self.window.can_start():
+                return True
+        self.queue.popleft()
+        entry = WindowBatch(batch, batch.record_count, batch.created_at + self._delivery_timeout_s)
+        self.window.start(entry)
+        await self._send(entry)
+        return True
+
+    async def _sleep(self) -> None:
+        next_retry = self.window.next_retry_at()
+        if next_retry is None:
+            await self._wake.wait()
+            return
+        delay = next_retry - asyncio.get_running_loop().time()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), max(delay, 0))
+
+    async def _send(self, entry: WindowBatch[ProducerBatch]) -> None:
+        """Write one attempt of `entry`; its answer is handled by `_on_answer`."""
+        batch = entry.payload
+        assert batch.encoded is not None
+        data: bytes | bytearray = batch.encoded
+        if self.config.idempotent:
+            assert self.identity is not None
+            data = batch.stamped(*self.identity, entry.base_sequence)
+        try:
+            conn = await self._leader_connection()
+        except ReplogError as exc:
+            self._on_error(entry, exc, sent=False)
+            return
+        request = ProduceRequest(
+            self.config.acks,
+            self.config.request_timeout_ms,
+            [ProduceTopic(self.tp.topic, [ProducePartition(self.tp.partition, data)])],
+        )
+        sending: Awaitable[Any]
+        if self.config.acks == ACKS_NONE:
+            sending = conn.send(request, expect_response=False)
+        else:
+            timeout_s = self.config.request_timeout_ms / 1000 + ANSWER_GRACE_S
+            sending = conn.send(request, timeout_s=timeout_s)
+        task = asyncio.ensure_future(sending)
+        self._requests.add(task)
+        task.add_done_callback(functools.partial(self._on_answer, entry))
+
+    async def _leader_connection(self) -> Any:
+        await self.cluster.ensure_topic(self.tp.topic)
+        leader = self.cluster.leader_for(self.tp)
+        async with self._connect_lock:
+            return await self.cluster.connection(leader, "produce")
+
+    def _on_answer(self, entry: WindowBatch[ProducerBatch], task: asyncio.Future[Any]) -> None:
+        self._requests.discard(task)
+        if entry not in self.window.batches:
+            return  # already failed with everything else by _fail_everything
+        if task.cancelled():
+            self._on_error(entry, ConnectionLostError(f"{self.tp}: produce request cancelled"))
+            return
+        error = task.exception()
+        offset = -1
+        if error is None and self.config.acks != ACKS_NONE:
+            try:
+                result = task.result().topics[0].partitions[0]
+            except IndexError:
+                error = ProtocolError(f"{self.tp}: the produce answer names no partition")
+            else:
+                if result.error_code:
+                    error = error_for_code(result.error_code, result.error_message or "")
+                offset = result.base_offset
+        if isinstance(error, DuplicateSequenceNumberError):
+            error, offset = None, -1
+        if error is not None:
+            self._on_error(entry, error)
+            return
+        self.window.on_success(entry)
+        if not entry.payload.result.done():
+            entry.payload.result.set_result(offset)
+        self._wake.set()
+
+    def _on_error(
+        self, entry: WindowBatch[ProducerBatch], error: BaseException, *, sent: bool = True
+    ) -> None:
+        if getattr(error, "invalid_metadata", False):
+            self._refresh_needed = True
+        now = asyncio.get_running_loop().time()
+        for failure in self.window.on_error(entry, error, now, sent=sent):
+            _fail(failure.batch.payload, failure.error)
+        self._wake.set()
+
+    async def _take_new_identity(self) -> None:
+        try:
+            fresh = await self._identities.replacement()
+        except ReplogError:
+            await asyncio.sleep(self.config.retry_backoff_ms / 1000)
+            return
+        if fresh is None:
+            self.window.fatal = OutOfOrderSequenceError(
+                f"{self.tp}: a batch may or may not have been appended, so the sequence "
+                "numbers of this explicit producer identity are lost for this partition; "
+                "produce again with a new identity or epoch"
+            )
+            return
+        logger.info("%s: new producer identity %s after a lost batch", self.tp, fresh)
+        self.identity = fresh
+        self.window.reset_identity()
+
+    def _expire_queued(self, now: float) -> None:
+        """Fail the queued batches (never sent) whose delivery timeout has passed."""
+        while self.queue and self.queue[0].created_at + self._delivery_timeout_s <= now:
+            batch = self.queue.popleft()
+            _fail(
+                batch,
+                TimeoutExpiredError(
+                    f"{self.tp}: {batch.record_count} records not sent within "
+                    f"delivery_timeout_ms={self.config.delivery_timeout_ms}"
+                ),
+            )
+
+    def _fail_queued(self, error: BaseException) -> None:
+        while self.queue:
+            _fail(self.queue.popleft(), error)
+
+    def _fail_everything(self, error: BaseException) -> None:
+        self._fail_queued(error)
+        for entry in self.window.batches:
+            _fail(entry.payload, error)
+        self.window.batches.clear()
+        self.window.fatal = error
+
+
+def _fail(batch: ProducerBatch, error: BaseException) -> None:
+    if not batch.result.done():
+        batch.result.set_exception(error)

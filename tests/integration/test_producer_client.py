@@ -1,0 +1,212 @@
+"""The producer client against real brokers: batching, linger, flush, compression,
+several batches in flight through a leader failover, and explicit identities."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+from spark_replica.client import Cluster, Producer, ProducerConfig, RecordMetadata
+from spark_replica.errors import InvalidProducerEpochError, ReplogError
+from spark_replica.launcher import BrokerProcess
+from spark_replica.records import BatchHeader, iter_batches
+from tests.integration.test_produce_consume import consume_all, rows_of
+from tests.integration.test_replication import (
+    create,
+    describe,
+    read_everything,
+    start_cluster,
+)
+from tests.support import BrokerFactory, create_topic, run
+
+pytestmark = pytest.mark.slow
+
+T = TypeVar("T")
+
+SPARK_SINK_ID = 2**62 + 4242  # the range the Spark sink derives producer ids from
+
+
+def batch_headers(partition_dir: Path) -> list[BatchHeader]:
+    """The headers of every batch a broker holds for one partition, read from its files."""
+    return [
+        header
+        for segment in sorted(partition_dir.glob("*.log"))
+        for header, _ in iter_batches(segment.read_bytes())
+    ]
+
+
+async def with_producer(
+    bootstrap: list[tuple[str, int]],
+    config: ProducerConfig,
+    work: Callable[[Producer], Awaitable[T]],
+) -> T:
+    """Run `work` with a producer that is closed (flushed) afterwards."""
+    cluster = Cluster(bootstrap)
+    try:
+        async with Producer(cluster, config) as producer:
+            return await work(producer)
+    finally:
+        await cluster.close()
+
+
+def test_records_are_batched_until_full_or_lingered(broker: BrokerProcess) -> None:
+    bootstrap = [(broker.host, broker.port)]
+    delivered: list[RecordMetadata] = []
+
+    async def work(producer: Producer) -> list[int]:
+        futures = [
+            producer.send(
+                "batched",
+                f"v{i}",
+                partition=0,
+                on_delivery=lambda metadata, error: delivered.append(metadata),
+            )
+            for i in range(95)
+        ]
+        # Nine full batches go now; the last five records linger until the linger ends.
+        metadata = await asyncio.gather(*futures)
+        return [m.offset for m in metadata]
+
+    async def scenario() -> list[int]:
+        await create_topic(bootstrap, "batched")
+        config = ProducerConfig(acks=-1, batch_records=10, linger_ms=300)
+        return await with_producer(bootstrap, config, work)
+
+    assert run(scenario()) == list(range(95))
+    assert sorted(m.offset for m in delivered) == list(range(95))
+    counts = [h.record_count for h in batch_headers(broker.log_dir / "batched-0")]
+    assert counts == [10] * 9 + [5]
+
+
+def test_flush_sends_what_lingers_and_close_refuses_more(broker: BrokerProcess) -> None:
+    bootstrap = [(broker.host, broker.port)]
+
+    async def scenario() -> None:
+        await create_topic(bootstrap, "flushed", partitions=2)
+        cluster = Cluster(bootstrap)
+        try:
+            producer = Producer(cluster, ProducerConfig(acks=-1, linger_ms=600_000))
+            futures = [producer.send("flushed", f"v{i}", key=f"k{i % 7}") for i in range(50)]
+            await asyncio.sleep(0.2)
+            assert not any(f.done() for f in futures), "a long linger holds them back"
+            await asyncio.wait_for(producer.flush(), 20)
+            assert all(f.done() and f.exception() is None for f in futures)
+            late = producer.send("flushed", "late", partition=1)
+            await asyncio.wait_for(producer.close(), 20)
+            assert (await late).offset >= 0, "close flushes first"
+            with pytest.raises(ReplogError, match="closed"):
+                producer.send("flushed", "too late")
+            bad = Producer(cluster).send("flushed", "x", partition=7)
+            with pytest.raises(ReplogError, match=r"partitions 0\.\.1"):
+                await bad
+        finally:
+            await cluster.close()
+
+    run(scenario())
+    rows = rows_of(run(consume_all(bootstrap, "flushed", 51, partitions=2)))
+    assert sorted(r["value"] for r in rows) == sorted(
+        [f"v{i}".encode() for i in range(50)] + [b"late"]
+    )
+
+
+@pytest.mark.parametrize(("codec", "bits"), [("lz4", 3), ("zstd", 4)])
+def test_compressed_batches_are_stored_and_served_as_sent(
+    brokers: BrokerFactory, codec: str, bits: int
+) -> None:
+    broker = brokers.start(1)
+    bootstrap = [(broker.host, broker.port)]
+    values = [f"record {i} " * 30 for i in range(2_000)]
+
+    async def scenario() -> None:
+        await create_topic(bootstrap, "packed")
+        config = ProducerConfig(acks=-1, compression=codec, batch_records=500)
+
+        async def work(producer: Producer) -> None:
+            await producer.send_records("packed", values, partition=0)
+
+        await with_producer(bootstrap, config, work)
+
+    run(scenario())
+    headers = batch_headers(broker.log_dir / "packed-0")
+    assert [h.attributes & 0x07 for h in headers] == [bits] * 4
+    assert sum(h.total_size for h in headers) < sum(len(v) for v in values) // 10
+    assert broker.stop() == 0
+    broker = brokers.start(1)  # recovery checks the CRC of the compressed tail
+    rows = rows_of(run(consume_all([(broker.host, broker.port)], "packed", len(values))))
+    assert [r["value"].decode() for r in rows] == values
+
+
+def test_five_in_flight_through_a_leader_kill_keep_order_without_duplicates(
+    brokers: BrokerFactory,
+) -> None:
+    start_cluster(brokers)
+    bootstrap = brokers.bootstrap
+    sent: list[str] = []
+
+    async def scenario() -> None:
+        await create(bootstrap, "inflight", rf=3, **{"min.insync.replicas": "2"})
+        leader = (await describe(bootstrap, "inflight"))[0]["leader"]
+        config = ProducerConfig(
+            acks=-1,
+            batch_records=25,
+            linger_ms=2,
+            max_in_flight_per_partition=5,
+            delivery_timeout_ms=60_000,
+        )
+
+        async def work(producer: Producer) -> None:
+            futures = []
+            for i in range(6_000):
+                value = f"r{i}"
+                sent.append(value)
+                futures.append(producer.send("inflight", value, partition=0))
+                if i % 100 == 99:
+                    await asyncio.sleep(0)  # let batches go while more are added
+                if i == 2_000:
+                    await asyncio.to_thread(brokers.brokers[leader].kill)
+            offsets = [m.offset for m in await asyncio.gather(*futures)]
+            assert offsets == list(range(len(sent))), "offsets in send order"
+
+        await with_producer(bootstrap, config, work)
+
+    run(scenario(), timeout_s=180)
+    survivors = [(b.host, b.port) for b in brokers.brokers.values() if b.process is not None]
+    rows = run(read_everything(survivors, "inflight", len(sent)))
+    assert [r["value"].decode() for r in rows] == sent, "once each, in order"
+
+
+def test_a_replay_with_an_explicit_identity_appends_nothing_twice(broker: BrokerProcess) -> None:
+    """What the Spark sink does when a task is retried: the same id, epoch and batches."""
+    bootstrap = [(broker.host, broker.port)]
+    values = [f"task-row-{i}" for i in range(80)]
+    config = ProducerConfig(acks=-1, batch_records=10, max_in_flight_per_partition=5)
+
+    async def write_task(identity: tuple[int, int], rows: list[str]) -> list[int]:
+        cluster = Cluster(bootstrap)
+        try:
+            async with Producer(cluster, config, identity=identity) as producer:
+                sent = await producer.send_records("sink", rows, partition=0)
+                return [m.offset for m in sent]
+        finally:
+            await cluster.close()
+
+    async def scenario() -> None:
+        await create_topic(bootstrap, "sink")
+        assert await write_task((SPARK_SINK_ID, 0), values) == list(range(80))
+        replayed = await write_task((SPARK_SINK_ID, 0), values)
+        # Batches older than the five the leader remembers come back at offset -1.
+        assert replayed == [-1] * 30 + list(range(30, 80))
+        more = await write_task((SPARK_SINK_ID, 1), ["next epoch"])
+        assert more == [80], "a new epoch starts again at sequence 0"
+        with pytest.raises(InvalidProducerEpochError):
+            await write_task((SPARK_SINK_ID, 0), values[:10])
+
+    run(scenario())
+    rows = rows_of(run(consume_all(bootstrap, "sink", 81)))
+    assert [r["value"].decode() for r in rows] == [*values, "next epoch"]
+    producer_ids = {h.producer_id for h in batch_headers(broker.log_dir / "sink-0")}
+    assert producer_ids == {SPARK_SINK_ID}
