@@ -1,0 +1,173 @@
+"""`spark.read.format("replog")`: a bounded read of offset ranges, planned on the driver.
+
+The driver resolves where each partition starts and ends (offsets, -2/-1, timestamps)
+once, clamps every end to the partition's high watermark (HW) so that only committed
+records are read, and hands Spark one task per range (more with minPartitions). The
+tasks read their ranges on the executors (partition_reader.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+from connectors.spark.connection import (
+    bootstrap_servers,
+    offsets_at,
+    resolve_offset_spec,
+    run_with_cluster,
+    subscribed_partitions,
+)
+from connectors.spark.offsets import (
+    EARLIEST,
+    LATEST,
+    OffsetRange,
+    clamp_to_high_watermarks,
+    data_loss_error,
+    offset_ranges,
+    split_ranges,
+)
+from connectors.spark.partition_reader import RangePartition, read_range
+from connectors.spark.source_options import (
+    ASSIGN,
+    SourceOptions,
+    check_schema,
+    parse_source_options,
+)
+from spark_replica.client import Cluster
+from spark_replica.errors import ConfigError
+from spark_replica.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+
+# How long planning waits for a partition whose leader is moving before it fails.
+PLANNING_WAIT_S = 30.0
+PLANNING_TIMEOUT_S = 120.0
+
+
+class ReplogBatchReader(DataSourceReader):
+    """Reads [start, end) of the subscribed partitions once: `spark.read.format("replog")`.
+
+    Rows have Kafka's schema (key, value, topic, partition, offset, timestamp,
+    timestampType, and headers with includeHeaders=true); a user-specified schema is
+    refused. Options, with Kafka's names and meanings:
+
+    - replog.bootstrap.servers (alias kafka.bootstrap.servers) or replog.zookeeper.connect
+    - exactly one of subscribe ("a,b"), subscribePattern ("events-.*") or assign
+      ('{"a": [0, 1]}')
+    - startingOffsets: earliest (default), or JSON '{"a": {"0": 23, "1": -2}}' where -2
+      is earliest; latest (-1) is refused, it would read nothing. Partitions the JSON
+      does not name start at earliest.
+    - endingOffsets: latest (default, the HW), or JSON where -1 is latest; unnamed
+      partitions end at latest. An end above the HW is read up to the HW only.
+    - startingTimestamp / endingTimestamp (ms, for every partition) and
+      startingOffsetsByTimestamp / endingOffsetsByTimestamp ('{"a": {"0": 1700000000000}}'):
+      the first offset whose record time is at or after the timestamp. They win over
+      startingOffsets / endingOffsets. A start with no record that recent fails unless
+      startingOffsetsByTimestampStrategy=latest; an end then is the HW.
+    - minPartitions: split large ranges so that at least this many tasks read.
+    - failOnDataLoss (default true): fail when records to read were deleted; false
+      skips them.
+    - includeHeaders (default false); kafkaConsumer.pollTimeoutMs (default 120000): how
+      long a task keeps trying while its partition has no leader.
+
+    Example::
+
+        spark.read.format("replog")
+            .option("replog.bootstrap.servers", "localhost:9092")
+            .option("subscribe", "events")
+            .option("startingOffsets", '{"events": {"0": 100, "1": -2}}')
+            .option("endingOffsets", "latest")
+            .load()
+    """
+
+    def __init__(self, options: dict[str, str], schema: StructType) -> None:
+        self.options = options
+        self.source = parse_source_options(options, streaming=False)
+        check_schema(schema, self.source.include_headers)
+
+    def partitions(self) -> list[InputPartition]:
+        servers = bootstrap_servers(self.options)
+
+        async def plan(cluster: Cluster) -> list[OffsetRange]:
+            return await plan_batch(cluster, self.source)
+
+        ranges = run_with_cluster(servers, plan, PLANNING_TIMEOUT_S)
+        return [
+            RangePartition(
+                r.tp.topic,
+                r.tp.partition,
+                r.start,
+                r.end,
+                servers,
+                self.source.include_headers,
+                self.source.fail_on_data_loss,
+                self.source.poll_timeout_ms,
+            )
+            for r in ranges
+        ]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, RangePartition):
+            return iter(())
+        return read_range(partition)
+
+
+async def plan_batch(cluster: Cluster, source: SourceOptions) -> list[OffsetRange]:
+    """The ranges a batch read covers, checked against the cluster as it is now."""
+    subscription = source.subscription
+    partitions = await subscribed_partitions(cluster, subscription)
+    if subscription.mode == ASSIGN:
+        missing = sorted(set(subscription.partitions) - set(partitions))
+        if missing:
+            raise ConfigError(f"{ASSIGN} names {missing[0]}, which does not exist")
+    if not partitions:
+        return []
+    earliest = {
+        tp: offset
+        for tp, (offset, _) in (
+            await offsets_at(cluster, partitions, EARLIEST_TIMESTAMP, wait_s=PLANNING_WAIT_S)
+        ).items()
+    }
+    latest = {
+        tp: offset
+        for tp, (offset, _) in (
+            await offsets_at(cluster, partitions, LATEST_TIMESTAMP, wait_s=PLANNING_WAIT_S)
+        ).items()
+    }
+    start = await resolve_offset_spec(
+        cluster,
+        source.starting,
+        partitions,
+        earliest,
+        latest,
+        unnamed=EARLIEST,
+        fail_without_match=source.timestamp_strategy == "error",
+        wait_s=PLANNING_WAIT_S,
+    )
+    end = await resolve_offset_spec(
+        cluster,
+        source.ending,
+        partitions,
+        earliest,
+        latest,
+        unnamed=LATEST,
+        fail_without_match=False,
+        wait_s=PLANNING_WAIT_S,
+    )
+    end = clamp_to_high_watermarks(end, latest)
+    for tp in partitions:
+        if start[tp] < earliest[tp]:
+            if source.fail_on_data_loss:
+                raise data_loss_error(
+                    f"{source.starting.option} starts {tp} at {start[tp]}, but offsets below "
+                    f"{earliest[tp]} were deleted"
+                )
+            start[tp] = earliest[tp]
+        if start[tp] > end[tp]:
+            raise ConfigError(
+                f"{source.starting.option} starts {tp} at {start[tp]}, after where "
+                f"{source.ending.option} ends it ({end[tp]}; the HW is {latest[tp]})"
+            )
+    return split_ranges(offset_ranges(start, end), source.min_partitions)
