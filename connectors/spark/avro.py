@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import io
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import fastavro
@@ -39,6 +39,9 @@ from pyspark.sql.types import (
 
 from spark_replica.errors import ConfigError, CorruptRecordError
 
+VALUE_FORMAT = "valueFormat"
+AVRO_SCHEMA = "avroSchema"
+MODE = "mode"
 FAILFAST = "FAILFAST"
 PERMISSIVE = "PERMISSIVE"
 MODES = (FAILFAST, PERMISSIVE)
@@ -114,6 +117,25 @@ class AvroCodec:
                 ) from exc
             encoded.append(buffer.getvalue())
         return pa.array(encoded, type=pa.binary())
+
+
+def codec_from_options(options: Mapping[str, str]) -> AvroCodec | None:
+    """The Avro codec that `valueFormat=avro` with `avroSchema` asks for, else None.
+
+    Shared by the source and the sink, so both spell and check the options alike.
+    """
+    opts = {k.lower(): v for k, v in options.items()}
+    value_format = opts.get(VALUE_FORMAT.lower(), "binary").strip().lower()
+    schema = opts.get(AVRO_SCHEMA.lower())
+    if value_format == "binary":
+        if schema is not None:
+            raise ConfigError(f"{AVRO_SCHEMA} is given but {VALUE_FORMAT} is not avro")
+        return None
+    if value_format != "avro":
+        raise ConfigError(f"{VALUE_FORMAT}={value_format!r}: use binary (default) or avro")
+    if not schema:
+        raise ConfigError(f"{VALUE_FORMAT}=avro needs {AVRO_SCHEMA} (the Avro schema as JSON)")
+    return AvroCodec(schema, opts.get(MODE.lower(), FAILFAST))
 
 
 def _types(schema: Any, where: str) -> tuple[DataType, pa.DataType]:

@@ -85,7 +85,7 @@ class ReplogBatchReader(DataSourceReader):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.options = options
         self.source = parse_source_options(options, streaming=False)
-        check_schema(schema, self.source.include_headers)
+        check_schema(schema, self.source.include_headers, self.source.avro)
 
     def partitions(self) -> list[InputPartition]:
         servers = bootstrap_servers(self.options)
@@ -104,6 +104,7 @@ class ReplogBatchReader(DataSourceReader):
                 self.source.include_headers,
                 self.source.fail_on_data_loss,
                 self.source.poll_timeout_ms,
+                self.source.avro,
             )
             for r in ranges
         ]

@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 
+from connectors.spark.avro import AvroCodec
 from connectors.spark.offsets import data_loss_error
 from connectors.spark.schema import ARROW_HEADERS_TYPE, arrow_source_schema
 from spark_replica.client import Cluster, parse_bootstrap
@@ -78,6 +79,7 @@ class RangePartition(InputPartition):
     include_headers: bool
     fail_on_data_loss: bool
     poll_timeout_ms: int
+    avro: AvroCodec | None = None  # decodes values when valueFormat=avro
 
 
 def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
@@ -111,6 +113,11 @@ class RangeReader:
         self.position = part.start
         self._gone_seen = 0
         self.schema = arrow_source_schema(part.include_headers)
+        self.avro_schema = (
+            None
+            if part.avro is None
+            else arrow_source_schema(part.include_headers, part.avro.arrow_type)
+        )
 
     async def next_rows(self) -> pa.RecordBatch | None:
         """The next rows of the range, or None once the range is read (or skipped as lost)."""
@@ -194,7 +201,14 @@ class RangeReader:
             self.schema,
         )
         self.position = header.base_offset + stop
-        return rows
+        if self.part.avro is None or self.avro_schema is None:
+            return rows
+        offsets = rows.column("offset").to_pylist()
+        columns = list(rows.columns)
+        columns[rows.schema.get_field_index("value")] = self.part.avro.decode(
+            rows.column("value"), offsets
+        )
+        return pa.RecordBatch.from_arrays(columns, schema=self.avro_schema)
 
     async def _handle_out_of_range(self) -> None:
         """The leader's log does not hold the position: retention or truncation took it."""

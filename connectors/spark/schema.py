@@ -10,6 +10,7 @@ import pyarrow as pa
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    DataType,
     IntegerType,
     LongType,
     StringType,
@@ -26,10 +27,11 @@ ARROW_HEADERS_TYPE = pa.list_(
 )
 
 
-def source_schema(include_headers: bool) -> StructType:
+def source_schema(include_headers: bool, value_type: DataType | None = None) -> StructType:
+    """Kafka's row schema; `value_type` replaces binary when values are decoded (Avro)."""
     fields = [
         StructField("key", BinaryType()),
-        StructField("value", BinaryType()),
+        StructField("value", value_type or BinaryType()),
         StructField("topic", StringType()),
         StructField("partition", IntegerType()),
         StructField("offset", LongType()),
@@ -41,10 +43,10 @@ def source_schema(include_headers: bool) -> StructType:
     return StructType(fields)
 
 
-def arrow_source_schema(include_headers: bool) -> pa.Schema:
+def arrow_source_schema(include_headers: bool, value_type: pa.DataType | None = None) -> pa.Schema:
     fields = [
         pa.field("key", pa.binary()),
-        pa.field("value", pa.binary()),
+        pa.field("value", value_type or pa.binary()),
         pa.field("topic", pa.string()),
         pa.field("partition", pa.int32()),
         pa.field("offset", pa.int64()),

@@ -43,9 +43,11 @@ class ReplogDataSource(DataSource):
         return "replog"
 
     def schema(self) -> StructType:
+        from connectors.spark.avro import codec_from_options
         from connectors.spark.source_options import include_headers
 
-        return source_schema(include_headers(self.options))
+        avro = codec_from_options(self.options)
+        return source_schema(include_headers(self.options), avro and avro.spark_type)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from connectors.spark.batch_reader import ReplogBatchReader

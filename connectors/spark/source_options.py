@@ -19,6 +19,7 @@ from typing import Literal
 
 from pyspark.sql.types import StructType
 
+from connectors.spark.avro import AvroCodec, codec_from_options
 from connectors.spark.offsets import EARLIEST, LATEST, Offsets, decode_offsets, parse_offsets_json
 from connectors.spark.schema import source_schema
 from spark_replica.errors import ConfigError
@@ -122,6 +123,7 @@ class SourceOptions:
     fail_on_data_loss: bool
     include_headers: bool
     poll_timeout_ms: int
+    avro: AvroCodec | None = None
 
 
 def include_headers(options: Mapping[str, str]) -> bool:
@@ -173,16 +175,17 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         fail_on_data_loss=_boolean(opts, FAIL_ON_DATA_LOSS, True),
         include_headers=_boolean(opts, INCLUDE_HEADERS, False),
         poll_timeout_ms=_positive(opts, POLL_TIMEOUT) or DEFAULT_POLL_TIMEOUT_MS,
+        avro=codec_from_options(opts),
     )
 
 
-def check_schema(schema: StructType, with_headers: bool) -> None:
+def check_schema(schema: StructType, with_headers: bool, avro: AvroCodec | None = None) -> None:
     """Refuse a user-specified schema: the rows always have Kafka's fixed schema.
 
     Spark passes the reader the user's schema when one was given, else the source's
     own; anything but the source's own schema means the user gave a different one.
     """
-    expected = source_schema(with_headers)
+    expected = source_schema(with_headers, None if avro is None else avro.spark_type)
     if schema != expected:
         raise ConfigError(
             'format("replog") has a fixed schema and takes no user-specified schema '

@@ -110,7 +110,7 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.options = options
         self.source = parse_source_options(options, streaming=True)
-        check_schema(schema, self.source.include_headers)
+        check_schema(schema, self.source.include_headers, self.source.avro)
         self._servers: str | None = None
         self._target: Offsets | None = None
         self._latest_seen: Offsets | None = None
@@ -244,6 +244,7 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 source.include_headers,
                 source.fail_on_data_loss,
                 source.poll_timeout_ms,
+                source.avro,
             )
             for r in split_ranges(ranges, source.min_partitions)
         ]
