@@ -212,3 +212,101 @@ def test_a_producer_stays_known_after_retention_and_a_restart(brokers: BrokerFac
         assert following.error_code == 0 and following.base_offset > 12
 
     run(after())
+
+
+class AnswerDroppingProxy:
+    """A TCP relay to a broker that cuts the connection instead of relaying one answer.
+
+    The broker has appended the batch by the time it answers, so the producer sees the
+    connection die after the append: the case where a retry must not append twice.
+    """
+
+    def __init__(self, broker: BrokerProcess) -> None:
+        self.broker = broker
+        self.answers_to_drop = 1
+        self.dropped = 0
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> int:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return self.server.sockets[0].getsockname()[1]
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(self.broker.host, self.broker.port)
+
+        async def requests() -> None:
+            while data := await reader.read(65536):
+                up_writer.write(data)
+                await up_writer.drain()
+
+        async def answers() -> None:
+            while data := await up_reader.read(65536):
+                if self.answers_to_drop:
+                    self.answers_to_drop -= 1
+                    self.dropped += 1
+                    return
+                writer.write(data)
+                await writer.drain()
+
+        pumps = [asyncio.create_task(requests()), asyncio.create_task(answers())]
+        await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+        for pump in pumps:
+            pump.cancel()
+        for w in (writer, up_writer):
+            w.close()
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+
+class ProduceThroughProxy(Cluster):
+    """Metadata and everything else go to the broker; produce requests go through a proxy."""
+
+    def __init__(self, bootstrap: list[tuple[str, int]], proxy_port: int) -> None:
+        super().__init__(bootstrap)
+        self.proxy_port = proxy_port
+
+    async def connection(self, broker_id: int, purpose: str = "default") -> BrokerConnection:
+        if purpose != "produce":
+            return await super().connection(broker_id, purpose)
+        return await self._connect((broker_id, "proxied"), "127.0.0.1", self.proxy_port)
+
+
+def test_an_answer_lost_after_the_append_is_retried_without_a_second_append(
+    broker: BrokerProcess,
+) -> None:
+    bootstrap = [(broker.host, broker.port)]
+    run(create_topic(bootstrap, "cut"))
+
+    async def scenario() -> list[int]:
+        proxy = AnswerDroppingProxy(broker)
+        cluster = ProduceThroughProxy(bootstrap, await proxy.start())
+        try:
+            producer = Producer(cluster, ProducerConfig(acks=ACKS_ALL, retry_backoff_ms=50))
+            sent = await producer.send_records("cut", ["a", "b", "c"], partition=0)
+            assert proxy.dropped == 1, "the first answer was cut off"
+            return [m.offset for m in sent]
+        finally:
+            await cluster.close()
+            await proxy.close()
+
+    assert run(scenario()) == [0, 1, 2], "the retry was answered with the original offsets"
+
+    async def stored() -> list[bytes]:
+        cluster = Cluster(bootstrap)
+        try:
+            consumer = Consumer(cluster)
+            tp = TopicPartition("cut", 0)
+            consumer.assign([tp])
+            consumer.seek(tp, 0)
+            values: list[bytes] = []
+            for _ in range(20):
+                for chunk in await consumer.poll(max_wait_ms=100):
+                    values.extend(chunk.records.column("value").to_pylist())
+            return values
+        finally:
+            await cluster.close()
+
+    assert run(stored()) == [b"a", b"b", b"c"], "the log holds the batch once"
