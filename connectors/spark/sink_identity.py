@@ -1,0 +1,76 @@
+"""The idempotent-producer identity of one streaming write task, derived, never allocated.
+
+Exactly-once streaming writes rest on one fact: every attempt at writing the same
+(query, micro-batch, task partition) uses the same producer id and epoch and numbers
+its records the same way, so the partition leaders recognise a replay and append only
+what they do not have yet. Allocating ids (InitProducerId) cannot give that, because a
+retried task or a restarted query would get a new id; deriving the id from what Spark
+keeps stable across retries and restarts can:
+
+- the query id (`sql.streaming.queryId`), stored in the checkpoint,
+- the micro-batch id (`streaming.sql.batchId`), replayed from the checkpoint's offset log,
+- the task's partition id, fixed by the batch's plan.
+
+producer id = 2**62 + a 62-bit hash of (query id, task partition, batch id // 32768),
+epoch = batch id % 32768. Epochs are int16, so each block of 32768 micro-batches moves
+to a fresh producer id. Within a block, a later micro-batch has a higher epoch, which
+fences a zombie task of an earlier one. Ids allocated by brokers count up from 0, so the
+top half of the id space (>= 2**62) never meets them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from spark_replica.errors import ConfigError
+
+DERIVED_ID_BASE = 2**62
+EPOCHS_PER_PRODUCER_ID = 32768  # producer epochs are int16: 0..32767
+_HASH_MASK = 2**62 - 1
+
+QUERY_ID_PROPERTY = "sql.streaming.queryId"
+BATCH_ID_PROPERTY = "streaming.sql.batchId"
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdentity:
+    producer_id: int
+    epoch: int
+
+    def as_tuple(self) -> tuple[int, int]:
+        return (self.producer_id, self.epoch)
+
+
+def stream_task_identity(query_id: str, task_partition: int, batch_id: int) -> ProducerIdentity:
+    """The identity every attempt of this task uses, in this run or after a restart."""
+    if not query_id:
+        raise ConfigError("a streaming write needs the query id of the task's query")
+    if task_partition < 0 or batch_id < 0:
+        raise ConfigError(
+            f"task partition ({task_partition}) and batch id ({batch_id}) must be 0 or more"
+        )
+    block, epoch = divmod(batch_id, EPOCHS_PER_PRODUCER_ID)
+    digest = hashlib.blake2b(
+        f"{query_id}\x00{task_partition}\x00{block}".encode(),
+        digest_size=8,
+        person=b"replog-sink",
+    ).digest()
+    producer_id = DERIVED_ID_BASE + (int.from_bytes(digest, "big") & _HASH_MASK)
+    return ProducerIdentity(producer_id, epoch)
+
+
+def identity_from_properties(
+    query_id: str | None, batch_id: str | None, task_partition: int
+) -> ProducerIdentity:
+    """The identity from a task context's local properties; fail clearly if they are gone."""
+    if not query_id or batch_id is None:
+        raise ConfigError(
+            f"the task has no {QUERY_ID_PROPERTY}/{BATCH_ID_PROPERTY} property: the replog "
+            "stream writer runs only inside a Spark structured streaming query"
+        )
+    try:
+        batch = int(batch_id)
+    except ValueError:
+        raise ConfigError(f"{BATCH_ID_PROPERTY}={batch_id!r} is not a micro-batch id") from None
+    return stream_task_identity(query_id, task_partition, batch)

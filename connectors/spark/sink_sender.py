@@ -1,0 +1,187 @@
+"""Exactly-once sending of one streaming task's batches to one partition.
+
+A streaming write task has a derived producer identity (sink_identity) and numbers each
+partition's records from 0 in input order, so a record's sequence number is fixed by
+its position. Every attempt at the task sends the same batches (sink_batching), and
+the partition leader answers what it already has as a duplicate: DUPLICATE for one of
+the producer's last five batches, DUPLICATE_SEQUENCE_NUMBER for older ones.
+
+One case needs more: an attempt whose input was cut short (a failure upstream in the
+same task ends Spark's input cleanly) wrote its last batch short, in power-of-two
+pieces. The replay's batch at that place is longer and overlaps them, and the leader
+refuses it as out of order. `recover_batch` then finds the pieces by trying, at each
+position, the rest of the batch and then smaller powers of two: a piece that is exactly
+an earlier one, or lies wholly before what the leader remembers, is answered as a
+duplicate; the first piece after the last written record is appended (the leader
+appends only at exactly the next sequence, so nothing is ever appended twice). Only a
+replay pays for these tries.
+
+Batches go one at a time per partition, each sent again after a retriable error
+(leader change, lost connection, timeout) with the same sequence until the delivery
+timeout: the leader answers a retry of a batch it has as a duplicate.
+
+The sender talks to brokers with the client's cluster and connections but stamps its
+own sequence numbers, which the client producer does not let a caller choose.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+from collections.abc import Awaitable, Callable
+
+import pyarrow as pa
+
+from connectors.spark.sink_identity import ProducerIdentity
+from connectors.spark.sink_options import ProducerSettings
+from spark_replica.client import Cluster
+from spark_replica.errors import (
+    DuplicateSequenceNumberError,
+    OutOfOrderSequenceError,
+    ReplogError,
+    raise_for_code,
+)
+from spark_replica.protocol.produce import (
+    ACKS_ALL,
+    ProducePartition,
+    ProduceRequest,
+    ProduceTopic,
+)
+from spark_replica.records import encode_batch
+from spark_replica.topics import TopicPartition
+
+log = logging.getLogger(__name__)
+
+SEQUENCE_SPACE = 2**31
+ANSWER_GRACE_S = 5.0
+MAX_BACKOFF_S = 1.0
+
+
+class Outcome(enum.Enum):
+    WRITTEN = "written"
+    ALREADY_WRITTEN = "already written"  # a duplicate: an earlier attempt wrote it
+    OVERLAPS = "overlaps"  # out of order: part of it was written, as other batches
+
+
+TryPiece = Callable[[int, int], Awaitable[Outcome]]
+
+
+def piece_sizes(remaining: int, whole_tried: bool) -> list[int]:
+    """Sizes to try at one position: the rest of the batch, then smaller powers of two."""
+    sizes = [] if whole_tried else [remaining]
+    top = remaining.bit_length() - 1
+    return sizes + [1 << bit for bit in range(top, -1, -1) if 1 << bit < remaining]
+
+
+async def write_batch(count: int, try_piece: TryPiece) -> bool:
+    """Write a batch of `count` records: whole, or in pieces if it overlaps earlier
+    writes (then return True)."""
+    if await try_piece(0, count) is not Outcome.OVERLAPS:
+        return False
+    await recover_batch(count, try_piece)
+    return True
+
+
+async def recover_batch(count: int, try_piece: TryPiece) -> None:
+    """Write a batch of `count` records that overlapped earlier writes, piece by piece.
+
+    `try_piece(offset, size)` sends records [offset, offset + size) of the batch with
+    their own sequence numbers. The batch as a whole has already been tried.
+    """
+    position = 0
+    while position < count:
+        remaining = count - position
+        for size in piece_sizes(remaining, whole_tried=position == 0):
+            if await try_piece(position, size) is not Outcome.OVERLAPS:
+                position += size
+                break
+        else:
+            raise OutOfOrderSequenceError(
+                f"records {position}..{count - 1} of a batch overlap what an earlier attempt "
+                "of this task wrote, in batches this attempt does not have: the task's input "
+                "differs from the earlier attempt's (the exactly-once sink needs a replayable "
+                "source and deterministic transformations), or this attempt's input was cut "
+                "short by a failure upstream"
+            )
+
+
+class SequencedSender:
+    """Sends one partition's batches in order, one at a time, numbering records from 0."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        tp: TopicPartition,
+        identity: ProducerIdentity,
+        settings: ProducerSettings,
+        connect_lock: asyncio.Lock,
+    ) -> None:
+        self.cluster = cluster
+        self.tp = tp
+        self.identity = identity
+        self.settings = settings
+        self.next_sequence = 0
+        self._connect_lock = connect_lock
+
+    async def send(self, records: pa.RecordBatch) -> None:
+        """Write the next batch of this partition's records exactly once."""
+        first = self.next_sequence
+
+        async def try_piece(offset: int, size: int) -> Outcome:
+            return await self._produce(records.slice(offset, size), first + offset)
+
+        if await write_batch(records.num_rows, try_piece):
+            log.info(
+                "%s: the batch at sequence %d overlapped an earlier attempt's pieces; "
+                "wrote the rest of it after them",
+                self.tp,
+                first,
+            )
+        self.next_sequence = (first + records.num_rows) % SEQUENCE_SPACE
+
+    async def _produce(self, records: pa.RecordBatch, sequence: int) -> Outcome:
+        batch = encode_batch(
+            records,
+            producer_id=self.identity.producer_id,
+            producer_epoch=self.identity.epoch,
+            base_sequence=sequence % SEQUENCE_SPACE,
+            compression=self.settings.compression_type,
+        )
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.settings.delivery_timeout_ms / 1000
+        backoff = self.settings.retry_backoff_ms / 1000
+        while True:
+            try:
+                await self._send_once(batch)
+                return Outcome.WRITTEN
+            except DuplicateSequenceNumberError:
+                return Outcome.ALREADY_WRITTEN
+            except OutOfOrderSequenceError:
+                return Outcome.OVERLAPS
+            except ReplogError as exc:
+                if not exc.retriable or loop.time() + backoff > deadline:
+                    raise
+                if exc.invalid_metadata:
+                    with contextlib.suppress(ReplogError):
+                        await self.cluster.refresh([self.tp.topic])
+                await asyncio.sleep(backoff)
+                backoff = min(max(backoff * 2, 0.01), MAX_BACKOFF_S)
+
+    async def _send_once(self, batch: bytes) -> None:
+        """One produce request; a duplicate of a recent batch is answered without error."""
+        await self.cluster.ensure_topic(self.tp.topic)
+        leader = self.cluster.leader_for(self.tp)
+        async with self._connect_lock:
+            conn = await self.cluster.connection(leader, "produce")
+        request = ProduceRequest(
+            ACKS_ALL,
+            self.settings.request_timeout_ms,
+            [ProduceTopic(self.tp.topic, [ProducePartition(self.tp.partition, batch)])],
+        )
+        response = await conn.send(
+            request, timeout_s=self.settings.request_timeout_ms / 1000 + ANSWER_GRACE_S
+        )
+        result = response.topics[0].partitions[0]
+        raise_for_code(result.error_code, result.error_message or "")
