@@ -31,6 +31,7 @@ from typing import Any
 
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
+from connectors.spark.avro import AvroCodec, codec_from_options
 from connectors.spark.connection import (
     BOOTSTRAP_OPTION,
     KAFKA_BOOTSTRAP_OPTION,
@@ -129,6 +130,7 @@ class SinkOptions:
     topic: str | None
     columns: SinkColumns
     producer: ProducerSettings
+    avro: AvroCodec | None = None  # encodes a struct value column when valueFormat=avro
 
 
 def _setting(options: Mapping[str, str], name: str) -> tuple[str, str] | None:
@@ -234,7 +236,9 @@ def _is_headers_type(data_type: object) -> bool:
     )
 
 
-def validate_sink_schema(schema: StructType, topic: str | None) -> SinkColumns:
+def validate_sink_schema(
+    schema: StructType, topic: str | None, avro: AvroCodec | None = None
+) -> SinkColumns:
     """Check the input columns as Spark's Kafka sink does; say which column is wrong.
 
     Column names match exactly (as in Kafka's sink). The `topic` column is not looked at
@@ -246,7 +250,13 @@ def validate_sink_schema(schema: StructType, topic: str | None) -> SinkColumns:
             "the sink needs a 'value' column (binary or string); the input has "
             f"{', '.join(repr(n) for n in by_name) or 'no columns'}"
         )
-    if not _is_binary_or_string(by_name["value"]):
+    if avro is not None:
+        if by_name["value"].simpleString() != avro.spark_type.simpleString():
+            raise ConfigError(
+                f"column 'value' must match avroSchema, i.e. be "
+                f"{avro.spark_type.simpleString()}, not {by_name['value'].simpleString()}"
+            )
+    elif not _is_binary_or_string(by_name["value"]):
         raise ConfigError(
             f"column 'value' must be binary or string, not {by_name['value'].simpleString()}; "
             "cast it, e.g. to_json(...) or col('value').cast('string')"
@@ -296,6 +306,7 @@ def check_batch_save_mode(overwrite: bool) -> None:
 def parse_sink_options(options: Mapping[str, str], schema: StructType) -> SinkOptions:
     """Check everything on the driver, so that a bad option fails before any task runs."""
     topic = topic_option(options)
-    columns = validate_sink_schema(schema, topic)
+    avro = codec_from_options(options)
+    columns = validate_sink_schema(schema, topic, avro)
     producer = parse_producer_settings(options)
-    return SinkOptions(bootstrap_servers(options), topic, columns, producer)
+    return SinkOptions(bootstrap_servers(options), topic, columns, producer, avro)

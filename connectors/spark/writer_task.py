@@ -207,6 +207,9 @@ class WriteTask:
         if chunk.num_rows == 0:
             return
         columns = self.options.columns
+        if self.options.avro is not None:
+            index = chunk.schema.get_field_index("value")
+            chunk = chunk.set_column(index, "value", self.options.avro.encode(chunk.column(index)))
         payload = sink_payload(chunk, columns.key, columns.headers)
         topics = self.router.topics(chunk)
         counts = {name: await self._partition_count(name) for name in topics.names}

@@ -1,9 +1,11 @@
-"""`replog demo`: the main job while the Spark pipeline is being built.
+"""`replog demo`: the main job, a Spark structured-streaming pipeline through a cluster.
 
-Starts an embedded ZooKeeper and three broker processes (one of them becomes the
-controller), creates a topic with three partitions replicated three times, produces
-records with keys and acks=all, reads them all back, prints what each partition holds
-and which replicas are in sync, and stops everything it started.
+Starts an embedded ZooKeeper and three broker processes (one becomes the controller),
+creates an input and an output topic (three partitions, three replicas each), produces
+keyed records with acks=all, then runs a Spark streaming query that reads the input
+topic in micro-batches, transforms each record and writes it to the output topic
+exactly once; a batch read of the output checks every record arrived once. It prints
+what happened and stops every process it started.
 """
 
 from __future__ import annotations
@@ -14,18 +16,24 @@ import tempfile
 import time
 from pathlib import Path
 
-from spark_replica.client import Admin, Cluster, Consumer, Producer, ProducerConfig, parse_acks
+from spark_replica.client import Admin, Cluster, Producer, ProducerConfig, parse_acks
 from spark_replica.errors import ReplogError
 from spark_replica.launcher import BrokerProcess, free_port
 from spark_replica.zk.embedded import EmbeddedZooKeeper
 
-TOPIC = "demo-events"
+SOURCE = "demo-events"
+SINK = "demo-enriched"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("demo", help="run ZooKeeper + 3 brokers, produce, consume")
+    parser = subparsers.add_parser(
+        "demo", help="run ZooKeeper + 3 brokers and a Spark streaming pipeline through them"
+    )
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--brokers", type=int, default=3)
+    parser.add_argument(
+        "--batch", type=int, default=25_000, help="maxOffsetsPerTrigger of the streaming read"
+    )
     parser.set_defaults(handler=run)
 
 
@@ -45,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
                 broker.start()
                 print(f"  broker {broker_id} up on {broker.address} (pid {broker.pid})")
             bootstrap = [(b.host, b.port) for b in brokers]
-            asyncio.run(_exercise(bootstrap, args.records, len(brokers)))
+            asyncio.run(_prepare(bootstrap, args.records, len(brokers)))
+            ok = _stream(bootstrap, args.records, args.batch, root / "checkpoint")
         except ReplogError as exc:
             print(f"demo failed: {exc}")
             return 1
@@ -54,44 +63,52 @@ def run(args: argparse.Namespace) -> int:
                 broker.stop()
             zookeeper.stop()
         print("Stopped every process the demo started.")
-    return 0
+    return 0 if ok else 1
 
 
-async def _exercise(bootstrap: list[tuple[str, int]], records: int, partitions: int) -> None:
+async def _prepare(bootstrap: list[tuple[str, int]], records: int, brokers: int) -> None:
     cluster = Cluster(bootstrap, client_id="replog-demo")
     try:
-        replication = min(3, partitions)
-        await Admin(cluster).create_topic(TOPIC, partitions, replication_factor=replication)
+        admin = Admin(cluster)
+        replication = min(3, brokers)
+        for topic in (SOURCE, SINK):
+            await admin.create_topic(topic, 3, replication_factor=replication)
+        print(f"Created topics {SOURCE} and {SINK}: 3 partitions, {replication} replicas each")
         producer = Producer(cluster, ProducerConfig(acks=parse_acks("all")))
         keys = [f"user-{i % 97}" for i in range(records)]
         values = [f"event {i}" for i in range(records)]
         started = time.perf_counter()
-        acked = await producer.send_records(TOPIC, values, keys)
-        produce_s = time.perf_counter() - started
-        print(f"Produced {len(acked)} records (acks=all) in {produce_s:.2f} s")
-
-        consumer = Consumer(cluster)
-        await consumer.assign_topic(TOPIC)
-        counts: dict[int, int] = {}
-        seen = 0
-        started = time.perf_counter()
-        while seen < records and time.perf_counter() - started < 60:
-            for chunk in await consumer.poll(max_wait_ms=200):
-                counts[chunk.tp.partition] = (
-                    counts.get(chunk.tp.partition, 0) + chunk.records.num_rows
-                )
-                seen += chunk.records.num_rows
-        consume_s = time.perf_counter() - started
-        print(f"Consumed {seen} records as Arrow batches in {consume_s:.2f} s")
-        described = await Admin(cluster).describe([TOPIC])
-        print(f"{'partition':>9} {'leader':>6} {'isr':>7} {'records':>8} {'high watermark':>14}")
-        for p in described[TOPIC]:
-            held = counts.get(p.partition, 0)
+        acked = await producer.send_records(SOURCE, values, keys)
+        seconds = time.perf_counter() - started
+        print(f"Produced {len(acked)} keyed records to {SOURCE} (acks=all) in {seconds:.2f} s")
+        described = await admin.describe([SOURCE])
+        for p in described[SOURCE]:
             isr = ",".join(map(str, p.isr))
-            print(f"{p.partition:>9} {p.leader:>6} {isr:>7} {held:>8} {p.high_watermark:>14}")
-        if seen == records == len(acked):
-            print("Result: OK: every acknowledged record was read back exactly once")
-        else:
-            print(f"Result: MISMATCH: produced {len(acked)}, read {seen}")
+            print(f"  partition {p.partition}: leader {p.leader}, isr {isr}, hw {p.high_watermark}")
     finally:
         await cluster.close()
+
+
+def _stream(bootstrap: list[tuple[str, int]], records: int, batch: int, checkpoint: Path) -> bool:
+    from spark_replica.cli.demo_pipeline import run_pipeline
+
+    servers = ",".join(f"{host}:{port}" for host, port in bootstrap)
+    print(f"Starting Spark (local[2]) and the streaming query {SOURCE} -> {SINK}...", flush=True)
+    result = run_pipeline(servers, SOURCE, SINK, checkpoint, batch)
+    print(
+        f"Streamed {sum(result.batches)} records in {len(result.batches)} micro-batches "
+        f"({', '.join(map(str, result.batches))} rows) in {result.seconds:.1f} s"
+    )
+    print(f"{SINK} holds {result.output_rows} records:")
+    for partition, count in result.per_partition.items():
+        print(f"  partition {partition}: {count}")
+    for key, value in result.sample:
+        print(f"  {key}: {value}")
+    if result.output_rows == result.distinct_outputs == records:
+        print(f"Result: OK: each of the {records} records went through Spark exactly once")
+        return True
+    print(
+        f"Result: MISMATCH: {records} in, {result.output_rows} out "
+        f"({result.distinct_outputs} distinct)"
+    )
+    return False

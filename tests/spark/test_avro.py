@@ -77,3 +77,41 @@ def test_avro_options_are_checked(
         base.option("subscribe", topic_name).option("valueFormat", "avro").load()
     with pytest.raises(Exception, match="valueFormat"):
         base.option("subscribe", topic_name).option("valueFormat", "protobuf").load()
+
+
+def test_write_encodes_a_struct_value_and_read_gives_it_back(
+    spark: SparkSession, topics: TopicTools, bootstrap_servers: str, topic_name: str
+) -> None:
+    topics.create(topic_name, 2)
+    codec = AvroCodec(SCHEMA)
+    frame = spark.createDataFrame(
+        [(str(o["id"]), o) for o in ORDERS], f"key string, value {codec.spark_type.simpleString()}"
+    )
+    (
+        frame.write.format("replog")
+        .option("replog.bootstrap.servers", bootstrap_servers)
+        .option("topic", topic_name)
+        .option("valueFormat", "avro")
+        .option("avroSchema", SCHEMA)
+        .mode("append")
+        .save()
+    )
+    rows = read_avro(spark, bootstrap_servers, topic_name).select("value.*").collect()
+    assert sorted((r.asDict() for r in rows), key=lambda o: o["id"]) == ORDERS
+
+
+def test_a_value_column_that_does_not_match_the_schema_is_refused(
+    spark: SparkSession, topics: TopicTools, bootstrap_servers: str, topic_name: str
+) -> None:
+    topics.create(topic_name, 1)
+    frame = spark.createDataFrame([("k", "not a struct")], "key string, value string")
+    with pytest.raises(Exception, match="column 'value' must match avroSchema"):
+        (
+            frame.write.format("replog")
+            .option("replog.bootstrap.servers", bootstrap_servers)
+            .option("topic", topic_name)
+            .option("valueFormat", "avro")
+            .option("avroSchema", SCHEMA)
+            .mode("append")
+            .save()
+        )
