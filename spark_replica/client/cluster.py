@@ -34,6 +34,10 @@ from .connection import BrokerConnection
 # How long to wait for a topic's metadata to appear before giving up on it.
 DEFAULT_METADATA_WAIT_S = 5.0
 METADATA_RETRY_BACKOFF_S = 0.1
+# A Metadata request is answered at once by a healthy broker; one that takes longer is
+# skipped for a while in favour of the others (it may be paused or overloaded).
+METADATA_REQUEST_TIMEOUT_S = 5.0
+UNRESPONSIVE_COOLDOWN_S = 30.0
 
 
 def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
@@ -80,6 +84,7 @@ class Cluster:
         self.topics: dict[str, TopicMetadata] = {}
         self._connections: dict[tuple[int | str, str], BrokerConnection] = {}
         self._refresh_lock = asyncio.Lock()
+        self._unresponsive_until: dict[tuple[str, int], float] = {}
 
     async def connection(self, broker_id: int, purpose: str = "default") -> BrokerConnection:
         broker = self.brokers.get(broker_id)
@@ -96,12 +101,19 @@ class Cluster:
         self._connections[key] = conn
         return conn
 
-    async def any_connection(self) -> BrokerConnection:
-        """A connection to some live broker: known ones first, then the bootstrap list."""
+    def _candidates(self) -> list[tuple[tuple[int | str, str], str, int]]:
+        """Known brokers, then the bootstrap list; recently unresponsive ones last."""
         candidates = [((b.broker_id, "default"), b.host, b.port) for b in self.brokers.values()]
         candidates += [((f"{h}:{p}", "bootstrap"), h, p) for h, p in self.bootstrap]
+        now = asyncio.get_running_loop().time()
+        return sorted(
+            candidates, key=lambda c: self._unresponsive_until.get((c[1], c[2]), 0.0) > now
+        )
+
+    async def any_connection(self) -> BrokerConnection:
+        """A connection to some live broker: known ones first, then the bootstrap list."""
         errors = []
-        for key, host, port in candidates:
+        for key, host, port in self._candidates():
             try:
                 return await self._connect(key, host, port)
             except ConnectionLostError as exc:
@@ -109,10 +121,29 @@ class Cluster:
         raise ConnectionLostError("no broker reachable: " + "; ".join(errors))
 
     async def refresh(self, topics: list[str] | None = None) -> MetadataResponse:
-        """Fetch metadata from any broker and replace what we know."""
+        """Fetch metadata from any broker and replace what we know.
+
+        Brokers are asked in turn; one that cannot be reached or does not answer within
+        METADATA_REQUEST_TIMEOUT_S is skipped (and asked last for a while), so a paused
+        broker delays a refresh by seconds, not by the request timeout.
+        """
         async with self._refresh_lock:
-            conn = await self.any_connection()
-            response: MetadataResponse = await conn.send(MetadataRequest(topics))
+            errors = []
+            for key, host, port in self._candidates():
+                try:
+                    conn = await self._connect(key, host, port)
+                    response: MetadataResponse = await conn.send(
+                        MetadataRequest(topics), timeout_s=METADATA_REQUEST_TIMEOUT_S
+                    )
+                except ConnectionLostError as exc:
+                    loop = asyncio.get_running_loop()
+                    self._unresponsive_until[(host, port)] = loop.time() + UNRESPONSIVE_COOLDOWN_S
+                    errors.append(str(exc))
+                    continue
+                self._unresponsive_until.pop((host, port), None)
+                break
+            else:
+                raise ConnectionLostError("no broker answered metadata: " + "; ".join(errors))
             self.brokers = {b.broker_id: b for b in response.brokers}
             if topics is None:
                 self.topics = {}

@@ -9,7 +9,6 @@ have landed), and the connection is not reused.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 from typing import Any
 
@@ -91,10 +90,12 @@ class BrokerConnection:
         try:
             return await asyncio.wait_for(future, timeout_s)
         except TimeoutError:
-            self._pending.pop(correlation_id, None)
-            raise ConnectionLostError(
-                f"no answer from {self.address} within {timeout_s:.1f} s"
-            ) from None
+            # As Kafka's clients do: a broker that does not answer in time is treated as
+            # gone, so the next request opens a fresh connection (or goes elsewhere)
+            # instead of queueing behind a stalled one.
+            error = ConnectionLostError(f"no answer from {self.address} within {timeout_s:.1f} s")
+            self._fail(error)
+            raise error from None
 
     async def _read_responses(self) -> None:
         assert self._stream is not None
@@ -140,5 +141,6 @@ class BrokerConnection:
         self._fail(ConnectionLostError(f"connection to {self.address} was closed"))
         if self._read_task is not None:
             self._read_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._read_task
+            # wait(), not a suppressed await: if the task closing us is itself cancelled
+            # (e.g. at shutdown), that cancellation must reach it, not be swallowed here.
+            await asyncio.wait({self._read_task})

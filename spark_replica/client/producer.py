@@ -27,7 +27,6 @@ Ownership: a Producer lives on one event loop, and everything in it runs there.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -341,8 +340,9 @@ class Producer:
         self._closed = True
         if self._linger_task is not None:
             self._linger_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._linger_task
+            # wait(), not a suppressed await: a cancellation of *this* task must not be
+            # swallowed along with the linger task's own.
+            await asyncio.wait({self._linger_task})
 
     def _check_open(self) -> None:
         if self._closed:
