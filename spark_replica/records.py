@@ -311,7 +311,7 @@ def normalise_payload(records: pa.RecordBatch | pa.Table) -> pa.RecordBatch:
         if ts.null_count:
             ts = pa.compute.fill_null(ts, pa.scalar(now_ms(), TIMESTAMP_TYPE))
     else:
-        ts = pa.array([now_ms()] * count, pa.int64()).cast(TIMESTAMP_TYPE)
+        ts = pa.repeat(pa.scalar(now_ms(), TIMESTAMP_TYPE), count)
     columns = [_as_binary(key, "key"), _as_binary(value, "value"), ts]
     if "headers" in names:
         headers = records.column("headers")

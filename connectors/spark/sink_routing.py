@@ -48,6 +48,17 @@ def _u32(value: int) -> pa.Scalar:
     return pa.scalar(value, pa.uint32())
 
 
+def _i64(value: int) -> pa.Scalar:
+    """A typed scalar: pyarrow converts a bare Python int in a compute call ~10x slower."""
+    return pa.scalar(value, pa.int64())
+
+
+_RECORD_OVERHEAD = _i64(RECORD_OVERHEAD_BYTES)
+_HEADER_OVERHEAD = _i64(HEADER_OVERHEAD_BYTES)
+_FOUR = _i64(4)
+_TOPIC_STRIDE = 2**31  # group key = topic index * stride + partition
+
+
 def _byte_at(data: pa.Array, positions: pa.Array) -> pa.Array:
     return pc.cast(pc.take(data, positions), pa.uint32())
 
@@ -78,24 +89,25 @@ def murmur2_array(keys: pa.Array) -> pa.Array:
     if data_size == 0:
         return _finish(h)
     data = pa.Array.from_buffers(pa.uint8(), data_size, [None, data_buffer])
-    words = pc.divide(lengths, 4)
+    words = pc.divide(lengths, _FOUR)
+    zero = _i64(0)
     for word in range(pc.max(words).as_py()):
-        active = pc.greater(words, word)
-        base = pc.if_else(active, pc.add(starts, 4 * word), 0)
+        active = pc.greater(words, _i64(word))
+        base = pc.if_else(active, pc.add(starts, _i64(4 * word)), zero)
         k = _byte_at(data, base)
         for shift in (1, 2, 3):
-            part = _byte_at(data, pc.add(base, shift))
+            part = _byte_at(data, pc.add(base, _i64(shift)))
             k = pc.bit_wise_or(k, pc.shift_left(part, _u32(8 * shift)))
         k = pc.multiply(_shift_xor(pc.multiply(k, _M), 24), _M)
         h = pc.if_else(active, pc.bit_wise_xor(pc.multiply(h, _M), k), h)
-    tail = pc.subtract(lengths, pc.multiply(words, 4))
-    tail_start = pc.add(starts, pc.multiply(words, 4))
+    tail = pc.subtract(lengths, pc.multiply(words, _FOUR))
+    tail_start = pc.add(starts, pc.multiply(words, _FOUR))
     for index, shift in ((2, 16), (1, 8), (0, 0)):
-        has = pc.greater(tail, index)
-        position = pc.if_else(has, pc.add(tail_start, index), 0)
+        has = pc.greater(tail, _i64(index))
+        position = pc.if_else(has, pc.add(tail_start, _i64(index)), zero)
         mixed = pc.bit_wise_xor(h, pc.shift_left(_byte_at(data, position), _u32(shift)))
         h = pc.if_else(has, mixed, h)
-    h = pc.if_else(pc.greater(tail, 0), pc.multiply(h, _M), h)
+    h = pc.if_else(pc.greater(tail, zero), pc.multiply(h, _M), h)
     return _finish(h)
 
 
@@ -106,7 +118,7 @@ def _finish(h: pa.Array) -> pa.Array:
 def key_partitions(keys: pa.Array, partitions: pa.Array | int) -> pa.Array:
     """Kafka's default partition for each key: `(murmur2 & 0x7fffffff) % partitions`."""
     positive = pc.cast(pc.bit_wise_and(murmur2_array(keys), _POSITIVE_MASK), pa.int64())
-    return pc.modulo(positive, partitions)
+    return pc.modulo(positive, _i64(partitions) if isinstance(partitions, int) else partitions)
 
 
 def _as_binary(column: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -134,7 +146,7 @@ def record_sizes(payload: pa.RecordBatch) -> pa.Array:
         pc.fill_null(pc.binary_length(payload.column("key")), 0),
         pc.fill_null(pc.binary_length(payload.column("value")), 0),
     )
-    sizes = pc.add(pc.cast(sizes, pa.int64()), RECORD_OVERHEAD_BYTES)
+    sizes = pc.add(pc.cast(sizes, pa.int64()), _RECORD_OVERHEAD)
     if "headers" in payload.schema.names:
         sizes = pc.add(sizes, _header_bytes(payload.column("headers")))
     return sizes
@@ -151,7 +163,7 @@ def _header_bytes(headers: pa.Array) -> pa.Array:
             ),
             pa.int64(),
         ),
-        HEADER_OVERHEAD_BYTES,
+        _HEADER_OVERHEAD,
     )
     running = pa.concat_arrays(
         [pa.array([0], pa.int64()), pc.cumulative_sum(item_sizes).cast(pa.int64())]
@@ -236,11 +248,16 @@ class Router:
                 else pc.take(pa.array(counts, pa.int64()), topics.indexes)
             )
             keys = payload.column("key")
-            chosen = pc.if_else(
-                pc.is_null(keys),
-                self._spread_keyless(keys, topics, counts),
-                key_partitions(keys, per_row_count),
-            )
+            if keys.null_count == count:  # no keys at all: nothing to hash
+                chosen = self._spread_keyless(keys, topics, counts)
+            elif keys.null_count == 0:
+                chosen = key_partitions(keys, per_row_count)
+            else:
+                chosen = pc.if_else(
+                    pc.is_null(keys),
+                    self._spread_keyless(keys, topics, counts),
+                    key_partitions(keys, per_row_count),
+                )
             if "partition" in chunk.schema.names:
                 explicit = pc.cast(chunk.column("partition"), pa.int64())
                 self._check_partitions(explicit, per_row_count, topics)
@@ -267,7 +284,8 @@ class Router:
             before = self._spread.get(name, 0)
             ordinal = pc.cumulative_sum(pc.cast(mask, pa.int64()))
             start = self.task_partition + before - 1
-            spread = pc.if_else(mask, pc.modulo(pc.add(ordinal, start), counts[index]), spread)
+            placed = pc.modulo(pc.add(ordinal, _i64(start)), _i64(counts[index]))
+            spread = pc.if_else(mask, placed, spread)
             self._spread[name] = before + taken
         return spread
 
@@ -275,7 +293,14 @@ class Router:
         self, explicit: pa.Array, per_row_count: pa.Array | int, topics: ChunkTopics
     ) -> None:
         bad = pc.fill_null(
-            pc.or_(pc.less(explicit, 0), pc.greater_equal(explicit, per_row_count)), False
+            pc.or_(
+                pc.less(explicit, _i64(0)),
+                pc.greater_equal(
+                    explicit,
+                    _i64(per_row_count) if isinstance(per_row_count, int) else per_row_count,
+                ),
+            ),
+            False,
         )
         if not bad.true_count:
             return
@@ -292,7 +317,9 @@ class Router:
     def _split(payload: pa.RecordBatch, topics: ChunkTopics, chosen: pa.Array) -> list[Routed]:
         sizes = record_sizes(payload)
         group = (
-            chosen if topics.indexes is None else pc.add(pc.multiply(topics.indexes, 2**31), chosen)
+            chosen
+            if topics.indexes is None
+            else pc.add(pc.multiply(topics.indexes, _i64(_TOPIC_STRIDE)), chosen)
         )
         order = pc.sort_indices(group)  # stable: each group keeps the input order
         ordered = payload.take(order)
@@ -301,7 +328,7 @@ class Router:
         routed = []
         start = 0
         for end, value in zip(runs.run_ends.to_pylist(), runs.values.to_pylist(), strict=True):
-            topic_index, partition = divmod(value, 2**31)
+            topic_index, partition = divmod(value, _TOPIC_STRIDE)
             routed.append(
                 Routed(
                     topics.names[topic_index],
