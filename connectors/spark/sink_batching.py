@@ -18,7 +18,7 @@ task's Arrow input cleanly, so the writer cannot tell it from a real end and wri
 what it has. A replay of the task then holds a longer batch starting at the same
 sequence, which the leader refuses as overlapping. So, when asked (`split_tail`), the
 last batch is written as pieces whose sizes are powers of two, largest first: a replay
-can then find each piece by trying those sizes (see sink_sender.recover_batch).
+can then find each piece by halving aligned blocks (see sink_sender.recover_batch).
 
 Pure: no I/O.
 """

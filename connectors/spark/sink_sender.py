@@ -8,13 +8,13 @@ the producer's last five batches, DUPLICATE_SEQUENCE_NUMBER for older ones.
 
 One case needs more: an attempt whose input was cut short (a failure upstream in the
 same task ends Spark's input cleanly) wrote its last batch short, in power-of-two
-pieces. The replay's batch at that place is longer and overlaps them, and the leader
-refuses it as out of order. `recover_batch` then finds the pieces by trying, at each
-position, the rest of the batch and then smaller powers of two: a piece that is exactly
-an earlier one, or lies wholly before what the leader remembers, is answered as a
-duplicate; the first piece after the last written record is appended (the leader
-appends only at exactly the next sequence, so nothing is ever appended twice). Only a
-replay pays for these tries.
+pieces (aligned blocks). The replay's batch at that place is longer and overlaps them,
+and the leader refuses it as out of order. `recover_batch` then tries the batch's own
+aligned blocks, halving any that overlap: aligned blocks are nested or disjoint, so each
+earlier piece is met exactly and answered as a duplicate (it is one of the last five
+batches, or lies wholly before them), and the first block after the last written record
+is appended (the leader appends only at exactly the next sequence, so nothing is ever
+appended twice). Only a replay pays for these tries.
 
 Batches go one at a time per partition, each sent again after a retriable error
 (leader change, lost connection, timeout) with the same sequence until the delivery
@@ -68,13 +68,6 @@ class Outcome(enum.Enum):
 TryPiece = Callable[[int, int], Awaitable[Outcome]]
 
 
-def piece_sizes(remaining: int, whole_tried: bool) -> list[int]:
-    """Sizes to try at one position: the rest of the batch, then smaller powers of two."""
-    sizes = [] if whole_tried else [remaining]
-    top = remaining.bit_length() - 1
-    return sizes + [1 << bit for bit in range(top, -1, -1) if 1 << bit < remaining]
-
-
 async def write_batch(count: int, try_piece: TryPiece) -> bool:
     """Write a batch of `count` records: whole, or in pieces if it overlaps earlier
     writes (then return True)."""
@@ -84,27 +77,54 @@ async def write_batch(count: int, try_piece: TryPiece) -> bool:
     return True
 
 
+def aligned_blocks(count: int) -> list[tuple[int, int]]:
+    """(offset, size) blocks of `count` records, one per bit, largest first: 13 -> 8, 4, 1.
+
+    Each block starts at a multiple of its size, so any two blocks cut this way (from any
+    count, or by halving) are either nested or disjoint: that is what lets a replay find
+    exactly the pieces an earlier attempt wrote.
+    """
+    blocks, offset = [], 0
+    for bit in range(count.bit_length() - 1, -1, -1):
+        if count & (1 << bit):
+            blocks.append((offset, 1 << bit))
+            offset += 1 << bit
+    return blocks
+
+
 async def recover_batch(count: int, try_piece: TryPiece) -> None:
     """Write a batch of `count` records that overlapped earlier writes, piece by piece.
 
     `try_piece(offset, size)` sends records [offset, offset + size) of the batch with
-    their own sequence numbers. The batch as a whole has already been tried.
+    their own sequence numbers. The batch as a whole has already been tried. Aligned
+    blocks are tried largest first and an overlapping block is halved, so every piece an
+    earlier attempt wrote (aligned blocks too) is met exactly and answered as a duplicate.
     """
-    position = 0
-    while position < count:
-        remaining = count - position
-        for size in piece_sizes(remaining, whole_tried=position == 0):
-            if await try_piece(position, size) is not Outcome.OVERLAPS:
-                position += size
-                break
-        else:
-            raise OutOfOrderSequenceError(
-                f"records {position}..{count - 1} of a batch overlap what an earlier attempt "
-                "of this task wrote, in batches this attempt does not have: the task's input "
-                "differs from the earlier attempt's (the exactly-once sink needs a replayable "
-                "source and deterministic transformations), or this attempt's input was cut "
-                "short by a failure upstream"
-            )
+    blocks = aligned_blocks(count)
+    if len(blocks) == 1:
+        await _split(0, count, try_piece)
+        return
+    for offset, size in blocks:
+        await _write_block(offset, size, try_piece)
+
+
+async def _write_block(offset: int, size: int, try_piece: TryPiece) -> None:
+    if await try_piece(offset, size) is Outcome.OVERLAPS:
+        await _split(offset, size, try_piece)
+
+
+async def _split(offset: int, size: int, try_piece: TryPiece) -> None:
+    if size == 1:
+        raise OutOfOrderSequenceError(
+            f"record {offset} of a batch overlaps what an earlier attempt of this task "
+            "wrote, in batches this attempt does not have: the task's input differs from "
+            "the earlier attempt's (the exactly-once sink needs a replayable source and "
+            "deterministic transformations), or this attempt's input was cut short by a "
+            "failure upstream"
+        )
+    half = size // 2
+    await _write_block(offset, half, try_piece)
+    await _write_block(offset + half, half, try_piece)
 
 
 class SequencedSender:

@@ -47,7 +47,7 @@ from connectors.spark.sink_routing import (
     record_sizes,
     sink_payload,
 )
-from connectors.spark.sink_sender import Outcome, piece_sizes, write_batch
+from connectors.spark.sink_sender import Outcome, aligned_blocks, write_batch
 from connectors.spark.writer import ReplogBatchWriter, ReplogStreamWriter
 from spark_replica.client.partitioner import murmur2, partition_for_key
 from spark_replica.errors import ConfigError, OutOfOrderSequenceError
@@ -504,8 +504,8 @@ def attempt(
 def test_power_of_two_pieces() -> None:
     assert power_of_two_pieces(13) == [8, 4, 1]
     assert power_of_two_pieces(16) == [16]
-    assert piece_sizes(13, whole_tried=True) == [8, 4, 2, 1]
-    assert piece_sizes(13, whole_tried=False) == [13, 8, 4, 2, 1]
+    assert aligned_blocks(13) == [(0, 8), (8, 4), (12, 1)]
+    assert aligned_blocks(16) == [(0, 16)]
 
 
 def test_tail_is_split_unless_it_is_a_whole_batch() -> None:
