@@ -329,3 +329,58 @@ def test_leader_killed_during_a_streaming_read_loses_and_repeats_nothing(
     offsets = sink.offsets()
     assert len(offsets) == len(set(offsets)) == 300
     assert sorted(v.decode() for *_, v in sink.rows) == sorted(values + later)
+
+
+def test_min_offsets_per_trigger_waits_for_enough_records_or_the_trigger_delay(
+    spark: SparkSession,
+    topics: TopicTools,
+    bootstrap_servers: str,
+    topic_name: str,
+    tmp_path: Path,
+) -> None:
+    topics.create(topic_name, 1)
+
+    def non_empty(sink: Collector) -> list[int]:
+        return [len(batch) for batch in sink.batches if batch]
+
+    def wait_for(sink: Collector, count: int) -> None:
+        deadline = time.monotonic() + QUERY_TIMEOUT_S
+        while len(sink.rows) < count:
+            assert time.monotonic() < deadline, f"{len(sink.rows)} rows of {count} in time"
+            time.sleep(0.2)
+
+    # A long delay: 4 records are fewer than 10, so no batch runs until 12 are there.
+    patient = Collector()
+    query = start_stream(
+        spark, bootstrap_servers, tmp_path / "patient", patient,
+        subscribe=topic_name, startingOffsets="earliest",
+        minOffsetsPerTrigger="10", maxTriggerDelay="10m",
+    )  # fmt: skip
+    try:
+        topics.produce(topic_name, [f"a{i}" for i in range(4)], partition=0)
+        time.sleep(2.0)
+        assert patient.rows == [], "a batch ran with fewer than minOffsetsPerTrigger records"
+        topics.produce(topic_name, [f"b{i}" for i in range(8)], partition=0)
+        wait_for(patient, 12)
+        assert non_empty(patient) == [12]
+    finally:
+        query.stop()
+
+    # A short delay: one new record waits at most maxTriggerDelay, then is read alone.
+    hurried = Collector()
+    query = start_stream(
+        spark, bootstrap_servers, tmp_path / "hurried", hurried,
+        subscribe=topic_name, startingOffsets="latest",
+        minOffsetsPerTrigger="10", maxTriggerDelay="2s",
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + QUERY_TIMEOUT_S
+        while query.lastProgress is None:  # the start offsets are fixed (latest) first
+            assert time.monotonic() < deadline, "the query made no progress"
+            time.sleep(0.2)
+        topics.produce(topic_name, ["c0"], partition=0)
+        wait_for(hurried, 1)
+        assert non_empty(hurried) == [1]
+        assert hurried.rows[0][2] == 12
+    finally:
+        query.stop()
