@@ -96,6 +96,10 @@ class Broker:
                 lambda: self.replicas.delete_expired_segments(now_ms()),
             ),
             self._every(self.config.replica_lag_time_max_ms // 2, self._shrink_isrs),
+            self._every(
+                self.config.producer_id_expiration_check_interval_ms,
+                lambda: self.replicas.expire_producers(now_ms()),
+            ),
         ]
         logger.info("broker %d serving on %s:%d", self.config.broker_id, self.config.host, port)
 

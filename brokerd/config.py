@@ -52,6 +52,8 @@ _INTERVAL_KEYS = {
     "leader.imbalance.per.broker.percentage": "leader_imbalance_per_broker_percentage",
     "controlled.shutdown.max.retries": "controlled_shutdown_max_retries",
     "controlled.shutdown.retry.backoff.ms": "controlled_shutdown_retry_backoff_ms",
+    "producer.id.expiration.ms": "producer_id_expiration_ms",
+    "producer.id.expiration.check.interval.ms": "producer_id_expiration_check_interval_ms",
 }
 
 _BOOLEAN_KEYS = {
@@ -81,6 +83,8 @@ class BrokerConfig:
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10
     min_insync_replicas: int = 1
+    producer_id_expiration_ms: int = 86_400_000  # Kafka's default: one day
+    producer_id_expiration_check_interval_ms: int = 600_000
 
     def __post_init__(self) -> None:
         if self.broker_id < 0:
@@ -98,6 +102,8 @@ class BrokerConfig:
             "controlled_shutdown_max_retries",
             "controlled_shutdown_retry_backoff_ms",
             "min_insync_replicas",
+            "producer_id_expiration_ms",
+            "producer_id_expiration_check_interval_ms",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")

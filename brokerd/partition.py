@@ -51,6 +51,7 @@ from spark_replica.errors import (
 from spark_replica.protocol.fetch import NO_LEADER_EPOCH
 from spark_replica.protocol.produce import ACKS_ALL
 from spark_replica.records import NO_PRODUCER_ID, BatchHeader, iter_batches
+from spark_replica.records import now_ms as clock_ms
 from spark_replica.topics import TopicPartition
 
 logger = logging.getLogger("brokerd.partition")
@@ -124,7 +125,7 @@ class Partition:
                 continue
             start = offset
             break
-        self._producer_state.replay(log.iter_batch_headers(start))
+        self._producer_state.replay(log.iter_batch_headers(start), clock_ms())
 
     def _producer_snapshot(self, required: bool) -> list[str] | None:
         """The lines of a snapshot at the log end, for the log to write.
@@ -196,6 +197,13 @@ class Partition:
         self.proposed_isr = None
         self._notify()
 
+    def expire_producers(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget idle producers, if the state is loaded (a state not yet loaded is
+        expired on the first check after it is)."""
+        if not self._producer_state_loaded:
+            return 0
+        return self._producer_state.expire(now_ms, expiration_ms)
+
     def stop(self) -> None:
         """The replica is being removed: wake produce requests waiting on it to fail now
         (NOT_LEADER_OR_FOLLOWER, so producers retry on the new leader at once)."""
@@ -255,7 +263,7 @@ class Partition:
             records, assign_offsets=True, leader_epoch=self.leader_epoch, now_ms=now_ms
         )
         if idempotent is not None:
-            self.producer_state.record(idempotent, info.first_offset)
+            self.producer_state.record(idempotent, info.first_offset, now_ms)
         self._maybe_advance_high_watermark()
         self._notify()
         return info
@@ -285,7 +293,7 @@ class Partition:
             state = self.producer_state
             self.log.append(records, assign_offsets=False, now_ms=now_ms)
             for header, _ in iter_batches(records):
-                state.record(header, header.base_offset)
+                state.record(header, header.base_offset, now_ms)
         self.high_watermark = max(
             self.high_watermark, min(leader_high_watermark, self.log.log_end_offset)
         )

@@ -40,7 +40,7 @@ SEQUENCE_SPACE = MAX_SEQUENCE + 1
 # up is the later: the ordering that stays meaningful across the wrap.
 HALF_SEQUENCE_SPACE = SEQUENCE_SPACE // 2
 SNAPSHOT_MAGIC = "replog-producer-state"
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2  # 2: each producer line carries its last batch timestamp
 BATCH_FIELDS = 4  # base sequence, last sequence, base offset, last offset
 
 
@@ -104,6 +104,10 @@ class ProducerEntry:
     batches: deque[BatchMetadata] = field(
         default_factory=lambda: deque(maxlen=MAX_BATCHES_PER_PRODUCER)
     )
+    # When the producer last wrote, ms: the later of its batches' timestamps and the
+    # broker's clock when it took them (a producer writing old timestamps, say a
+    # reprocessing job, must not look idle). What expiry goes by.
+    last_timestamp: int = -1
 
 
 class ProducerStateManager:
@@ -176,11 +180,12 @@ class ProducerStateManager:
             f"got {header.base_sequence}",
         )
 
-    def record(self, header: BatchHeader, base_offset: int) -> None:
+    def record(self, header: BatchHeader, base_offset: int, seen_ms: int = -1) -> None:
         """Note that the batch of `header` is in the log from `base_offset`.
 
         Not checked: the leader checked before appending, and a follower or a replay
-        copies what a leader accepted. A new epoch starts a fresh window.
+        copies what a leader accepted. A new epoch starts a fresh window. `seen_ms` is
+        the broker's clock when the batch arrived (or was replayed), -1 if unknown.
         """
         pid = header.producer_id
         if pid == NO_PRODUCER_ID:
@@ -188,6 +193,7 @@ class ProducerStateManager:
         entry = self._producers.get(pid)
         if entry is None or entry.epoch != header.producer_epoch:
             entry = self._producers[pid] = ProducerEntry(header.producer_epoch)
+        entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp, seen_ms)
         entry.batches.append(
             BatchMetadata(
                 header.base_sequence,
@@ -197,26 +203,44 @@ class ProducerStateManager:
             )
         )
 
-    def rebuild(self, headers: Iterable[BatchHeader]) -> None:
+    def rebuild(self, headers: Iterable[BatchHeader], seen_ms: int = -1) -> None:
         """Forget everything and replay the headers of a log, whose offsets are assigned."""
         self._producers.clear()
-        self.replay(headers)
+        self.replay(headers, seen_ms)
 
-    def replay(self, headers: Iterable[BatchHeader]) -> None:
-        """Record the batches of `headers` (from a log, offsets assigned), in order."""
+    def replay(self, headers: Iterable[BatchHeader], seen_ms: int = -1) -> None:
+        """Record the batches of `headers` (from a log, offsets assigned), in order.
+
+        Given `seen_ms` (the time of the replay), replayed producers count as active
+        then: a restart never makes a producer expire sooner, only later.
+        """
         for header in headers:
-            self.record(header, header.base_offset)
+            self.record(header, header.base_offset, seen_ms)
+
+    def expire(self, now_ms: int, expiration_ms: int) -> int:
+        """Forget producers that have not written for `expiration_ms`; return how many.
+
+        Kafka's producer.id.expiration.ms: without it the state (and every snapshot)
+        grows with each producer id a partition has ever seen. A forgotten producer's
+        next batch is refused (UNKNOWN_PRODUCER_ID) unless it starts at sequence 0.
+        """
+        cutoff = now_ms - expiration_ms
+        expired = [pid for pid, e in self._producers.items() if e.last_timestamp < cutoff]
+        for pid in expired:
+            del self._producers[pid]
+        return len(expired)
 
     def encode_snapshot(self) -> list[str]:
         """The whole state as text lines: a header line, a count, one line per producer.
 
-        Each producer line is its id and epoch, then four numbers per remembered batch:
-        base sequence, last sequence, base offset, last offset, oldest batch first.
+        Each producer line is its id, epoch and last batch timestamp, then four numbers
+        per remembered batch: base sequence, last sequence, base offset, last offset,
+        oldest batch first.
         """
         lines = [f"{SNAPSHOT_MAGIC} {SNAPSHOT_VERSION}", str(len(self._producers))]
         for pid in sorted(self._producers):
             entry = self._producers[pid]
-            fields = [pid, entry.epoch]
+            fields = [pid, entry.epoch, entry.last_timestamp]
             for batch in entry.batches:
                 fields += [
                     batch.base_sequence,
@@ -244,13 +268,13 @@ class ProducerStateManager:
             raise ProtocolError(f"snapshot says {count} producers but holds {len(rows)}")
         restored: dict[int, ProducerEntry] = {}
         for number, row in enumerate(rows, start=3):
-            if len(row) < 2 + BATCH_FIELDS or (len(row) - 2) % BATCH_FIELDS:
+            if len(row) < 3 + BATCH_FIELDS or (len(row) - 3) % BATCH_FIELDS:
                 raise ProtocolError(f"snapshot line {number} has {len(row)} fields")
             batches = [
                 BatchMetadata(*row[start : start + BATCH_FIELDS])
-                for start in range(2, len(row), BATCH_FIELDS)
+                for start in range(3, len(row), BATCH_FIELDS)
             ]
             restored[row[0]] = ProducerEntry(
-                row[1], deque(batches, maxlen=MAX_BATCHES_PER_PRODUCER)
+                row[1], deque(batches, maxlen=MAX_BATCHES_PER_PRODUCER), row[2]
             )
         self._producers.update(restored)

@@ -173,6 +173,12 @@ class ReplicaManager:
         """Led partitions whose lagging followers should leave the ISR."""
         return [p for p in self.partitions.values() if p.propose_isr_shrink(now_ms, lag_max_ms)]
 
+    def expire_producers(self, now_ms: int) -> None:
+        expiration = self.config.producer_id_expiration_ms
+        expired = sum(p.expire_producers(now_ms, expiration) for p in self.partitions.values())
+        if expired:
+            logger.info("forgot %d producer ids idle for %d ms", expired, expiration)
+
     def delete_expired_segments(self, now_ms: int) -> None:
         for partition in self.partitions.values():
             partition.log.delete_expired_segments(now_ms)

@@ -12,6 +12,7 @@ from spark_replica.errors import (
     InvalidProducerEpochError,
     InvalidRequestError,
     OutOfOrderSequenceError,
+    UnknownProducerIdError,
     error_for_code,
 )
 from spark_replica.launcher import BrokerProcess
@@ -310,3 +311,31 @@ def test_an_answer_lost_after_the_append_is_retried_without_a_second_append(
             await cluster.close()
 
     assert run(stored()) == [b"a", b"b", b"c"], "the log holds the batch once"
+
+
+def test_an_idle_producer_is_forgotten_after_producer_id_expiration(
+    brokers: BrokerFactory,
+) -> None:
+    broker = brokers.start(
+        1,
+        **{
+            "producer.id.expiration.ms": "1500",
+            "producer.id.expiration.check.interval.ms": "200",
+        },
+    )
+
+    async def scenario() -> None:
+        await create_topic([(broker.host, broker.port)], TOPIC)
+        busy = (await init_producer_id(broker)).producer_id
+        idle = (await init_producer_id(broker)).producer_id
+        assert (await send_batch(broker, "i0", idle, 0, 0)).error_code == 0
+        for n in range(8):  # keeps writing, 0.4 s apart: never idle for 1.5 s
+            assert (await send_batch(broker, f"b{n}", busy, 0, 2 * n)).error_code == 0
+            await asyncio.sleep(0.4)
+        forgotten = await send_batch(broker, "i1", idle, 0, 2)
+        assert forgotten.error_code == UnknownProducerIdError.code
+        assert (await send_batch(broker, "b8", busy, 0, 16)).error_code == 0
+
+    run(scenario())
+    log = (broker.log_dir / "broker.log").read_text()
+    assert "producer ids idle for 1500 ms" in log

@@ -363,3 +363,25 @@ def test_snapshot_lines_round_trip_and_bad_ones_are_refused() -> None:
     for bad in ([], ["something else", "0"], [*lines[:2], "1 2 3"], [lines[0], "3", *lines[2:]]):
         with pytest.raises(ProtocolError):
             ProducerStateManager().restore(bad)
+
+
+def test_idle_producers_expire_and_their_last_write_time_survives_a_snapshot() -> None:
+    state = ProducerStateManager()
+    state.record(header(0, producer_id=1), 0, seen_ms=1_000)
+    state.record(header(0, producer_id=2), 1, seen_ms=5_000)
+    # Old batch timestamps (a reprocessing job) do not make a producer look idle.
+    assert header(0).max_timestamp == 0
+    restored = ProducerStateManager()
+    restored.restore(state.encode_snapshot())
+    assert restored.expire(now_ms=7_000, expiration_ms=3_000) == 1
+    assert set(restored.snapshot()) == {2}
+    assert restored.check(header(1, producer_id=1)).outcome is Outcome.UNKNOWN_PRODUCER
+    assert restored.check(header(1, producer_id=2)).outcome is Outcome.APPEND
+    assert restored.expire(now_ms=7_000, expiration_ms=3_000) == 0
+
+
+def test_a_replay_counts_as_activity_so_a_restart_never_expires_sooner() -> None:
+    state = ProducerStateManager()
+    state.replay([header(0, producer_id=1)], seen_ms=50_000)
+    assert state.expire(now_ms=60_000, expiration_ms=20_000) == 0
+    assert state.expire(now_ms=80_000, expiration_ms=20_000) == 1
