@@ -38,9 +38,6 @@ class ProducerIdentity:
     producer_id: int
     epoch: int
 
-    def as_tuple(self) -> tuple[int, int]:
-        return (self.producer_id, self.epoch)
-
 
 def stream_task_identity(query_id: str, task_partition: int, batch_id: int) -> ProducerIdentity:
     """The identity every attempt of this task uses, in this run or after a restart."""
