@@ -30,7 +30,7 @@ from connectors.spark.offsets import (
     offset_ranges,
     split_ranges,
 )
-from connectors.spark.partition_reader import RangePartition, read_range
+from connectors.spark.partition_reader import RangePartition, range_partitions, read_range
 from connectors.spark.source_options import (
     ASSIGN,
     SourceOptions,
@@ -94,20 +94,7 @@ class ReplogBatchReader(DataSourceReader):
             return await plan_batch(cluster, self.source)
 
         ranges = run_with_cluster(servers, plan, PLANNING_TIMEOUT_S)
-        return [
-            RangePartition(
-                r.tp.topic,
-                r.tp.partition,
-                r.start,
-                r.end,
-                servers,
-                self.source.include_headers,
-                self.source.fail_on_data_loss,
-                self.source.poll_timeout_ms,
-                self.source.avro,
-            )
-            for r in ranges
-        ]
+        return range_partitions(ranges, servers, self.source)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, RangePartition):

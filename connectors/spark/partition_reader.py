@@ -18,15 +18,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 
 from connectors.spark.avro import AvroCodec
-from connectors.spark.offsets import data_loss_error
+from connectors.spark.offsets import OffsetRange, data_loss_error
 from connectors.spark.schema import ARROW_HEADERS_TYPE, arrow_source_schema
 from spark_replica.client import Cluster, parse_bootstrap
 from spark_replica.client.consumer import list_offsets_at
@@ -51,6 +52,9 @@ from spark_replica.records import (
     verify_batch,
 )
 from spark_replica.topics import TopicPartition
+
+if TYPE_CHECKING:
+    from connectors.spark.source_options import SourceOptions
 
 FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BYTES = 16 * 1024 * 1024
@@ -80,6 +84,26 @@ class RangePartition(InputPartition):
     fail_on_data_loss: bool
     poll_timeout_ms: int
     avro: AvroCodec | None = None  # decodes values when valueFormat=avro
+
+
+def range_partitions(
+    ranges: Iterable[OffsetRange], servers: str, source: SourceOptions
+) -> list[InputPartition]:
+    """One task per offset range, carrying what a task needs of the source options."""
+    return [
+        RangePartition(
+            r.tp.topic,
+            r.tp.partition,
+            r.start,
+            r.end,
+            servers,
+            source.include_headers,
+            source.fail_on_data_loss,
+            source.poll_timeout_ms,
+            source.avro,
+        )
+        for r in ranges
+    ]
 
 
 def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:

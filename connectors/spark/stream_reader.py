@@ -49,7 +49,7 @@ from connectors.spark.offsets import (
     skip_lost,
     split_ranges,
 )
-from connectors.spark.partition_reader import RangePartition, read_range
+from connectors.spark.partition_reader import RangePartition, range_partitions, read_range
 from connectors.spark.source_options import check_schema, parse_source_options
 from spark_replica.client import Cluster
 from spark_replica.protocol.list_offsets import (
@@ -233,21 +233,8 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             decode_offsets(start, "the batch's start offsets"),
             decode_offsets(end, "the batch's end offsets"),
         )
-        servers = self.servers()
-        return [
-            RangePartition(
-                r.tp.topic,
-                r.tp.partition,
-                r.start,
-                r.end,
-                servers,
-                source.include_headers,
-                source.fail_on_data_loss,
-                source.poll_timeout_ms,
-                source.avro,
-            )
-            for r in split_ranges(ranges, source.min_partitions)
-        ]
+        ranges = split_ranges(ranges, source.min_partitions)
+        return range_partitions(ranges, self.servers(), source)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, RangePartition):

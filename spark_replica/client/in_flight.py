@@ -38,24 +38,8 @@ import enum
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from spark_replica.errors import (
-    ConfigError,
-    CorruptMessageError,
-    FencedLeaderEpochError,
-    InvalidProducerEpochError,
-    InvalidRecordError,
-    InvalidRequiredAcksError,
-    InvalidTopicError,
-    LeaderNotAvailableError,
-    MessageTooLargeError,
-    NotEnoughReplicasError,
-    OutOfOrderSequenceError,
-    RecordListTooLargeError,
-    TimeoutExpiredError,
-    UnknownLeaderEpochError,
-    UnknownProducerIdError,
-    UnknownTopicOrPartitionError,
-)
+from spark_replica import errors
+from spark_replica.errors import ConfigError, InvalidProducerEpochError, OutOfOrderSequenceError
 
 P = TypeVar("P")
 
@@ -69,25 +53,25 @@ MAX_IDEMPOTENT_IN_FLIGHT = 5
 # Errors a leader answers before appending anything, or that the client raises before
 # sending: a batch whose every attempt ended in one of these is certainly not in the log.
 NOT_APPENDED_ERRORS: tuple[type[Exception], ...] = (
-    ConfigError,
-    CorruptMessageError,
-    FencedLeaderEpochError,
-    InvalidProducerEpochError,
-    InvalidRecordError,
-    InvalidRequiredAcksError,
-    InvalidTopicError,
-    LeaderNotAvailableError,
-    MessageTooLargeError,
-    NotEnoughReplicasError,
-    OutOfOrderSequenceError,
-    RecordListTooLargeError,
-    TimeoutExpiredError,
-    UnknownLeaderEpochError,
-    UnknownProducerIdError,
-    UnknownTopicOrPartitionError,
+    errors.ConfigError,
+    errors.CorruptMessageError,
+    errors.FencedLeaderEpochError,
+    errors.InvalidProducerEpochError,
+    errors.InvalidRecordError,
+    errors.InvalidRequiredAcksError,
+    errors.InvalidTopicError,
+    errors.LeaderNotAvailableError,
+    errors.MessageTooLargeError,
+    errors.NotEnoughReplicasError,
+    errors.OutOfOrderSequenceError,
+    errors.RecordListTooLargeError,
+    errors.TimeoutExpiredError,
+    errors.UnknownLeaderEpochError,
+    errors.UnknownProducerIdError,
+    errors.UnknownTopicOrPartitionError,
 )
 # The leader's numbering differs from ours when these answer the oldest unanswered batch.
-SEQUENCE_ERRORS = (OutOfOrderSequenceError, UnknownProducerIdError)
+SEQUENCE_ERRORS = (OutOfOrderSequenceError, errors.UnknownProducerIdError)
 
 
 class BatchState(enum.Enum):

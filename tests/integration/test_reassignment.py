@@ -110,8 +110,12 @@ def start_three_then_four(brokers: BrokerFactory, **broker_4: str) -> None:
     brokers.start(4, **{**FAST_REPLICATION, **broker_4})
 
 
-def old_replica_dir(brokers: BrokerFactory) -> Path:
-    return brokers.brokers[1].log_dir / f"{TOPIC}-0"
+def assert_old_replica_deleted(brokers: BrokerFactory, timeout_s: float = 15.0) -> None:
+    directory = brokers.brokers[1].log_dir / f"{TOPIC}-0"
+    deadline = time.monotonic() + timeout_s
+    while directory.exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not directory.exists(), "the removed replica kept its log"
 
 
 def check_everything_once(brokers: BrokerFactory, acked: list[str]) -> None:
@@ -141,10 +145,7 @@ def test_reassign_while_producing_with_acks_all(brokers: BrokerFactory, tmp_path
 
     run(scenario(), timeout_s=120)
     assert assignment_in_zookeeper(brokers.zk_connect) == TARGET
-    deadline = time.monotonic() + 15
-    while old_replica_dir(brokers).exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not old_replica_dir(brokers).exists(), "the removed replica kept its log"
+    assert_old_replica_deleted(brokers)
     check_everything_once(brokers, producer.acked)
     status = replog("reassign", "--status", "--plan", str(plan), "--zookeeper", brokers.zk_connect)
     assert status.returncode == 0, status.stderr.decode()
@@ -199,10 +200,7 @@ def test_reassignment_survives_a_controller_kill(brokers: BrokerFactory, tmp_pat
 
     run(scenario(), timeout_s=150)
     assert assignment_in_zookeeper(brokers.zk_connect) == TARGET
-    deadline = time.monotonic() + 15
-    while old_replica_dir(brokers).exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not old_replica_dir(brokers).exists(), "the removed replica kept its log"
+    assert_old_replica_deleted(brokers)
     check_everything_once(brokers, producer.acked)
 
 
