@@ -35,7 +35,7 @@ from spark_replica.protocol.frames import (
     encode_response,
 )
 from spark_replica.protocol.primitives import Reader, Writer
-from spark_replica.transport import FrameStream, OversizedFrame, serve_frame_streams
+from spark_replica.transport import Frame, FrameStream, OversizedFrame, serve_frame_streams
 
 logger = logging.getLogger("brokerd.server")
 
@@ -102,7 +102,7 @@ class RequestServer:
         await stream.write(_error_response(header.int32(), error))
         logger.warning("closing connection from %s: %s", stream.peer, error)
 
-    async def _handle(self, frame: bytearray) -> list[Buffer] | None:
+    async def _handle(self, frame: Frame) -> list[Buffer] | None:
         reader = Reader(frame)
         header = RequestHeader.read(reader)
         if not is_supported(header.api_key, header.api_version):

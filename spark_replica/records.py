@@ -191,24 +191,33 @@ def set_leader_epoch(batch: bytearray | memoryview, leader_epoch: int, pos: int 
     LEADER_EPOCH_FIELD.pack_into(batch, pos + LEADER_EPOCH_FIELD_OFFSET, leader_epoch)
 
 
+_HEADER_SPACE = bytes(HEADER_SIZE)
 PRODUCER_FIELDS = struct.Struct(">qhi")  # producer_id, producer_epoch, base_sequence
 PRODUCER_FIELDS_OFFSET = 43
 
 
+def _bytes_view(buffer: pa.Buffer) -> memoryview:
+    """A writable view of an Arrow buffer as unsigned bytes, like a bytearray's."""
+    return memoryview(buffer).cast("B")
+
+
 def stamp_producer(
-    batch: bytes | bytearray, producer_id: int, producer_epoch: int, base_sequence: int
-) -> bytearray:
+    batch: bytes | bytearray | memoryview, producer_id: int, producer_epoch: int, base_sequence: int
+) -> memoryview:
     """A copy of a whole batch carrying an idempotent producer's identity and sequence.
 
     These fields are inside the CRC (the broker dedupes on them, so they must not be
-    corruptible silently), so the CRC is computed again: one pass at memory speed.
+    corruptible silently), so the CRC is computed again: one pass at memory speed. The
+    copy lives in Arrow's memory pool, which reuses freed blocks: a fresh 1 MB bytearray
+    would cost more in page faults than the copy itself.
     """
-    stamped = bytearray(batch)
+    view = _bytes_view(pa.allocate_buffer(len(batch)))
+    view[:] = batch
     PRODUCER_FIELDS.pack_into(
-        stamped, PRODUCER_FIELDS_OFFSET, producer_id, producer_epoch, base_sequence
+        view, PRODUCER_FIELDS_OFFSET, producer_id, producer_epoch, base_sequence
     )
-    CRC_FIELD.pack_into(stamped, CRC_FIELD_OFFSET, compute_crc(stamped))
-    return stamped
+    CRC_FIELD.pack_into(view, CRC_FIELD_OFFSET, compute_crc(view))
+    return view.toreadonly()
 
 
 def parse_compression(name: str, option: str = "compression") -> str:
@@ -220,14 +229,32 @@ def parse_compression(name: str, option: str = "compression") -> str:
     return codec
 
 
-def encode_payload(records: pa.RecordBatch, compression: str = "none") -> pa.Buffer:
-    """Serialise a payload-shaped record batch as an Arrow IPC stream, buffers compressed."""
-    codec = parse_compression(compression)
+def _write_payload(sink: pa.NativeFile, records: pa.RecordBatch, codec: str) -> None:
+    """Write a payload-shaped record batch as an Arrow IPC stream, buffers compressed."""
     options = pa.ipc.IpcWriteOptions(compression=None if codec == "none" else codec)
-    sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, records.schema, options=options) as writer:
         writer.write_batch(records)
-    return sink.getvalue()
+
+
+def _write_after_header(records: pa.RecordBatch, codec: str) -> pa.Buffer:
+    """A buffer of header space followed by the payload, written in place.
+
+    Uncompressed, the payload's size is known from a dry run (a stream that only
+    counts), so the buffer is allocated once at its size; a growing buffer would copy
+    the payload each time it doubles. A compressed size is only known by compressing.
+    """
+    if codec == "none":
+        counter = pa.MockOutputStream()
+        _write_payload(counter, records, codec)
+        buffer = pa.allocate_buffer(HEADER_SIZE + counter.size())
+        sink: pa.NativeFile = pa.FixedSizeBufferWriter(buffer)
+        sink.write(_HEADER_SPACE)
+        _write_payload(sink, records, codec)
+        return buffer
+    growing = pa.BufferOutputStream()
+    growing.write(_HEADER_SPACE)
+    _write_payload(growing, records, codec)
+    return growing.getvalue()
 
 
 def encode_batch(
@@ -240,11 +267,15 @@ def encode_batch(
     producer_epoch: int = -1,
     base_sequence: int = NO_SEQUENCE,
     compression: str = "none",
-) -> bytes:
+) -> memoryview:
     """Build one whole batch (header + IPC payload) from a payload-shaped record batch.
 
     `compression` sets the codec of the payload's buffers and the attributes' codec bits
     (any codec bits passed in `attributes` are replaced).
+
+    The batch is written once, header space first, into one buffer of Arrow's memory
+    pool, and returned as a read-only view of it: this is the sink's hot path, where each
+    further copy (or a fresh bytearray's page faults) costs as much as the encoding.
     """
     count = records.num_rows
     if count < 1:
@@ -257,14 +288,13 @@ def encode_batch(
     if first_ts is None or max_ts is None:
         raise ValueError("every record needs a timestamp")
     codec = parse_compression(compression)
-    payload = encode_payload(records, codec)
+    batch = _bytes_view(_write_after_header(records, codec))
     attributes = (attributes & ~COMPRESSION_MASK) | COMPRESSION_CODECS[codec]
-    batch = bytearray(HEADER_SIZE + payload.size)
     HEADER.pack_into(
         batch,
         0,
         base_offset,
-        HEADER_SIZE - LENGTH_PREFIX_SIZE + payload.size,
+        len(batch) - LENGTH_PREFIX_SIZE,
         leader_epoch,
         MAGIC,
         0,
@@ -277,9 +307,8 @@ def encode_batch(
         base_sequence,
         count,
     )
-    batch[HEADER_SIZE:] = memoryview(payload)
     CRC_FIELD.pack_into(batch, CRC_FIELD_OFFSET, compute_crc(batch))
-    return bytes(batch)
+    return batch.toreadonly()
 
 
 def now_ms() -> int:
@@ -352,8 +381,8 @@ def build_batch(
             [None if h is None else [{"key": k, "value": v} for k, v in h] for h in headers],
             HEADER_TYPE,
         )
-    return encode_batch(
-        pa.RecordBatch.from_pydict(arrays), compression=compression, **header_fields
+    return bytes(
+        encode_batch(pa.RecordBatch.from_pydict(arrays), compression=compression, **header_fields)
     )
 
 

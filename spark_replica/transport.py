@@ -2,11 +2,13 @@
 
 Both ends of a connection (the broker's server and the client) read and write frames
 through a FrameStream. Reading uses a BufferedProtocol: small frames are parsed out of
-one scratch buffer, and a frame too large for it gets a bytearray of its own into which
+one scratch buffer, and a frame too large for it gets a buffer of its own into which
 the socket reads directly, so a 10 MB produce request is received with one copy, and
-the broker can stamp offsets into it in place. Writing hands the transport a list of
-buffers (header fields and the record bytes separately), so record bytes are never
-concatenated into a message buffer first.
+the broker can stamp offsets into it in place. That buffer comes from Arrow's memory
+pool, which keeps freed blocks for the next frame: a fresh bytearray per frame is
+fresh memory from the kernel each time, and its page faults cost more than the copy.
+Writing hands the transport a list of buffers (header fields and the record bytes
+separately), so record bytes are never concatenated into a message buffer first.
 
 Flow control both ways: reading pauses while too many frames wait to be handled, and
 `drain()` waits while the transport's write buffer is above its high-water mark.
@@ -19,6 +21,8 @@ import collections
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 from spark_replica.errors import ConnectionLostError, ProtocolError
 from spark_replica.protocol.frames import SIZE, SIZE_BYTES
 
@@ -29,6 +33,7 @@ LARGE_WRITE_BYTES = 64 * 1024
 MAX_QUEUED_FRAMES = 32
 
 Buffer = bytes | bytearray | memoryview
+Frame = bytearray | memoryview  # a frame's body; writable either way
 
 
 @dataclass(frozen=True)
@@ -54,9 +59,9 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self.transport: asyncio.Transport | None = None
         self._scratch = bytearray(SCRATCH_BYTES)
         self._scratch_used = 0
-        self._frame: bytearray | None = None
+        self._frame: memoryview | None = None
         self._frame_filled = 0
-        self._frames: collections.deque[bytearray | OversizedFrame] = collections.deque()
+        self._frames: collections.deque[Frame | OversizedFrame] = collections.deque()
         self._closed: BaseException | None = None  # no more frames will arrive
         self._lost: BaseException | None = None  # the connection itself is gone
         self._frame_ready = asyncio.Event()
@@ -72,7 +77,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._frame is not None:
-            return memoryview(self._frame)[self._frame_filled :]
+            return self._frame[self._frame_filled :]
         return memoryview(self._scratch)[self._scratch_used :]
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -111,7 +116,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 position = start + size
                 continue
             if size + SIZE_BYTES > SCRATCH_BYTES:
-                frame = bytearray(size)
+                frame = memoryview(pa.allocate_buffer(size)).cast("B")
                 frame[:available] = view[start : self._scratch_used]
                 self._frame, self._frame_filled = frame, available
                 position = self._scratch_used
@@ -121,7 +126,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
             self._scratch[:remaining] = view[position : self._scratch_used]
         self._scratch_used = remaining
 
-    def _deliver(self, frame: bytearray | OversizedFrame) -> None:
+    def _deliver(self, frame: Frame | OversizedFrame) -> None:
         self._frames.append(frame)
         self._frame_ready.set()
         if len(self._frames) >= MAX_QUEUED_FRAMES and not self._reading_paused:
@@ -134,7 +139,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
             self._reading_paused = True
             self.transport.pause_reading()
 
-    async def next_frame(self) -> bytearray | OversizedFrame:
+    async def next_frame(self) -> Frame | OversizedFrame:
         """The next frame; raises ConnectionLostError once the stream has ended."""
         while not self._frames:
             if self._closed is not None:
@@ -198,7 +203,7 @@ class FrameStream:
     def peer(self) -> object:
         return self.transport.get_extra_info("peername")
 
-    async def read_frame(self) -> bytearray | OversizedFrame:
+    async def read_frame(self) -> Frame | OversizedFrame:
         return await self.protocol.next_frame()
 
     async def write(self, buffers: Sequence[Buffer]) -> None:

@@ -3,8 +3,8 @@
 Spark hands the writer Arrow batches of thousands of rows; routing them one Python row
 at a time would cost more than everything else the sink does. So every step here is
 Arrow compute over whole columns: the cast of key and value to binary, the topic of each
-row, Kafka's murmur2 of the key, the spreading of keyless records, and the grouping
-into one slice per topic-partition.
+row, Kafka's murmur2 of the key, the placing of keyless records, and the grouping into
+slices per topic-partition.
 
 Routing follows Spark's Kafka sink and Kafka's default partitioner:
 
@@ -12,12 +12,18 @@ Routing follows Spark's Kafka sink and Kafka's default partitioner:
 - a non-null `partition` column wins;
 - otherwise a non-null key picks `(murmur2(key) & 0x7fffffff) % partitions`, the same
   partition Kafka's producer picks for that key;
-- keyless records are spread round robin, one record at a time, starting at a
-  partition derived from the task's partition id.
+- keyless records are sticky, as with Kafka's default partitioner since 2.4 (KIP-480,
+  KIP-794): they fill one partition with a batch's worth of bytes (`run_bytes`, the
+  sink's batch size), then move on to the next, round robin, starting at a partition
+  derived from the task's partition id. Whole runs of input rows then go to one
+  partition, so a chunk is cut into a few slices instead of being reordered record by
+  record, and each batch holds as many records as the batch size allows.
 
-Every choice is a function of the task's input and its partition id only (never of
-time, randomness or how Spark chunked the input), which exactly-once streaming writes
-need: a replayed task must send every record to the same partition, in the same order.
+Every choice is a function of the task's input, its partition id and the batch size only
+(never of time, randomness or how Spark chunked the input), which exactly-once streaming
+writes need: a replayed task must send every record to the same partition, in the same
+order. So a keyless record's partition follows from the bytes of the keyless records
+before it, not from when a batch happened to fill.
 
 Pure: no I/O. The caller looks up partition counts between `topics` and `route`.
 """
@@ -57,6 +63,9 @@ _RECORD_OVERHEAD = _i64(RECORD_OVERHEAD_BYTES)
 _HEADER_OVERHEAD = _i64(HEADER_OVERHEAD_BYTES)
 _FOUR = _i64(4)
 _TOPIC_STRIDE = 2**31  # group key = topic index * stride + partition
+# A chunk whose rows fall into at most this many runs of one topic-partition is cut into
+# slices in input order; beyond it, the rows are sorted by topic-partition first.
+MAX_SLICED_RUNS = 16
 
 
 def _byte_at(data: pa.Array, positions: pa.Array) -> pa.Array:
@@ -184,7 +193,10 @@ class ChunkTopics:
 
 @dataclass(frozen=True, slots=True)
 class Routed:
-    """The records of one chunk bound for one topic-partition, in input order."""
+    """A run of one chunk's records bound for one topic-partition, in input order.
+
+    A chunk may give several for the same topic-partition; they come in input order.
+    """
 
     topic: str
     partition: int
@@ -196,15 +208,18 @@ class Router:
     """Routes one task's input, chunk after chunk, as if it were one stream.
 
     State carried across chunks: the number of rows seen (for error messages) and, per
-    topic, how many keyless records were spread so far, so that spreading continues
-    where it left off whatever the chunk boundaries.
+    topic, the bytes of the keyless records placed so far, so that keyless runs continue
+    where they left off whatever the chunk boundaries.
     """
 
-    def __init__(self, topic_option: str | None, task_partition: int) -> None:
+    def __init__(self, topic_option: str | None, task_partition: int, run_bytes: int) -> None:
+        if run_bytes < 1:
+            raise ConfigError(f"keyless runs need a positive size, not {run_bytes} bytes")
         self.topic_option = topic_option
         self.task_partition = task_partition
+        self.run_bytes = run_bytes
         self._rows_seen = 0
-        self._spread: dict[str, int] = {}
+        self._keyless_bytes: dict[str, int] = {}
 
     def topics(self, chunk: pa.RecordBatch) -> ChunkTopics:
         """The topics the chunk writes to; a null or illegal topic fails, naming the row."""
@@ -248,46 +263,51 @@ class Router:
                 else pc.take(pa.array(counts, pa.int64()), topics.indexes)
             )
             keys = payload.column("key")
+            sizes = record_sizes(payload)
             if keys.null_count == count:  # no keys at all: nothing to hash
-                chosen = self._spread_keyless(keys, topics, counts)
+                chosen = self._place_keyless(keys, sizes, topics, counts)
             elif keys.null_count == 0:
                 chosen = key_partitions(keys, per_row_count)
             else:
                 chosen = pc.if_else(
                     pc.is_null(keys),
-                    self._spread_keyless(keys, topics, counts),
+                    self._place_keyless(keys, sizes, topics, counts),
                     key_partitions(keys, per_row_count),
                 )
             if "partition" in chunk.schema.names:
                 explicit = pc.cast(chunk.column("partition"), pa.int64())
                 self._check_partitions(explicit, per_row_count, topics)
                 chosen = pc.coalesce(explicit, chosen)
-            return self._split(payload, topics, chosen)
+            return self._split(payload, sizes, topics, chosen)
         finally:
             self._rows_seen += count
 
-    def _spread_keyless(self, keys: pa.Array, topics: ChunkTopics, counts: list[int]) -> pa.Array:
-        """Round robin per topic over the task's keyless records, starting per task."""
+    def _place_keyless(
+        self, keys: pa.Array, sizes: pa.Array, topics: ChunkTopics, counts: list[int]
+    ) -> pa.Array:
+        """Per topic, the run of `run_bytes` each keyless record starts in picks its partition."""
         keyless = pc.is_null(keys)
-        spread = pa.nulls(len(keys), pa.int64())
+        placed = pa.nulls(len(keys), pa.int64())
         if not keyless.true_count:
-            return spread
+            return placed
+        zero = _i64(0)
         for index, name in enumerate(topics.names):
             mask = (
                 keyless
                 if topics.indexes is None
                 else pc.and_(keyless, pc.equal(topics.indexes, index))
             )
-            taken = mask.true_count
-            if not taken:
+            if not mask.true_count:
                 continue
-            before = self._spread.get(name, 0)
-            ordinal = pc.cumulative_sum(pc.cast(mask, pa.int64()))
-            start = self.task_partition + before - 1
-            placed = pc.modulo(pc.add(ordinal, _i64(start)), _i64(counts[index]))
-            spread = pc.if_else(mask, placed, spread)
-            self._spread[name] = before + taken
-        return spread
+            before = self._keyless_bytes.get(name, 0)
+            own = pc.if_else(mask, sizes, zero)
+            running = pc.cumulative_sum(own)
+            starts = pc.add(pc.subtract(running, own), _i64(before))
+            runs = pc.divide(starts, _i64(self.run_bytes))  # integer division: the run index
+            partition = pc.modulo(pc.add(runs, _i64(self.task_partition)), _i64(counts[index]))
+            placed = pc.if_else(mask, partition, placed)
+            self._keyless_bytes[name] = before + running[-1].as_py()
+        return placed
 
     def _check_partitions(
         self, explicit: pa.Array, per_row_count: pa.Array | int, topics: ChunkTopics
@@ -314,17 +334,25 @@ class Router:
         )
 
     @staticmethod
-    def _split(payload: pa.RecordBatch, topics: ChunkTopics, chosen: pa.Array) -> list[Routed]:
-        sizes = record_sizes(payload)
+    def _split(
+        payload: pa.RecordBatch, sizes: pa.Array, topics: ChunkTopics, chosen: pa.Array
+    ) -> list[Routed]:
+        """Slices of `payload` per topic-partition, each in input order.
+
+        Rows already in a few runs (keyless records, a partition column set in blocks)
+        are sliced where they are, without copying; scattered rows are first sorted by
+        topic-partition (stably) into one slice each.
+        """
         group = (
             chosen
             if topics.indexes is None
             else pc.add(pc.multiply(topics.indexes, _i64(_TOPIC_STRIDE)), chosen)
         )
-        order = pc.sort_indices(group)  # stable: each group keeps the input order
-        ordered = payload.take(order)
-        ordered_sizes = pc.take(sizes, order)
-        runs = pc.run_end_encode(pc.take(group, order))
+        runs = pc.run_end_encode(group)
+        if len(runs.run_ends) > MAX_SLICED_RUNS:
+            order = pc.sort_indices(group)
+            payload, sizes = payload.take(order), pc.take(sizes, order)
+            runs = pc.run_end_encode(pc.take(group, order))
         routed = []
         start = 0
         for end, value in zip(runs.run_ends.to_pylist(), runs.values.to_pylist(), strict=True):
@@ -333,8 +361,8 @@ class Router:
                 Routed(
                     topics.names[topic_index],
                     partition,
-                    ordered.slice(start, end - start),
-                    ordered_sizes.slice(start, end - start),
+                    payload.slice(start, end - start),
+                    sizes.slice(start, end - start),
                 )
             )
             start = end

@@ -189,7 +189,7 @@ class SequencedSender:
                 await asyncio.sleep(backoff)
                 backoff = min(max(backoff * 2, 0.01), MAX_BACKOFF_S)
 
-    async def _send_once(self, batch: bytes) -> None:
+    async def _send_once(self, batch: memoryview) -> None:
         """One produce request; a duplicate of a recent batch is answered without error."""
         await self.cluster.ensure_topic(self.tp.topic)
         leader = self.cluster.leader_for(self.tp)

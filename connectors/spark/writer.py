@@ -60,8 +60,8 @@ class ReplogBatchWriter(DataSourceArrowWriter):
     (binary or string), `topic` (string), `partition` (int) and `headers`
     (array<struct<key: string, value: binary>>) are optional. The `topic` option
     overrides the `topic` column; the `partition` column wins over hashing the key
-    (Kafka's murmur2, so keys land where Kafka would put them); keyless records are
-    spread round robin.
+    (Kafka's murmur2, so keys land where Kafka would put them); keyless records fill
+    one partition with a batch's bytes, then the next (Kafka's sticky partitioning).
 
     Use `.mode("append")`. Spark accepts only append and overwrite for Python data
     sources (its default mode, errorIfExists, and ignore fail before reaching the

@@ -184,7 +184,7 @@ class WriteTask:
             self.senders = SequencedSenders(self.cluster, identity, settings)
         else:
             self.senders = BatchSender(Producer(self.cluster, config), settings.buffer_memory)
-        self.router = Router(options.topic, task_partition)
+        self.router = Router(options.topic, task_partition, options.producer.batch_size)
         self.cutters: dict[TopicPartition, BatchCutter] = {}
         self.partition_counts: dict[str, int] = {}
         self.records: Counter[tuple[str, int]] = Counter()

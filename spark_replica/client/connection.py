@@ -22,7 +22,7 @@ from spark_replica.protocol.frames import (
     encode_request,
 )
 from spark_replica.protocol.primitives import Reader, Writer
-from spark_replica.transport import FrameStream, OversizedFrame, open_frame_stream
+from spark_replica.transport import Frame, FrameStream, OversizedFrame, open_frame_stream
 
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 
@@ -110,7 +110,7 @@ class BrokerConnection:
         except ProtocolError as exc:
             self._fail(ConnectionLostError(f"bad response from {self.address}: {exc}"))
 
-    def _dispatch(self, frame: bytearray) -> None:
+    def _dispatch(self, frame: Frame) -> None:
         reader = Reader(frame)
         header = ResponseHeader.read(reader)
         entry = self._pending.pop(header.correlation_id, None)

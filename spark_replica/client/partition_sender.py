@@ -79,8 +79,8 @@ class ProducerBatch:
     created_at: float
     result: asyncio.Future[int]
     records: list[PendingRecord] | None = None
-    encoded: bytes | None = None
-    _stamped: tuple[tuple[int, int, int], bytearray] | None = field(default=None, repr=False)
+    encoded: bytes | memoryview | None = None  # memoryview: read-only, see Producer.send_batch
+    _stamped: tuple[tuple[int, int, int], memoryview] | None = field(default=None, repr=False)
 
     def encode(self, compression: str) -> None:
         """Encode the records, once; errors (bad values) fail this batch only."""
@@ -97,7 +97,7 @@ class ProducerBatch:
             compression=compression,
         )
 
-    def stamped(self, producer_id: int, epoch: int, sequence: int) -> bytes | bytearray:
+    def stamped(self, producer_id: int, epoch: int, sequence: int) -> memoryview:
         """The encoded batch carrying this identity and sequence (copied once per change)."""
         assert self.encoded is not None
         key = (producer_id, epoch, sequence)
@@ -227,7 +227,7 @@ class PartitionSender:
         """Write one attempt of `entry`; its answer is handled by `_on_answer`."""
         batch = entry.payload
         assert batch.encoded is not None
-        data: bytes | bytearray = batch.encoded
+        data: bytes | memoryview = batch.encoded
         if self.config.idempotent:
             assert self.identity is not None
             data = batch.stamped(*self.identity, entry.base_sequence)

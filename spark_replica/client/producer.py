@@ -39,6 +39,7 @@ from spark_replica.protocol.init_producer_id import InitProducerIdRequest
 from spark_replica.protocol.produce import ACKS_ALL, ACKS_LEADER, ACKS_NONE
 from spark_replica.records import BatchHeader, encode_batch, now_ms, parse_compression
 from spark_replica.topics import TopicPartition
+from spark_replica.transport import Buffer
 
 from .accumulator import RecordAccumulator, estimate_record_bytes
 from .cluster import Cluster
@@ -350,24 +351,26 @@ class Producer:
 
     # ------------------------------------------------------------------ batches at once
 
-    async def send_batch(self, topic: str, partition: int, batch: bytes) -> int:
+    async def send_batch(self, topic: str, partition: int, batch: Buffer) -> int:
         """Append one encoded batch; return its base offset (-1 with acks=0).
 
         Records sent to the partition before are sealed into a batch first, so they
-        stay ahead of this one.
+        stay ahead of this one. Bytes and read-only views (what `encode_batch` returns)
+        are kept as they are; a mutable buffer is copied, since the caller could change it
+        before it is sent.
         """
         self._check_open()
         tp = TopicPartition(topic, partition)
         result = self._enqueue_encoded(tp, batch)
         return await result
 
-    def _enqueue_encoded(self, tp: TopicPartition, batch: bytes | bytearray) -> asyncio.Future[int]:
+    def _enqueue_encoded(self, tp: TopicPartition, batch: Buffer) -> asyncio.Future[int]:
         header = BatchHeader.decode(batch)
         open_records = self._accumulator.seal(tp)
         if open_records:
             self._enqueue_records(tp, open_records)
         pending = self._new_batch(tp, header.record_count, asyncio.get_running_loop().time())
-        pending.encoded = bytes(batch)
+        pending.encoded = _unchangeable(batch)
         self._sender(tp).enqueue(pending)
         return pending.result
 
@@ -428,6 +431,12 @@ class Producer:
             records = self._accumulator.seal(tp) if tp.topic == topic else None
             if records:
                 self._enqueue_records(tp, records)
+
+
+def _unchangeable(batch: Buffer) -> bytes | memoryview:
+    if isinstance(batch, bytes) or (isinstance(batch, memoryview) and batch.readonly):
+        return batch
+    return bytes(batch)
 
 
 async def _all_or_first_error(futures: Sequence[asyncio.Future[T]]) -> list[T]:

@@ -55,6 +55,7 @@ from spark_replica.protocol.produce import ACKS_ALL, ACKS_LEADER
 from spark_replica.records import HEADER_TYPE, BatchHeader
 
 QUERY = "3f1c9a52-7d7e-4a38-9b55-0d3c8b1f6e21"
+RUN_BYTES = 1024 * 1024
 
 
 def schema(**columns: object) -> StructType:
@@ -285,7 +286,7 @@ def test_keys_go_where_kafka_puts_them_and_partition_column_wins() -> None:
         value=["1", "2", "3", "4"],
         partition=[None, None, 2, None],
     )
-    routed = route_all(Router("t", 0), [chunk], {"t": 3})
+    routed = route_all(Router("t", 0, RUN_BYTES), [chunk], {"t": 3})
     expected: dict[tuple[str, int], list[bytes]] = {}
     for key, value, partition in [(b"a", b"1", None), (b"b", b"2", None), (b"c", b"3", 2)]:
         chosen = partition if partition is not None else partition_for_key(key, 3)
@@ -294,14 +295,27 @@ def test_keys_go_where_kafka_puts_them_and_partition_column_wins() -> None:
     assert routed == expected
 
 
-def test_keyless_records_spread_round_robin_from_the_task_partition() -> None:
+def test_keyless_records_stick_to_a_partition_for_a_run_of_bytes() -> None:
+    # Each record takes 1 value byte + 16 bytes of overhead: runs of 34 bytes hold two.
     chunk = chunk_of(value=[str(i) for i in range(7)])
-    routed = route_all(Router("t", 1), [chunk], {"t": 3})
+    routed = route_all(Router("t", 1, run_bytes=34), [chunk], {"t": 3})
     assert routed == {
-        ("t", 1): [b"0", b"3", b"6"],
-        ("t", 2): [b"1", b"4"],
-        ("t", 0): [b"2", b"5"],
+        ("t", 1): [b"0", b"1", b"6"],
+        ("t", 2): [b"2", b"3"],
+        ("t", 0): [b"4", b"5"],
     }
+
+
+def test_a_keyless_run_continues_across_chunks_and_skips_keyed_records() -> None:
+    first = chunk_of(key=[None, b"k", None], value=["0", "1", "2"])
+    second = chunk_of(key=[None, None], value=["3", "4"])
+    routed = route_all(Router("t", 0, run_bytes=34), [first, second], {"t": 2})
+    # Keyless bytes before "0", "2", "3", "4": 0, 17, 34, 51, so runs 0, 0, 1, 1.
+    placed = [(b"0", 0), (b"1", partition_for_key(b"k", 2)), (b"2", 0), (b"3", 1), (b"4", 1)]
+    expected: dict[tuple[str, int], list[bytes]] = {}
+    for value, partition in placed:
+        expected.setdefault(("t", partition), []).append(value)
+    assert routed == expected
 
 
 @settings(max_examples=40, deadline=None)
@@ -329,14 +343,14 @@ def test_routing_ignores_how_the_input_was_chunked(
     if start < len(rows):
         chunks.append(whole.slice(start))
     counts = {"x": 3, "y": 4}
-    in_one = route_all(Router(None, task_partition), [whole], counts)
-    in_pieces = route_all(Router(None, task_partition), chunks, counts)
+    in_one = route_all(Router(None, task_partition, 40), [whole], counts)
+    in_pieces = route_all(Router(None, task_partition, 40), chunks, counts)
     assert in_pieces == in_one
     assert sum(len(v) for v in in_one.values()) == len(rows)
 
 
 def test_null_topic_without_option_names_the_row() -> None:
-    router = Router(None, 0)
+    router = Router(None, 0, RUN_BYTES)
     first = chunk_of(value=["a", "b"], topic=["t", "t"])
     route_all(router, [first], {"t": 1})
     with pytest.raises(ConfigError, match=r"column 'topic' is null in row 3 .*'topic' option"):
@@ -345,18 +359,18 @@ def test_null_topic_without_option_names_the_row() -> None:
 
 def test_topic_option_overrides_null_topics() -> None:
     chunk = chunk_of(value=["a"], topic=[None])
-    assert route_all(Router("t", 0), [chunk], {"t": 1}) == {("t", 0): [b"a"]}
+    assert route_all(Router("t", 0, RUN_BYTES), [chunk], {"t": 1}) == {("t", 0): [b"a"]}
 
 
 def test_illegal_topic_in_column_is_named() -> None:
     with pytest.raises(ConfigError, match="column 'topic'"):
-        Router(None, 0).topics(chunk_of(value=["a"], topic=["bad topic"]))
+        Router(None, 0, RUN_BYTES).topics(chunk_of(value=["a"], topic=["bad topic"]))
 
 
 def test_partition_out_of_range_names_row_and_topic() -> None:
     chunk = chunk_of(value=["a", "b"], partition=[0, 5])
     with pytest.raises(ConfigError, match=r"'partition' is 5 in row 1 .*'t' has partitions 0..2"):
-        route_all(Router("t", 0), [chunk], {"t": 3})
+        route_all(Router("t", 0, RUN_BYTES), [chunk], {"t": 3})
 
 
 def test_payload_casts_strings_and_headers() -> None:
