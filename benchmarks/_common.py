@@ -37,6 +37,25 @@ def emit(record: dict[str, object]) -> None:
     sys.stdout.flush()
 
 
+def machine_cpu_seconds() -> float:
+    """CPU seconds this machine has been busy since boot, all cores, from /proc/stat.
+
+    Busy is everything but idle and iowait; a difference over a run is the CPU time the
+    run took on a machine with nothing else running.
+    """
+    with open("/proc/stat") as stat:
+        fields = [int(field) for field in stat.readline().split()[1:]]
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_seconds(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of one process so far, from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / ticks, int(fields[12]) / ticks
+
+
 def percentile(sorted_values: Sequence[float], q: float) -> float:
     """Return the ``q``-th percentile (0..100) of ascending ``sorted_values``.
 

@@ -28,6 +28,14 @@ What is timed:
   process without Spark, over the same rows in Arrow batches of Spark's default size
   (10,000 rows), into a second topic: how fast the connector routes, batches, encodes and
   sends on one core when nothing else competes for it.
+* ``cpu_s_per_write`` / ``ceiling_cpu_s_per_write``: CPU seconds the whole machine was
+  busy during one replog / counting write (mean over the rounds). On 2 cores a write
+  cannot take less wall time than half of it: where the ratio goes is in these figures.
+* ``broker_user_s_per_write`` / ``broker_system_s_per_write``: the broker's share, in
+  Python and in the kernel. The kernel part is mostly copying the records into the page
+  cache; it grows when the memory the page cache takes is fresh to the machine (on a
+  virtual machine that hands freed memory back to its host, first use of a page is a
+  fault in the host).
 
 Spark's start and the first write of each kind are paid by a warm-up of a few thousand
 rows before anything is timed. Then ``--repeat`` rounds run the counting write and the
@@ -50,12 +58,13 @@ import argparse
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
 import pyarrow as pa
 from _cluster import local_cluster
-from _common import emit
+from _common import emit, machine_cpu_seconds, process_cpu_seconds
 from _spark import COUNT_FORMAT, load_average, read_count_file, spark_run, temp_dir
 from produce import positive_int
 from pyspark.sql import DataFrame, SparkSession
@@ -194,19 +203,40 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+@dataclass
+class TimedRuns:
+    """Seconds of every timed write of each kind, and CPU seconds spent during them."""
+
+    seconds: dict[str, list[float]] = field(default_factory=lambda: {"write": [], "ceiling": []})
+    machine_cpu: dict[str, float] = field(default_factory=lambda: {"write": 0.0, "ceiling": 0.0})
+    broker_user = 0.0
+    broker_system = 0.0
+
+    def per_write(self, total: float) -> float:
+        return round(total / len(self.seconds["write"]), 2)
+
+
 def timed_runs(
-    spark: SparkSession, servers: str, args: argparse.Namespace, results: Path
-) -> dict[str, list[float]]:
-    """Seconds of every timed write, ``--repeat`` rounds of the ceiling then replog, so
-    that drifting load and the JVM's warming up hit both alike."""
+    spark: SparkSession, servers: str, args: argparse.Namespace, results: Path, broker_pid: int
+) -> TimedRuns:
+    """``--repeat`` rounds of the ceiling then replog, so that drifting load and the
+    JVM's warming up hit both alike; with the CPU time each kind took."""
     frame = input_frame(spark, args.rows, args.value_bytes, args.tasks)
-    runs: dict[str, list[float]] = {"write": [], "ceiling": []}
+    runs = TimedRuns()
     try:
         for round_ in range(args.repeat):
+            busy = machine_cpu_seconds()
             seconds, counted = write_count(frame, results / f"count-{round_}.json")
+            runs.machine_cpu["ceiling"] += machine_cpu_seconds() - busy
             _check("the counting writer", counted, args.rows)
-            runs["ceiling"].append(seconds)
-            runs["write"].append(write_replog(frame, servers, TOPIC))
+            runs.seconds["ceiling"].append(seconds)
+            busy = machine_cpu_seconds()
+            user, system = process_cpu_seconds(broker_pid)
+            runs.seconds["write"].append(write_replog(frame, servers, TOPIC))
+            runs.machine_cpu["write"] += machine_cpu_seconds() - busy
+            user_after, system_after = process_cpu_seconds(broker_pid)
+            runs.broker_user += user_after - user
+            runs.broker_system += system_after - system
     finally:
         frame.unpersist()
     return runs
@@ -226,14 +256,16 @@ def main(argv: list[str] | None = None) -> None:
             ceiling_fixed, _ = write_count(warmup, tmp / "fixed-count.json")
             fixed = write_replog(warmup, servers, WARMUP_TOPIC)
             warmup.unpersist()
-            runs = timed_runs(spark, servers, args, tmp)
+            runs = timed_runs(spark, servers, args, tmp, cluster.broker_pid)
         written = stored(cluster.bootstrap, TOPIC, args.partitions)
         _check("the topic", written, args.rows * args.repeat)
         alone_s = sink_alone(servers, args.rows, args.value_bytes) if args.alone else None
         if alone_s is not None:
             alone_written = stored(cluster.bootstrap, ALONE_TOPIC, args.partitions)
             _check("the alone topic", alone_written, args.rows)
-    rates = {kind: [args.rows / seconds for seconds in times] for kind, times in runs.items()}
+    rates = {
+        kind: [args.rows / seconds for seconds in times] for kind, times in runs.seconds.items()
+    }
     best = {kind: max(values) for kind, values in rates.items()}
     emit(
         {
@@ -259,6 +291,10 @@ def main(argv: list[str] | None = None) -> None:
             "rows_per_s_runs": [round(r) for r in rates["write"]],
             "ceiling_rows_per_s_runs": [round(r) for r in rates["ceiling"]],
             "sink_alone_rows_per_s": None if alone_s is None else round(args.rows / alone_s),
+            "cpu_s_per_write": runs.per_write(runs.machine_cpu["write"]),
+            "ceiling_cpu_s_per_write": runs.per_write(runs.machine_cpu["ceiling"]),
+            "broker_user_s_per_write": runs.per_write(runs.broker_user),
+            "broker_system_s_per_write": runs.per_write(runs.broker_system),
             "load_avg_before": load_before,
             "load_avg_after": load_average(),
         }
