@@ -16,6 +16,7 @@ from spark_replica.records import (
     decode_payload,
     encode_batch,
     iter_batches,
+    normalise_payload,
     set_base_offset,
     set_leader_epoch,
     stamp_producer,
@@ -104,6 +105,24 @@ def test_encode_from_arrow_casts_strings_and_integer_timestamps() -> None:
     decoded = decode_payload(batch)
     assert decoded.column("value").to_pylist() == [b"a", b"b"]
     assert BatchHeader.decode(batch).max_timestamp == 6
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_a_batch_is_its_header_then_exactly_the_ipc_stream(compression: str) -> None:
+    records = normalise_payload(
+        pa.RecordBatch.from_pydict(
+            {"value": pa.array([b"x" * n for n in range(50)]), "timestamp": list(range(50))}
+        )
+    )
+    batch = encode_batch(records, compression=compression)
+    options = pa.ipc.IpcWriteOptions(compression=None if compression == "none" else compression)
+    stream = pa.BufferOutputStream()
+    with pa.ipc.new_stream(stream, records.schema, options=options) as writer:
+        writer.write_batch(records)
+    assert bytes(batch[HEADER_SIZE:]) == stream.getvalue().to_pybytes()
+    assert BatchHeader.decode(batch).total_size == len(batch)
+    assert batch.readonly, "the sender may keep it without a copy"
+    verify_batch(batch)
 
 
 def test_a_value_column_is_required_and_must_be_binary() -> None:
