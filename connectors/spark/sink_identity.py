@@ -37,6 +37,7 @@ BATCH_ID_PROPERTY = "streaming.sql.batchId"
 class ProducerIdentity:
     producer_id: int
     epoch: int
+    micro_batch: int  # the batch id it was derived from; routing uses it too
 
 
 def stream_task_identity(query_id: str, task_partition: int, batch_id: int) -> ProducerIdentity:
@@ -54,7 +55,7 @@ def stream_task_identity(query_id: str, task_partition: int, batch_id: int) -> P
         person=b"replog-sink",
     ).digest()
     producer_id = DERIVED_ID_BASE + (int.from_bytes(digest, "big") & _HASH_MASK)
-    return ProducerIdentity(producer_id, epoch)
+    return ProducerIdentity(producer_id, epoch, batch_id)
 
 
 def identity_from_properties(

@@ -15,15 +15,16 @@ Routing follows Spark's Kafka sink and Kafka's default partitioner:
 - keyless records are sticky, as with Kafka's default partitioner since 2.4 (KIP-480,
   KIP-794): they fill one partition with a batch's worth of bytes (`run_bytes`, the
   sink's batch size), then move on to the next, round robin, starting at a partition
-  derived from the task's partition id. Whole runs of input rows then go to one
-  partition, so a chunk is cut into a few slices instead of being reordered record by
-  record, and each batch holds as many records as the batch size allows.
+  derived from the task's partition id (and, in a stream, the micro-batch id). Whole
+  runs of input rows then go to one partition, so a chunk is cut into a few slices
+  instead of being reordered record by record, and each batch holds as many records as
+  the batch size allows.
 
-Every choice is a function of the task's input, its partition id and the batch size only
-(never of time, randomness or how Spark chunked the input), which exactly-once streaming
-writes need: a replayed task must send every record to the same partition, in the same
-order. So a keyless record's partition follows from the bytes of the keyless records
-before it, not from when a batch happened to fill.
+Every choice is a function of the task's input, its partition id, the micro-batch id
+and the batch size only (never of time, randomness or how Spark chunked the input),
+which exactly-once streaming writes need: a replayed task must send every record to the
+same partition, in the same order. So a keyless record's partition follows from the
+bytes of the keyless records before it, not from when a batch happened to fill.
 
 Pure: no I/O. The caller looks up partition counts between `topics` and `route`.
 """
@@ -212,11 +213,12 @@ class Router:
     where they left off whatever the chunk boundaries.
     """
 
-    def __init__(self, topic_option: str | None, task_partition: int, run_bytes: int) -> None:
+    def __init__(self, topic_option: str | None, keyless_start: int, run_bytes: int) -> None:
+        """`keyless_start`: the first keyless run goes to this partition (modulo the count)."""
         if run_bytes < 1:
             raise ConfigError(f"keyless runs need a positive size, not {run_bytes} bytes")
         self.topic_option = topic_option
-        self.task_partition = task_partition
+        self.keyless_start = keyless_start
         self.run_bytes = run_bytes
         self._rows_seen = 0
         self._keyless_bytes: dict[str, int] = {}
@@ -304,7 +306,7 @@ class Router:
             running = pc.cumulative_sum(own)
             starts = pc.add(pc.subtract(running, own), _i64(before))
             runs = pc.divide(starts, _i64(self.run_bytes))  # integer division: the run index
-            partition = pc.modulo(pc.add(runs, _i64(self.task_partition)), _i64(counts[index]))
+            partition = pc.modulo(pc.add(runs, _i64(self.keyless_start)), _i64(counts[index]))
             placed = pc.if_else(mask, partition, placed)
             self._keyless_bytes[name] = before + running[-1].as_py()
         return placed

@@ -184,7 +184,11 @@ class WriteTask:
             self.senders = SequencedSenders(self.cluster, identity, settings)
         else:
             self.senders = BatchSender(Producer(self.cluster, config), settings.buffer_memory)
-        self.router = Router(options.topic, task_partition, options.producer.batch_size)
+        # Keyless runs start at the task's partition, moved on by one per micro-batch,
+        # so that small micro-batches do not all put their keyless records in the same
+        # partitions; a replay has the same batch id, so it places them the same way.
+        keyless_start = task_partition + (identity.micro_batch if identity is not None else 0)
+        self.router = Router(options.topic, keyless_start, options.producer.batch_size)
         self.cutters: dict[TopicPartition, BatchCutter] = {}
         self.partition_counts: dict[str, int] = {}
         self.records: Counter[tuple[str, int]] = Counter()

@@ -306,6 +306,14 @@ def test_keyless_records_stick_to_a_partition_for_a_run_of_bytes() -> None:
     }
 
 
+def test_keyless_runs_start_where_told_so_micro_batches_move_on() -> None:
+    chunk = chunk_of(value=["a", "b"])
+    for start, partition in [(0, 0), (1, 1), (4, 1), (5, 2)]:
+        routed = route_all(Router("t", start, RUN_BYTES), [chunk], {"t": 3})
+        assert routed == {("t", partition): [b"a", b"b"]}
+    assert stream_task_identity(QUERY, 2, 40000).micro_batch == 40000
+
+
 def test_a_keyless_run_continues_across_chunks_and_skips_keyed_records() -> None:
     first = chunk_of(key=[None, b"k", None], value=["0", "1", "2"])
     second = chunk_of(key=[None, None], value=["3", "4"])
