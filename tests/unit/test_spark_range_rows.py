@@ -1,0 +1,78 @@
+"""How a task turns fetched batches into Spark rows: small batches joined, offsets exact."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from connectors.spark.partition_reader import (
+    COALESCED_ROWS,
+    SMALL_BATCH_ROWS,
+    RangePartition,
+    RangeReader,
+)
+from spark_replica.client import Cluster
+from spark_replica.records import TIMESTAMP_TYPE_LOG_APPEND, build_batch
+
+TOPIC = "t"
+
+
+def stored(
+    base_offset: int,
+    count: int,
+    *,
+    headers: bool = False,
+    log_append: bool = False,
+) -> bytes:
+    """One stored batch of `count` records whose values are their offsets."""
+    values = [str(base_offset + i).encode() for i in range(count)]
+    return build_batch(
+        values,
+        timestamps=[1000 + base_offset + i for i in range(count)],
+        headers=[[("h", b"x")]] * count if headers else None,
+        base_offset=base_offset,
+        attributes=TIMESTAMP_TYPE_LOG_APPEND if log_append else 0,
+    )
+
+
+def reader(start: int, end: int) -> RangeReader:
+    part = RangePartition(TOPIC, 0, start, end, "127.0.0.1:1", True, False, 1000)
+    return RangeReader(Cluster([("127.0.0.1", 1)]), part)
+
+
+def test_small_batches_are_joined_and_large_ones_kept_whole_with_exact_offsets() -> None:
+    large = SMALL_BATCH_ROWS + 1000
+    fetched = b"".join(
+        [
+            stored(0, 3),
+            stored(3, 3),  # joins the first: same schema and timestamp type
+            stored(6, 3, headers=True),  # a headers column: a run of its own
+            stored(9, 3, log_append=True),  # another timestamp type: its own run
+            stored(15, 2, log_append=True),  # after a gap (12..14 lost): a new run
+            stored(17, large),  # large: alone, uncopied
+            stored(17 + large, 5),
+        ]
+    )
+    end = 17 + large + 3  # the range ends inside the last batch
+    task = reader(1, end)
+    pieces = task._take(fetched)
+    assert pieces is not None
+    assert [p.num_rows for p in pieces] == [5, 3, 3, 2, large, 3]
+    rows = pa.Table.from_batches(pieces)
+    offsets = rows.column("offset").to_pylist()
+    assert offsets == [*range(1, 12), *range(15, end)]
+    assert rows.column("value").to_pylist() == [str(o).encode() for o in offsets]
+    assert rows.column("timestampType").to_pylist() == [1 if 9 <= o < 17 else 0 for o in offsets]
+    assert [h is not None for h in rows.column("headers").to_pylist()] == [
+        6 <= o < 9 for o in offsets
+    ]
+    assert task.position == end
+
+
+def test_a_run_of_small_batches_stops_at_sparks_batch_size() -> None:
+    size = 1000
+    batches = COALESCED_ROWS // size + 2
+    fetched = b"".join(stored(i * size, size) for i in range(batches))
+    pieces = reader(0, batches * size)._take(fetched)
+    assert pieces is not None
+    assert [p.num_rows for p in pieces] == [COALESCED_ROWS, 2 * size]
+    assert pa.Table.from_batches(pieces).column("offset").to_pylist() == list(range(batches * size))
