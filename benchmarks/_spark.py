@@ -25,6 +25,7 @@ directory.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -33,10 +34,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from py4j.protocol import Py4JJavaError
 from pyspark import cloudpickle
@@ -55,6 +56,9 @@ from pyspark.sql.types import StructType
 
 from connectors.spark.schema import source_schema
 from connectors.spark.source import ReplogDataSource
+from spark_replica.client import Cluster, Consumer
+from spark_replica.protocol.list_offsets import LATEST_TIMESTAMP
+from spark_replica.topics import TopicPartition
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -62,7 +66,10 @@ if TYPE_CHECKING:
 MEMORY_FORMAT = "bench_memory"
 COUNT_FORMAT = "bench_count"
 QUERY_TIMEOUT_S = 600.0
+CLUSTER_TIMEOUT_S = 60.0
 JVM_STOP_TIMEOUT_S = 10.0
+
+T = TypeVar("T")
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -201,6 +208,42 @@ def load_average() -> float:
     return round(os.getloadavg()[0], 2)
 
 
+def with_cluster(
+    bootstrap: list[tuple[str, int]],
+    work: Callable[[Cluster], Awaitable[T]],
+    client_id: str,
+    timeout_s: float | None = None,
+) -> T:
+    """Run `work(cluster)` on a fresh event loop; close the cluster's connections after."""
+
+    async def scoped() -> T:
+        cluster = Cluster(bootstrap, client_id=client_id)
+        try:
+            return await asyncio.wait_for(work(cluster), timeout_s)
+        finally:
+            await cluster.close()
+
+    return asyncio.run(scoped())
+
+
+def stored_records(
+    bootstrap: list[tuple[str, int]], topic: str, partitions: int, client_id: str
+) -> int:
+    """Records the topic holds: the sum of its partitions' high watermarks."""
+
+    async def count(cluster: Cluster) -> int:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        ends = await Consumer(cluster).list_offsets(tps, LATEST_TIMESTAMP)
+        return sum(offset for offset, _ in ends.values())
+
+    return with_cluster(bootstrap, count, client_id, CLUSTER_TIMEOUT_S)
+
+
+def marginal_rows_per_s(rows: int, seconds: float, fixed: float) -> int | None:
+    """Rows/s beyond the fixed cost; None if the run was not clearly longer than it."""
+    return round(rows / (seconds - fixed)) if seconds > fixed * 1.05 else None
+
+
 def read_count_file(path: Path) -> int:
     """The row count a `bench_count` batch write left in ``path``."""
     return int(json.loads(path.read_text())["rows"])
@@ -254,6 +297,10 @@ def _rows(
     return pa.RecordBatch.from_arrays(columns, schema=arrow_source_schema(False))
 
 
+def _sized_partitions(sizes: list[list[int]], value_bytes: int) -> list[InputPartition]:
+    return [MemoryPartition(index, tuple(s), value_bytes) for index, s in enumerate(sizes)]
+
+
 def _yield_sizes(part: MemoryPartition) -> Iterator[pa.RecordBatch]:
     """Yield batches of the partition's sizes; each distinct size is built once, up front,
     so that the timed part is Spark taking batches from memory."""
@@ -287,10 +334,7 @@ class MemoryBatchReader(DataSourceReader):
         self.value_bytes = value_bytes
 
     def partitions(self) -> list[InputPartition]:
-        return [
-            MemoryPartition(index, tuple(sizes), self.value_bytes)
-            for index, sizes in enumerate(self.sizes)
-        ]
+        return _sized_partitions(self.sizes, self.value_bytes)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, MemoryPartition)
@@ -318,10 +362,7 @@ class MemoryStreamReader(DataSourceStreamReader):
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         if start["offset"] >= end["offset"]:
             return []
-        return [
-            MemoryPartition(index, tuple(sizes), self.value_bytes)
-            for index, sizes in enumerate(self.sizes)
-        ]
+        return _sized_partitions(self.sizes, self.value_bytes)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, MemoryPartition)

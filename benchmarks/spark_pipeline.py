@@ -60,20 +60,22 @@ import argparse
 import asyncio
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import pyarrow as pa
 from _cluster import local_cluster
 from _common import emit, percentile
 from _spark import (
+    CLUSTER_TIMEOUT_S,
     COUNT_FORMAT,
     MEMORY_FORMAT,
     load_average,
     read_latencies,
     spark_run,
+    stored_records,
     temp_dir,
+    with_cluster,
 )
 from produce import positive_float, positive_int
 from pyspark.sql import SparkSession
@@ -86,22 +88,11 @@ from spark_replica.topics import TopicPartition
 SOURCE_TOPIC = "pipeline-in"
 SINK_TOPIC = "pipeline-out"
 TICK_S = 0.005
-CLUSTER_TIMEOUT_S = 60.0
 START_TIMEOUT_S = 120.0
 DRAIN_TIMEOUT_S = 120.0
 SEQ_BYTES = 8
 
-T = TypeVar("T")
-
-
-async def _with_cluster(
-    bootstrap: list[tuple[str, int]], work: Callable[[Cluster], Awaitable[T]]
-) -> T:
-    cluster = Cluster(bootstrap, client_id="replog-bench-spark-pipeline")
-    try:
-        return await work(cluster)
-    finally:
-        await cluster.close()
+CLIENT_ID = "replog-bench-spark-pipeline"
 
 
 def create_topics(bootstrap: list[tuple[str, int]], partitions: int) -> None:
@@ -110,18 +101,7 @@ def create_topics(bootstrap: list[tuple[str, int]], partitions: int) -> None:
         for topic in (SOURCE_TOPIC, SINK_TOPIC):
             await admin.create_topic(topic, partitions, 1)
 
-    asyncio.run(asyncio.wait_for(_with_cluster(bootstrap, create), CLUSTER_TIMEOUT_S))
-
-
-def stored(bootstrap: list[tuple[str, int]], topic: str, partitions: int) -> int:
-    """Records the topic holds: the sum of its partitions' high watermarks."""
-
-    async def count(cluster: Cluster) -> int:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        ends = await Consumer(cluster).list_offsets(tps, LATEST_TIMESTAMP)
-        return sum(offset for offset, _ in ends.values())
-
-    return asyncio.run(asyncio.wait_for(_with_cluster(bootstrap, count), CLUSTER_TIMEOUT_S))
+    with_cluster(bootstrap, create, CLIENT_ID, CLUSTER_TIMEOUT_S)
 
 
 def read_topic(
@@ -147,7 +127,7 @@ def read_topic(
                 )
         return found
 
-    return asyncio.run(asyncio.wait_for(_with_cluster(bootstrap, read), DRAIN_TIMEOUT_S))
+    return with_cluster(bootstrap, read, CLIENT_ID, DRAIN_TIMEOUT_S)
 
 
 class SteadyProducer(threading.Thread):
@@ -178,7 +158,7 @@ class SteadyProducer(threading.Thread):
 
     def run(self) -> None:
         try:
-            asyncio.run(_with_cluster(self.bootstrap, self._produce))
+            with_cluster(self.bootstrap, self._produce, CLIENT_ID)
         except BaseException as exc:
             self.error = exc
 
@@ -293,7 +273,7 @@ def run_replog(
         if producer.is_alive() or producer.error is not None:
             raise RuntimeError(f"the producer did not finish: {producer.error}")
         _wait_until(
-            lambda: stored(bootstrap, SINK_TOPIC, args.partitions) >= total,
+            lambda: stored_records(bootstrap, SINK_TOPIC, args.partitions, CLIENT_ID) >= total,
             query,
             "every record in the sink topic",
         )

@@ -57,6 +57,7 @@ from _common import emit
 from _spark import (
     MEMORY_FORMAT,
     load_average,
+    marginal_rows_per_s,
     spark_run,
     temp_dir,
     timed_available_now,
@@ -182,11 +183,6 @@ def fixed_costs(
     return min(replog), min(memory)
 
 
-def _marginal(rows: int, seconds: float, fixed: float) -> int | None:
-    """Rows/s beyond the fixed cost; None if the run was not clearly longer than it."""
-    return round(rows / (seconds - fixed)) if seconds > fixed * 1.05 else None
-
-
 def _check_rows(what: str, got: int, expected: int) -> None:
     if got != expected:
         raise RuntimeError(f"{what} read {got} rows, {expected} were expected")
@@ -282,8 +278,10 @@ def main(argv: list[str] | None = None) -> None:
             "ratio": round(best["stream"] / best["ceiling"], 3),
             "fixed_seconds": round(fixed, 3),
             "ceiling_fixed_seconds": round(ceiling_fixed, 3),
-            "marginal_rows_per_s": _marginal(args.rows, args.rows / best["stream"], fixed),
-            "ceiling_marginal_rows_per_s": _marginal(
+            "marginal_rows_per_s": marginal_rows_per_s(
+                args.rows, args.rows / best["stream"], fixed
+            ),
+            "ceiling_marginal_rows_per_s": marginal_rows_per_s(
                 args.rows, args.rows / best["ceiling"], ceiling_fixed
             ),
             "batch_seconds": round(args.rows / best["batch"], 3),

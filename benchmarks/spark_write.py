@@ -55,45 +55,40 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
-import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
 
 import pyarrow as pa
 from _cluster import local_cluster
 from _common import emit, machine_cpu_seconds, process_cpu_seconds
-from _spark import COUNT_FORMAT, load_average, read_count_file, spark_run, temp_dir
+from _spark import (
+    CLUSTER_TIMEOUT_S,
+    COUNT_FORMAT,
+    load_average,
+    marginal_rows_per_s,
+    read_count_file,
+    spark_run,
+    stored_records,
+    temp_dir,
+    with_cluster,
+)
 from produce import positive_int
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import BinaryType, StructField, StructType
 
 from connectors.spark.sink_options import parse_sink_options
 from connectors.spark.writer_task import write_task
-from spark_replica.client import Admin, Cluster, Consumer
-from spark_replica.protocol.list_offsets import LATEST_TIMESTAMP
-from spark_replica.topics import TopicPartition
+from spark_replica.client import Admin, Cluster
 
 TOPIC = "bench"
 ALONE_TOPIC = "bench-alone"
 WARMUP_TOPIC = "warmup"
 WARMUP_ROWS = 20_000
 SPARK_ARROW_BATCH_ROWS = 10_000  # spark.sql.execution.arrow.maxRecordsPerBatch's default
-CLUSTER_TIMEOUT_S = 60.0
 
-T = TypeVar("T")
-
-
-async def _with_cluster(
-    bootstrap: list[tuple[str, int]], work: Callable[[Cluster], Awaitable[T]]
-) -> T:
-    cluster = Cluster(bootstrap, client_id="replog-bench-spark-write")
-    try:
-        return await asyncio.wait_for(work(cluster), CLUSTER_TIMEOUT_S)
-    finally:
-        await cluster.close()
+CLIENT_ID = "replog-bench-spark-write"
 
 
 def create_topics(bootstrap: list[tuple[str, int]], partitions: int) -> None:
@@ -102,18 +97,7 @@ def create_topics(bootstrap: list[tuple[str, int]], partitions: int) -> None:
         for topic in (TOPIC, ALONE_TOPIC, WARMUP_TOPIC):
             await admin.create_topic(topic, partitions, 1)
 
-    asyncio.run(_with_cluster(bootstrap, create))
-
-
-def stored(bootstrap: list[tuple[str, int]], topic: str, partitions: int) -> int:
-    """Records the topic holds: the sum of its partitions' high watermarks."""
-
-    async def count(cluster: Cluster) -> int:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        ends = await Consumer(cluster).list_offsets(tps, LATEST_TIMESTAMP)
-        return sum(offset for offset, _ in ends.values())
-
-    return asyncio.run(_with_cluster(bootstrap, count))
+    with_cluster(bootstrap, create, CLIENT_ID, CLUSTER_TIMEOUT_S)
 
 
 def input_frame(spark: SparkSession, rows: int, value_bytes: int, tasks: int) -> DataFrame:
@@ -169,11 +153,6 @@ def sink_alone(servers: str, rows: int, value_bytes: int) -> float:
     return time.perf_counter() - started
 
 
-def _marginal(rows: int, seconds: float, fixed: float) -> int | None:
-    """Rows/s beyond the fixed cost; None if the run was not clearly longer than it."""
-    return round(rows / (seconds - fixed)) if seconds > fixed * 1.05 else None
-
-
 def _check(what: str, got: int, expected: int) -> None:
     if got != expected:
         raise RuntimeError(f"{what}: {got} rows, {expected} were expected")
@@ -209,8 +188,8 @@ class TimedRuns:
 
     seconds: dict[str, list[float]] = field(default_factory=lambda: {"write": [], "ceiling": []})
     machine_cpu: dict[str, float] = field(default_factory=lambda: {"write": 0.0, "ceiling": 0.0})
-    broker_user = 0.0
-    broker_system = 0.0
+    broker_user: float = 0.0
+    broker_system: float = 0.0
 
     def per_write(self, total: float) -> float:
         return round(total / len(self.seconds["write"]), 2)
@@ -257,11 +236,13 @@ def main(argv: list[str] | None = None) -> None:
             fixed = write_replog(warmup, servers, WARMUP_TOPIC)
             warmup.unpersist()
             runs = timed_runs(spark, servers, args, tmp, cluster.broker_pid)
-        written = stored(cluster.bootstrap, TOPIC, args.partitions)
+        written = stored_records(cluster.bootstrap, TOPIC, args.partitions, CLIENT_ID)
         _check("the topic", written, args.rows * args.repeat)
         alone_s = sink_alone(servers, args.rows, args.value_bytes) if args.alone else None
         if alone_s is not None:
-            alone_written = stored(cluster.bootstrap, ALONE_TOPIC, args.partitions)
+            alone_written = stored_records(
+                cluster.bootstrap, ALONE_TOPIC, args.partitions, CLIENT_ID
+            )
             _check("the alone topic", alone_written, args.rows)
     rates = {
         kind: [args.rows / seconds for seconds in times] for kind, times in runs.seconds.items()
@@ -284,8 +265,8 @@ def main(argv: list[str] | None = None) -> None:
             "ratio": round(best["write"] / best["ceiling"], 3),
             "fixed_seconds": round(fixed, 3),
             "ceiling_fixed_seconds": round(ceiling_fixed, 3),
-            "marginal_rows_per_s": _marginal(args.rows, args.rows / best["write"], fixed),
-            "ceiling_marginal_rows_per_s": _marginal(
+            "marginal_rows_per_s": marginal_rows_per_s(args.rows, args.rows / best["write"], fixed),
+            "ceiling_marginal_rows_per_s": marginal_rows_per_s(
                 args.rows, args.rows / best["ceiling"], ceiling_fixed
             ),
             "rows_per_s_runs": [round(r) for r in rates["write"]],

@@ -6,7 +6,7 @@ import json
 
 import pyarrow as pa
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from connectors.spark.avro import AvroCodec
 from tests.spark.conftest import TopicTools
@@ -43,6 +43,18 @@ def read_avro(spark: SparkSession, servers: str, topic: str, **extra: str):
     for name, value in extra.items():
         reader = reader.option(name, value)
     return reader.load()
+
+
+def write_avro(frame: DataFrame, servers: str, topic: str) -> None:
+    (
+        frame.write.format("replog")
+        .option("replog.bootstrap.servers", servers)
+        .option("topic", topic)
+        .option("valueFormat", "avro")
+        .option("avroSchema", SCHEMA)
+        .mode("append")
+        .save()
+    )
 
 
 def test_read_decodes_avro_values_into_a_struct(
@@ -87,15 +99,7 @@ def test_write_encodes_a_struct_value_and_read_gives_it_back(
     frame = spark.createDataFrame(
         [(str(o["id"]), o) for o in ORDERS], f"key string, value {codec.spark_type.simpleString()}"
     )
-    (
-        frame.write.format("replog")
-        .option("replog.bootstrap.servers", bootstrap_servers)
-        .option("topic", topic_name)
-        .option("valueFormat", "avro")
-        .option("avroSchema", SCHEMA)
-        .mode("append")
-        .save()
-    )
+    write_avro(frame, bootstrap_servers, topic_name)
     rows = read_avro(spark, bootstrap_servers, topic_name).select("value.*").collect()
     assert sorted((r.asDict() for r in rows), key=lambda o: o["id"]) == ORDERS
 
@@ -106,12 +110,4 @@ def test_a_value_column_that_does_not_match_the_schema_is_refused(
     topics.create(topic_name, 1)
     frame = spark.createDataFrame([("k", "not a struct")], "key string, value string")
     with pytest.raises(Exception, match="column 'value' must match avroSchema"):
-        (
-            frame.write.format("replog")
-            .option("replog.bootstrap.servers", bootstrap_servers)
-            .option("topic", topic_name)
-            .option("valueFormat", "avro")
-            .option("avroSchema", SCHEMA)
-            .mode("append")
-            .save()
-        )
+        write_avro(frame, bootstrap_servers, topic_name)
