@@ -78,6 +78,13 @@ def wait_for_rows(query: StreamingQuery, sink: Collector, count: int) -> None:
         time.sleep(0.2)
 
 
+def wait_until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + QUERY_TIMEOUT_S
+    while not condition():
+        assert time.monotonic() < deadline, f"no {what} within {QUERY_TIMEOUT_S:.0f} s"
+        time.sleep(0.2)
+
+
 def expected(topic: str, partition: int, offsets: range) -> list[tuple[str, int, int]]:
     return [(topic, partition, o) for o in offsets]
 
@@ -344,10 +351,7 @@ def test_min_offsets_per_trigger_waits_for_enough_records_or_the_trigger_delay(
         return [len(batch) for batch in sink.batches if batch]
 
     def wait_for(sink: Collector, count: int) -> None:
-        deadline = time.monotonic() + QUERY_TIMEOUT_S
-        while len(sink.rows) < count:
-            assert time.monotonic() < deadline, f"{len(sink.rows)} rows of {count} in time"
-            time.sleep(0.2)
+        wait_until(lambda: len(sink.rows) >= count, f"{count} rows")
 
     # A long delay: 4 records are fewer than 10, so no batch runs until 12 are there.
     patient = Collector()
@@ -374,10 +378,8 @@ def test_min_offsets_per_trigger_waits_for_enough_records_or_the_trigger_delay(
         minOffsetsPerTrigger="10", maxTriggerDelay="2s",
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + QUERY_TIMEOUT_S
-        while query.lastProgress is None:  # the start offsets are fixed (latest) first
-            assert time.monotonic() < deadline, "the query made no progress"
-            time.sleep(0.2)
+        # The start offsets are fixed (latest) first.
+        wait_until(lambda: query.lastProgress is not None, "the query's first progress")
         topics.produce(topic_name, ["c0"], partition=0)
         wait_for(hurried, 1)
         assert non_empty(hurried) == [1]
