@@ -40,6 +40,7 @@ from spark_replica.errors import (
     FencedLeaderEpochError,
     InvalidProducerEpochError,
     InvalidRecordError,
+    NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OutOfOrderSequenceError,
@@ -393,7 +394,13 @@ class Partition:
         return self._changed
 
     async def wait_for_high_watermark(self, offset: int, timeout_s: float) -> None:
-        """Return once the HW is past `offset`; raise if the deadline passes or we step down."""
+        """Return once the HW is past `offset`; raise if the deadline passes or we step down.
+
+        The ISR may have shrunk after the append, and the HW then passed `offset` with
+        fewer copies than min.insync.replicas: that is NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        never success (the records stay; an idempotent retry is answered as a duplicate
+        once the ISR has grown back).
+        """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         epoch = self.leader_epoch
@@ -412,3 +419,8 @@ class Partition:
                 await asyncio.wait_for(self._changed.wait(), remaining)
             except TimeoutError:
                 continue
+        if len(self.isr) < self.min_insync_replicas:
+            raise NotEnoughReplicasAfterAppendError(
+                f"{self.tp}: offset {offset} committed with ISR {self.isr}, smaller than "
+                f"min.insync.replicas={self.min_insync_replicas}"
+            )
