@@ -1,0 +1,182 @@
+"""Seeded random fault schedules for the chaos runner.
+
+Pure: `generate(seed)` returns the same schedule for the same seed and settings, so a
+schedule that found a problem is replayed from its seed alone. A schedule is a list of
+faults, each starting at a time in the fault window and undone after its duration:
+
+- kill: SIGKILL a broker, restart it after the duration;
+- pause: SIGSTOP a broker for longer than the ZooKeeper session timeout, then SIGCONT
+  (its session expires, it is declared dead while it still believes it leads);
+- torn tail: SIGKILL a broker, cut bytes off or append garbage to the active segment of
+  one of its partitions (a write torn by the crash), restart it; its recovery must cut
+  the tail;
+- ZooKeeper restart: stop the server, start it again (same data) after the duration.
+
+Broker faults name their target by role (the leader of a partition, the controller) or
+by id; roles are resolved when the fault fires, since who leads depends on what came
+before. Limits that keep a schedule meaningful: fewer brokers faulted at once than there
+are brokers, one ZooKeeper restart at a time, one torn tail at a time.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TypeVar
+
+T = TypeVar("T")
+
+
+class FaultKind(StrEnum):
+    KILL = "kill"
+    PAUSE = "pause"
+    TORN_TAIL = "torn_tail"
+    ZOOKEEPER_RESTART = "zookeeper_restart"
+
+
+class Target(StrEnum):
+    LEADER = "leader"
+    CONTROLLER = "controller"
+    BROKER = "broker"
+
+
+class TearMode(StrEnum):
+    TRUNCATE = "truncate"
+    GARBAGE = "garbage"
+
+
+@dataclass(frozen=True, slots=True)
+class Tear:
+    mode: TearMode
+    byte_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    at_s: float  # from the start of the fault window
+    kind: FaultKind
+    duration_s: float  # until the broker restarts / resumes, or ZooKeeper is back
+    target: Target | None = None  # None for a ZooKeeper restart
+    broker_id: int = 0  # for Target.BROKER
+    partition: int = 0  # whose leader (Target.LEADER), and whose segment a tear cuts
+    tear: Tear | None = None
+
+    @property
+    def ends_at_s(self) -> float:
+        return self.at_s + self.duration_s
+
+    @property
+    def on_broker(self) -> bool:
+        return self.kind is not FaultKind.ZOOKEEPER_RESTART
+
+    def overlaps(self, other: Fault) -> bool:
+        return self.at_s < other.ends_at_s and other.at_s < self.ends_at_s
+
+    def describe(self) -> str:
+        if not self.on_broker:
+            return f"{self.at_s:.1f}s zookeeper restart, down {self.duration_s:.1f}s"
+        who = {
+            Target.LEADER: f"leader of partition {self.partition}",
+            Target.CONTROLLER: "controller",
+            Target.BROKER: f"broker {self.broker_id}",
+        }[self.target or Target.BROKER]
+        text = f"{self.at_s:.1f}s {self.kind} {who} for {self.duration_s:.1f}s"
+        if self.tear is not None:
+            text += f" ({self.tear.mode} {self.tear.byte_count} bytes, partition {self.partition})"
+        return text
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleSettings:
+    brokers: int = 3
+    partitions: int = 2
+    window_s: float = 7.0
+    session_timeout_s: float = 3.0
+    min_faults: int = 2
+    max_faults: int = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    seed: int
+    faults: tuple[Fault, ...]
+
+    @property
+    def ends_at_s(self) -> float:
+        return max((f.ends_at_s for f in self.faults), default=0.0)
+
+    def describe(self) -> list[str]:
+        return [fault.describe() for fault in self.faults]
+
+
+KIND_WEIGHTS = {
+    FaultKind.KILL: 35,
+    FaultKind.PAUSE: 25,
+    FaultKind.TORN_TAIL: 25,
+    FaultKind.ZOOKEEPER_RESTART: 15,
+}
+TARGET_WEIGHTS = {Target.LEADER: 40, Target.CONTROLLER: 25, Target.BROKER: 35}
+EARLIEST_FAULT_S = 0.5
+# Draws of a start time before a fault that fits nowhere is given up.
+PLACEMENT_ATTEMPTS = 20
+MAX_TEAR_BYTES = 300
+
+
+def generate(seed: int, settings: ScheduleSettings | None = None) -> Schedule:
+    """The schedule of `seed`: between min_faults and max_faults faults that fit the limits."""
+    settings = settings or ScheduleSettings()
+    rng = random.Random(seed)
+    placed: list[Fault] = []
+    for _ in range(rng.randint(settings.min_faults, settings.max_faults)):
+        kind = _weighted(rng, KIND_WEIGHTS)
+        for _ in range(PLACEMENT_ATTEMPTS):
+            fault = _draw(rng, kind, settings)
+            if fits(fault, placed, settings):
+                placed.append(fault)
+                break
+    return Schedule(seed, tuple(sorted(placed, key=lambda f: f.at_s)))
+
+
+def fits(fault: Fault, placed: list[Fault], settings: ScheduleSettings) -> bool:
+    """Whether `fault` may join `placed` within the limits the module docstring names."""
+    overlapping = [other for other in placed if other.overlaps(fault)]
+    if not fault.on_broker:
+        return all(other.on_broker for other in overlapping)
+    if fault.kind is FaultKind.TORN_TAIL and any(
+        other.kind is FaultKind.TORN_TAIL for other in overlapping
+    ):
+        return False
+    return _most_brokers_at_once([*overlapping, fault]) < settings.brokers
+
+
+def _most_brokers_at_once(faults: list[Fault]) -> int:
+    broker_faults = [f for f in faults if f.on_broker]
+    return max(
+        (
+            sum(1 for other in broker_faults if other.at_s <= f.at_s < other.ends_at_s)
+            for f in broker_faults
+        ),
+        default=0,
+    )
+
+
+def _draw(rng: random.Random, kind: FaultKind, settings: ScheduleSettings) -> Fault:
+    at_s = round(rng.uniform(EARLIEST_FAULT_S, settings.window_s), 2)
+    if kind is FaultKind.ZOOKEEPER_RESTART:
+        return Fault(at_s, kind, round(rng.uniform(0.3, 2.5), 2))
+    if kind is FaultKind.PAUSE:
+        duration_s = settings.session_timeout_s * rng.uniform(1.15, 1.6)
+    else:
+        duration_s = rng.uniform(0.2, 3.0)
+    target = _weighted(rng, TARGET_WEIGHTS)
+    broker_id = rng.randint(1, settings.brokers)
+    partition = rng.randrange(settings.partitions)
+    tear = None
+    if kind is FaultKind.TORN_TAIL:
+        tear = Tear(rng.choice(list(TearMode)), rng.randint(1, MAX_TEAR_BYTES))
+    return Fault(at_s, kind, round(duration_s, 2), target, broker_id, partition, tear)
+
+
+def _weighted(rng: random.Random, weights: dict[T, int]) -> T:
+    return rng.choices(list(weights), weights=list(weights.values()))[0]
