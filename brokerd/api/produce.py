@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from brokerd.api.context import BrokerContext, answer_each_partition
+from brokerd.batch_validation import validate_produced
 from brokerd.partition import Partition
 from spark_replica.errors import (
     BrokerResponseError,
@@ -47,6 +48,7 @@ async def handle_produce(ctx: BrokerContext, request: ProduceRequest) -> Produce
         if not entry.records:
             raise InvalidRecordError("the partition's record set is empty")
         partition = ctx.replicas.get_partition(tp)
+        validate_produced(entry.records)
         info = partition.append_as_leader(entry.records, request.acks, now)
         result.base_offset = info.first_offset
         result.log_start_offset = partition.log.log_start_offset
