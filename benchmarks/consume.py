@@ -40,7 +40,8 @@ from produce import (
     wait_until_stored,
 )
 
-from spark_replica.client import Cluster, Consumer, Producer
+from spark_replica.client import Cluster, Consumer, Producer, ProducerConfig
+from spark_replica.protocol.produce import ACKS_LEADER
 from spark_replica.topics import TopicPartition
 
 CONSUME_TIMEOUT_S = 120.0
@@ -76,7 +77,12 @@ async def _run(
     cluster = Cluster(bootstrap, client_id="replog-bench-consume")
     try:
         partitions = await create_topic(cluster, args.partitions)
-        await send_all(Producer(cluster), batches, args.partitions, args.in_flight)
+        await send_all(
+            Producer(cluster, ProducerConfig(acks=ACKS_LEADER)),
+            batches,
+            args.partitions,
+            args.in_flight,
+        )
         await wait_until_stored(cluster, partitions, args.records)
         started = time.perf_counter()
         latencies = await consume_all(cluster, partitions, args.records)

@@ -81,8 +81,9 @@ from produce import positive_float, positive_int
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
-from spark_replica.client import Admin, Cluster, Consumer, Producer
+from spark_replica.client import Admin, Cluster, Consumer, Producer, ProducerConfig
 from spark_replica.protocol.list_offsets import LATEST_TIMESTAMP
+from spark_replica.protocol.produce import ACKS_LEADER
 from spark_replica.topics import TopicPartition
 
 SOURCE_TOPIC = "pipeline-in"
@@ -170,7 +171,7 @@ class SteadyProducer(threading.Thread):
         )
 
     async def _produce(self, cluster: Cluster) -> None:
-        producer = Producer(cluster)
+        producer = Producer(cluster, ProducerConfig(acks=ACKS_LEADER))
         pending: set[asyncio.Task[int]] = set()
         started = time.monotonic()
         while self.sent < self.total and not self.stop_event.is_set():

@@ -67,9 +67,10 @@ from produce import MAX_BATCH_BYTES, build_batches, positive_int, send_all
 from pyspark.sql import DataFrame, SparkSession
 
 from connectors.spark.partition_reader import RangePartition, read_range
-from spark_replica.client import Admin, Cluster, Producer
+from spark_replica.client import Admin, Cluster, Producer, ProducerConfig
 from spark_replica.client.consumer import Consumer
 from spark_replica.protocol.list_offsets import LATEST_TIMESTAMP
+from spark_replica.protocol.produce import ACKS_LEADER
 from spark_replica.topics import TopicPartition
 
 TOPIC = "bench"  # produce.send_all writes to this topic
@@ -92,7 +93,7 @@ async def _fill(
         await admin.create_topic(TOPIC, partitions, 1)
         await admin.create_topic(WARMUP_TOPIC, 1, 1)
         await admin.create_topic(TINY_TOPIC, partitions, 1)
-        producer = Producer(cluster)
+        producer = Producer(cluster, ProducerConfig(acks=ACKS_LEADER))
         for batch in warmup:
             await producer.send_batch(WARMUP_TOPIC, 0, batch)
         tiny, _ = build_batches(TINY_ROWS * partitions, 100, TINY_ROWS)

@@ -18,7 +18,12 @@ LINES_PER_SEND = 10_000
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("produce", help="send standard input, one record per line")
     parser.add_argument("topic")
-    parser.add_argument("--acks", default="all", help="0, 1 or all (default all)")
+    parser.add_argument(
+        "--acks",
+        default="all",
+        help="0, 1 or all (default all: every in-sync replica has the record, and the "
+        "producer is idempotent, so a retry never stores a line twice)",
+    )
     parser.add_argument("--key-separator", metavar="S", help="split each line into key S value")
     parser.add_argument("--partition", type=int, help="send every record to this partition")
     add_connection_options(parser)

@@ -9,12 +9,13 @@ partition, so a partition's records go out in the order they were given.
 Each partition has a sender (partition_sender.py) with up to
 `max_in_flight_per_partition` batches in flight. A retriable error is retried after a
 backoff until the delivery timeout; a non-retriable one fails the batch's records.
-An idempotent producer (the default with acks=all) numbers each partition's batches,
-and the leader answers a retry of a batch it already has with the original offsets, so
-it never appends a batch twice, and its retries keep the order (in_flight.py). Without
-idempotence a retry after a lost answer can append a batch twice, and with more than
-one batch in flight a retried batch can land after a later one, as in Kafka. Neither
-ever loses a record without failing its future.
+An idempotent producer (the default: acks=all, idempotence on) numbers each partition's
+batches, and the leader answers a retry of a batch it already has with the original
+offsets, so it never appends a batch twice, and its retries keep the order
+(in_flight.py). Without idempotence (acks=0 or 1, or turned off) a retry after a lost
+answer can append a batch twice, and with more than one batch in flight a retried batch
+can land after a later one, as in Kafka. Neither ever loses a record without failing
+its future.
 
 The identity of an idempotent producer comes from InitProducerId, or is given
 (`identity=(producer_id, epoch)`): the Spark sink derives one per query and replays a
@@ -67,7 +68,15 @@ def parse_acks(value: str | int) -> int:
 
 @dataclass(frozen=True)
 class ProducerConfig:
-    acks: int = ACKS_LEADER
+    """How a Producer sends; the defaults neither lose, duplicate nor reorder records.
+
+    As Kafka's producers since 3.0: acks=all and idempotence, with up to 5 batches in
+    flight per partition whose retries keep their order. A caller who wants acks=1 or
+    acks=0 says so, and then gets no idempotence unless it asks for it (it cannot:
+    idempotence needs acks=all).
+    """
+
+    acks: int = ACKS_ALL
     request_timeout_ms: int = 30_000
     delivery_timeout_ms: int = 120_000
     retry_backoff_ms: int = 100
@@ -78,7 +87,7 @@ class ProducerConfig:
     compression: str = "none"
     # Kafka's max.in.flight.requests.per.connection, per partition here.
     max_in_flight_per_partition: int = 5
-    # None: idempotent exactly when acks=all, as Kafka's producers default since 3.0.
+    # None: idempotent exactly when acks=all (so by default), as Kafka's producers.
     enable_idempotence: bool | None = None
 
     @property

@@ -123,6 +123,17 @@ def test_a_bad_codec_is_a_config_error_naming_the_option() -> None:
     assert ProducerConfig(compression="ZSTD").compression == "zstd"
 
 
+def test_producer_config_defaults_to_acks_all_with_idempotence() -> None:
+    """As Kafka since 3.0: a producer nobody configured neither duplicates nor reorders."""
+    default = ProducerConfig()
+    assert default.acks == ACKS_ALL
+    assert default.idempotent
+    assert default.max_in_flight_per_partition == 5
+    assert ProducerConfig(acks=ACKS_LEADER).idempotent is False, "acks=1 says so explicitly"
+    with pytest.raises(ConfigError, match="needs acks=all"):
+        ProducerConfig(acks=ACKS_LEADER, enable_idempotence=True)
+
+
 def test_producer_config_checks_batching_and_in_flight_limits() -> None:
     with pytest.raises(ConfigError, match="at most 5"):
         ProducerConfig(acks=ACKS_ALL, max_in_flight_per_partition=6)

@@ -1,0 +1,99 @@
+"""The client as nobody configured it, against real brokers.
+
+A default producer must be idempotent with acks=all (Kafka's defaults since 3.0), so a
+retry of a batch the leader already appended never stores it twice; metadata older than
+what the client knows must not move a partition back to its old leader; a refresh does
+not always ask the same broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from spark_replica.client import Admin, Cluster, Producer, ProducerConfig
+from spark_replica.protocol.produce import ACKS_ALL
+from spark_replica.records import BatchHeader, iter_batches
+from spark_replica.topics import TopicPartition
+from tests.support import BrokerFactory, run
+
+pytestmark = pytest.mark.slow
+
+# A paused follower stays in the ISR this long, so an acks=all produce waits for it.
+SLOW_ISR_SHRINK = {"replica.lag.time.max.ms": "30000"}
+REQUEST_TIMEOUT_MS = 1000
+# Longer than one request timeout (the first attempt times out), shorter than the
+# ZooKeeper session timeout of test brokers (the follower stays registered).
+FOLLOWER_PAUSE_S = 1.6
+
+
+def batch_headers(partition_dir: Path) -> list[BatchHeader]:
+    """Every batch a broker stores for one partition, read from its segment files."""
+    return [
+        header
+        for segment in sorted(partition_dir.glob("*.log"))
+        for header, _ in iter_batches(segment.read_bytes())
+    ]
+
+
+async def leader_of(bootstrap: list[tuple[str, int]], tp: TopicPartition) -> tuple[int, int]:
+    """(leader, leader epoch) of a partition, from a fresh client's metadata."""
+    cluster = Cluster(bootstrap)
+    try:
+        await cluster.ensure_topic(tp.topic)
+        partition = cluster.partition(tp)
+        return partition.leader, partition.leader_epoch
+    finally:
+        await cluster.close()
+
+
+@pytest.mark.parametrize("idempotent", [True, False], ids=["default", "idempotence-off"])
+def test_a_default_producer_retries_a_timed_out_batch_without_a_second_copy(
+    brokers: BrokerFactory, idempotent: bool
+) -> None:
+    """The first attempt is appended but times out waiting for a paused follower.
+
+    The default producer's retry is recognised by the leader (same producer id and
+    sequence) and answered with the first attempt's offset; with idempotence turned off
+    the same retry stores the record again, which is why it is not the default.
+    """
+    for broker_id in (1, 2):
+        brokers.start(broker_id, **SLOW_ISR_SHRINK)
+    bootstrap = brokers.bootstrap
+    tp = TopicPartition("defaults", 0)
+    if idempotent:
+        config = ProducerConfig(request_timeout_ms=REQUEST_TIMEOUT_MS)
+    else:
+        config = ProducerConfig(
+            acks=ACKS_ALL, enable_idempotence=False, request_timeout_ms=REQUEST_TIMEOUT_MS
+        )
+
+    async def scenario() -> tuple[int, float]:
+        cluster = Cluster(bootstrap)
+        try:
+            await Admin(cluster).create_topic(tp.topic, 1, 2)
+            leader, _ = await leader_of(bootstrap, tp)
+            follower = brokers.brokers[3 - leader]
+            follower.pause()
+            asyncio.get_running_loop().call_later(FOLLOWER_PAUSE_S, follower.resume)
+            started = time.monotonic()
+            try:
+                await Producer(cluster, config).send_records(tp.topic, ["once"], partition=0)
+            finally:
+                follower.resume()
+            return leader, time.monotonic() - started
+        finally:
+            await cluster.close()
+
+    leader, elapsed = run(scenario())
+    assert elapsed >= REQUEST_TIMEOUT_MS / 1000, "the first attempt was not acknowledged"
+    headers = batch_headers(brokers.brokers[leader].log_dir / "defaults-0")
+    if idempotent:
+        assert len(headers) == 1, f"stored once, not {len(headers)} times"
+        assert headers[0].producer_id >= 0, "the broker saw a producer id"
+    else:
+        assert len(headers) >= 2, "without idempotence the retry is a second copy"
+        assert {h.producer_id for h in headers} == {-1}
