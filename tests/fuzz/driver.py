@@ -1,0 +1,279 @@
+"""Sending fuzzed frames to a live broker, and checking on it between chunks.
+
+Several connections run at once, each taking a few frames at a time from the chunk and
+pipelining them, followed by a marker request (ApiVersions with a correlation id of the
+sender's own): everything read before the marker's answer is an answer to the batch, so
+a connection stays in step without modelling every answer. A frame after which the
+broker closes or waits (`FrameKind.CLOSING`) goes last on its connection, which is then
+half-closed and read to its end; an `UNWAITED` one goes last and the connection is
+dropped at once. A new connection follows each one the broker or the sender closed.
+
+Between chunks the broker must still be running (by PID) and answer Metadata on a fresh
+connection. If not, the chunk's frames are saved for replay, the broker's logs copied
+beside them, and the broker restarted; a batch that got no answer within the deadline
+is saved the same way (a hang).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import random
+import struct
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spark_replica.errors import error_for_code
+from spark_replica.launcher import BrokerProcess
+from spark_replica.protocol import ApiKey
+from tests.fuzz.cluster import (
+    MAX_FRAME_BYTES,
+    FuzzCluster,
+    answers_metadata,
+    is_running,
+    open_fds,
+    rss_mb,
+)
+from tests.fuzz.requests import request_frame
+from tests.fuzz.source import FrameSource, FuzzFrame, load_frames, save_frames
+from tests.fuzz.triage import FrameKind
+
+ANSWER_TIMEOUT_S = 15.0
+CONNECT_TIMEOUT_S = 5.0
+MAX_PIPELINE = 16
+MARKER_BASE = 0x5E000000
+_ANSWER_HEAD = struct.Struct(">ih")
+
+
+@dataclass
+class Stats:
+    frames: int = 0
+    connections: int = 0
+    closed_by_broker: int = 0
+    stalls: int = 0
+    broker_restarts: int = 0
+    answers: Counter[int] = field(default_factory=Counter)
+    findings: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Chunk:
+    """The frames of one chunk and how far the senders have taken them."""
+
+    frames: list[FuzzFrame]
+    taken: int = 0
+    broker_down: bool = False
+
+    def take(self, depth: int) -> list[FuzzFrame]:
+        """Up to `depth` frames; one that ends its connection is always the last."""
+        batch: list[FuzzFrame] = []
+        while self.taken < len(self.frames) and len(batch) < depth:
+            item = self.frames[self.taken]
+            self.taken += 1
+            batch.append(item)
+            if item.kind != FrameKind.ANSWERED:
+                break
+        return batch
+
+
+class Sender:
+    """Sends chunks to one broker over `connections` connections at a time."""
+
+    def __init__(self, broker: BrokerProcess, stats: Stats, findings: Path, seed: int) -> None:
+        self.broker = broker
+        self.stats = stats
+        self.findings = findings
+        self.rng = random.Random(seed)
+        self._marker = MARKER_BASE
+
+    async def send(self, chunk: Chunk, connections: int) -> None:
+        await asyncio.gather(*(self._connection_loop(chunk) for _ in range(connections)))
+
+    async def _connection_loop(self, chunk: Chunk) -> None:
+        streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        try:
+            while not chunk.broker_down:
+                batch = chunk.take(self.rng.randint(1, MAX_PIPELINE))
+                if not batch:
+                    return
+                if streams is None:
+                    streams = await self._connect(chunk)
+                    if streams is None:
+                        return
+                self.stats.frames += len(batch)
+                if not await self._exchange(streams, batch):
+                    _close(streams[1])
+                    streams = None
+        finally:
+            if streams is not None:
+                _close(streams[1])
+
+    async def _connect(
+        self, chunk: Chunk
+    ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        try:
+            streams = await asyncio.wait_for(
+                asyncio.open_connection(self.broker.host, self.broker.port), CONNECT_TIMEOUT_S
+            )
+        except (OSError, TimeoutError):
+            chunk.broker_down = True
+            return None
+        self.stats.connections += 1
+        return streams
+
+    async def _exchange(
+        self, streams: tuple[asyncio.StreamReader, asyncio.StreamWriter], batch: list[FuzzFrame]
+    ) -> bool:
+        """Send a batch and read its answers; False when the connection is done with."""
+        reader, writer = streams
+        last = batch[-1].kind
+        data = b"".join(item.data for item in batch)
+        marker = self._next_marker()
+        if last == FrameKind.ANSWERED:
+            data += request_frame(ApiKey.API_VERSIONS, b"", marker)
+        try:
+            async with asyncio.timeout(ANSWER_TIMEOUT_S):
+                writer.write(data)
+                if last == FrameKind.UNWAITED:
+                    return False
+                if last == FrameKind.CLOSING:
+                    writer.write_eof()
+                await writer.drain()
+                return await self._read_answers(reader, marker)
+        except TimeoutError:
+            self.stats.stalls += 1
+            self.save(f"stall-{self.stats.stalls}", batch)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            self.stats.closed_by_broker += 1
+        return False
+
+    async def _read_answers(self, reader: asyncio.StreamReader, marker: int) -> bool:
+        """Count answers until the marker's (True) or the end of the connection (False)."""
+        while True:
+            head = await reader.read(4)
+            if not head:
+                return False
+            if len(head) < 4:
+                head += await reader.readexactly(4 - len(head))
+            (size,) = struct.unpack(">i", head)
+            body = await reader.readexactly(size)
+            correlation_id, code = _ANSWER_HEAD.unpack_from(body)
+            if correlation_id == marker and code == 0:
+                return True
+            self.stats.answers[code] += 1
+
+    def _next_marker(self) -> int:
+        self._marker += 1
+        return self._marker
+
+    def save(self, name: str, frames: list[FuzzFrame]) -> None:
+        path = self.findings / f"{name}.frames"
+        save_frames(path, frames)
+        self.stats.findings.append(str(path))
+
+
+def _close(writer: asyncio.StreamWriter) -> None:
+    with contextlib.suppress(Exception):
+        writer.close()
+
+
+async def healthy(cluster: FuzzCluster) -> bool:
+    """Every broker runs and answers Metadata on a fresh connection."""
+    for broker in cluster.brokers:
+        if not is_running(broker) or not await asyncio.to_thread(answers_metadata, broker):
+            return False
+    return True
+
+
+async def fuzz(
+    cluster: FuzzCluster,
+    frames: int,
+    seed: int,
+    connections: int,
+    check_every: int,
+    findings: Path,
+    progress: bool = False,
+) -> dict[str, Any]:
+    """Send `frames` fuzzed frames to the first broker; return the run's figures."""
+    broker = cluster.brokers[0]
+    stats = Stats()
+    source = FrameSource(cluster.target(broker), random.Random(seed), MAX_FRAME_BYTES)
+    sender = Sender(broker, stats, findings, seed)
+    rss_before, fds_before = rss_mb(broker), open_fds(broker)
+    rss_peak = rss_before
+    started = time.monotonic()
+    while stats.frames < frames:
+        chunk = Chunk(source.chunk(min(check_every, frames - stats.frames)))
+        await sender.send(chunk, connections)
+        if not chunk.broker_down:
+            rss_peak = max(rss_peak, rss_mb(broker))
+        if progress:
+            print(
+                json.dumps(
+                    {"frames": stats.frames, "rss_mb": rss_mb(broker), "fds": open_fds(broker)}
+                ),
+                file=sys.stderr,
+                flush=True,
+            )
+        if chunk.broker_down or not await healthy(cluster):
+            await _recover(cluster, stats, sender, chunk)
+            source.retarget(cluster.target(broker))
+    seconds = time.monotonic() - started
+    rss_after = rss_mb(broker)
+    return {
+        "frames": stats.frames,
+        "connections": stats.connections,
+        "broker_restarts": stats.broker_restarts,
+        "rss_before_mb": round(rss_before, 1),
+        "rss_after_mb": round(rss_after, 1),
+        "rss_growth_mb": round(rss_after - rss_before, 1),
+        "rss_peak_mb": round(max(rss_peak, rss_after), 1),
+        "fds_before": fds_before,
+        "fds_after": open_fds(broker),
+        "seconds": round(seconds, 1),
+        "frames_per_s": round(stats.frames / seconds, 1) if seconds else 0.0,
+        "answers_by_error": _by_name(stats.answers),
+        "closed_by_broker": stats.closed_by_broker,
+        "stalls": stats.stalls,
+        "frame_kinds": dict(source.kinds),
+        "hazards_skipped": source.hazards_skipped,
+        "findings": stats.findings,
+        "seed": seed,
+        "brokers": len(cluster.brokers),
+    }
+
+
+async def _recover(cluster: FuzzCluster, stats: Stats, sender: Sender, chunk: Chunk) -> None:
+    """Save what may have killed (or hung) a broker, keep its logs, restart it."""
+    stats.broker_restarts += 1
+    name = f"crash-{stats.broker_restarts}"
+    sender.save(name, chunk.frames[: chunk.taken])
+    for broker in cluster.brokers:
+        if not is_running(broker) or not await asyncio.to_thread(answers_metadata, broker):
+            cluster.keep_logs(broker, sender.findings / name)
+            await asyncio.to_thread(cluster.restart, broker)
+
+
+def _by_name(answers: Counter[int]) -> dict[str, int]:
+    named: Counter[str] = Counter()
+    for code, count in answers.items():
+        named["NONE" if code == 0 else type(error_for_code(code)).__name__] += count
+    return dict(named.most_common())
+
+
+async def replay(cluster: FuzzCluster, path: Path) -> dict[str, Any]:
+    """Send saved frames one connection each, in order; name the first that kills the broker."""
+    broker = cluster.brokers[0]
+    stats = Stats()
+    sender = Sender(broker, stats, path.parent, 0)
+    for index, item in enumerate(load_frames(path)):
+        chunk = Chunk([item])
+        await sender.send(chunk, 1)
+        if chunk.broker_down or not await healthy(cluster):
+            return {"replayed": index + 1, "killed_by_frame": index, "frame": item.data.hex()}
+    return {"replayed": stats.frames, "killed_by_frame": None}
