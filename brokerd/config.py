@@ -54,6 +54,11 @@ _INTERVAL_KEYS = {
     "controlled.shutdown.retry.backoff.ms": "controlled_shutdown_retry_backoff_ms",
     "producer.id.expiration.ms": "producer_id_expiration_ms",
     "producer.id.expiration.check.interval.ms": "producer_id_expiration_check_interval_ms",
+    "max.connections": "max_connections",
+    "max.connections.per.ip": "max_connections_per_ip",
+    "queued.max.request.bytes": "queued_max_request_bytes",
+    "connections.max.idle.ms": "connections_max_idle_ms",
+    "socket.request.read.timeout.ms": "socket_request_read_timeout_ms",
 }
 
 _BOOLEAN_KEYS = {
@@ -85,6 +90,17 @@ class BrokerConfig:
     min_insync_replicas: int = 1
     producer_id_expiration_ms: int = 86_400_000  # Kafka's default: one day
     producer_id_expiration_check_interval_ms: int = 600_000
+    # Kafka's default is unlimited; each connection that has sent bytes holds a 256 KiB
+    # receive buffer, so this bounds that memory at about 1 GiB.
+    max_connections: int = 4096
+    max_connections_per_ip: int = 4096
+    # Kafka's default is unlimited. Bytes of requests read and not yet answered, over all
+    # connections; at least socket.request.max.bytes, so that the largest request fits.
+    queued_max_request_bytes: int = 512 * 1024 * 1024
+    connections_max_idle_ms: int = 600_000  # Kafka's default: ten minutes
+    # replog's own (Kafka has none): how long a request's bytes may take to arrive once
+    # its first byte has, so that a sender trickling bytes cannot hold a connection.
+    socket_request_read_timeout_ms: int = 30_000
 
     def __post_init__(self) -> None:
         if self.broker_id < 0:
@@ -104,9 +120,20 @@ class BrokerConfig:
             "min_insync_replicas",
             "producer_id_expiration_ms",
             "producer_id_expiration_check_interval_ms",
+            "max_connections",
+            "max_connections_per_ip",
+            "queued_max_request_bytes",
+            "connections_max_idle_ms",
+            "socket_request_read_timeout_ms",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        if self.queued_max_request_bytes < self.max_frame_bytes:
+            raise ConfigError(
+                f"queued.max.request.bytes={self.queued_max_request_bytes} must be at least "
+                f"socket.request.max.bytes={self.max_frame_bytes}, or the largest request "
+                "could never be read"
+            )
         if not 0 <= self.leader_imbalance_per_broker_percentage <= 100:
             raise ConfigError(
                 "leader.imbalance.per.broker.percentage must be between 0 and 100, not "

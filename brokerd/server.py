@@ -5,6 +5,9 @@ answer before reading the next, so answers leave in request order and a producer
 batches are appended in the order it sent them. Clients pipeline by sending ahead;
 long-polling fetches should use their own connection.
 
+Connections over max.connections, or over max.connections.per.ip from one address,
+are closed as soon as they are accepted (brokerd/connection_limits.py has the rules).
+
 Bad input never takes the broker down: a frame whose header cannot be read closes the
 connection; a frame over the size limit gets a MESSAGE_TOO_LARGE answer, then the
 connection closes (its body is never read); anything else gets a typed error answer.
@@ -13,9 +16,11 @@ connection closes (its body is never read); anything else gets a typed error ans
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 
 from brokerd.api import HANDLERS, BrokerContext
+from brokerd.connection_limits import ConnectionLimits, refusal
 from spark_replica.errors import (
     BrokerResponseError,
     ConnectionLostError,
@@ -50,7 +55,12 @@ class RequestServer:
         self.port = port
         self.max_frame_bytes = max_frame_bytes
         self._server: asyncio.Server | None = None
+        self.limits = ConnectionLimits(
+            ctx.config.max_connections, ctx.config.max_connections_per_ip
+        )
         self._connections: set[asyncio.Task[None]] = set()
+        self._open_per_ip: collections.Counter[str] = collections.Counter()
+        self._refusing = False  # warn once per run of refusals, not per connection
 
     async def start(self) -> int:
         """Listen; return the bound port (useful when asked for port 0)."""
@@ -71,9 +81,25 @@ class RequestServer:
             await self._server.wait_closed()
 
     def _on_stream(self, stream: FrameStream) -> None:
+        ip = _ip_of(stream.peer)
+        reason = refusal(self.limits, len(self._connections), self._open_per_ip[ip])
+        if reason is not None:
+            stream.close()
+            if not self._refusing:
+                logger.warning("refusing connections from %s and others: %s", ip, reason)
+            self._refusing = True
+            return
+        self._refusing = False
+        self._open_per_ip[ip] += 1
         task = asyncio.create_task(self._serve(stream))
         self._connections.add(task)
-        task.add_done_callback(self._connections.discard)
+        task.add_done_callback(lambda done: self._forget(done, ip))
+
+    def _forget(self, task: asyncio.Task[None], ip: str) -> None:
+        self._connections.discard(task)
+        self._open_per_ip[ip] -= 1
+        if not self._open_per_ip[ip]:
+            del self._open_per_ip[ip]
 
     async def _serve(self, stream: FrameStream) -> None:
         try:
@@ -133,6 +159,13 @@ class RequestServer:
             logger.exception("cannot encode the %s response", api_key.name)
             return _error_response(header.correlation_id, UnknownServerError(str(exc)))
         return encode_response(ResponseHeader(header.correlation_id, 0, None), body)
+
+
+def _ip_of(peer: object) -> str:
+    """The address part of a socket's peer name ("" when the socket has none)."""
+    if isinstance(peer, tuple) and peer:
+        return str(peer[0])
+    return ""
 
 
 def _error_response(correlation_id: int, error: BrokerResponseError) -> list[Buffer]:
