@@ -85,3 +85,19 @@ def replog(
         timeout=timeout_s,
         check=False,
     )
+
+
+async def produce_acks_all(bootstrap: list[tuple[str, int]], topic: str, partition: int) -> bool:
+    """One acks=all write with a short delivery timeout; True once it is acknowledged."""
+    from spark_replica.client import Producer, ProducerConfig
+    from spark_replica.errors import ReplogError
+
+    cluster = Cluster(bootstrap)
+    try:
+        config = ProducerConfig(acks=-1, delivery_timeout_ms=5_000)
+        await Producer(cluster, config).send_records(topic, ["x"], partition=partition)
+        return True
+    except ReplogError:
+        return False
+    finally:
+        await cluster.close()

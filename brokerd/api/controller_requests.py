@@ -77,10 +77,12 @@ async def handle_leader_and_isr(
         new_leader = ctx.replicas.apply_leader_and_isr(
             partition, state, request.header.controller_epoch, now
         )
-        if partition.is_leader:
-            ctx.fetchers.unfollow(tp)
-        elif state.leader in leaders:
+        if state.leader in leaders and not partition.is_leader:
             ctx.fetchers.follow(partition, state.leader, leaders[state.leader], new_leader)
+        else:
+            # Leading, or no live leader (NO_LEADER: every ISR member is down): fetch
+            # from nobody until a LeaderAndIsr names a leader.
+            ctx.fetchers.unfollow(tp)
 
     topics = answer_each_partition(request.topics, TopicErrors, PartitionError, serve)
     return LeaderAndIsrResponse(topics)

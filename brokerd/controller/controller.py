@@ -403,24 +403,34 @@ class Controller:
         return changed
 
     async def _on_broker_change(self) -> None:
-        """Broker failure and start-up (seed sections A and E)."""
+        """Broker failure and start-up (seed sections A and E).
+
+        A broker whose registration was replaced since the last look (it restarted
+        faster than this event came round: a new czxid, its broker epoch) is both gone
+        and born. It is handled as exactly that, a failure followed by a start-up
+        (Kafka's KIP-380): the restarted process lost its in-memory state, so it must
+        not stay leader or in the ISR as if nothing had happened.
+        """
         ctx = self._require_ctx()
         started = time.monotonic()
         round_trips_before = ctx.zk_round_trips
         live_now = await asyncio.to_thread(zk_store.read_live_brokers, self.zk)
         gone = {b for b, live in ctx.live_brokers.items() if live_now.get(b, None) != live}
         born = {b for b, live in live_now.items() if ctx.live_brokers.get(b, None) != live}
-        ctx.live_brokers = live_now
-        self.channel.remove(gone - born)
-        ctx.shutting_down -= gone | born
         logger.info("brokers changed: gone %s, new %s", sorted(gone), sorted(born))
-        affected = ctx.partitions_with_replica_on(gone | born)
-        self._mark_replicas(affected, gone - born, ReplicaState.OFFLINE)
-        self._mark_replicas(affected, born, ReplicaState.ONLINE)
-        changed = await self._elect(affected)
+        self.channel.remove(gone)
+        ctx.shutting_down -= gone | born
+        ctx.live_brokers = {b: live for b, live in live_now.items() if b not in born}
+        failed = ctx.partitions_with_replica_on(gone)
+        self._mark_replicas(failed, gone, ReplicaState.OFFLINE)
+        changed = await self._elect(failed)
+        ctx.live_brokers = live_now
+        starting = ctx.partitions_with_replica_on(born)
+        self._mark_replicas(starting, born, ReplicaState.ONLINE)
+        changed += await self._elect(starting)
         batch = RequestBatch(ctx)
         batch.add_leader_and_isr(changed)
-        batch.add_leader_and_isr(ctx.partitions_with_replica_on(born), brokers=born)
+        batch.add_leader_and_isr(starting, brokers=born)
         batch.add_update_metadata()
         self.channel.send(batch)
         if ctx.reassignments:
@@ -429,7 +439,7 @@ class Controller:
             logger.info(
                 "failover of brokers %s: %d partitions moved in %d ZooKeeper round trips, %.1f ms",
                 sorted(gone),
-                len(changed),
+                len(set(changed)),
                 ctx.zk_round_trips - round_trips_before,
                 (time.monotonic() - started) * 1000,
             )

@@ -15,6 +15,7 @@ from brokerd.controller.election import (
     preferred_leader,
     shrink_isr_without,
 )
+from spark_replica.protocol.metadata import NO_LEADER
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import znodes
 
@@ -35,7 +36,11 @@ def next_state(ctx: ControllerContext, tp: TopicPartition) -> StateWrite | None:
     - No state yet (a new partition): the first live replica leads, the ISR is every live
       replica, epoch 0.
     - Leader alive: dead replicas leave the ISR (with a new leader epoch).
-    - Leader dead: offline election; None when no replica may lead (stays offline).
+    - Leader dead: offline election. When no replica may lead, the state says so: leader
+      NO_LEADER with the ISR kept as it was (its members hold every acknowledged record),
+      at a new epoch; None once it says so already. Recording the death is what makes
+      the return of an ISR member an election like any other (new epoch, every replica
+      told) rather than "leader live, nothing to do".
     """
     replicas = ctx.assignments[tp]
     live = ctx.live_ids
@@ -56,7 +61,10 @@ def next_state(ctx: ControllerContext, tp: TopicPartition) -> StateWrite | None:
         return StateWrite(tp, state, current.zk_version)
     result = offline_leader(replicas, current.isr, live, ctx.unclean_enabled(tp.topic))
     if result is None:
-        return None
+        if current.leader == NO_LEADER:
+            return None
+        state = znodes.PartitionState(NO_LEADER, next_epoch, list(current.isr), ctx.epoch)
+        return StateWrite(tp, state, current.zk_version)
     state = znodes.PartitionState(result.leader, next_epoch, list(result.isr), ctx.epoch)
     return StateWrite(tp, state, current.zk_version, unclean=result.unclean)
 

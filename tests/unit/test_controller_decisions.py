@@ -53,12 +53,21 @@ def test_dead_leader_is_replaced_from_the_isr_in_assignment_order() -> None:
     assert write.state.isr == [3, 2]
 
 
-def test_no_isr_member_alive_stays_offline_unless_unclean() -> None:
+def test_no_isr_member_alive_records_no_leader_unless_unclean() -> None:
     state = znodes.PartitionState(1, 4, [1], 6)
-    assert next_state(context([2, 3], state), TP) is None
+    offline = next_state(context([2, 3], state), TP)
+    assert offline is not None and offline.expected_version == 5
+    assert (offline.state.leader, offline.state.leader_epoch, offline.state.isr) == (-1, 5, [1])
+    assert next_state(context([2, 3], offline.state), TP) is None, "written once"
     write = next_state(context([3], state, **{"unclean.leader.election.enable": "true"}), TP)
     assert write is not None and write.unclean
     assert (write.state.leader, write.state.isr) == (3, [3])
+
+
+def test_last_isr_member_returning_is_elected_at_a_new_epoch() -> None:
+    write = next_state(context([1, 2, 3], znodes.PartitionState(-1, 5, [1], 7)), TP)
+    assert write is not None
+    assert (write.state.leader, write.state.leader_epoch, write.state.isr) == (1, 6, [1])
 
 
 def test_next_state_does_not_change_the_context() -> None:
