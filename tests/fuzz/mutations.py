@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 import struct
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from spark_replica.protocol.frames import SIZE
@@ -187,12 +187,22 @@ EDITS: tuple[PayloadEdit, ...] = (
 )
 
 
-def mutate_payload(sample: Sample, rng: random.Random, edits: int = 0) -> bytearray:
-    """The sample's header and body with 1 to 3 edits (or exactly `edits`)."""
+BODY_EDITS = tuple(edit for edit in EDITS if edit is not change_api)
+
+
+def mutate_payload(
+    sample: Sample, rng: random.Random, edits: tuple[PayloadEdit, ...] = EDITS
+) -> bytearray:
+    """The sample's header and body with 1 to 3 edits."""
     data = bytearray(sample.payload)
-    for _ in range(edits or rng.randint(1, 3)):
-        rng.choice(EDITS)(data, rng, sample)
+    for _ in range(rng.randint(1, 3)):
+        rng.choice(edits)(data, rng, sample)
     return data
+
+
+def mutate_body(sample: Sample, rng: random.Random) -> bytes:
+    """The sample's body alone with 1 to 3 edits (the header is left to the caller)."""
+    return bytes(mutate_payload(replace(sample, header=b""), rng, BODY_EDITS))
 
 
 def splice(first: Sample, second: Sample, rng: random.Random) -> bytes:
