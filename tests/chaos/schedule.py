@@ -14,8 +14,9 @@ faults, each starting at a time in the fault window and undone after its duratio
 
 Broker faults name their target by role (the leader of a partition, the controller) or
 by id; roles are resolved when the fault fires, since who leads depends on what came
-before. Limits that keep a schedule meaningful: fewer brokers faulted at once than there
-are brokers, one ZooKeeper restart at a time, one torn tail at a time.
+before, and the id stands in when the role's holder is already under a fault. Limits
+that keep a schedule meaningful: fewer brokers faulted at once than there are brokers,
+one ZooKeeper restart at a time, one torn tail at a time.
 """
 
 from __future__ import annotations
