@@ -5,6 +5,11 @@ answer before reading the next, so answers leave in request order and a producer
 batches are appended in the order it sent them. Clients pipeline by sending ahead;
 long-polling fetches should use their own connection.
 
+Memory for requests is bounded: a frame's declared size is taken from one budget of
+queued.max.request.bytes shared by all connections before its body is held, and given
+back once the frame is handled and answered; a connection that finds the budget spent
+is not read until then (spark_replica/transport.py).
+
 Connections over max.connections, or over max.connections.per.ip from one address,
 are closed as soon as they are accepted (brokerd/connection_limits.py has the rules).
 
@@ -40,7 +45,13 @@ from spark_replica.protocol.frames import (
     encode_response,
 )
 from spark_replica.protocol.primitives import Reader, Writer
-from spark_replica.transport import Frame, FrameStream, OversizedFrame, serve_frame_streams
+from spark_replica.transport import (
+    Frame,
+    FrameStream,
+    OversizedFrame,
+    RequestBudget,
+    serve_frame_streams,
+)
 
 logger = logging.getLogger("brokerd.server")
 
@@ -58,6 +69,7 @@ class RequestServer:
         self.limits = ConnectionLimits(
             ctx.config.max_connections, ctx.config.max_connections_per_ip
         )
+        self.budget = RequestBudget(ctx.config.queued_max_request_bytes)
         self._connections: set[asyncio.Task[None]] = set()
         self._open_per_ip: collections.Counter[str] = collections.Counter()
         self._refusing = False  # warn once per run of refusals, not per connection
@@ -65,7 +77,12 @@ class RequestServer:
     async def start(self) -> int:
         """Listen; return the bound port (useful when asked for port 0)."""
         self._server = await serve_frame_streams(
-            self.host, self.port, self.max_frame_bytes, _FIXED_HEADER_BYTES, self._on_stream
+            self.host,
+            self.port,
+            self.max_frame_bytes,
+            _FIXED_HEADER_BYTES,
+            self._on_stream,
+            self.budget,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         return self.port
@@ -108,9 +125,12 @@ class RequestServer:
                 if isinstance(frame, OversizedFrame):
                     await self._refuse_oversized(stream, frame)
                     return
-                answer = await self._handle(frame)
-                if answer is not None:
-                    await stream.write(answer)
+                try:
+                    answer = await self._handle(frame)
+                    if answer is not None:
+                        await stream.write(answer)
+                finally:
+                    stream.release(frame)
         except ConnectionLostError:
             pass
         except ProtocolError as exc:

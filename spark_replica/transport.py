@@ -7,17 +7,23 @@ the socket reads directly, so a 10 MB produce request is received with one copy,
 the broker can stamp offsets into it in place. That buffer comes from Arrow's memory
 pool, which keeps freed blocks for the next frame: a fresh bytearray per frame is
 fresh memory from the kernel each time, and its page faults cost more than the copy.
+The scratch buffer is an anonymous memory map, so that its pages cost memory only once
+bytes have landed in them: a thousand connections that send nothing cost next to nothing.
 Writing hands the transport a list of buffers (header fields and the record bytes
 separately), so record bytes are never concatenated into a message buffer first.
 
 Flow control both ways: reading pauses while too many frames wait to be handled, and
-`drain()` waits while the transport's write buffer is above its high-water mark.
+`drain()` waits while the transport's write buffer is above its high-water mark. A
+server also shares one RequestBudget among its connections: a frame's declared size is
+taken from it before the frame's body is held (as Kafka's memory pool does), and a
+connection that finds the budget spent stops reading until bytes are given back.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import mmap
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -44,6 +50,40 @@ class OversizedFrame:
     head: bytes
 
 
+class RequestBudget:
+    """Bytes of frames read and not yet released, shared by the connections of a server.
+
+    Owned by the event loop's thread. A connection takes a frame's size before it holds
+    the frame's body and gives it back once the frame is handled (FrameStream.release);
+    one that cannot take waits, not reading, until some other frame is released.
+    """
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self._waiting: dict[Callable[[], None], None] = {}  # an ordered set
+
+    def try_take(self, size: int) -> bool:
+        if self.used + size > self.limit:
+            return False
+        self.used += size
+        return True
+
+    def release(self, size: int) -> None:
+        """Give bytes back; every waiting connection tries again, oldest first."""
+        self.used -= size
+        waiting = list(self._waiting)
+        self._waiting.clear()
+        for retry in waiting:
+            retry()
+
+    def wait(self, retry: Callable[[], None]) -> None:
+        self._waiting[retry] = None
+
+    def stop_waiting(self, retry: Callable[[], None]) -> None:
+        self._waiting.pop(retry, None)
+
+
 class FrameProtocol(asyncio.BufferedProtocol):
     """Turns the byte stream into frames queued for one reader."""
 
@@ -52,19 +92,25 @@ class FrameProtocol(asyncio.BufferedProtocol):
         max_frame_bytes: int,
         head_bytes_of_oversized: int = 0,
         on_stream: Callable[[FrameStream], None] | None = None,
+        budget: RequestBudget | None = None,
     ) -> None:
         self.max_frame_bytes = max_frame_bytes
         self.head_bytes_of_oversized = head_bytes_of_oversized
         self.on_stream = on_stream
+        self.budget = budget
         self.transport: asyncio.Transport | None = None
-        self._scratch = bytearray(SCRATCH_BYTES)
+        self._scratch = mmap.mmap(-1, SCRATCH_BYTES)
+        self._scratch_view = memoryview(self._scratch)
         self._scratch_used = 0
         self._frame: memoryview | None = None
         self._frame_filled = 0
         self._frames: collections.deque[Frame | OversizedFrame] = collections.deque()
+        self._held = 0  # budget bytes of the queued frames and the one being filled
         self._closed: BaseException | None = None  # no more frames will arrive
         self._lost: BaseException | None = None  # the connection itself is gone
         self._frame_ready = asyncio.Event()
+        self._queue_full = False
+        self._waiting_for_budget = False
         self._reading_paused = False
         self._writable = asyncio.Event()
         self._writable.set()
@@ -78,7 +124,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._frame is not None:
             return self._frame[self._frame_filled :]
-        return memoryview(self._scratch)[self._scratch_used :]
+        return self._scratch_view[self._scratch_used :]
 
     def buffer_updated(self, nbytes: int) -> None:
         if self._frame is not None:
@@ -86,36 +132,43 @@ class FrameProtocol(asyncio.BufferedProtocol):
             if self._frame_filled == len(self._frame):
                 self._deliver(self._frame)
                 self._frame = None
-            return
-        self._scratch_used += nbytes
-        try:
+        else:
+            self._scratch_used += nbytes
             self._parse_scratch()
+        self._update_reading()
+
+    def _parse_scratch(self) -> None:
+        try:
+            self._parse_scratch_frames()
         except ProtocolError as exc:
             self._end_of_frames(exc)
 
-    def _parse_scratch(self) -> None:
-        view = memoryview(self._scratch)
+    def _parse_scratch_frames(self) -> None:
+        view = self._scratch_view
         position = 0
         while self._scratch_used - position >= SIZE_BYTES:
             (size,) = SIZE.unpack_from(view, position)
             if size <= 0:
                 raise ProtocolError(f"frame size {size} is not positive")
             available = self._scratch_used - position - SIZE_BYTES
+            start = position + SIZE_BYTES
             if size > self.max_frame_bytes:
                 if available < min(size, self.head_bytes_of_oversized):
                     break
-                start = position + SIZE_BYTES
                 head = bytes(view[start : start + self.head_bytes_of_oversized])
                 self._deliver(OversizedFrame(size, head))
                 self._end_of_frames(ProtocolError(f"frame of {size} bytes is over the limit"))
                 self._scratch_used = 0
                 return
-            start = position + SIZE_BYTES
             if available >= size:
+                if not self._take(size):
+                    break
                 self._deliver(bytearray(view[start : start + size]))
                 position = start + size
                 continue
             if size + SIZE_BYTES > SCRATCH_BYTES:
+                if not self._take(size):
+                    break
                 frame = memoryview(pa.allocate_buffer(size)).cast("B")
                 frame[:available] = view[start : self._scratch_used]
                 self._frame, self._frame_filled = frame, available
@@ -123,39 +176,79 @@ class FrameProtocol(asyncio.BufferedProtocol):
             break
         remaining = self._scratch_used - position
         if position and remaining:
-            self._scratch[:remaining] = view[position : self._scratch_used]
+            self._scratch.move(0, position, remaining)
         self._scratch_used = remaining
+
+    def _take(self, size: int) -> bool:
+        """Take `size` bytes from the budget, or wait (not reading) until they can be."""
+        if self.budget is None:
+            return True
+        if self.budget.try_take(size):
+            self._held += size
+            return True
+        self._waiting_for_budget = True
+        self.budget.wait(self._retry_with_budget)
+        return False
+
+    def _retry_with_budget(self) -> None:
+        self._waiting_for_budget = False
+        if self._closed is None:
+            self._parse_scratch()
+        self._update_reading()
 
     def _deliver(self, frame: Frame | OversizedFrame) -> None:
         self._frames.append(frame)
         self._frame_ready.set()
-        if len(self._frames) >= MAX_QUEUED_FRAMES and not self._reading_paused:
-            self._reading_paused = True
-            assert self.transport is not None
-            self.transport.pause_reading()
+        if len(self._frames) >= MAX_QUEUED_FRAMES:
+            self._queue_full = True
 
-    def _stop_reading(self) -> None:
-        if self.transport is not None and not self._reading_paused:
+    def _update_reading(self) -> None:
+        """Read from the socket exactly while a frame may be taken in."""
+        if self.transport is None or self._lost is not None:
+            return
+        pause = self._closed is not None or self._queue_full or self._waiting_for_budget
+        if pause and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
+        elif not pause and self._reading_paused:
+            self._reading_paused = False
+            self.transport.resume_reading()
 
     async def next_frame(self) -> Frame | OversizedFrame:
-        """The next frame; raises ConnectionLostError once the stream has ended."""
+        """The next frame; raises ConnectionLostError once the stream has ended.
+
+        With a budget, the reader owns the frame's bytes from here: it gives them back
+        with `release` once the frame is handled.
+        """
         while not self._frames:
             if self._closed is not None:
                 raise self._closed
             self._frame_ready.clear()
             await self._frame_ready.wait()
         frame = self._frames.popleft()
-        if (
-            self._reading_paused
-            and self._closed is None
-            and len(self._frames) < MAX_QUEUED_FRAMES // 2
-            and self.transport is not None
-        ):
-            self._reading_paused = False
-            self.transport.resume_reading()
+        if self.budget is not None and not isinstance(frame, OversizedFrame):
+            self._held -= len(frame)
+        if self._queue_full and len(self._frames) < MAX_QUEUED_FRAMES // 2:
+            self._queue_full = False
+            self._update_reading()
         return frame
+
+    def release(self, frame: Frame | OversizedFrame) -> None:
+        """Give a handled frame's bytes back to the budget."""
+        if self.budget is not None and not isinstance(frame, OversizedFrame):
+            self.budget.release(len(frame))
+
+    def discard(self) -> None:
+        """Give back the budget of frames nobody will read, once the stream is closed."""
+        if self.budget is None:
+            return
+        self.budget.stop_waiting(self._retry_with_budget)
+        self._waiting_for_budget = False
+        self._frames.clear()
+        self._frame = None
+        held, self._held = self._held, 0
+        if held:
+            self.budget.release(held)
 
     def connection_lost(self, exc: Exception | None) -> None:
         reason = "closed" if exc is None else f"failed: {exc!r}"
@@ -171,10 +264,10 @@ class FrameProtocol(asyncio.BufferedProtocol):
         The transport stays open so that answers to the frames already read still go
         out; the reader closes it when it reaches the end.
         """
-        self._stop_reading()
         if self._closed is None:
             self._closed = error
         self._frame_ready.set()
+        self._update_reading()
 
     def eof_received(self) -> bool:
         self._end_of_frames(ConnectionLostError("the peer closed its side of the connection"))
@@ -228,8 +321,13 @@ class FrameStream:
             self.transport.write(b"".join(small))
         await self.protocol.drain()
 
+    def release(self, frame: Frame | OversizedFrame) -> None:
+        """Give a handled frame's bytes back to the server's budget (a no-op without one)."""
+        self.protocol.release(frame)
+
     def close(self) -> None:
         self.transport.close()
+        self.protocol.discard()
 
 
 async def open_frame_stream(
@@ -254,9 +352,12 @@ async def serve_frame_streams(
     max_frame_bytes: int,
     head_bytes_of_oversized: int,
     on_stream: Callable[[FrameStream], None],
+    budget: RequestBudget | None = None,
 ) -> asyncio.Server:
     """Listen on host:port; call `on_stream` (on the loop) for every new connection."""
     loop = asyncio.get_running_loop()
     return await loop.create_server(
-        lambda: FrameProtocol(max_frame_bytes, head_bytes_of_oversized, on_stream), host, port
+        lambda: FrameProtocol(max_frame_bytes, head_bytes_of_oversized, on_stream, budget),
+        host,
+        port,
     )

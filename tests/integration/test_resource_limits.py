@@ -136,3 +136,55 @@ def test_connections_over_the_limits_are_closed(brokers: BrokerFactory) -> None:
             assert time.monotonic() < deadline, "closed connections never freed their slots"
             time.sleep(0.1)
     assert produce_and_consume(broker, "after-limits") == expected_values()
+
+
+def produce_frame_head(declared_size: int) -> bytes:
+    """The size prefix and request header of a Produce frame of `declared_size` bytes."""
+    header = Writer()
+    RequestHeader(0, 0, 7, "limits").write(header)
+    return SIZE.pack(declared_size) + header.getvalue()
+
+
+def send_until_stalled(sock: socket.socket, data: memoryview, stall_s: float = 1.0) -> int:
+    """Send as much of `data` as the broker takes before it stops reading; bytes sent."""
+    sock.settimeout(stall_s)
+    sent = 0
+    try:
+        while sent < len(data):
+            sent += sock.send(data[sent : sent + MIB])
+    except TimeoutError:
+        pass
+    return sent
+
+
+def test_idle_connections_cost_little_memory(brokers: BrokerFactory) -> None:
+    broker = brokers.start(1)
+    before = rss_bytes(broker)
+    with sockets() as idle:
+        idle += [connect(broker, f"127.0.1.{i % 250 + 1}") for i in range(1000)]
+        assert is_served(idle[-1])
+        grown = rss_bytes(broker) - before
+        assert grown < 64 * MIB, f"1000 idle connections took {grown / MIB:.0f} MiB"
+        assert produce_and_consume(broker, "beside-idle") == expected_values()
+
+
+def test_frames_declared_huge_take_memory_only_from_the_queued_budget(
+    brokers: BrokerFactory,
+) -> None:
+    """Four clients each start a 100 MiB request and stop 40 MiB into it: at most one of
+    them fits in the 150 MiB budget, the others are not read at all, and the budget
+    that is left serves a normal client."""
+    broker = brokers.start(1, **{"queued.max.request.bytes": str(150 * MIB)})
+    declared = 100 * MIB
+    body = memoryview(bytes(40 * MIB))
+    before = rss_bytes(broker)
+    with sockets() as senders:
+        for _ in range(4):
+            sock = connect(broker)
+            sock.sendall(produce_frame_head(declared))
+            send_until_stalled(sock, body)
+            senders.append(sock)
+        time.sleep(0.5)
+        grown = rss_bytes(broker) - before
+        assert grown < 80 * MIB, f"the broker grew by {grown / MIB:.0f} MiB"
+        assert produce_and_consume(broker, "beside-huge") == expected_values()

@@ -1,4 +1,7 @@
-"""FrameProtocol's parsing: frames come out whole and in order however the bytes arrive."""
+"""FrameProtocol's parsing: frames come out whole and in order however the bytes arrive.
+
+A server's connections also share one budget of request bytes: frames wait for it, unread.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_replica.errors import ConnectionLostError, ProtocolError
-from spark_replica.transport import SCRATCH_BYTES, FrameProtocol, OversizedFrame
+from spark_replica.transport import SCRATCH_BYTES, FrameProtocol, OversizedFrame, RequestBudget
 
 
 class RecordingTransport(asyncio.Transport):
@@ -130,5 +133,57 @@ def test_reading_pauses_while_frames_pile_up() -> None:
         assert transport.paused
         await drain(protocol, 40)
         assert not transport.paused
+
+    asyncio.run(scenario())
+
+
+def connected(
+    budget: RequestBudget, max_frame_bytes: int = 10 * SCRATCH_BYTES
+) -> tuple[FrameProtocol, RecordingTransport]:
+    protocol = FrameProtocol(max_frame_bytes, budget=budget)
+    transport = RecordingTransport()
+    protocol.connection_made(transport)
+    return protocol, transport
+
+
+def test_a_large_frame_waits_unread_until_the_budget_has_room() -> None:
+    async def scenario() -> None:
+        budget = RequestBudget(3 * SCRATCH_BYTES)
+        first, _ = connected(budget)
+        second, second_transport = connected(budget)
+        size = 2 * SCRATCH_BYTES
+        feed(first, frames_of([b"a" * size]), [])
+        frame = await first.next_frame()
+        assert budget.used == size
+        feed(second, struct.pack(">i", size) + b"b" * 100, [])
+        assert second_transport.paused and budget.used == size
+        first.release(frame)
+        assert not second_transport.paused and budget.used == size
+
+    asyncio.run(scenario())
+
+
+def test_small_frames_wait_for_the_budget_too() -> None:
+    async def scenario() -> None:
+        budget = RequestBudget(10)
+        protocol, transport = connected(budget)
+        feed(protocol, frames_of([b"12345678", b"abcdefgh"]), [])
+        frame = await protocol.next_frame()
+        assert transport.paused and budget.used == 8
+        protocol.release(frame)
+        assert bytes(await protocol.next_frame()) == b"abcdefgh"
+        assert not transport.paused and budget.used == 8
+
+    asyncio.run(scenario())
+
+
+def test_closing_gives_back_what_nobody_will_read() -> None:
+    async def scenario() -> None:
+        budget = RequestBudget(10 * SCRATCH_BYTES)
+        protocol, _ = connected(budget)
+        feed(protocol, frames_of([b"x" * 10]) + struct.pack(">i", 2 * SCRATCH_BYTES) + b"y", [])
+        assert budget.used == 10 + 2 * SCRATCH_BYTES
+        protocol.discard()
+        assert budget.used == 0
 
     asyncio.run(scenario())
