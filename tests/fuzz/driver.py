@@ -47,6 +47,8 @@ ANSWER_TIMEOUT_S = 15.0
 CONNECT_TIMEOUT_S = 5.0
 MAX_PIPELINE = 16
 MARKER_BASE = 0x5E000000
+# RSS after this many frames is reported too: growth past it is what accumulates.
+WARMUP_FRAMES = 20_000
 _ANSWER_HEAD = struct.Struct(">ih")
 
 
@@ -190,36 +192,42 @@ async def healthy(cluster: FuzzCluster) -> bool:
     return True
 
 
-async def fuzz(
-    cluster: FuzzCluster,
-    frames: int,
-    seed: int,
-    connections: int,
-    check_every: int,
-    findings: Path,
-    progress: bool = False,
-) -> dict[str, Any]:
-    """Send `frames` fuzzed frames to the first broker; return the run's figures."""
+@dataclass(frozen=True)
+class FuzzSettings:
+    frames: int
+    seed: int = 0
+    connections: int = 8
+    check_every: int = 2000
+    findings: Path = Path("fuzz-findings")
+    progress: bool = False
+    # Stop after the chunk that passes this many seconds (the JSON says so).
+    max_seconds: float | None = None
+
+
+async def fuzz(cluster: FuzzCluster, settings: FuzzSettings) -> dict[str, Any]:
+    """Send fuzzed frames to the first broker; return the run's figures."""
     broker = cluster.brokers[0]
     stats = Stats()
-    source = FrameSource(cluster.target(broker), random.Random(seed), MAX_FRAME_BYTES)
-    sender = Sender(broker, stats, findings, seed)
+    source = FrameSource(cluster.target(broker), random.Random(settings.seed), MAX_FRAME_BYTES)
+    sender = Sender(broker, stats, settings.findings, settings.seed)
     rss_before, fds_before = rss_mb(broker), open_fds(broker)
+    rss_warm: float | None = None
     rss_peak = rss_before
     started = time.monotonic()
-    while stats.frames < frames:
-        chunk = Chunk(source.chunk(min(check_every, frames - stats.frames)))
-        await sender.send(chunk, connections)
-        if not chunk.broker_down:
-            rss_peak = max(rss_peak, rss_mb(broker))
-        if progress:
-            print(
-                json.dumps(
-                    {"frames": stats.frames, "rss_mb": rss_mb(broker), "fds": open_fds(broker)}
-                ),
-                file=sys.stderr,
-                flush=True,
-            )
+    stopped_early = False
+    while stats.frames < settings.frames:
+        if settings.max_seconds is not None and time.monotonic() - started > settings.max_seconds:
+            stopped_early = True
+            break
+        chunk = Chunk(source.chunk(min(settings.check_every, settings.frames - stats.frames)))
+        await sender.send(chunk, settings.connections)
+        rss_now = rss_mb(broker)
+        rss_peak = max(rss_peak, rss_now)
+        if rss_warm is None and stats.frames >= WARMUP_FRAMES:
+            rss_warm = rss_now
+        if settings.progress:
+            line = {"frames": stats.frames, "rss_mb": rss_now, "fds": open_fds(broker)}
+            print(json.dumps(line), file=sys.stderr, flush=True)
         if chunk.broker_down or not await healthy(cluster):
             await _recover(cluster, stats, sender, chunk)
             source.retarget(cluster.target(broker))
@@ -232,6 +240,8 @@ async def fuzz(
         "rss_before_mb": round(rss_before, 1),
         "rss_after_mb": round(rss_after, 1),
         "rss_growth_mb": round(rss_after - rss_before, 1),
+        "rss_after_warmup_mb": None if rss_warm is None else round(rss_warm, 1),
+        "rss_growth_after_warmup_mb": None if rss_warm is None else round(rss_after - rss_warm, 1),
         "rss_peak_mb": round(max(rss_peak, rss_after), 1),
         "fds_before": fds_before,
         "fds_after": open_fds(broker),
@@ -243,7 +253,8 @@ async def fuzz(
         "frame_kinds": dict(source.kinds),
         "hazards_skipped": source.hazards_skipped,
         "findings": stats.findings,
-        "seed": seed,
+        "stopped_early": stopped_early,
+        "seed": settings.seed,
         "brokers": len(cluster.brokers),
     }
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import signal
 import sys
 import tempfile
@@ -25,7 +26,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from tests.fuzz.cluster import FuzzCluster
-from tests.fuzz.driver import fuzz, replay
+from tests.fuzz.driver import FuzzSettings, fuzz, replay
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -41,6 +42,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--findings", type=Path, default=Path("fuzz-findings"), help="where frames are saved"
     )
     parser.add_argument("--progress", action="store_true", help="a JSON line per chunk on stderr")
+    parser.add_argument(
+        "--max-seconds", type=float, help="stop after this long, whatever --frames says"
+    )
     parser.add_argument("--replay", type=Path, help="send the frames saved in this file")
     return parser.parse_args(argv)
 
@@ -51,6 +55,8 @@ def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
 
 def main(argv: list[str] | None = None) -> dict[str, object]:
     args = parse_args(argv)
+    # kazoo reports each closed session on stderr; the JSON line is the run's output.
+    logging.getLogger("kazoo").setLevel(logging.ERROR)
     signal.signal(signal.SIGTERM, _stop_on_sigterm)
     with tempfile.TemporaryDirectory(prefix="replog-fuzz-") as root:
         cluster = FuzzCluster(Path(root), args.brokers)
@@ -58,17 +64,16 @@ def main(argv: list[str] | None = None) -> dict[str, object]:
             cluster.setup()
             if args.replay is not None:
                 return asyncio.run(replay(cluster, args.replay))
-            return asyncio.run(
-                fuzz(
-                    cluster,
-                    args.frames,
-                    args.seed,
-                    args.connections,
-                    args.check_every,
-                    args.findings.resolve(),
-                    args.progress,
-                )
+            settings = FuzzSettings(
+                args.frames,
+                args.seed,
+                args.connections,
+                args.check_every,
+                args.findings.resolve(),
+                args.progress,
+                args.max_seconds,
             )
+            return asyncio.run(fuzz(cluster, settings))
         finally:
             cluster.close()
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.fuzz.cluster import FuzzCluster
-from tests.fuzz.driver import fuzz
+from tests.fuzz.driver import FuzzSettings, fuzz
 
 FRAMES = 20_000
 # The first frames reach code paths (record validation, codecs, buffers) for the first
@@ -26,9 +26,8 @@ def test_fuzzed_frames_never_crash_or_hang_the_broker(zk_connect: str, tmp_path:
     cluster = FuzzCluster(tmp_path, 1, zk_connect)
     try:
         cluster.setup()
-        result = asyncio.run(
-            fuzz(cluster, FRAMES, seed=7, connections=8, check_every=2000, findings=tmp_path)
-        )
+        settings = FuzzSettings(FRAMES, seed=7, findings=tmp_path)
+        result = asyncio.run(fuzz(cluster, settings))
     finally:
         cluster.close()
     assert result["frames"] == FRAMES
