@@ -1,8 +1,10 @@
 """Cluster metadata and routing: who leads each partition, and connections to them.
 
 Bootstrapped from a broker list or from ZooKeeper's `/brokers/ids`; afterwards all
-metadata comes from the brokers (Metadata requests), which follow ZooKeeper. Requests
-of different kinds use different connections to a broker ("purpose"), so that a
+metadata comes from the brokers (Metadata requests), which follow ZooKeeper. Each
+refresh asks the next known broker in turn, and an answer never moves a partition back
+to an older leader epoch than one already known (metadata_freshness.py). Requests of
+different kinds use different connections to a broker ("purpose"), so that a
 long-polling fetch never holds up a produce queued behind it.
 """
 
@@ -30,6 +32,7 @@ from spark_replica.protocol.metadata import (
 from spark_replica.topics import TopicPartition
 
 from .connection import BrokerConnection
+from .metadata_freshness import in_turn, merge_topics
 
 # How long to wait for a topic's metadata to appear before giving up on it.
 DEFAULT_METADATA_WAIT_S = 5.0
@@ -85,6 +88,8 @@ class Cluster:
         self._connections: dict[tuple[int | str, str], BrokerConnection] = {}
         self._refresh_lock = asyncio.Lock()
         self._unresponsive_until: dict[tuple[str, int], float] = {}
+        self.metadata_source: str | None = None  # host:port that answered the last refresh
+        self._last_asked: int | None = None  # broker id of the last metadata answer
 
     async def connection(self, broker_id: int, purpose: str = "default") -> BrokerConnection:
         broker = self.brokers.get(broker_id)
@@ -101,9 +106,10 @@ class Cluster:
         self._connections[key] = conn
         return conn
 
-    def _candidates(self) -> list[tuple[tuple[int | str, str], str, int]]:
-        """Known brokers, then the bootstrap list; recently unresponsive ones last."""
-        candidates = [((b.broker_id, "default"), b.host, b.port) for b in self.brokers.values()]
+    def _candidates(self, after: int | None = None) -> list[tuple[tuple[int | str, str], str, int]]:
+        """Known brokers (from the one after `after`), then bootstrap ones; unresponsive last."""
+        known = [self.brokers[broker_id] for broker_id in in_turn(self.brokers, after)]
+        candidates = [((b.broker_id, "default"), b.host, b.port) for b in known]
         candidates += [((f"{h}:{p}", "bootstrap"), h, p) for h, p in self.bootstrap]
         now = asyncio.get_running_loop().time()
         return sorted(
@@ -121,15 +127,16 @@ class Cluster:
         raise ConnectionLostError("no broker reachable: " + "; ".join(errors))
 
     async def refresh(self, topics: list[str] | None = None) -> MetadataResponse:
-        """Fetch metadata from any broker and replace what we know.
+        """Fetch metadata from the next broker and merge it into what we know.
 
-        Brokers are asked in turn; one that cannot be reached or does not answer within
-        METADATA_REQUEST_TIMEOUT_S is skipped (and asked last for a while), so a paused
-        broker delays a refresh by seconds, not by the request timeout.
+        Each refresh starts at the next known broker. One that cannot be reached or
+        does not answer within METADATA_REQUEST_TIMEOUT_S is skipped (and asked last
+        for a while), so a paused broker delays a refresh by seconds, not by the request
+        timeout.
         """
         async with self._refresh_lock:
             errors = []
-            for key, host, port in self._candidates():
+            for key, host, port in self._candidates(after=self._last_asked):
                 try:
                     conn = await self._connect(key, host, port)
                     response: MetadataResponse = await conn.send(
@@ -141,15 +148,24 @@ class Cluster:
                     errors.append(str(exc))
                     continue
                 self._unresponsive_until.pop((host, port), None)
+                self.metadata_source = f"{host}:{port}"
                 break
             else:
                 raise ConnectionLostError("no broker answered metadata: " + "; ".join(errors))
-            self.brokers = {b.broker_id: b for b in response.brokers}
-            if topics is None:
-                self.topics = {}
-            for topic in response.topics:
-                self.topics[topic.topic] = topic
+            self.apply_metadata(response, complete=topics is None)
+            self._last_asked = next(
+                (b.broker_id for b in response.brokers if (b.host, b.port) == (host, port)), None
+            )
             return response
+
+    def apply_metadata(self, response: MetadataResponse, *, complete: bool) -> None:
+        """Take in a Metadata answer; `complete` when it answers a request for every topic.
+
+        Partition states older (by leader epoch) than those known are ignored: the
+        broker that answered may not have heard of the latest elections yet.
+        """
+        self.brokers = {b.broker_id: b for b in response.brokers}
+        self.topics = merge_topics(self.topics, response.topics, complete=complete)
 
     def topic(self, name: str) -> TopicMetadata:
         metadata = self.topics.get(name)

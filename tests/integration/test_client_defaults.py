@@ -9,12 +9,14 @@ not always ask the same broker.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from pathlib import Path
 
 import pytest
 
 from spark_replica.client import Admin, Cluster, Producer, ProducerConfig
+from spark_replica.protocol.metadata import MetadataResponse, PartitionMetadata
 from spark_replica.protocol.produce import ACKS_ALL
 from spark_replica.records import BatchHeader, iter_batches
 from spark_replica.topics import TopicPartition
@@ -97,3 +99,79 @@ def test_a_default_producer_retries_a_timed_out_batch_without_a_second_copy(
     else:
         assert len(headers) >= 2, "without idempotence the retry is a second copy"
         assert {h.producer_id for h in headers} == {-1}
+
+
+def test_a_client_given_a_stale_answer_keeps_the_newer_leader(brokers: BrokerFactory) -> None:
+    """A real answer from before a leader change, arriving after it, changes nothing.
+
+    That is what a broker that missed the controller's update (paused, cut off) would
+    answer; the client must keep routing to the leader with the newer epoch.
+    """
+    for broker_id in (1, 2, 3):
+        brokers.start(broker_id)
+    tp = TopicPartition("stale", 0)
+
+    async def scenario() -> tuple[int, int, int]:
+        cluster = Cluster(brokers.bootstrap)
+        try:
+            await Admin(cluster).create_topic(tp.topic, 1, 3)
+            old_answer = await answer_naming_a_leader(cluster, tp)
+            old = old_answer.topics[0].partitions[0]
+            await asyncio.to_thread(brokers.brokers[old.leader].stop)
+            deadline = time.monotonic() + 30
+            while (await known_partition(cluster, tp)).leader_epoch <= old.leader_epoch:
+                assert time.monotonic() < deadline, "no new leader within 30 s"
+                await asyncio.sleep(0.2)
+                await cluster.refresh([tp.topic])
+            new_leader = cluster.leader_for(tp)
+            cluster.apply_metadata(old_answer, complete=False)
+            kept = cluster.leader_for(tp)
+            sent = await Producer(cluster).send_records(tp.topic, ["after"], partition=0)
+            assert sent[0].offset == 0
+            return old.leader, new_leader, kept
+        finally:
+            await cluster.close()
+
+    old_leader, new_leader, kept = run(scenario())
+    assert kept == new_leader != old_leader
+
+
+async def known_partition(cluster: Cluster, tp: TopicPartition) -> PartitionMetadata:
+    """The client's view of a partition, asking again while a broker does not know it yet."""
+    await cluster.ensure_topic(tp.topic)
+    return cluster.partition(tp)
+
+
+async def answer_naming_a_leader(cluster: Cluster, tp: TopicPartition) -> MetadataResponse:
+    """A Metadata answer, straight from a broker, that names the partition's leader."""
+    deadline = time.monotonic() + 30
+    while True:
+        answer = await cluster.refresh([tp.topic])
+        topic = answer.topics[0]
+        if not topic.error_code and topic.partitions[0].leader >= 0:
+            return answer
+        assert time.monotonic() < deadline, "no broker named a leader within 30 s"
+        await asyncio.sleep(0.1)
+
+
+def test_each_metadata_refresh_asks_the_next_broker(brokers: BrokerFactory) -> None:
+    for broker_id in (1, 2, 3):
+        brokers.start(broker_id)
+
+    async def scenario() -> list[str | None]:
+        cluster = Cluster(brokers.bootstrap)
+        try:
+            # Placing three replicas means every broker has heard of the other two.
+            await Admin(cluster).create_topic("everywhere", 1, 3)
+            sources = []
+            for _ in range(6):
+                await cluster.refresh([])
+                sources.append(cluster.metadata_source)
+            return sources
+        finally:
+            await cluster.close()
+
+    sources = run(scenario())
+    every_broker = {f"{b.host}:{b.port}" for b in brokers.brokers.values()}
+    assert set(sources[:3]) == set(sources[3:]) == every_broker, f"asked {sources}"
+    assert all(a != b for a, b in itertools.pairwise(sources)), f"asked {sources}"
