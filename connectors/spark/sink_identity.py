@@ -13,9 +13,18 @@ keeps stable across retries and restarts can:
 
 producer id = 2**62 + a 62-bit hash of (query id, task partition, batch id // 32768),
 epoch = batch id % 32768. Epochs are int16, so each block of 32768 micro-batches moves
-to a fresh producer id. Within a block, a later micro-batch has a higher epoch, which
-fences a zombie task of an earlier one. Ids allocated by brokers count up from 0, so the
-top half of the id space (>= 2**62) never meets them.
+to a fresh producer id. Ids allocated by brokers count up from 0, so the top half of the
+id space (>= 2**62) never meets them.
+
+Within a block, a later micro-batch writes with a higher epoch, and a partition leader
+keeps only a producer's latest epoch: an older one is fenced (INVALID_PRODUCER_EPOCH).
+Spark runs micro-batches one after another, the next only after every task of the one
+before has returned, and a task returns only once its batches are acknowledged. So a
+fence on this identity means: this task's whole output of this micro-batch is already
+in that partition. It is met by a stale attempt still running after its micro-batch
+finished, and by every replay after the checkpoint was rolled back (its offsets/ and
+commits/ entries deleted, or an older copy put back); the sender takes it as "already
+written" and skips the rest of that partition (sink_sender).
 """
 
 from __future__ import annotations

@@ -16,6 +16,13 @@ batches, or lies wholly before them), and the first block after the last written
 is appended (the leader appends only at exactly the next sequence, so nothing is ever
 appended twice). Only a replay pays for these tries.
 
+Another case is a replay fenced by the leader (INVALID_PRODUCER_EPOCH): a later
+micro-batch of the same task has written the partition with a higher epoch, which
+happens when the query's checkpoint was rolled back, or to a stale attempt still running
+after its micro-batch finished. That micro-batch could only start once this one was
+wholly written, so the fence is the answer "all of this is here already", and the
+partition's remaining batches are skipped (`Outcome.SUPERSEDED`).
+
 Batches go one at a time per partition, each sent again after a retriable error
 (leader change, lost connection, timeout) with the same sequence until the delivery
 timeout: the leader answers a retry of a batch it has as a duplicate.
@@ -39,6 +46,7 @@ from connectors.spark.sink_options import ProducerSettings
 from spark_replica.client import Cluster
 from spark_replica.errors import (
     DuplicateSequenceNumberError,
+    InvalidProducerEpochError,
     OutOfOrderSequenceError,
     ReplogError,
     raise_for_code,
@@ -63,18 +71,25 @@ class Outcome(enum.Enum):
     WRITTEN = "written"
     ALREADY_WRITTEN = "already written"  # a duplicate: an earlier attempt wrote it
     OVERLAPS = "overlaps"  # out of order: part of it was written, as other batches
+    # Fenced by a later epoch of the producer id: a later micro-batch of this task has
+    # written the partition, so this micro-batch is wholly there (see SequencedSender).
+    SUPERSEDED = "superseded"
 
 
 TryPiece = Callable[[int, int], Awaitable[Outcome]]
 
 
-async def write_batch(count: int, try_piece: TryPiece) -> bool:
-    """Write a batch of `count` records: whole, or in pieces if it overlaps earlier
-    writes (then return True)."""
-    if await try_piece(0, count) is not Outcome.OVERLAPS:
-        return False
-    await recover_batch(count, try_piece)
-    return True
+async def write_batch(count: int, try_piece: TryPiece) -> Outcome:
+    """Write a batch of `count` records, whole or, if it overlaps earlier writes, in pieces.
+
+    Returns what happened to the first try (WRITTEN, ALREADY_WRITTEN), OVERLAPS once the
+    batch is written in pieces after an earlier attempt's, or SUPERSEDED (at any try),
+    after which nothing more of this partition needs writing.
+    """
+    outcome = await try_piece(0, count)
+    if outcome is not Outcome.OVERLAPS:
+        return outcome
+    return await recover_batch(count, try_piece)
 
 
 def aligned_blocks(count: int) -> list[tuple[int, int]]:
@@ -92,28 +107,31 @@ def aligned_blocks(count: int) -> list[tuple[int, int]]:
     return blocks
 
 
-async def recover_batch(count: int, try_piece: TryPiece) -> None:
+async def recover_batch(count: int, try_piece: TryPiece) -> Outcome:
     """Write a batch of `count` records that overlapped earlier writes, piece by piece.
 
     `try_piece(offset, size)` sends records [offset, offset + size) of the batch with
     their own sequence numbers. The batch as a whole has already been tried. Aligned
     blocks are tried largest first and an overlapping block is halved, so every piece an
     earlier attempt wrote (aligned blocks too) is met exactly and answered as a duplicate.
+    Returns OVERLAPS when done, SUPERSEDED as soon as a piece is.
     """
     blocks = aligned_blocks(count)
     if len(blocks) == 1:
-        await _split(0, count, try_piece)
-        return
+        return await _split(0, count, try_piece)
     for offset, size in blocks:
-        await _write_block(offset, size, try_piece)
+        if await _write_block(offset, size, try_piece) is Outcome.SUPERSEDED:
+            return Outcome.SUPERSEDED
+    return Outcome.OVERLAPS
 
 
-async def _write_block(offset: int, size: int, try_piece: TryPiece) -> None:
-    if await try_piece(offset, size) is Outcome.OVERLAPS:
-        await _split(offset, size, try_piece)
+async def _write_block(offset: int, size: int, try_piece: TryPiece) -> Outcome:
+    outcome = await try_piece(offset, size)
+    return await _split(offset, size, try_piece) if outcome is Outcome.OVERLAPS else outcome
 
 
-async def _split(offset: int, size: int, try_piece: TryPiece) -> None:
+async def _split(offset: int, size: int, try_piece: TryPiece) -> Outcome:
+    """Write both halves of an overlapping block: OVERLAPS, or SUPERSEDED if one was."""
     if size == 1:
         raise OutOfOrderSequenceError(
             f"record {offset} of a batch overlaps what an earlier attempt of this task "
@@ -123,12 +141,21 @@ async def _split(offset: int, size: int, try_piece: TryPiece) -> None:
             "failure upstream"
         )
     half = size // 2
-    await _write_block(offset, half, try_piece)
-    await _write_block(offset + half, half, try_piece)
+    for start in (offset, offset + half):
+        if await _write_block(start, half, try_piece) is Outcome.SUPERSEDED:
+            return Outcome.SUPERSEDED
+    return Outcome.OVERLAPS
 
 
 class SequencedSender:
-    """Sends one partition's batches in order, one at a time, numbering records from 0."""
+    """Sends one partition's batches in order, one at a time, numbering records from 0.
+
+    Once the partition's leader fences this task's epoch (a later micro-batch of the
+    same task has written the partition), the partition is done: micro-batches run one
+    after another, each only after every task of the one before has had all its
+    batches acknowledged, so everything this micro-batch writes here is there already
+    (module docs of sink_identity). The rest of its batches are skipped, not sent.
+    """
 
     def __init__(
         self,
@@ -143,20 +170,36 @@ class SequencedSender:
         self.identity = identity
         self.settings = settings
         self.next_sequence = 0
+        self.superseded = False
         self._connect_lock = connect_lock
 
     async def send(self, records: pa.RecordBatch) -> None:
         """Write the next batch of this partition's records exactly once."""
+        if self.superseded:
+            return
         first = self.next_sequence
 
         async def try_piece(offset: int, size: int) -> Outcome:
             return await self._produce(records.slice(offset, size), first + offset)
 
-        if await write_batch(records.num_rows, try_piece):
+        outcome = await write_batch(records.num_rows, try_piece)
+        if outcome is Outcome.OVERLAPS:
             log.info(
                 "%s: the batch at sequence %d overlapped an earlier attempt's pieces; "
                 "wrote the rest of it after them",
                 self.tp,
+                first,
+            )
+        elif outcome is Outcome.SUPERSEDED:
+            self.superseded = True
+            log.info(
+                "%s: a later micro-batch than %d of this task has written this partition, "
+                "so all of micro-batch %d is there already (the query's checkpoint was "
+                "rolled back, or this is a stale attempt): skipping its records from "
+                "sequence %d on",
+                self.tp,
+                self.identity.micro_batch,
+                self.identity.micro_batch,
                 first,
             )
         self.next_sequence = (first + records.num_rows) % SEQUENCE_SPACE
@@ -180,6 +223,8 @@ class SequencedSender:
                 return Outcome.ALREADY_WRITTEN
             except OutOfOrderSequenceError:
                 return Outcome.OVERLAPS
+            except InvalidProducerEpochError:
+                return Outcome.SUPERSEDED
             except ReplogError as exc:
                 if not exc.retriable or loop.time() + backoff > deadline:
                     raise

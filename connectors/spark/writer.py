@@ -110,7 +110,10 @@ class ReplogStreamWriter(DataSourceStreamArrowWriter):
     batches at boundaries fixed by the records (see sink_batching). A retried task, a
     retried micro-batch or a query restarted from its checkpoint therefore resends the
     same batches with the same sequence numbers, and the partition leaders append only
-    what they do not have yet: each input record is in the topic exactly once.
+    what they do not have yet: each input record is in the topic exactly once. A
+    micro-batch replayed after a later one was written (the checkpoint was rolled back)
+    is fenced by the later epoch where that one wrote, which means it is all there: the
+    task skips those partitions (see sink_identity).
 
     Conditions (docs/spark-sink.md has the full list): acks=all (with 0 or 1 a stream
     write is at least once); a replayable source

@@ -490,6 +490,8 @@ class LeaderLog:
             return Outcome.ALREADY_WRITTEN
         if verdict.outcome is BrokerOutcome.OUT_OF_ORDER:
             return Outcome.OVERLAPS
+        if verdict.outcome is BrokerOutcome.FENCED:
+            return Outcome.SUPERSEDED
         raise AssertionError(verdict)
 
 
@@ -517,7 +519,8 @@ def attempt(
             ) -> Outcome:
                 return log.produce(identity, first + offset, part[offset : offset + size])
 
-            await write_batch(len(part), try_piece)
+            if await write_batch(len(part), try_piece) is Outcome.SUPERSEDED:
+                return
             sequence += len(part)
 
     asyncio.run(send_all())
@@ -588,6 +591,77 @@ def test_a_replay_whose_own_input_is_cut_short_fails_instead_of_writing() -> Non
     with pytest.raises(OutOfOrderSequenceError, match="cut short"):
         attempt(log, identity, values[:21], max_records=16)
     assert log.values == values
+
+
+# --- replays after a checkpoint rollback ------------------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.sampled_from([0, 9, EPOCHS_PER_PRODUCER_ID - 3]),
+    st.lists(
+        st.tuples(st.integers(0, 40), st.integers(0, 40), st.integers(0, 40)),
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(1, 8),
+    st.data(),
+)
+def test_micro_batches_replayed_after_a_rollback_write_each_record_once(
+    first_batch: int,
+    micro_batches: list[tuple[int, int, int]],
+    max_records: int,
+    data: st.DataObject,
+) -> None:
+    """Two tasks per micro-batch write one partition (each may first have an attempt
+    cut short); the checkpoint is rolled back to any earlier micro-batch and the rest run
+    again, whole. Batch ids may cross a producer-id block boundary (32768 batches).
+
+    No replay fails, and the log holds every record once, each task's in input order."""
+    log = LeaderLog()
+    inputs: dict[tuple[int, int], list[int]] = {}
+    for index, (first_task, second_task, _) in enumerate(micro_batches):
+        for task, count in enumerate((first_task, second_task)):
+            start = len(inputs) * 100
+            inputs[(index, task)] = list(range(start, start + count))
+    for index, (_, _, cut) in enumerate(micro_batches):
+        for task in (0, 1):
+            identity = stream_task_identity(QUERY, task, first_batch + index)
+            values = inputs[(index, task)]
+            if cut < len(values):
+                attempt(log, identity, values[:cut], max_records)
+            attempt(log, identity, values, max_records)
+    rolled_back_to = data.draw(st.integers(0, len(micro_batches) - 1), label="rolled back to")
+    for index in range(rolled_back_to, len(micro_batches)):
+        for task in (0, 1):
+            identity = stream_task_identity(QUERY, task, first_batch + index)
+            attempt(log, identity, inputs[(index, task)], max_records)
+    assert sorted(log.values) == sorted(v for values in inputs.values() for v in values)
+    for (index, task), values in inputs.items():
+        assert [v for v in log.values if v in set(values)] == values, (index, task)
+
+
+def test_a_stale_attempt_of_an_earlier_micro_batch_is_skipped_not_failed() -> None:
+    log = LeaderLog()
+    earlier, later = list(range(0, 25)), list(range(100, 107))
+    attempt(log, stream_task_identity(QUERY, 0, 3), earlier[:11], max_records=4)
+    attempt(log, stream_task_identity(QUERY, 0, 3), earlier, max_records=4)
+    attempt(log, stream_task_identity(QUERY, 0, 4), later, max_records=4)
+    attempt(log, stream_task_identity(QUERY, 0, 3), earlier, max_records=4)
+    assert log.values == earlier + later
+
+
+def test_a_batch_superseded_while_written_in_pieces_stops_there() -> None:
+    tried: list[tuple[int, int]] = []
+
+    async def try_piece(offset: int, size: int) -> Outcome:
+        tried.append((offset, size))
+        if (offset, size) == (0, 13):
+            return Outcome.OVERLAPS
+        return Outcome.ALREADY_WRITTEN if offset == 0 else Outcome.SUPERSEDED
+
+    assert asyncio.run(write_batch(13, try_piece)) is Outcome.SUPERSEDED
+    assert tried == [(0, 13), (0, 8), (8, 4)]
 
 
 # --- the writers ----------------------------------------------------------------------
