@@ -146,8 +146,9 @@ class _ScheduleRun:
         loop = asyncio.get_running_loop()
         await asyncio.sleep(max(0.0, window_start + fault.at_s - loop.time()))
         if fault.kind is FaultKind.ZOOKEEPER_RESTART:
-            self.note("zookeeper stopped")
+            self.note("zookeeper stopping")
             await self.blocking(self.cluster.stop_zookeeper)
+            self.note("zookeeper stopped")
             await asyncio.sleep(fault.duration_s)
             await self.blocking(self.cluster.start_zookeeper)
             self.note("zookeeper started")

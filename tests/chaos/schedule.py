@@ -14,9 +14,13 @@ faults, each starting at a time in the fault window and undone after its duratio
 
 Broker faults name their target by role (the leader of a partition, the controller) or
 by id; roles are resolved when the fault fires, since who leads depends on what came
-before, and the id stands in when the role's holder is already under a fault. Limits
-that keep a schedule meaningful: fewer brokers faulted at once than there are brokers,
-one ZooKeeper restart at a time, one torn tail at a time.
+before, and the id stands in when the role's holder is already under a fault.
+
+Limits, so that a schedule tests the promise of the log (an acknowledged record survives
+any single failure) rather than more than it makes: fewer brokers faulted at once than
+there are brokers, one ZooKeeper restart at a time, and nothing else at all while a torn
+tail plays out. Kills, pauses and ZooKeeper restarts destroy no data, so they may pile
+up; a torn tail destroys a replica's copy, which is the one failure the log absorbs.
 """
 
 from __future__ import annotations
@@ -62,6 +66,8 @@ class Fault:
     broker_id: int = 0  # for Target.BROKER
     partition: int = 0  # whose leader (Target.LEADER), and whose segment a tear cuts
     tear: Tear | None = None
+    # When its effects are over, for the limits: later than ends_at_s, see settled_at().
+    settled_s: float = 0.0
 
     @property
     def ends_at_s(self) -> float:
@@ -72,7 +78,7 @@ class Fault:
         return self.kind is not FaultKind.ZOOKEEPER_RESTART
 
     def overlaps(self, other: Fault) -> bool:
-        return self.at_s < other.ends_at_s and other.at_s < self.ends_at_s
+        return self.at_s < other.settled_s and other.at_s < self.settled_s
 
     def describe(self) -> str:
         if not self.on_broker:
@@ -92,10 +98,10 @@ class Fault:
 class ScheduleSettings:
     brokers: int = 3
     partitions: int = 2
-    window_s: float = 7.0
+    window_s: float = 8.0
     session_timeout_s: float = 3.0
     min_faults: int = 2
-    max_faults: int = 4
+    max_faults: int = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +128,9 @@ EARLIEST_FAULT_S = 0.5
 # Draws of a start time before a fault that fits nowhere is given up.
 PLACEMENT_ATTEMPTS = 20
 MAX_TEAR_BYTES = 300
+BROKER_START_S = 1.0
+ZOOKEEPER_START_S = 3.0
+CATCH_UP_S = 2.0
 
 
 def generate(seed: int, settings: ScheduleSettings | None = None) -> Schedule:
@@ -142,12 +151,10 @@ def generate(seed: int, settings: ScheduleSettings | None = None) -> Schedule:
 def fits(fault: Fault, placed: list[Fault], settings: ScheduleSettings) -> bool:
     """Whether `fault` may join `placed` within the limits the module docstring names."""
     overlapping = [other for other in placed if other.overlaps(fault)]
+    if any(FaultKind.TORN_TAIL in (f.kind, fault.kind) for f in overlapping):
+        return False
     if not fault.on_broker:
         return all(other.on_broker for other in overlapping)
-    if fault.kind is FaultKind.TORN_TAIL and any(
-        other.kind is FaultKind.TORN_TAIL for other in overlapping
-    ):
-        return False
     return _most_brokers_at_once([*overlapping, fault]) < settings.brokers
 
 
@@ -155,7 +162,7 @@ def _most_brokers_at_once(faults: list[Fault]) -> int:
     broker_faults = [f for f in faults if f.on_broker]
     return max(
         (
-            sum(1 for other in broker_faults if other.at_s <= f.at_s < other.ends_at_s)
+            sum(1 for other in broker_faults if other.at_s <= f.at_s < other.settled_s)
             for f in broker_faults
         ),
         default=0,
@@ -165,7 +172,8 @@ def _most_brokers_at_once(faults: list[Fault]) -> int:
 def _draw(rng: random.Random, kind: FaultKind, settings: ScheduleSettings) -> Fault:
     at_s = round(rng.uniform(EARLIEST_FAULT_S, settings.window_s), 2)
     if kind is FaultKind.ZOOKEEPER_RESTART:
-        return Fault(at_s, kind, round(rng.uniform(0.3, 2.5), 2))
+        duration_s = round(rng.uniform(0.3, 2.5), 2)
+        return Fault(at_s, kind, duration_s, settled_s=settled_at(kind, at_s, duration_s, settings))
     if kind is FaultKind.PAUSE:
         duration_s = settings.session_timeout_s * rng.uniform(1.15, 1.6)
     else:
@@ -176,7 +184,29 @@ def _draw(rng: random.Random, kind: FaultKind, settings: ScheduleSettings) -> Fa
     tear = None
     if kind is FaultKind.TORN_TAIL:
         tear = Tear(rng.choice(list(TearMode)), rng.randint(1, MAX_TEAR_BYTES))
-    return Fault(at_s, kind, round(duration_s, 2), target, broker_id, partition, tear)
+    duration_s = round(duration_s, 2)
+    settled_s = settled_at(kind, at_s, duration_s, settings)
+    return Fault(at_s, kind, duration_s, target, broker_id, partition, tear, settled_s)
+
+
+def settled_at(
+    kind: FaultKind, at_s: float, duration_s: float, settings: ScheduleSettings
+) -> float:
+    """When a fault's effects are over, as far as the limits go.
+
+    A killed broker comes back only once its old session has expired; a restarted
+    ZooKeeper is a JVM that takes seconds to start; a broker whose tail was torn has to
+    fetch again what it lost before the next fault may strike.
+    """
+    ends_at_s = at_s + duration_s
+    if kind is FaultKind.ZOOKEEPER_RESTART:
+        return ends_at_s + ZOOKEEPER_START_S
+    if kind is FaultKind.PAUSE:
+        return ends_at_s
+    back_at_s = at_s + max(duration_s, settings.session_timeout_s) + BROKER_START_S
+    if kind is FaultKind.TORN_TAIL:
+        back_at_s += CATCH_UP_S
+    return back_at_s
 
 
 def _weighted(rng: random.Random, weights: dict[T, int]) -> T:

@@ -17,9 +17,9 @@ from tests.chaos.schedule import ScheduleSettings
 
 pytestmark = pytest.mark.slow
 
-# Seeds 6 and 7 of these settings: a leader killed while another broker is paused past
-# its session, then a torn tail while ZooKeeper restarts. Every kind of fault, once.
-FIRST_SEED = 6
+# Seeds 23 and 24 of these settings: ZooKeeper restarts, then a leader is paused past its
+# session; then a leader is killed and the tail of its segment torn before it restarts.
+FIRST_SEED = 23
 SHORT = ScheduleSettings(window_s=4.0, min_faults=2, max_faults=2)
 
 

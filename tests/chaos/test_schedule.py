@@ -34,10 +34,19 @@ def test_every_schedule_keeps_the_limits() -> None:
             assert (fault.tear is not None) == (fault.kind is FaultKind.TORN_TAIL)
             assert (fault.target is None) == (fault.kind is FaultKind.ZOOKEEPER_RESTART)
         for t in {f.at_s for f in faults}:
-            active = [f for f in faults if f.at_s <= t < f.ends_at_s]
+            active = [f for f in faults if f.at_s <= t < f.settled_s]
             assert sum(1 for f in active if f.on_broker) < SETTINGS.brokers, seed
             assert sum(1 for f in active if f.kind is FaultKind.ZOOKEEPER_RESTART) <= 1
-            assert sum(1 for f in active if f.kind is FaultKind.TORN_TAIL) <= 1
+            if any(f.kind is FaultKind.TORN_TAIL for f in active):
+                assert len(active) == 1, seed
+
+
+def test_a_fault_settles_after_it_is_undone() -> None:
+    for seed in SEEDS:
+        for fault in generate(seed).faults:
+            assert fault.settled_s >= fault.ends_at_s
+            if fault.kind in (FaultKind.KILL, FaultKind.TORN_TAIL):
+                assert fault.settled_s > fault.at_s + SETTINGS.session_timeout_s
 
 
 def test_pauses_outlast_the_session_timeout() -> None:
