@@ -11,7 +11,8 @@ dropped at once. A new connection follows each one the broker or the sender clos
 Between chunks the broker must still be running (by PID) and answer Metadata on a fresh
 connection. If not, the chunk's frames are saved for replay, the broker's logs copied
 beside them, and the broker restarted; a batch that got no answer within the deadline
-is saved the same way (a hang).
+is saved the same way (a hang), and so is one answered UNKNOWN_SERVER_ERROR (a handler
+failed in a way nobody meant).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spark_replica.errors import error_for_code
+from spark_replica.errors import UnknownServerError, error_for_code
 from spark_replica.launcher import BrokerProcess
 from spark_replica.protocol import ApiKey
 from tests.fuzz.cluster import (
@@ -146,7 +147,11 @@ class Sender:
                 if last == FrameKind.CLOSING:
                     writer.write_eof()
                 await writer.drain()
-                return await self._read_answers(reader, marker)
+                unknown_before = self.stats.answers[UnknownServerError.code]
+                in_step = await self._read_answers(reader, marker)
+                if self.stats.answers[UnknownServerError.code] > unknown_before:
+                    self.save(f"unknown-error-{len(self.stats.findings) + 1}", batch)
+                return in_step
         except TimeoutError:
             self.stats.stalls += 1
             self.save(f"stall-{self.stats.stalls}", batch)
