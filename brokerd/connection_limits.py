@@ -10,11 +10,27 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# How often the server looks for connections to close: a quarter of the shortest
+# deadline, so that each is enforced within a quarter of its length late; at least once
+# a second, and no more than twenty times a second, however short the deadlines.
+SWEEPS_PER_DEADLINE = 4
+MAX_SWEEP_INTERVAL_S = 1.0
+MIN_SWEEP_INTERVAL_S = 0.05
+
 
 @dataclass(frozen=True)
 class ConnectionLimits:
     max_connections: int
     max_connections_per_ip: int
+    idle_ms: int
+    request_read_timeout_ms: int
+
+    @property
+    def sweep_interval_s(self) -> float:
+        shortest_s = min(self.idle_ms, self.request_read_timeout_ms) / 1000
+        return min(
+            MAX_SWEEP_INTERVAL_S, max(MIN_SWEEP_INTERVAL_S, shortest_s / SWEEPS_PER_DEADLINE)
+        )
 
 
 def refusal(limits: ConnectionLimits, open_total: int, open_from_ip: int) -> str | None:
@@ -30,4 +46,33 @@ def refusal(limits: ConnectionLimits, open_total: int, open_from_ip: int) -> str
         )
     if open_total >= limits.max_connections:
         return f"{open_total} connections already, max.connections={limits.max_connections}"
+    return None
+
+
+def reap_reason(
+    limits: ConnectionLimits,
+    now_s: float,
+    last_active_s: float,
+    receiving_since_s: float | None,
+    busy: bool,
+) -> str | None:
+    """Why an open connection must be closed now; None to keep it.
+
+    A request whose bytes have been arriving for longer than the read deadline is a
+    slow-loris sender (or a dead link): it would hold its connection, and possibly its
+    share of the request budget, for ever. A connection that is neither handling a
+    request nor receiving one, and has received nothing and been answered nothing for
+    connections.max.idle.ms, is idle.
+    """
+    if receiving_since_s is not None:
+        receiving_ms = (now_s - receiving_since_s) * 1000
+        if receiving_ms > limits.request_read_timeout_ms:
+            return (
+                f"a request has been arriving for {receiving_ms:.0f} ms, over "
+                f"socket.request.read.timeout.ms={limits.request_read_timeout_ms}"
+            )
+        return None
+    idle_ms = (now_s - last_active_s) * 1000
+    if not busy and idle_ms > limits.idle_ms:
+        return f"idle for {idle_ms:.0f} ms, over connections.max.idle.ms={limits.idle_ms}"
     return None

@@ -11,7 +11,10 @@ back once the frame is handled and answered; a connection that finds the budget 
 is not read until then (spark_replica/transport.py).
 
 Connections over max.connections, or over max.connections.per.ip from one address,
-are closed as soon as they are accepted (brokerd/connection_limits.py has the rules).
+are closed as soon as they are accepted; a connection idle for connections.max.idle.ms,
+or one whose request takes longer than socket.request.read.timeout.ms to arrive, is
+closed by a periodic sweep (brokerd/connection_limits.py has the rules). The server's
+task owns the table of connections; each connection's task only marks itself busy.
 
 Bad input never takes the broker down: a frame whose header cannot be read closes the
 connection; a frame over the size limit gets a MESSAGE_TOO_LARGE answer, then the
@@ -22,10 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
+import time
+from dataclasses import dataclass, field
 
 from brokerd.api import HANDLERS, BrokerContext
-from brokerd.connection_limits import ConnectionLimits, refusal
+from brokerd.connection_limits import ConnectionLimits, reap_reason, refusal
 from spark_replica.errors import (
     BrokerResponseError,
     ConnectionLostError,
@@ -59,6 +65,14 @@ logger = logging.getLogger("brokerd.server")
 _FIXED_HEADER_BYTES = 8
 
 
+@dataclass(eq=False)
+class _Connection:
+    stream: FrameStream
+    ip: str
+    busy: bool = False  # a request is being handled
+    answered_at: float = field(default_factory=time.monotonic)
+
+
 class RequestServer:
     def __init__(self, ctx: BrokerContext, host: str, port: int, max_frame_bytes: int) -> None:
         self.ctx = ctx
@@ -66,11 +80,16 @@ class RequestServer:
         self.port = port
         self.max_frame_bytes = max_frame_bytes
         self._server: asyncio.Server | None = None
+        config = ctx.config
         self.limits = ConnectionLimits(
-            ctx.config.max_connections, ctx.config.max_connections_per_ip
+            config.max_connections,
+            config.max_connections_per_ip,
+            config.connections_max_idle_ms,
+            config.socket_request_read_timeout_ms,
         )
-        self.budget = RequestBudget(ctx.config.queued_max_request_bytes)
-        self._connections: set[asyncio.Task[None]] = set()
+        self.budget = RequestBudget(config.queued_max_request_bytes)
+        self._connections: dict[asyncio.Task[None], _Connection] = {}
+        self._sweeper: asyncio.Task[None] | None = None
         self._open_per_ip: collections.Counter[str] = collections.Counter()
         self._refusing = False  # warn once per run of refusals, not per connection
 
@@ -85,11 +104,16 @@ class RequestServer:
             self.budget,
         )
         self.port = self._server.sockets[0].getsockname()[1]
+        self._sweeper = asyncio.create_task(self._sweep_forever())
         return self.port
 
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sweeper
         for task in list(self._connections):
             task.cancel()
         if self._connections:
@@ -108,17 +132,38 @@ class RequestServer:
             return
         self._refusing = False
         self._open_per_ip[ip] += 1
-        task = asyncio.create_task(self._serve(stream))
-        self._connections.add(task)
-        task.add_done_callback(lambda done: self._forget(done, ip))
+        connection = _Connection(stream, ip)
+        task = asyncio.create_task(self._serve(connection))
+        self._connections[task] = connection
+        task.add_done_callback(self._forget)
 
-    def _forget(self, task: asyncio.Task[None], ip: str) -> None:
-        self._connections.discard(task)
+    def _forget(self, task: asyncio.Task[None]) -> None:
+        ip = self._connections.pop(task).ip
         self._open_per_ip[ip] -= 1
         if not self._open_per_ip[ip]:
             del self._open_per_ip[ip]
 
-    async def _serve(self, stream: FrameStream) -> None:
+    async def _sweep_forever(self) -> None:
+        while True:
+            await asyncio.sleep(self.limits.sweep_interval_s)
+            self._sweep(time.monotonic())
+
+    def _sweep(self, now: float) -> None:
+        for connection in list(self._connections.values()):
+            protocol = connection.stream.protocol
+            reason = reap_reason(
+                self.limits,
+                now,
+                max(protocol.last_received, connection.answered_at),
+                protocol.receiving_since,
+                connection.busy,
+            )
+            if reason is not None:
+                logger.info("closing connection from %s: %s", connection.stream.peer, reason)
+                connection.stream.abort()
+
+    async def _serve(self, connection: _Connection) -> None:
+        stream = connection.stream
         try:
             while True:
                 frame = await stream.read_frame()
@@ -126,10 +171,15 @@ class RequestServer:
                     await self._refuse_oversized(stream, frame)
                     return
                 try:
-                    answer = await self._handle(frame)
+                    connection.busy = True
+                    try:
+                        answer = await self._handle(frame)
+                    finally:
+                        connection.busy = False
                     if answer is not None:
                         await stream.write(answer)
                 finally:
+                    connection.answered_at = time.monotonic()
                     stream.release(frame)
         except ConnectionLostError:
             pass

@@ -17,6 +17,10 @@ Flow control both ways: reading pauses while too many frames wait to be handled,
 server also shares one RequestBudget among its connections: a frame's declared size is
 taken from it before the frame's body is held (as Kafka's memory pool does), and a
 connection that finds the budget spent stops reading until bytes are given back.
+
+For the server's deadlines, a protocol notes when it last received bytes and since when
+it has been reading a frame that has not arrived whole (time spent not reading, for flow
+control, is not counted against the sender).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import mmap
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -112,6 +117,9 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._queue_full = False
         self._waiting_for_budget = False
         self._reading_paused = False
+        self.last_received = time.monotonic()
+        # When the frame that is partly here began to arrive; None when none is.
+        self.receiving_since: float | None = None
         self._writable = asyncio.Event()
         self._writable.set()
 
@@ -127,6 +135,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         return self._scratch_view[self._scratch_used :]
 
     def buffer_updated(self, nbytes: int) -> None:
+        self.last_received = time.monotonic()
         if self._frame is not None:
             self._frame_filled += nbytes
             if self._frame_filled == len(self._frame):
@@ -197,6 +206,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._update_reading()
 
     def _deliver(self, frame: Frame | OversizedFrame) -> None:
+        self.receiving_since = None  # whatever follows is a new frame, on a new clock
         self._frames.append(frame)
         self._frame_ready.set()
         if len(self._frames) >= MAX_QUEUED_FRAMES:
@@ -213,6 +223,11 @@ class FrameProtocol(asyncio.BufferedProtocol):
         elif not pause and self._reading_paused:
             self._reading_paused = False
             self.transport.resume_reading()
+        partial = self._frame is not None or self._scratch_used > 0
+        if not partial or self._reading_paused:
+            self.receiving_since = None
+        elif self.receiving_since is None:
+            self.receiving_since = time.monotonic()
 
     async def next_frame(self) -> Frame | OversizedFrame:
         """The next frame; raises ConnectionLostError once the stream has ended.
@@ -327,6 +342,11 @@ class FrameStream:
 
     def close(self) -> None:
         self.transport.close()
+        self.protocol.discard()
+
+    def abort(self) -> None:
+        """Close at once, dropping unsent answers: for a peer that must not hold us up."""
+        self.transport.abort()
         self.protocol.discard()
 
 

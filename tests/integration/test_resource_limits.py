@@ -9,6 +9,7 @@ is cut off and that a normal client is served all along.
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import time
 from collections.abc import Iterator
@@ -188,3 +189,50 @@ def test_frames_declared_huge_take_memory_only_from_the_queued_budget(
         grown = rss_bytes(broker) - before
         assert grown < 80 * MIB, f"the broker grew by {grown / MIB:.0f} MiB"
         assert produce_and_consume(broker, "beside-huge") == expected_values()
+
+
+def is_open(sock: socket.socket) -> bool:
+    """True while the broker has not closed `sock` (never blocks)."""
+    readable, _, _ = select.select([sock], [], [], 0)
+    if not readable:
+        return True
+    try:
+        return sock.recv(1, socket.MSG_PEEK) != b""
+    except ConnectionResetError:
+        return False
+
+
+def test_idle_connections_are_closed_after_connections_max_idle_ms(
+    brokers: BrokerFactory,
+) -> None:
+    broker = brokers.start(1, **{"connections.max.idle.ms": "1000"})
+    with sockets() as idle:
+        idle += [connect(broker), connect(broker)]
+        assert is_served(idle[0])  # idle after an answer, or idle from the start
+        assert all(is_closed_by_broker(sock, within_s=10) for sock in idle)
+    assert produce_and_consume(broker, "after-idle") == expected_values()
+
+
+def test_slow_loris_senders_are_closed_after_the_read_deadline(brokers: BrokerFactory) -> None:
+    """100 connections that start a request and trickle one byte at a time are closed
+    once the request has taken longer than socket.request.read.timeout.ms to arrive; one
+    that sends whole requests slowly is kept; a normal client is served meanwhile."""
+    broker = brokers.start(1, **{"socket.request.read.timeout.ms": "1500"})
+    trickle = produce_frame_head(1000)
+    with sockets() as slow, connect(broker) as patient:
+        slow += [connect(broker, f"127.0.2.{i + 1}") for i in range(100)]
+        for sock in slow:
+            sock.sendall(trickle[:6])
+        assert all(is_open(sock) for sock in slow)
+        deadline = time.monotonic() + 20
+        sent = 6
+        while any(is_open(sock) for sock in slow):
+            assert time.monotonic() < deadline, "slow senders were never closed"
+            for sock in slow:
+                with contextlib.suppress(OSError):
+                    sock.send(trickle[sent : sent + 1])
+            sent = min(sent + 1, len(trickle) - 1)
+            assert is_served(patient)
+            time.sleep(0.3)
+        assert is_served(patient)
+        assert produce_and_consume(broker, "beside-slow") == expected_values()

@@ -187,3 +187,23 @@ def test_closing_gives_back_what_nobody_will_read() -> None:
         assert budget.used == 0
 
     asyncio.run(scenario())
+
+
+def test_the_read_clock_runs_only_while_a_frame_is_partly_here() -> None:
+    async def scenario() -> None:
+        protocol, _ = connected(RequestBudget(SCRATCH_BYTES))
+        assert protocol.receiving_since is None
+        feed(protocol, struct.pack(">i", 5) + b"ab", [])
+        started = protocol.receiving_since
+        assert started is not None
+        feed(protocol, b"c", [])
+        assert protocol.receiving_since == started
+        # The frame completes and the next one begins in the same read: a new clock.
+        protocol.receiving_since = started - 100
+        feed(protocol, b"de" + struct.pack(">i", 5), [])
+        assert protocol.receiving_since is not None and protocol.receiving_since >= started
+        assert bytes(await protocol.next_frame()) == b"abcde"
+        feed(protocol, b"fghij", [])
+        assert protocol.receiving_since is None
+
+    asyncio.run(scenario())
