@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from brokerd.config import BrokerConfig
 from brokerd.connection_limits import ConnectionLimits, reap_reason, refusal
+from spark_replica.errors import ConfigError
 
 LIMITS = ConnectionLimits(
     max_connections=10, max_connections_per_ip=3, idle_ms=60_000, request_read_timeout_ms=2_000
@@ -56,3 +60,30 @@ def test_sweeps_come_a_quarter_deadline_apart_within_bounds(
 ) -> None:
     limits = ConnectionLimits(1, 1, idle_ms, read_ms)
     assert limits.sweep_interval_s == pytest.approx(interval_s)
+
+
+def test_broker_configs_take_kafkas_names() -> None:
+    config = BrokerConfig(1, Path("logs"), "h:1").with_overrides(
+        {
+            "max.connections": "100",
+            "max.connections.per.ip": "10",
+            "queued.max.request.bytes": "2000",
+            "socket.request.max.bytes": "1000",
+            "connections.max.idle.ms": "5000",
+            "socket.request.read.timeout.ms": "700",
+        }
+    )
+    assert (
+        config.max_connections,
+        config.max_connections_per_ip,
+        config.queued_max_request_bytes,
+        config.connections_max_idle_ms,
+        config.socket_request_read_timeout_ms,
+    ) == (100, 10, 2000, 5000, 700)
+
+
+def test_the_request_budget_must_hold_the_largest_request() -> None:
+    with pytest.raises(ConfigError, match=r"queued\.max\.request\.bytes=999 must be at least"):
+        BrokerConfig(1, Path("logs"), "h:1").with_overrides(
+            {"queued.max.request.bytes": "999", "socket.request.max.bytes": "1000"}
+        )
