@@ -192,11 +192,12 @@ class SequencedSender:
             )
         elif outcome is Outcome.SUPERSEDED:
             self.superseded = True
-            log.info(
+            log.warning(
                 "%s: a later micro-batch than %d of this task has written this partition, "
                 "so all of micro-batch %d is there already (the query's checkpoint was "
                 "rolled back, or this is a stale attempt): skipping its records from "
-                "sequence %d on",
+                "sequence %d on. After a rollback this is exact only if the micro-batch "
+                "covers the input it covered when first written",
                 self.tp,
                 self.identity.micro_batch,
                 self.identity.micro_batch,
