@@ -48,6 +48,22 @@ class TimeoutExpiredError(ReplogError):
     retriable = True
 
 
+class DeliveryTimeoutError(TimeoutExpiredError):
+    """A producer gave up on records at its delivery timeout, after retrying.
+
+    The message names the cause in words; `last_error` is the error the last attempt
+    ended with (None if the records were never sent), and `maybe_stored` says whether
+    some attempt may have been appended, in which case readers may still see them.
+    """
+
+    def __init__(
+        self, message: str, last_error: BaseException | None = None, *, maybe_stored: bool
+    ) -> None:
+        super().__init__(message)
+        self.last_error = last_error
+        self.maybe_stored = maybe_stored
+
+
 class ZooKeeperError(ReplogError):
     """ZooKeeper could not be started or reached, or held data we could not read."""
 

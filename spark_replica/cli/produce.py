@@ -1,6 +1,8 @@
 """`replog produce TOPIC`: one record per line of standard input.
 
 Exits 0 only when every record was acknowledged; otherwise prints why and exits 1.
+Retriable failures (no leader, too few in-sync replicas) are retried until
+--delivery-timeout-ms, and the message then names the cause.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from spark_replica.client import Cluster, Producer, ProducerConfig, parse_acks
 from spark_replica.errors import ConfigError
 
 LINES_PER_SEND = 10_000
+DEFAULT_DELIVERY_TIMEOUT_MS = ProducerConfig.delivery_timeout_ms
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -23,6 +26,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default="all",
         help="0, 1 or all (default all: every in-sync replica has the record, and the "
         "producer is idempotent, so a retry never stores a line twice)",
+    )
+    parser.add_argument(
+        "--delivery-timeout-ms",
+        type=int,
+        default=DEFAULT_DELIVERY_TIMEOUT_MS,
+        metavar="MS",
+        help="give up on a record this long after it was sent, retries included "
+        f"(default {DEFAULT_DELIVERY_TIMEOUT_MS})",
     )
     parser.add_argument("--key-separator", metavar="S", help="split each line into key S value")
     parser.add_argument("--partition", type=int, help="send every record to this partition")
@@ -40,7 +51,9 @@ def split_line(line: bytes, separator: bytes | None, number: int) -> tuple[bytes
 
 
 def run(args: argparse.Namespace) -> int:
-    config = ProducerConfig(acks=parse_acks(args.acks))
+    config = ProducerConfig(
+        acks=parse_acks(args.acks), delivery_timeout_ms=args.delivery_timeout_ms
+    )
     separator = args.key_separator.encode() if args.key_separator else None
 
     async def work(cluster: Cluster) -> int:

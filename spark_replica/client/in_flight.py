@@ -7,7 +7,8 @@ what becomes of the batch and of the ones behind it. The rules keep Kafka's prom
 never reorder, never duplicate, never lose without telling.
 
 * A retriable error: resend after a backoff, doubling per attempt up to MAX_BACKOFF_S,
-  while the batch's delivery deadline allows.
+  while the batch's delivery deadline allows; past it the batch fails, marked
+  `expired`, so that the caller can report the timeout along with its cause.
 * The batches behind a failed one were sent against a gap, and the leader refuses them
   with OUT_OF_ORDER_SEQUENCE (or UNKNOWN_PRODUCER_ID for a producer it has not seen):
   for any batch but the oldest unanswered one these are retriable too.
@@ -97,10 +98,14 @@ class WindowBatch(Generic[P]):
 
 @dataclass(frozen=True, slots=True)
 class Failure(Generic[P]):
-    """A batch that failed for good, and the error to report for it."""
+    """A batch that failed for good, and the error to report for it.
+
+    `expired`: the error was retriable, but the batch's delivery deadline came first.
+    """
 
     batch: WindowBatch[P]
     error: BaseException
+    expired: bool = False
 
 
 class PartitionWindow(Generic[P]):
@@ -199,7 +204,8 @@ class PartitionWindow(Generic[P]):
         self, batch: WindowBatch[P], error: BaseException, now: float, backoff_s: float
     ) -> list[Failure[P]]:
         if now + backoff_s > batch.deadline:
-            return self._fail(batch, error)
+            _, *behind = self._fail(batch, error)
+            return [Failure(batch, error, expired=True), *behind]
         batch.state = BatchState.RETRY
         batch.retry_at = now + backoff_s
         return []

@@ -12,6 +12,10 @@ before anything can suspend it. The connection is shared by every partition led 
 same broker (Cluster caches it per broker and purpose); the lock around obtaining it
 keeps two partitions from opening two connections at once.
 
+Delivery timeout: a batch is retried until `delivery_timeout_ms` after it was sealed,
+and no attempt asks the broker to wait past that; then its records fail with a
+DeliveryTimeoutError that names the last cause (delivery_timeout.py).
+
 Idempotence: the partition's batches are stamped with the producer identity and their
 window sequence. A producer identity from InitProducerId is replaced by a fresh one for
 this partition alone when the window says its numbering is lost; an explicit identity
@@ -35,7 +39,6 @@ from spark_replica.errors import (
     OutOfOrderSequenceError,
     ProtocolError,
     ReplogError,
-    TimeoutExpiredError,
     error_for_code,
 )
 from spark_replica.protocol.produce import ACKS_NONE, ProducePartition, ProduceRequest, ProduceTopic
@@ -43,6 +46,7 @@ from spark_replica.records import build_batch, stamp_producer
 from spark_replica.topics import TopicPartition
 
 from .cluster import Cluster
+from .delivery_timeout import delivery_timeout_error
 from .in_flight import PartitionWindow, WindowBatch
 
 if TYPE_CHECKING:
@@ -142,6 +146,7 @@ class PartitionSender:
         self._requests: set[asyncio.Future[Any]] = set()
         self._refresh_needed = False
         self._delivery_timeout_s = config.delivery_timeout_ms / 1000
+        self._last_error: BaseException | None = None  # since the last success
 
     def enqueue(self, batch: ProducerBatch) -> None:
         """Queue a sealed batch behind the partition's others and make sure it goes."""
@@ -236,20 +241,25 @@ class PartitionSender:
         except ReplogError as exc:
             self._on_error(entry, exc, sent=False)
             return
+        timeout_ms = self._attempt_timeout_ms(entry)
         request = ProduceRequest(
             self.config.acks,
-            self.config.request_timeout_ms,
+            timeout_ms,
             [ProduceTopic(self.tp.topic, [ProducePartition(self.tp.partition, data)])],
         )
         sending: Awaitable[Any]
         if self.config.acks == ACKS_NONE:
             sending = conn.send(request, expect_response=False)
         else:
-            timeout_s = self.config.request_timeout_ms / 1000 + ANSWER_GRACE_S
-            sending = conn.send(request, timeout_s=timeout_s)
+            sending = conn.send(request, timeout_s=timeout_ms / 1000 + ANSWER_GRACE_S)
         task = asyncio.ensure_future(sending)
         self._requests.add(task)
         task.add_done_callback(functools.partial(self._on_answer, entry))
+
+    def _attempt_timeout_ms(self, entry: WindowBatch[ProducerBatch]) -> int:
+        """The request timeout, cut to what is left of the batch's delivery timeout."""
+        left_ms = (entry.deadline - asyncio.get_running_loop().time()) * 1000
+        return max(1, min(self.config.request_timeout_ms, int(left_ms)))
 
     async def _leader_connection(self) -> Any:
         await self.cluster.ensure_topic(self.tp.topic)
@@ -281,6 +291,7 @@ class PartitionSender:
             self._on_error(entry, error)
             return
         self.window.on_success(entry)
+        self._last_error = None
         if not entry.payload.result.done():
             entry.payload.result.set_result(offset)
         self._wake.set()
@@ -290,9 +301,19 @@ class PartitionSender:
     ) -> None:
         if getattr(error, "invalid_metadata", False):
             self._refresh_needed = True
+        self._last_error = error
         now = asyncio.get_running_loop().time()
         for failure in self.window.on_error(entry, error, now, sent=sent):
-            _fail(failure.batch.payload, failure.error)
+            reported = failure.error
+            if failure.expired:
+                reported = delivery_timeout_error(
+                    self.tp,
+                    failure.batch.record_count,
+                    self.config.delivery_timeout_ms,
+                    failure.error,
+                    maybe_stored=failure.batch.maybe_appended,
+                )
+            _fail(failure.batch.payload, reported)
         self._wake.set()
 
     async def _take_new_identity(self) -> None:
@@ -318,9 +339,12 @@ class PartitionSender:
             batch = self.queue.popleft()
             _fail(
                 batch,
-                TimeoutExpiredError(
-                    f"{self.tp}: {batch.record_count} records not sent within "
-                    f"delivery_timeout_ms={self.config.delivery_timeout_ms}"
+                delivery_timeout_error(
+                    self.tp,
+                    batch.record_count,
+                    self.config.delivery_timeout_ms,
+                    self._last_error,
+                    maybe_stored=False,
                 ),
             )
 

@@ -1,5 +1,6 @@
 """The producer client against real brokers: batching, linger, flush, compression,
-several batches in flight through a leader failover, and explicit identities."""
+several batches in flight through a leader failover, explicit identities, and giving
+up at the delivery timeout when the in-sync replicas are too few."""
 
 from __future__ import annotations
 
@@ -11,17 +12,24 @@ from typing import TypeVar
 import pytest
 
 from spark_replica.client import Cluster, Producer, ProducerConfig, RecordMetadata
-from spark_replica.errors import InvalidProducerEpochError, ReplogError
+from spark_replica.errors import (
+    DeliveryTimeoutError,
+    InvalidProducerEpochError,
+    NotEnoughReplicasError,
+    ReplogError,
+)
 from spark_replica.launcher import BrokerProcess
 from spark_replica.records import BatchHeader, iter_batches
 from tests.integration.test_produce_consume import consume_all, rows_of
 from tests.integration.test_replication import (
     create,
     describe,
+    leadership,
     read_everything,
     start_cluster,
+    wait_for,
 )
-from tests.support import BrokerFactory, create_topic, run
+from tests.support import BrokerFactory, create_topic, replog, run
 
 pytestmark = pytest.mark.slow
 
@@ -210,3 +218,68 @@ def test_a_replay_with_an_explicit_identity_appends_nothing_twice(broker: Broker
     assert [r["value"].decode() for r in rows] == [*values, "next epoch"]
     producer_ids = {h.producer_id for h in batch_headers(broker.log_dir / "sink-0")}
     assert producer_ids == {SPARK_SINK_ID}
+
+
+DELIVERY_TIMEOUT_MS = 3000
+
+
+def test_too_few_in_sync_replicas_fail_at_the_delivery_timeout_naming_the_cause(
+    brokers: BrokerFactory,
+) -> None:
+    """RF 3, min.insync.replicas 2, both followers killed: acks=all cannot succeed.
+
+    The producer retries NOT_ENOUGH_REPLICAS until its delivery timeout, then fails the
+    records with a DeliveryTimeoutError that says why; `replog produce` prints the same
+    and exits 1.
+    """
+    start_cluster(brokers)
+    bootstrap = brokers.bootstrap
+
+    async def shrink_to_leader() -> int:
+        await create(bootstrap, "starved", rf=3, **{"min.insync.replicas": "2"})
+        leader = (await leadership(bootstrap, "starved"))[0]["leader"]
+        for broker_id, broker in brokers.brokers.items():
+            if broker_id != leader:
+                await asyncio.to_thread(broker.kill)
+        alone = [(brokers.brokers[leader].host, brokers.brokers[leader].port)]
+
+        async def isr_is_the_leader() -> bool:
+            return (await leadership(alone, "starved"))[0]["isr"] == [leader]
+
+        await wait_for(isr_is_the_leader, timeout_s=60)
+        return leader
+
+    leader = run(shrink_to_leader())
+    address = (brokers.brokers[leader].host, brokers.brokers[leader].port)
+    config = ProducerConfig(delivery_timeout_ms=DELIVERY_TIMEOUT_MS)
+
+    async def produce() -> float:
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(DeliveryTimeoutError) as failure:
+            await with_producer(
+                [address], config, lambda p: p.send_records("starved", ["x", "y"], partition=0)
+            )
+        error = failure.value
+        assert isinstance(error.last_error, NotEnoughReplicasError)
+        assert not error.maybe_stored, "every attempt was refused before the append"
+        message = str(error)
+        assert "not enough in-sync replicas" in message
+        assert f"ISR [{leader}]" in message and "min.insync.replicas=2" in message
+        return asyncio.get_running_loop().time() - started
+
+    elapsed = run(produce())
+    assert DELIVERY_TIMEOUT_MS / 1000 - 1.5 <= elapsed < DELIVERY_TIMEOUT_MS / 1000 + 10
+
+    cli = replog(
+        "produce",
+        "starved",
+        "--bootstrap",
+        f"{address[0]}:{address[1]}",
+        "--delivery-timeout-ms",
+        str(DELIVERY_TIMEOUT_MS),
+        stdin=b"one line\n",
+    )
+    stderr = cli.stderr.decode()
+    assert cli.returncode == 1, stderr
+    assert "not enough in-sync replicas" in stderr and "min.insync.replicas=2" in stderr
+    assert "Traceback" not in stderr

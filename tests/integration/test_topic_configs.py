@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from spark_replica.client import Cluster, Consumer, Producer, ProducerConfig
-from spark_replica.errors import NotEnoughReplicasError, OffsetOutOfRangeError
+from spark_replica.errors import DeliveryTimeoutError, OffsetOutOfRangeError
 from spark_replica.launcher import BrokerProcess
 from spark_replica.protocol.list_offsets import EARLIEST_TIMESTAMP
 from spark_replica.topics import TopicPartition
@@ -68,7 +68,7 @@ def test_min_insync_replicas_applies_live_and_deleting_it_restores_acks_all(
         strict = Producer(cluster, ProducerConfig(acks=-1, delivery_timeout_ms=1000))
         relaxed = Producer(cluster, ProducerConfig(acks=1))
         try:
-            with pytest.raises(NotEnoughReplicasError, match=r"min\.insync\.replicas=2"):
+            with pytest.raises(DeliveryTimeoutError, match=r"in-sync .* min\.insync\.replicas=2"):
                 await strict.send_records("strict", ["refused"], partition=0)
             acked = await relaxed.send_records("strict", ["acks=1 works"], partition=0)
             assert acked[0].offset == 0
@@ -222,7 +222,7 @@ def test_altered_config_survives_a_broker_restart(brokers: BrokerFactory) -> Non
         cluster = Cluster([(broker.host, broker.port)])
         try:
             producer = Producer(cluster, ProducerConfig(acks=-1, delivery_timeout_ms=1000))
-            with pytest.raises(NotEnoughReplicasError):
+            with pytest.raises(DeliveryTimeoutError, match="not enough in-sync replicas"):
                 await producer.send_records("durable", ["refused"], partition=0)
         finally:
             await cluster.close()

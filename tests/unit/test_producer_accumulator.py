@@ -16,6 +16,7 @@ import pytest
 
 from brokerd.producer_state import Outcome, ProducerStateManager
 from spark_replica.client.accumulator import RecordAccumulator, estimate_record_bytes
+from spark_replica.client.delivery_timeout import delivery_timeout_error
 from spark_replica.client.in_flight import (
     MAX_BACKOFF_S,
     SEQUENCE_SPACE,
@@ -29,8 +30,11 @@ from spark_replica.errors import (
     ConnectionLostError,
     InvalidProducerEpochError,
     MessageTooLargeError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
     NotLeaderOrFollowerError,
     OutOfOrderSequenceError,
+    TimeoutExpiredError,
     UnknownProducerIdError,
 )
 from spark_replica.protocol.produce import ACKS_ALL, ACKS_LEADER
@@ -240,6 +244,40 @@ def test_a_batch_that_may_have_landed_fails_those_behind_it() -> None:
     assert third.doomed
     assert [f.batch for f in w.on_error(third, ConnectionLostError(), now=0.96)] == [third]
     assert w.needs_new_identity and w.batches == []
+
+
+def test_a_retriable_error_past_the_deadline_fails_the_batch_as_expired() -> None:
+    w = window()
+    (refused,) = started(w, 2, deadline=1.0)
+    assert w.on_error(refused, NotEnoughReplicasError("ISR [1]"), now=0.5) == []
+    w.resend(refused)
+    (failure,) = w.on_error(refused, NotEnoughReplicasError("ISR [1]"), now=0.99)
+    assert failure.expired and isinstance(failure.error, NotEnoughReplicasError)
+    assert not refused.maybe_appended, "refused before the append, every time"
+    assert not w.needs_new_identity, "its sequence numbers were never used"
+    (appended,) = started(w, 1, deadline=1.0)
+    (failure,) = w.on_error(appended, NotEnoughReplicasAfterAppendError(), now=0.99)
+    assert failure.expired and appended.maybe_appended
+    (fatal,) = started(w, 1)
+    assert not w.on_error(fatal, MessageTooLargeError(), now=0.0)[0].expired
+
+
+def test_the_delivery_timeout_message_names_the_cause_and_the_records_fate() -> None:
+    refused = NotEnoughReplicasError("t-0: ISR [1] is smaller than min.insync.replicas=2")
+    error = delivery_timeout_error(TP, 2, 3000, refused, maybe_stored=False)
+    assert isinstance(error, TimeoutExpiredError) and error.last_error is refused
+    assert str(error) == (
+        "t-0: 2 records not delivered within delivery_timeout_ms=3000 (3 s): not enough "
+        "in-sync replicas (t-0: ISR [1] is smaller than min.insync.replicas=2); the "
+        "records were not stored"
+    )
+    after_append = delivery_timeout_error(
+        TP, 1, 30_000, NotEnoughReplicasAfterAppendError("ISR [1]"), maybe_stored=True
+    )
+    assert "fell below min.insync.replicas after the leader appended" in str(after_append)
+    assert str(after_append).endswith("the record may or may not be stored")
+    waiting = delivery_timeout_error(TP, 5, 100, None, maybe_stored=False)
+    assert "still waiting behind earlier records" in str(waiting)
 
 
 def test_a_fenced_epoch_stops_the_partition() -> None:
