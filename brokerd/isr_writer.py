@@ -3,10 +3,19 @@
 A leader proposes an ISR change (a follower caught up, or fell behind); this writer puts
 it in the partition's leaderAndISR znode, conditional on the zkVersion the leader was
 given. Success makes the change real (and is announced to the controller through an ISR
-change notification, which it turns into UpdateMetadata for every broker). A failed
-condition means someone else, the controller, wrote the znode since: this broker's view
-of the partition is stale, so it stops acting as leader until the controller tells it
-what it is (the zombie-leader fence).
+change notification, which it turns into UpdateMetadata for every broker).
+
+A failed condition (BadVersion), or a reply that never came (ConnectionLoss: the write
+may or may not have landed), is settled by reading the znode back. The controller never
+writes a state without bumping its leader epoch, so a znode that names this broker as
+leader at the epoch it leads is this broker's own write: an earlier one whose reply was
+lost, or this one. The leader then adopts what the znode holds (ISR and zkVersion) and
+goes on. Anything else means someone else, the controller, decided since: this broker's
+view is stale, so it stops acting as leader (the zombie-leader fence) and says so in an
+ISR change notification marked `leader_stepped_down`. The controller answers that with
+a new election at a bumped epoch, so a partition never stays without an acting leader
+because its LeaderAndIsr went astray. If the read-back fails too, the proposal is
+dropped and made again later; that write then settles the earlier one the same way.
 """
 
 from __future__ import annotations
@@ -15,29 +24,47 @@ import asyncio
 import logging
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NoNodeError
+from kazoo.exceptions import BadVersionError, ConnectionLoss, NoNodeError
 
 from brokerd.partition import Partition
 from spark_replica.topics import TopicPartition
-from spark_replica.zk import znodes
+from spark_replica.zk import topic_store, znodes
 
 logger = logging.getLogger("brokerd.isr")
+
+# A step-down notification that could not be posted is tried again after this long.
+RETRY_NOTIFY_S = 1.0
+
+
+def is_own_write(written: znodes.PartitionState, found: znodes.PartitionState) -> bool:
+    """Whether `found`, read back after an uncertain write of `written`, is this leader's:
+    same leader at the same leader epoch (the controller always bumps the epoch)."""
+    return found.leader == written.leader and found.leader_epoch == written.leader_epoch
 
 
 def write_isr(
     zk: KazooClient, tp: TopicPartition, state: znodes.PartitionState, expected_version: int
-) -> int | None:
-    """Conditionally write `state`; its new zkVersion, or None if the condition failed."""
+) -> tuple[znodes.PartitionState, int] | None:
+    """Conditionally write `state`. Returns the state the znode holds as this leader's own
+    with its zkVersion, or None if someone else wrote it (or it is gone)."""
     path = znodes.partition_state_path(tp.topic, tp.partition)
     try:
-        stat = zk.set(path, state.encode(), version=expected_version)
-    except (BadVersionError, NoNodeError):
+        return state, zk.set(path, state.encode(), version=expected_version).version
+    except NoNodeError:
         return None
-    return stat.version
+    except (BadVersionError, ConnectionLoss):
+        found = topic_store.read_partition_state(zk, tp.topic, tp.partition)
+    if found is None or not is_own_write(state, found[0]):
+        return None
+    return found
 
 
-def notify_isr_change(zk: KazooClient, partitions: list[TopicPartition]) -> None:
-    notification = znodes.IsrChangeNotification([(tp.topic, tp.partition) for tp in partitions])
+def notify_isr_change(
+    zk: KazooClient, partitions: list[TopicPartition], leader_stepped_down: bool = False
+) -> None:
+    notification = znodes.IsrChangeNotification(
+        [(tp.topic, tp.partition) for tp in partitions], leader_stepped_down
+    )
     zk.create(znodes.ISR_CHANGE_PREFIX, notification.encode(), sequence=True, makepath=True)
 
 
@@ -46,6 +73,7 @@ class IsrWriter:
         self.zk = zk
         self.broker_id = broker_id
         self._pending: dict[TopicPartition, Partition] = {}
+        self._stepped_down: list[TopicPartition] = []
         self._wakeup = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -74,11 +102,22 @@ class IsrWriter:
                 except Exception:
                     logger.exception("writing the ISR of %s failed; will retry", partition.tp)
                     partition.proposed_isr = None
-            if changed:
-                try:
-                    await asyncio.to_thread(notify_isr_change, self.zk, changed)
-                except Exception:
-                    logger.exception("could not notify the controller of ISR changes")
+            await self._notify(changed, leader_stepped_down=False)
+            stepped_down, self._stepped_down = self._stepped_down, []
+            if not await self._notify(stepped_down, leader_stepped_down=True):
+                self._stepped_down.extend(stepped_down)
+                asyncio.get_running_loop().call_later(RETRY_NOTIFY_S, self._wakeup.set)
+
+    async def _notify(self, partitions: list[TopicPartition], leader_stepped_down: bool) -> bool:
+        """Post one notification (if there is anything to say); False if it failed."""
+        if not partitions:
+            return True
+        try:
+            await asyncio.to_thread(notify_isr_change, self.zk, partitions, leader_stepped_down)
+        except Exception:
+            logger.exception("could not notify the controller of %s", partitions)
+            return False
+        return True
 
     async def _write(self, partition: Partition) -> bool:
         proposed = partition.proposed_isr
@@ -86,12 +125,14 @@ class IsrWriter:
             return False
         epoch, expected = partition.leader_epoch, partition.zk_version
         state = znodes.PartitionState(self.broker_id, epoch, proposed, partition.controller_epoch)
-        version = await asyncio.to_thread(write_isr, self.zk, partition.tp, state, expected)
+        held = await asyncio.to_thread(write_isr, self.zk, partition.tp, state, expected)
         if partition.leader_epoch != epoch or not partition.is_leader:
-            return version is not None
-        if version is None:
+            return held is not None
+        if held is None:
             partition.step_down()
+            self._stepped_down.append(partition.tp)
             return False
-        logger.info("%s: ISR now %s (zkVersion %d)", partition.tp, proposed, version)
-        partition.apply_isr(proposed, version)
+        held_state, version = held
+        logger.info("%s: ISR now %s (zkVersion %d)", partition.tp, held_state.isr, version)
+        partition.apply_isr(held_state.isr, version)
         return True

@@ -17,6 +17,7 @@ from brokerd.partition import Partition
 from spark_replica.errors import (
     FencedLeaderEpochError,
     InvalidTopicError,
+    StaleControllerEpochError,
     UnknownTopicOrPartitionError,
 )
 from spark_replica.protocol.controller_requests import PartitionLeaderState
@@ -126,12 +127,19 @@ class ReplicaManager:
         """Lead or follow as the controller says; True if now following a new leader/epoch.
 
         A state older than the one already applied is refused (FENCED_LEADER_EPOCH), so a
-        delayed request from an earlier decision cannot undo a later one.
+        delayed request from an earlier decision cannot undo a later one. A state at the
+        epoch already applied is ignored (STALE_CONTROLLER_EPOCH, as Kafka answers): the
+        controller bumps the epoch with every decision, so it holds nothing new, and its
+        ISR and zkVersion may be older than those this leader has written since.
         """
         if state.leader_epoch < partition.leader_epoch:
             raise FencedLeaderEpochError(
                 f"{partition.tp}: leader epoch {state.leader_epoch} is older than "
                 f"{partition.leader_epoch}"
+            )
+        if state.leader_epoch == partition.leader_epoch:
+            raise StaleControllerEpochError(
+                f"{partition.tp}: already at leader epoch {state.leader_epoch}; ignored"
             )
         if state.leader == self.config.broker_id:
             partition.make_leader(

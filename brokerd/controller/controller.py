@@ -31,6 +31,7 @@ from brokerd.controller.decisions import (
     imbalanced_brokers,
     next_state,
     preferred_state,
+    reelection_state,
 )
 from brokerd.controller.reassignment import (
     epoch_bump_state,
@@ -305,7 +306,7 @@ class Controller:
         ctx.last_config_change = await asyncio.to_thread(zk_store.newest_config_change, self.zk)
         topics = await asyncio.to_thread(topic_store.list_topics, self.zk)
         await self._load_topics(topics)
-        await asyncio.to_thread(zk_store.take_isr_change_notifications, self.zk)
+        _, stepped_down = await asyncio.to_thread(zk_store.take_isr_change_notifications, self.zk)
         ctx.leadership.update(
             await asyncio.to_thread(zk_store.read_states, self.zk, list(ctx.leadership))
         )
@@ -315,6 +316,7 @@ class Controller:
             if tp not in ctx.leadership or ctx.leadership[tp].leader not in ctx.live_brokers
         ]
         await self._elect(needing_leader)
+        await self._elect(sorted(stepped_down), reelection_state)
         batch = RequestBatch(ctx, is_init=True)
         batch.add_leader_and_isr(sorted(ctx.assignments))
         batch.add_update_metadata()
@@ -465,11 +467,19 @@ class Controller:
         self.channel.send(batch)
 
     async def _on_isr_change(self) -> None:
+        """Leaders changed ISRs: re-read them and tell every broker. A leader that stepped
+        down gets a new election (see isr_writer.py), so it cannot stay leaderless."""
         ctx = self._require_ctx()
-        changed = await asyncio.to_thread(zk_store.take_isr_change_notifications, self.zk)
+        changed, stepped_down = await asyncio.to_thread(
+            zk_store.take_isr_change_notifications, self.zk
+        )
         known = [tp for tp in changed if tp in ctx.assignments]
         ctx.leadership.update(await asyncio.to_thread(zk_store.read_states, self.zk, known))
+        if stepped_down:
+            logger.info("leaders of %s stepped down: electing again", sorted(stepped_down))
+        repaired = await self._elect(sorted(stepped_down), reelection_state)
         batch = RequestBatch(ctx)
+        batch.add_leader_and_isr(repaired)
         batch.add_update_metadata()
         self.channel.send(batch)
         if ctx.reassignments:

@@ -69,6 +69,21 @@ def next_state(ctx: ControllerContext, tp: TopicPartition) -> StateWrite | None:
     return StateWrite(tp, state, current.zk_version, unclean=result.unclean)
 
 
+def reelection_state(ctx: ControllerContext, tp: TopicPartition) -> StateWrite | None:
+    """A new election for a partition whose leader stepped down (see isr_writer.py).
+
+    The leader named in ZooKeeper keeps leading if it is live, with dead replicas out of
+    the ISR, at a new epoch: only a newer epoch makes it (and every replica) take the
+    state again. A dead leader gets the offline election of next_state.
+    """
+    current = ctx.leadership.get(tp)
+    if current is None or current.leader not in ctx.live_ids:
+        return next_state(ctx, tp)
+    isr = list(shrink_isr_without(current.isr, set(ctx.assignments[tp]) - ctx.live_ids))
+    state = znodes.PartitionState(current.leader, current.state.leader_epoch + 1, isr, ctx.epoch)
+    return StateWrite(tp, state, current.zk_version)
+
+
 def preferred_state(ctx: ControllerContext, tp: TopicPartition) -> StateWrite | None:
     """Leadership back to the preferred replica, if it is elsewhere and the preferred one
     is alive and in sync; None otherwise."""

@@ -151,13 +151,17 @@ def _commit(zk: KazooClient, epoch_zk_version: int, chunk: list[StateWrite]) -> 
     return None
 
 
-def take_isr_change_notifications(zk: KazooClient) -> set[TopicPartition]:
-    """Read and delete every ISR change notification; return the partitions they name."""
+def take_isr_change_notifications(
+    zk: KazooClient,
+) -> tuple[set[TopicPartition], set[TopicPartition]]:
+    """Read and delete every ISR change notification; return the partitions they name,
+    and among them those whose leader stepped down."""
     try:
         children = zk.get_children(znodes.ISR_CHANGE_NOTIFICATION_PATH)
     except NoNodeError:
-        return set()
+        return set(), set()
     changed: set[TopicPartition] = set()
+    stepped_down: set[TopicPartition] = set()
     for child in sorted(children):
         path = f"{znodes.ISR_CHANGE_NOTIFICATION_PATH}/{child}"
         try:
@@ -165,10 +169,13 @@ def take_isr_change_notifications(zk: KazooClient) -> set[TopicPartition]:
         except NoNodeError:
             continue
         notification = znodes.IsrChangeNotification.decode(path, data)
-        changed.update(TopicPartition(t, p) for t, p in notification.partitions)
+        named = {TopicPartition(t, p) for t, p in notification.partitions}
+        changed |= named
+        if notification.leader_stepped_down:
+            stepped_down |= named
         with contextlib.suppress(NoNodeError):
             zk.delete(path)
-    return changed
+    return changed, stepped_down
 
 
 def read_preferred_election(zk: KazooClient) -> list[TopicPartition] | None:

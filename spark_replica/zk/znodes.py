@@ -245,16 +245,29 @@ def decode_controller_epoch(data: bytes) -> int:
 @dataclass(frozen=True, slots=True)
 class IsrChangeNotification:
     """`/isr_change_notification/isr_change_N` (sequential): partitions whose ISR a leader
-    changed, so that the controller re-reads them and tells every broker."""
+    changed, so that the controller re-reads them and tells every broker.
+
+    `leader_stepped_down` marks partitions whose leader found the znode written by someone
+    else and stopped leading: the controller elects again (an extra key, absent in Kafka's
+    notifications, which therefore read as ordinary ISR changes).
+    """
 
     partitions: list[tuple[str, int]]
+    leader_stepped_down: bool = False
 
     def encode(self) -> bytes:
-        return _encode_partition_list(self.partitions)
+        value: dict[str, Any] = {
+            "version": VERSION,
+            "partitions": [{"topic": t, "partition": p} for t, p in self.partitions],
+        }
+        if self.leader_stepped_down:
+            value["leader_stepped_down"] = True
+        return _dump(value)
 
     @classmethod
     def decode(cls, path: str, data: bytes) -> IsrChangeNotification:
-        return cls(_decode_partition_list(path, data))
+        stepped_down = _load(data, path).get("leader_stepped_down") is True
+        return cls(_decode_partition_list(path, data), stepped_down)
 
 
 CONFIG_CHANGES_PATH = "/config/changes"

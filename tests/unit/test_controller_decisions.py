@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from brokerd.controller.context import ControllerContext, LeaderAndIsr, LiveBroker
-from brokerd.controller.decisions import next_state
+from brokerd.controller.decisions import next_state, reelection_state
 from brokerd.controller.states import ReplicaState
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import znodes
@@ -68,6 +68,14 @@ def test_last_isr_member_returning_is_elected_at_a_new_epoch() -> None:
     write = next_state(context([1, 2, 3], znodes.PartitionState(-1, 5, [1], 7)), TP)
     assert write is not None
     assert (write.state.leader, write.state.leader_epoch, write.state.isr) == (1, 6, [1])
+
+
+def test_a_leader_that_stepped_down_is_elected_again_at_a_new_epoch() -> None:
+    write = reelection_state(context([1, 3], znodes.PartitionState(1, 4, [1, 2, 3], 6)), TP)
+    assert write is not None and write.expected_version == 5
+    assert (write.state.leader, write.state.leader_epoch, write.state.isr) == (1, 5, [1, 3])
+    dead_leader = context([2, 3], znodes.PartitionState(1, 4, [1, 2], 6))
+    assert reelection_state(dead_leader, TP) == next_state(dead_leader, TP)
 
 
 def test_next_state_does_not_change_the_context() -> None:
