@@ -7,12 +7,11 @@ IsrWriter (isr_writer.py), off the loop; the Partition only proposes them
 (`proposed_isr`) and applies the outcome.
 
 As leader it tracks each follower's log end offset (LEO, the offset the follower fetches
-from) and when it was last caught up. The high watermark (HW) is the minimum LEO over the
-ISR and never moves backwards; consumers read only below it and acks=all producers wait
-for it. A follower joins the ISR once it has reached both the HW and the offset at which
-the current leader epoch began (before that it may still hold records of an older epoch
-that this leader does not have); it leaves the ISR when it has not been caught up for
-`replica.lag.time.max.ms`.
+from) and when it was last caught up, and keeps the high watermark (HW): consumers read
+only below it and acks=all producers wait for it. The rules (which fetch offsets count,
+the HW over the maximal ISR, when a follower joins or leaves the ISR, when an acks=all
+produce is committed) are pure functions in replication_rules.py; this class holds the
+state they apply to.
 
 Idempotent producers: the partition owns a ProducerStateManager (producer_state.py), a
 summary of the producer ids, epochs and sequences in its log. The leader checks each
@@ -30,11 +29,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 
 from brokerd.log import AppendInfo, Log
 from brokerd.log.producer_snapshots import read_snapshot, snapshot_offsets
 from brokerd.producer_state import Outcome, ProducerStateManager
+from brokerd.replication_rules import (
+    AckOutcome,
+    FollowerProgress,
+    acks_all_outcome,
+    after_fetch,
+    fetch_offset_in_range,
+    high_watermark,
+    lagging_replicas,
+    maximal_isr,
+    may_join_isr,
+)
 from spark_replica.errors import (
     BrokerResponseError,
     FencedLeaderEpochError,
@@ -43,6 +52,7 @@ from spark_replica.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     ProtocolError,
     RequestTimedOutError,
@@ -67,14 +77,6 @@ VERDICT_ERRORS: dict[Outcome, type[BrokerResponseError]] = {
 }
 
 
-@dataclass
-class FollowerState:
-    log_end_offset: int = -1  # unknown until its first fetch
-    last_caught_up_ms: int = 0
-    last_fetch_leader_end_offset: int = -1
-    last_fetch_ms: int = 0
-
-
 class Partition:
     def __init__(
         self, tp: TopicPartition, log: Log, local_broker_id: int, high_watermark: int = 0
@@ -90,7 +92,7 @@ class Partition:
         self.replicas: list[int] = []
         self.isr: list[int] = []
         self.proposed_isr: list[int] | None = None
-        self.followers: dict[int, FollowerState] = {}
+        self.followers: dict[int, FollowerProgress] = {}
         self.min_insync_replicas = 1
         self.high_watermark = min(max(high_watermark, log.log_start_offset), log.log_end_offset)
         self._changed = asyncio.Event()
@@ -157,7 +159,7 @@ class Partition:
             self.leader_epoch_start_offset = self.log.log_end_offset
             self.log.epoch_cache.assign(leader_epoch, self.log.log_end_offset)
             self.followers = {
-                r: FollowerState(last_caught_up_ms=now_ms)
+                r: FollowerProgress(last_caught_up_ms=now_ms)
                 for r in replicas
                 if r != self.local_broker_id
             }
@@ -316,27 +318,30 @@ class Partition:
         self._producer_state_loaded = False
 
     def record_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
-        """A follower fetched from `fetch_offset`: that is its log end offset now."""
+        """A follower fetched from `fetch_offset`: that is its log end offset now.
+
+        An offset outside this log is refused before anything is recorded, so that it can
+        neither count as caught up nor bring the follower into the ISR.
+        """
+        log = self.log
+        if not fetch_offset_in_range(fetch_offset, log.log_start_offset, log.log_end_offset):
+            raise OffsetOutOfRangeError(
+                f"{self.tp}: replica {replica_id} fetches from {fetch_offset}, outside the "
+                f"leader's log [{log.log_start_offset}, {log.log_end_offset}]"
+            )
         follower = self.followers.get(replica_id)
         if follower is None:
             return
-        leader_end = self.log.log_end_offset
-        if fetch_offset >= leader_end:
-            follower.last_caught_up_ms = now_ms
-        elif fetch_offset >= follower.last_fetch_leader_end_offset >= 0:
-            follower.last_caught_up_ms = max(follower.last_caught_up_ms, follower.last_fetch_ms)
-        follower.log_end_offset = fetch_offset
-        follower.last_fetch_leader_end_offset = leader_end
-        follower.last_fetch_ms = now_ms
+        follower = after_fetch(follower, fetch_offset, log.log_end_offset, now_ms)
+        self.followers[replica_id] = follower
         self._maybe_expand_isr(replica_id, follower)
         self._maybe_advance_high_watermark()
 
-    def _maybe_expand_isr(self, replica_id: int, follower: FollowerState) -> None:
+    def _maybe_expand_isr(self, replica_id: int, follower: FollowerProgress) -> None:
         if replica_id in self.isr or self.proposed_isr is not None:
             return
-        if (
-            follower.log_end_offset >= self.high_watermark
-            and follower.log_end_offset >= self.leader_epoch_start_offset
+        if may_join_isr(
+            follower.log_end_offset, self.high_watermark, self.leader_epoch_start_offset
         ):
             self.proposed_isr = sorted([*self.isr, replica_id])
 
@@ -344,11 +349,9 @@ class Partition:
         """Propose dropping followers not caught up for `lag_max_ms`; True if proposed."""
         if not self.is_leader or self.proposed_isr is not None:
             return False
-        lagging = [
-            r
-            for r in self.isr
-            if r in self.followers and now_ms - self.followers[r].last_caught_up_ms > lag_max_ms
-        ]
+        lagging = lagging_replicas(
+            self.isr, self.local_broker_id, self.followers, now_ms, lag_max_ms
+        )
         if not lagging:
             return False
         self.proposed_isr = [r for r in self.isr if r not in lagging]
@@ -363,17 +366,24 @@ class Partition:
         self._maybe_advance_high_watermark()
         self._notify()
 
+    @property
+    def maximal_isr(self) -> list[int]:
+        """The ISR the HW is computed over: the current one plus any pending additions."""
+        return maximal_isr(self.isr, self.proposed_isr)
+
     def _maybe_advance_high_watermark(self) -> None:
         if not self.is_leader:
             return
-        ends = [self.log.log_end_offset]
-        for replica in self.isr:
-            if replica != self.local_broker_id:
-                follower = self.followers.get(replica)
-                ends.append(-1 if follower is None else follower.log_end_offset)
-        candidate = min(ends)
-        if candidate > self.high_watermark:
-            self.high_watermark = candidate
+        follower_ends = {r: f.log_end_offset for r, f in self.followers.items()}
+        advanced = high_watermark(
+            self.high_watermark,
+            self.local_broker_id,
+            self.log.log_end_offset,
+            follower_ends,
+            self.maximal_isr,
+        )
+        if advanced > self.high_watermark:
+            self.high_watermark = advanced
             self._notify()
 
     def _notify(self) -> None:
@@ -394,7 +404,7 @@ class Partition:
         return self._changed
 
     async def wait_for_high_watermark(self, offset: int, timeout_s: float) -> None:
-        """Return once the HW is past `offset`; raise if the deadline passes or we step down.
+        """Return once `offset` is committed; raise if it cannot be, or the deadline passes.
 
         The ISR may have shrunk after the append, and the HW then passed `offset` with
         fewer copies than min.insync.replicas: that is NOT_ENOUGH_REPLICAS_AFTER_APPEND,
@@ -404,10 +414,21 @@ class Partition:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         epoch = self.leader_epoch
-        while self.high_watermark <= offset:
+        while True:
             if not self.is_leader or self.leader_epoch != epoch:
                 raise NotLeaderOrFollowerError(
                     f"{self.tp}: leadership moved while waiting for offset {offset} to commit"
+                )
+            isr = self.maximal_isr
+            outcome = acks_all_outcome(
+                offset, self.high_watermark, len(isr), self.min_insync_replicas
+            )
+            if outcome is AckOutcome.COMMITTED:
+                return
+            if outcome is AckOutcome.NOT_ENOUGH_REPLICAS:
+                raise NotEnoughReplicasAfterAppendError(
+                    f"{self.tp}: offset {offset} reached the HW with ISR {isr}, smaller "
+                    f"than min.insync.replicas={self.min_insync_replicas}"
                 )
             remaining = deadline - loop.time()
             if remaining <= 0:
@@ -419,8 +440,3 @@ class Partition:
                 await asyncio.wait_for(self._changed.wait(), remaining)
             except TimeoutError:
                 continue
-        if len(self.isr) < self.min_insync_replicas:
-            raise NotEnoughReplicasAfterAppendError(
-                f"{self.tp}: offset {offset} committed with ISR {self.isr}, smaller than "
-                f"min.insync.replicas={self.min_insync_replicas}"
-            )

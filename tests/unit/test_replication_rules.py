@@ -1,0 +1,158 @@
+"""The replication rules with plain values, then a leader `Partition` applying them to a
+real log in a temporary folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from brokerd.log import Log
+from brokerd.log.config import LogConfig
+from brokerd.partition import Partition
+from brokerd.replication_rules import (
+    AckOutcome,
+    FollowerProgress,
+    Truncation,
+    acks_all_outcome,
+    after_fetch,
+    fetch_offset_in_range,
+    high_watermark,
+    lagging_replicas,
+    maximal_isr,
+    may_join_isr,
+    truncation_point,
+)
+from spark_replica.errors import OffsetOutOfRangeError
+from spark_replica.records import build_batch
+from spark_replica.topics import TopicPartition
+
+LEADER = 1
+
+# --- plain values -------------------------------------------------------------------
+
+
+def test_fetch_offsets_outside_the_leaders_log_are_out_of_range() -> None:
+    assert fetch_offset_in_range(5, 5, 10) and fetch_offset_in_range(10, 5, 10)
+    assert not fetch_offset_in_range(4, 5, 10), "below the log start"
+    assert not fetch_offset_in_range(11, 5, 10), "past the leader's LEO is not caught up"
+
+
+def test_a_fetch_from_the_leaders_end_is_caught_up_now() -> None:
+    progress = after_fetch(FollowerProgress(), 10, leader_end_offset=10, now_ms=500)
+    assert progress == FollowerProgress(10, 500, 10, 500)
+
+
+def test_reaching_the_previous_fetchs_leader_end_is_caught_up_as_of_then() -> None:
+    first = after_fetch(FollowerProgress(), 4, leader_end_offset=10, now_ms=100)
+    assert first.last_caught_up_ms == 0, "behind and never caught up"
+    second = after_fetch(first, 10, leader_end_offset=15, now_ms=300)
+    assert second.last_caught_up_ms == 100 and second.log_end_offset == 10
+    third = after_fetch(second, 12, leader_end_offset=20, now_ms=400)
+    assert third.last_caught_up_ms == 100, "12 is short of the 15 the leader had at 300"
+
+
+def test_maximal_isr_adds_pending_members_and_keeps_those_a_shrink_would_drop() -> None:
+    assert maximal_isr([1, 2], None) == [1, 2]
+    assert maximal_isr([1, 2], [1, 2, 3]) == [1, 2, 3], "expansion being written"
+    assert maximal_isr([1, 2, 3], [1]) == [1, 2, 3], "shrink being written"
+
+
+def test_high_watermark_is_the_smallest_end_over_the_isr_and_never_moves_back() -> None:
+    ends = {2: 7, 3: 4}
+    assert high_watermark(0, LEADER, 10, ends, [1, 2]) == 7
+    assert high_watermark(0, LEADER, 10, ends, [1, 2, 3]) == 4
+    assert high_watermark(6, LEADER, 10, ends, [1, 2, 3]) == 6, "never backwards"
+    assert high_watermark(0, LEADER, 10, {}, [1, 2]) == 0, "an unknown LEO holds it back"
+    assert high_watermark(3, LEADER, 10, {}, [1]) == 10, "the leader alone"
+
+
+def test_a_follower_joins_once_past_the_hw_and_the_epoch_start() -> None:
+    assert may_join_isr(8, high_watermark=8, leader_epoch_start_offset=5)
+    assert not may_join_isr(7, high_watermark=8, leader_epoch_start_offset=5)
+    assert not may_join_isr(8, high_watermark=8, leader_epoch_start_offset=9)
+
+
+def test_isr_members_not_caught_up_for_longer_than_the_lag_leave() -> None:
+    followers = {2: FollowerProgress(10, 1_000), 3: FollowerProgress(10, 5_000)}
+    assert lagging_replicas([1, 2, 3], LEADER, followers, 12_000, 10_000) == [2]
+    assert lagging_replicas([1, 2, 3], LEADER, followers, 11_000, 10_000) == []
+    assert lagging_replicas([1, 3], LEADER, followers, 99_000, 10_000) == [3]
+    assert lagging_replicas([1], LEADER, {}, 99_000, 10_000) == [], "never the leader"
+
+
+def test_acks_all_commits_only_over_enough_replicas() -> None:
+    assert acks_all_outcome(9, 9, 3, 2) is AckOutcome.PENDING
+    assert acks_all_outcome(9, 10, 2, 2) is AckOutcome.COMMITTED
+    assert acks_all_outcome(9, 10, 1, 2) is AckOutcome.NOT_ENOUGH_REPLICAS
+
+
+def test_truncation_to_the_answered_epoch_the_follower_knows() -> None:
+    # The follower knows epoch 3, which ended at 12 in its log; the leader's ended at 9.
+    assert truncation_point(3, 9, (3, 12), 15, 5) == Truncation(9, complete=True)
+    assert truncation_point(3, 20, (3, 12), 15, 5) == Truncation(12, complete=True)
+    assert truncation_point(3, 20, (3, 20), 15, 5) == Truncation(15, complete=True)
+
+
+def test_truncation_to_a_smaller_epoch_then_ask_again() -> None:
+    # The leader answered epoch 3; the follower's largest epoch <= 3 is 2, ending at 7.
+    assert truncation_point(3, 9, (2, 7), 15, 5) == Truncation(7, complete=False)
+    assert truncation_point(3, 9, (2, 30), 15, 5) == Truncation(15, complete=False)
+
+
+def test_an_unknown_epoch_never_empties_the_log() -> None:
+    assert truncation_point(3, 9, None, 15, 5) == Truncation(9, complete=True)
+    assert truncation_point(3, 20, None, 15, 5) == Truncation(15, complete=True)
+
+
+def test_no_answer_from_the_leader_cuts_at_the_high_watermark() -> None:
+    assert truncation_point(-1, -1, (3, 12), 15, 5) == Truncation(5, complete=True)
+    assert truncation_point(-1, -1, None, 4, 5) == Truncation(4, complete=True)
+
+
+# --- a leader Partition applying them -------------------------------------------------
+
+
+def leader_partition(tmp_path: Path, isr: list[int], replicas: list[int]) -> Partition:
+    log = Log.open(tmp_path / "t-0", LogConfig(), now_ms=0)
+    partition = Partition(TopicPartition("t", 0), log, LEADER)
+    partition.make_leader(0, isr, replicas, zk_version=0, controller_epoch=1, now_ms=0)
+    return partition
+
+
+def append(partition: Partition, count: int) -> None:
+    partition.append_as_leader(build_batch([f"v{i}" for i in range(count)]), 1, now_ms=0)
+
+
+def test_a_replica_joining_the_isr_is_never_behind_the_hw(tmp_path: Path) -> None:
+    partition = leader_partition(tmp_path, [1], [1, 2])
+    append(partition, 5)
+    partition.record_follower_fetch(2, 5, now_ms=10)
+    assert partition.proposed_isr == [1, 2]
+    append(partition, 5)  # while the expansion is being written
+    assert partition.high_watermark == 5, "the HW waits for the joining replica"
+    partition.apply_isr([1, 2], zk_version=1)
+    assert partition.high_watermark <= partition.followers[2].log_end_offset
+    partition.log.close()
+
+
+def test_a_pending_shrink_still_counts_the_members_it_drops(tmp_path: Path) -> None:
+    partition = leader_partition(tmp_path, [1, 2], [1, 2])
+    append(partition, 5)
+    partition.record_follower_fetch(2, 5, now_ms=10)
+    append(partition, 5)
+    assert partition.propose_isr_shrink(now_ms=100_000, lag_max_ms=1_000)
+    assert partition.high_watermark == 5
+    partition.apply_isr([1], zk_version=1)
+    assert partition.high_watermark == 10
+    partition.log.close()
+
+
+def test_a_fetch_offset_past_the_leaders_end_is_never_recorded(tmp_path: Path) -> None:
+    partition = leader_partition(tmp_path, [1], [1, 2])
+    append(partition, 5)
+    with pytest.raises(OffsetOutOfRangeError):
+        partition.record_follower_fetch(2, 500, now_ms=10)
+    assert partition.followers[2].log_end_offset == -1
+    assert partition.proposed_isr is None, "not caught up, so not proposed to the ISR"
+    partition.log.close()
