@@ -1,14 +1,18 @@
 """Followers pull from leaders: one fetcher task per source broker, many partitions each.
 
 A fetcher first truncates each newly followed partition by leader epoch (KIP-101/279):
-it asks the leader where the follower's latest epoch ended and cuts its log there, never
-to its high watermark, which could throw away records the new leader has, or keep ones
-it lacks. Then it long-polls Fetch requests (replica id = this broker, fetching from its
+it asks the leader where the follower's latest epoch ended and cuts its log where the
+rule in replication_rules.py says (asking again after an intermediate cut), never to its
+high watermark, which could throw away records the new leader has, or keep ones it
+lacks. Then it long-polls Fetch requests (replica id = this broker, fetching from its
 log end offset with the leader epoch it knows), appends the batches untouched, and takes
 the high watermark from the answer.
 
-Errors that mean "the leader moved" (NOT_LEADER, fenced or unknown epoch) pause that
-partition until the controller's next LeaderAndIsr says where to fetch from.
+OFFSET_OUT_OF_RANGE means the follower's log end is outside the leader's log: below the
+leader's log start it restarts its log there; otherwise it is ahead of the leader, and
+truncates by leader epoch again. Errors that mean "the leader moved" (NOT_LEADER, fenced
+or unknown epoch) pause that partition until the controller's next LeaderAndIsr says
+where to fetch from.
 """
 
 from __future__ import annotations
@@ -19,12 +23,13 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass
 
+from brokerd.log.epoch_cache import UNDEFINED_EPOCH
 from brokerd.partition import Partition
+from brokerd.replication_rules import Truncation, truncation_point
 from spark_replica.client.connection import BrokerConnection
 from spark_replica.errors import OffsetOutOfRangeError, ReplogError, error_for_code
 from spark_replica.protocol.fetch import FetchPartition, FetchRequest, FetchTopic
 from spark_replica.protocol.offsets_for_leader_epoch import (
-    UNDEFINED_OFFSET,
     EpochQuery,
     EpochQueryTopic,
     OffsetsForLeaderEpochRequest,
@@ -46,17 +51,14 @@ class FollowedPartition:
     needs_truncation: bool = True
 
 
-def truncation_offset(
-    partition: Partition, local_epoch: int, leader_epoch: int, leader_end_offset: int
-) -> int:
-    """Where a follower cuts its log, given the leader's answer for `local_epoch` (KIP-279)."""
+def truncation_for(partition: Partition, leader_epoch: int, leader_end_offset: int) -> Truncation:
+    """Where this follower cuts its log, given the leader's (epoch, end offset) answer."""
     log = partition.log
-    if leader_end_offset == UNDEFINED_OFFSET:
-        return min(partition.high_watermark, log.log_end_offset)
-    if leader_epoch == local_epoch:
-        return min(leader_end_offset, log.log_end_offset)
-    _, local_end = log.end_offset_for_epoch(leader_epoch)
-    return min(leader_end_offset, local_end if local_end >= 0 else 0, log.log_end_offset)
+    local_epoch, local_end = log.end_offset_for_epoch(leader_epoch)
+    local = None if local_epoch == UNDEFINED_EPOCH else (local_epoch, local_end)
+    return truncation_point(
+        leader_epoch, leader_end_offset, local, log.log_end_offset, partition.high_watermark
+    )
 
 
 class ReplicaFetcher:
@@ -138,17 +140,19 @@ class ReplicaFetcher:
                     )
                     continue
                 p = followed.partition
-                local_epoch = p.log.epoch_cache.latest_epoch
-                cut = truncation_offset(p, local_epoch, answer.leader_epoch, answer.end_offset)
-                if cut < p.log.log_end_offset:
+                cut = truncation_for(p, answer.leader_epoch, answer.end_offset)
+                end = p.log.log_end_offset
+                if cut.offset < end:
                     logger.info(
-                        "%s: truncating from %d to %d by leader epoch",
+                        "%s: truncating from %d to %d by leader epoch%s",
                         p.tp,
-                        p.log.log_end_offset,
-                        cut,
+                        end,
+                        cut.offset,
+                        "" if cut.complete else ", then asking again",
                     )
-                    p.truncate_to(cut)
-                followed.needs_truncation = False
+                    p.truncate_to(cut.offset)
+                # An intermediate cut that removed nothing would only ask the same again.
+                followed.needs_truncation = not cut.complete and cut.offset < end
 
     async def _fetch_once(self) -> None:
         ready = [f.partition for f in self.partitions.values() if not f.needs_truncation]
@@ -180,13 +184,18 @@ class ReplicaFetcher:
                 p = followed.partition
                 if result.error_code:
                     error = error_for_code(result.error_code, result.error_message or "")
-                    if (
-                        isinstance(error, OffsetOutOfRangeError)
-                        and result.log_start_offset > p.log.log_end_offset
-                    ):
+                    if not isinstance(error, OffsetOutOfRangeError):
+                        paused = True
+                    elif result.log_start_offset > p.log.log_end_offset:
                         p.truncate_fully_and_start_at(result.log_start_offset)
                     else:
-                        paused = True
+                        logger.info(
+                            "%s: log end %d is past the leader's (%d); truncating by epoch",
+                            p.tp,
+                            p.log.log_end_offset,
+                            result.log_end_offset,
+                        )
+                        followed.needs_truncation = True
                     continue
                 p.append_as_follower(result.records, result.high_watermark, now_ms())
         if paused:

@@ -62,8 +62,13 @@ def _read_all(
                 f"partition {entry.max_bytes})"
             )
         partition = ctx.replicas.get_partition(tp)
-        if for_replica and partition.is_leader:
-            partition.check_leader_epoch(entry.current_leader_epoch)
+        partition.require_leader()
+        partition.check_leader_epoch(entry.current_leader_epoch)
+        # Set before the offset is checked: a follower told OFFSET_OUT_OF_RANGE needs
+        # them to choose between restarting at the log start and truncating.
+        result.log_start_offset = partition.log.log_start_offset
+        result.log_end_offset = partition.log.log_end_offset
+        if for_replica:
             partition.record_follower_fetch(request.replica_id, entry.fetch_offset, now)
             if partition.proposed_isr is not None and ctx.isr_writer is not None:
                 ctx.isr_writer.schedule(partition)
@@ -76,11 +81,7 @@ def _read_all(
             )
             remaining -= len(result.records)
             total += len(result.records)
-        else:
-            partition.require_leader()
         result.high_watermark = partition.high_watermark
-        result.log_start_offset = partition.log.log_start_offset
-        result.log_end_offset = partition.log.log_end_offset
         watched.append(partition)
 
     topics = answer_each_partition(request.topics, FetchTopicResult, FetchPartitionResult, serve)

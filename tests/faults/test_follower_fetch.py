@@ -1,0 +1,123 @@
+"""Follower fetch offsets outside the leader's log: the leader checks them before trusting
+them, and a follower ahead of its leader truncates by leader epoch instead of stalling."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import pytest
+
+from brokerd.log import Log
+from brokerd.log.config import LogConfig
+from brokerd.partition import Partition
+from brokerd.replica_fetcher import ReplicaFetcher
+from spark_replica.client import BrokerConnection, Cluster
+from spark_replica.errors import OffsetOutOfRangeError
+from spark_replica.protocol.fetch import FetchPartition, FetchRequest, FetchTopic
+from spark_replica.protocol.produce import ProducePartition, ProduceRequest, ProduceTopic
+from spark_replica.records import build_batch
+from spark_replica.topics import TopicPartition
+from tests.integration.test_replication import create, leadership, start_cluster, wait_for
+from tests.support import BrokerFactory, create_topic, run
+
+pytestmark = pytest.mark.slow
+
+# How long a refused follower is watched for (wrongly) rejoining the ISR.
+REJOIN_WATCH_S = 5.0
+
+
+async def send_one(address: tuple[str, int], request: object) -> object:
+    conn = BrokerConnection(*address)
+    await conn.connect()
+    try:
+        return await conn.send(request)
+    finally:
+        await conn.close()
+
+
+async def produce(address: tuple[str, int], topic: str, count: int) -> None:
+    batch = build_batch([f"v{i}" for i in range(count)])
+    request = ProduceRequest(1, 10_000, [ProduceTopic(topic, [ProducePartition(0, batch)])])
+    response = await send_one(address, request)
+    assert response.topics[0].partitions[0].error_code == 0
+
+
+def test_a_fetch_offset_past_the_leaders_end_never_brings_a_replica_into_the_isr(
+    brokers: BrokerFactory,
+) -> None:
+    start_cluster(brokers)
+    bootstrap = brokers.bootstrap
+
+    async def scenario() -> tuple[int, list[int]]:
+        await create(bootstrap, "bogus", rf=3)
+        state = (await leadership(bootstrap, "bogus"))[0]
+        leader = state["leader"]
+        absent = next(r for r in state["replicas"] if r != leader)
+        live = [(b.host, b.port) for i, b in brokers.brokers.items() if i != absent]
+        await asyncio.to_thread(brokers.brokers[absent].stop)
+
+        async def absent_out_of_isr() -> bool:
+            return absent not in (await leadership(live, "bogus"))[0]["isr"]
+
+        await wait_for(absent_out_of_isr)
+        address = (brokers.brokers[leader].host, brokers.brokers[leader].port)
+        await produce(address, "bogus", 5)
+        # A fetch in the name of the stopped replica, from far past the leader's end.
+        fetch = FetchRequest(
+            0,
+            1,
+            1024 * 1024,
+            [FetchTopic("bogus", [FetchPartition(0, 1_000, 1024 * 1024)])],
+            absent,
+        )
+        code = (await send_one(address, fetch)).topics[0].partitions[0].error_code
+        isrs = []
+        deadline = time.monotonic() + REJOIN_WATCH_S
+        while time.monotonic() < deadline:
+            isrs.append((await leadership(live, "bogus"))[0]["isr"])
+            await asyncio.sleep(0.5)
+        return code, [r for isr in isrs for r in isr if r == absent]
+
+    code, rejoined = run(scenario(), timeout_s=90)
+    assert code == OffsetOutOfRangeError.code
+    assert rejoined == [], "the stopped replica was taken into the ISR"
+
+
+def test_a_follower_ahead_of_its_leader_truncates_instead_of_stalling(
+    brokers: BrokerFactory, tmp_path: Path
+) -> None:
+    leader = brokers.start(1)
+    address = (leader.host, leader.port)
+    tp = TopicPartition("ahead", 0)
+
+    async def scenario() -> int:
+        await create_topic(brokers.bootstrap, tp.topic)
+        cluster = Cluster(brokers.bootstrap)
+        try:
+            epoch = (await cluster.ensure_topic(tp.topic)).partitions[0].leader_epoch
+        finally:
+            await cluster.close()
+        await produce(address, tp.topic, 5)
+        # A local replica holding 8 records of the leader's own epoch: 3 more than the
+        # leader (as after the leader lost an unflushed tail), already past truncation.
+        log = Log.open(tmp_path / "ahead-0", LogConfig(), now_ms=0)
+        follower = Partition(tp, log, 2)
+        follower.make_leader(epoch, [2], [1, 2], zk_version=0, controller_epoch=1, now_ms=0)
+        follower.append_as_leader(build_batch([f"x{i}" for i in range(8)]), 1, now_ms=0)
+        follower.make_follower(1, epoch, [1, 2], controller_epoch=1)
+        fetcher = ReplicaFetcher(2, 1, address)
+        fetcher.add(follower, needs_truncation=False)
+        try:
+
+            async def truncated() -> bool:
+                return log.log_end_offset == 5
+
+            await wait_for(truncated, timeout_s=15)
+            return log.log_end_offset
+        finally:
+            await fetcher.stop()
+            log.close()
+
+    assert run(scenario(), timeout_s=60) == 5
