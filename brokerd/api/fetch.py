@@ -20,6 +20,8 @@ from spark_replica.topics import TopicPartition
 
 # A fetch never parks longer than this, whatever max_wait_ms says.
 MAX_WAIT_CAP_MS = 30_000
+# Nor answers more than this, whatever max_bytes says (Kafka's fetch.max.bytes default).
+FETCH_MAX_BYTES = 57_671_680
 
 
 async def handle_fetch(ctx: BrokerContext, request: FetchRequest) -> FetchResponse:
@@ -50,7 +52,7 @@ def _read_all(
     """Read every requested partition once; also return the bytes read and what to watch."""
     for_replica = request.replica_id != CONSUMER_REPLICA_ID
     now = now_ms()
-    remaining = request.max_bytes
+    remaining = min(request.max_bytes, FETCH_MAX_BYTES)
     total = 0
     watched: list[Partition] = []
 

@@ -1,5 +1,10 @@
 """Serving Produce: append to led partitions, then wait for the HW when acks=all.
 
+An acks=all batch is answered success once the HW has passed it over an ISR of at least
+min.insync.replicas members; if the ISR shrank below that after the append, it is
+answered NOT_ENOUGH_REPLICAS_AFTER_APPEND (the records stay, and an idempotent retry is
+answered as a duplicate). The wait is the request's timeout_ms, capped.
+
 A batch an idempotent producer appended long ago (older than the batches the partition
 remembers with their offsets) is answered DUPLICATE_SEQUENCE_NUMBER, and the producer
 counts it as delivered; with acks=all only once the HW has passed everything up to the
@@ -34,6 +39,14 @@ from spark_replica.records import now_ms
 from spark_replica.topics import TopicPartition
 
 VALID_ACKS = (ACKS_NONE, ACKS_LEADER, ACKS_ALL)
+# An acks=all produce holds its request's memory while it waits: never longer than this,
+# whatever timeout_ms says.
+MAX_PRODUCE_TIMEOUT_MS = 300_000
+
+
+def produce_wait_s(timeout_ms: int) -> float:
+    """How long an acks=all produce waits for the HW: its timeout, within [0, the cap]."""
+    return min(max(timeout_ms, 0), MAX_PRODUCE_TIMEOUT_MS) / 1000
 
 
 async def handle_produce(ctx: BrokerContext, request: ProduceRequest) -> ProduceResponse | None:
@@ -61,7 +74,7 @@ async def handle_produce(ctx: BrokerContext, request: ProduceRequest) -> Produce
         request.topics, ProduceTopicResult, ProducePartitionResult, serve
     )
     if waits:
-        timeout_s = max(request.timeout_ms, 0) / 1000
+        timeout_s = produce_wait_s(request.timeout_ms)
         outcomes = await asyncio.gather(
             *(p.wait_for_high_watermark(last, timeout_s) for _, p, last in waits),
             return_exceptions=True,

@@ -1,5 +1,6 @@
 """Follower fetch offsets outside the leader's log: the leader checks them before trusting
-them, and a follower ahead of its leader truncates by leader epoch instead of stalling."""
+them, and a follower ahead of its leader truncates by leader epoch instead of stalling.
+And a fetch's max_bytes is capped, whatever the fetcher asks for."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from brokerd.api.fetch import FETCH_MAX_BYTES
 from brokerd.log import Log
 from brokerd.log.config import LogConfig
 from brokerd.partition import Partition
@@ -26,6 +28,7 @@ pytestmark = pytest.mark.slow
 
 # How long a refused follower is watched for (wrongly) rejoining the ISR.
 REJOIN_WATCH_S = 5.0
+INT32_MAX = 2**31 - 1
 
 
 async def send_one(address: tuple[str, int], request: object) -> object:
@@ -121,3 +124,30 @@ def test_a_follower_ahead_of_its_leader_truncates_instead_of_stalling(
             log.close()
 
     assert run(scenario(), timeout_s=60) == 5
+
+
+def test_a_fetch_never_answers_more_than_the_brokers_cap(brokers: BrokerFactory) -> None:
+    broker = brokers.start(1)
+    address = (broker.host, broker.port)
+    big_value = b"x" * (1024 * 1024)
+
+    async def scenario() -> int:
+        await create_topic(brokers.bootstrap, "large")
+        # Six batches of 12 MiB: more in the log than one fetch may answer.
+        for _ in range(6):
+            batch = build_batch([big_value] * 12)
+            request = ProduceRequest(
+                1, 30_000, [ProduceTopic("large", [ProducePartition(0, batch)])]
+            )
+            response = await send_one(address, request)
+            assert response.topics[0].partitions[0].error_code == 0
+        fetch = FetchRequest(
+            0, 1, INT32_MAX, [FetchTopic("large", [FetchPartition(0, 0, INT32_MAX)])], 2
+        )
+        response = await send_one(address, fetch)
+        result = response.topics[0].partitions[0]
+        assert result.error_code == 0
+        return len(result.records)
+
+    size = run(scenario(), timeout_s=90)
+    assert 0 < size <= FETCH_MAX_BYTES

@@ -1,5 +1,5 @@
-"""The replication rules with plain values, then a leader `Partition` applying them to a
-real log in a temporary folder."""
+"""The replication rules with plain values, then a `Partition` and the fetcher's truncation
+applying them to a real log in a temporary folder, and the caps on request values."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from brokerd.api.produce import MAX_PRODUCE_TIMEOUT_MS, produce_wait_s
 from brokerd.log import Log
 from brokerd.log.config import LogConfig
 from brokerd.partition import Partition
+from brokerd.replica_fetcher import truncation_for
 from brokerd.replication_rules import (
     AckOutcome,
     FollowerProgress,
@@ -113,10 +115,12 @@ def test_no_answer_from_the_leader_cuts_at_the_high_watermark() -> None:
 # --- a leader Partition applying them -------------------------------------------------
 
 
-def leader_partition(tmp_path: Path, isr: list[int], replicas: list[int]) -> Partition:
+def leader_partition(
+    tmp_path: Path, isr: list[int], replicas: list[int], epoch: int = 0
+) -> Partition:
     log = Log.open(tmp_path / "t-0", LogConfig(), now_ms=0)
     partition = Partition(TopicPartition("t", 0), log, LEADER)
-    partition.make_leader(0, isr, replicas, zk_version=0, controller_epoch=1, now_ms=0)
+    partition.make_leader(epoch, isr, replicas, zk_version=0, controller_epoch=1, now_ms=0)
     return partition
 
 
@@ -156,3 +160,27 @@ def test_a_fetch_offset_past_the_leaders_end_is_never_recorded(tmp_path: Path) -
     assert partition.followers[2].log_end_offset == -1
     assert partition.proposed_isr is None, "not caught up, so not proposed to the ISR"
     partition.log.close()
+
+
+def test_a_follower_that_does_not_know_the_answered_epoch_keeps_its_log(
+    tmp_path: Path,
+) -> None:
+    follower = leader_partition(tmp_path, [LEADER], [LEADER, 2], epoch=5)
+    append(follower, 10)  # all of epoch 5; the leader answers epoch 3, ending at 8
+    assert truncation_for(follower, 3, 8) == Truncation(8, complete=True)
+    follower.log.close()
+
+
+def test_a_follower_cuts_where_its_smaller_epoch_ended_then_asks_again(tmp_path: Path) -> None:
+    follower = leader_partition(tmp_path, [LEADER], [LEADER, 2], epoch=1)
+    append(follower, 5)
+    follower.make_leader(4, [LEADER], [LEADER, 2], zk_version=1, controller_epoch=1, now_ms=0)
+    append(follower, 5)  # epochs 1 at [0, 5) and 4 at [5, 10); the leader answers 3
+    assert truncation_for(follower, 3, 7) == Truncation(5, complete=False)
+    follower.log.close()
+
+
+def test_the_produce_wait_is_capped_and_never_negative() -> None:
+    assert produce_wait_s(1_500) == 1.5
+    assert produce_wait_s(-5) == 0
+    assert produce_wait_s(2**31 - 1) == MAX_PRODUCE_TIMEOUT_MS / 1000
