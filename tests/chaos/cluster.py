@@ -34,6 +34,9 @@ BROKER_OVERRIDES = {
 }
 BROKER_START_TIMEOUT_S = 30.0
 ZOOKEEPER_QUERY_TIMEOUT_S = 2.0
+# How long a running broker may take to register again (its session may just have
+# expired) before it counts as hung.
+REGISTRATION_GRACE_S = 10.0
 
 
 class ChaosCluster:
@@ -116,16 +119,25 @@ class ChaosCluster:
             zk.stop()
             zk.close()
 
-    def heal(self) -> None:
+    def heal(self) -> list[int]:
         """Undo every fault still in place: ZooKeeper up, paused brokers resumed, dead ones
-        restarted."""
+        restarted. Return the brokers that were running but never registered again (hung):
+        those are killed and restarted too, so that the data can still be checked."""
         self.start_zookeeper()
         for broker_id in sorted(self.paused):
             self.resume(broker_id)
-        for broker in self.brokers.values():
-            if broker.process is None or broker.process.poll() is not None:
-                broker.process = None
-                broker.start(BROKER_START_TIMEOUT_S)
+        hung = []
+        for broker_id, broker in self.brokers.items():
+            if broker.process is not None and broker.process.poll() is None:
+                try:
+                    broker.wait_registered(REGISTRATION_GRACE_S)
+                    continue
+                except ReplogError:
+                    hung.append(broker_id)
+                    broker.kill()
+            broker.process = None
+            broker.start(BROKER_START_TIMEOUT_S)
+        return hung
 
     def stop_all(self) -> None:
         """SIGKILL every broker (paused ones too); a failing kill does not stop the others."""

@@ -68,6 +68,7 @@ class ScheduleResult:
     unacknowledged: int = 0
     replicas_diverged: int = 0
     healed: bool = True
+    hung_brokers: list[int] = field(default_factory=list)  # running, never registered again
     error: str | None = None
     seconds: float = 0.0
     events: list[str] = field(default_factory=list)
@@ -80,6 +81,7 @@ class ScheduleResult:
             not self.counts.clean
             or self.replicas_diverged > 0
             or not self.healed
+            or bool(self.hung_brokers)
             or self.error is not None
         )
 
@@ -93,6 +95,7 @@ class _ScheduleRun:
         self.settings = settings
         self.result = ScheduleResult(schedule.seed)
         self.busy: set[int] = set()
+        self.zookeeper_busy = False
         self.tasks: list[asyncio.Task[None]] = []
         self.executor = ThreadPoolExecutor(settings.brokers + 2, thread_name_prefix="chaos")
         self.started = time.monotonic()
@@ -119,9 +122,13 @@ class _ScheduleRun:
         self.tasks = [*sending, reading]
         await asyncio.sleep(WARMUP_S)
         window_start = asyncio.get_running_loop().time()
-        await asyncio.gather(*(self.apply(fault, window_start) for fault in self.schedule.faults))
+        faults = [asyncio.create_task(self.apply(f, window_start)) for f in self.schedule.faults]
+        self.tasks += faults
+        await asyncio.gather(*faults)
         self.note("faults over; healing")
-        await self.blocking(cluster.heal)
+        self.result.hung_brokers = await self.blocking(cluster.heal)
+        if self.result.hung_brokers:
+            self.note(f"brokers {self.result.hung_brokers} were running unregistered; restarted")
         stop_sending.set()
         await asyncio.gather(*sending)
         self.note("producers stopped")
@@ -146,12 +153,7 @@ class _ScheduleRun:
         loop = asyncio.get_running_loop()
         await asyncio.sleep(max(0.0, window_start + fault.at_s - loop.time()))
         if fault.kind is FaultKind.ZOOKEEPER_RESTART:
-            self.note("zookeeper stopping")
-            await self.blocking(self.cluster.stop_zookeeper)
-            self.note("zookeeper stopped")
-            await asyncio.sleep(fault.duration_s)
-            await self.blocking(self.cluster.start_zookeeper)
-            self.note("zookeeper started")
+            await self.restart_zookeeper(fault)
             return
         broker_id = await self.resolve(fault)
         if broker_id is None or broker_id in self.busy:
@@ -168,6 +170,21 @@ class _ScheduleRun:
             self.note(f"broker {broker_id}: {type(exc).__name__} {exc}")
         finally:
             self.busy.discard(broker_id)
+
+    async def restart_zookeeper(self, fault: Fault) -> None:
+        # A slow JVM start can outlast the schedule's allowance: never stop a starting one.
+        if self.zookeeper_busy:
+            self.note(f"skipped, zookeeper is still restarting: {fault.describe()}")
+            return
+        self.zookeeper_busy = True
+        try:
+            self.note("zookeeper stopping")
+            await self.blocking(self.cluster.stop_zookeeper)
+            await asyncio.sleep(fault.duration_s)
+            await self.blocking(self.cluster.start_zookeeper)
+            self.note("zookeeper started")
+        finally:
+            self.zookeeper_busy = False
 
     async def fault_broker(self, fault: Fault, broker_id: int) -> None:
         self.note(f"broker {broker_id}: {fault.describe()}")
@@ -313,6 +330,7 @@ class Summary:
             "misplaced": counts.misplaced,
             "replicas_diverged": sum(r.replicas_diverged for r in self.results),
             "unhealed": sum(1 for r in self.results if not r.healed),
+            "hung_brokers": sum(len(r.hung_brokers) for r in self.results),
             "errors": sum(1 for r in self.results if r.error is not None),
             "acknowledged": sum(r.acknowledged for r in self.results),
             "unacknowledged": sum(r.unacknowledged for r in self.results),

@@ -36,6 +36,7 @@ def test_two_short_schedules_keep_every_promise(tmp_path: Path) -> None:
         "misplaced",
         "replicas_diverged",
         "unhealed",
+        "hung_brokers",
         "errors",
     ):
         assert line[name] == 0, (name, line)
