@@ -24,11 +24,12 @@ import asyncio
 import logging
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, ConnectionLoss, NoNodeError
 
 from brokerd.partition import Partition
+from spark_replica.errors import ZnodeMissingError, ZnodeVersionError, ZooKeeperConnectionError
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import topic_store, znodes
+from spark_replica.zk.kazoo_errors import translated
 
 logger = logging.getLogger("brokerd.isr")
 
@@ -49,10 +50,11 @@ def write_isr(
     with its zkVersion, or None if someone else wrote it (or it is gone)."""
     path = znodes.partition_state_path(tp.topic, tp.partition)
     try:
-        return state, zk.set(path, state.encode(), version=expected_version).version
-    except NoNodeError:
+        with translated():
+            return state, zk.set(path, state.encode(), version=expected_version).version
+    except ZnodeMissingError:
         return None
-    except (BadVersionError, ConnectionLoss):
+    except (ZnodeVersionError, ZooKeeperConnectionError):
         found = topic_store.read_partition_state(zk, tp.topic, tp.partition)
     if found is None or not is_own_write(state, found[0]):
         return None
@@ -65,7 +67,8 @@ def notify_isr_change(
     notification = znodes.IsrChangeNotification(
         [(tp.topic, tp.partition) for tp in partitions], leader_stepped_down
     )
-    zk.create(znodes.ISR_CHANGE_PREFIX, notification.encode(), sequence=True, makepath=True)
+    with translated():
+        zk.create(znodes.ISR_CHANGE_PREFIX, notification.encode(), sequence=True, makepath=True)
 
 
 class IsrWriter:

@@ -19,11 +19,11 @@ import time
 from collections.abc import Callable
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NodeExistsError
 
-from spark_replica.errors import ZooKeeperError
+from spark_replica.errors import ZnodeExistsError, ZooKeeperError
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import topic_store, znodes
+from spark_replica.zk.kazoo_errors import translated
 from spark_replica.zk.session import connect
 
 logger = logging.getLogger("brokerd.zk")
@@ -76,13 +76,16 @@ class ZooKeeperSync:
         """Create our ephemeral znode (waiting out a previous session's); return its czxid."""
         path = znodes.broker_path(self.registration.broker_id)
         deadline = time.monotonic() + self.session_timeout_s * 2
-        zk.ensure_path(znodes.BROKER_IDS_PATH)
-        zk.ensure_path(znodes.TOPICS_PATH)
+        with translated():
+            zk.ensure_path(znodes.BROKER_IDS_PATH)
+            zk.ensure_path(znodes.TOPICS_PATH)
         while True:
             try:
-                zk.create(path, self.registration.encode(), ephemeral=True)
-            except NodeExistsError:
-                stat = zk.exists(path)
+                with translated():
+                    zk.create(path, self.registration.encode(), ephemeral=True)
+            except ZnodeExistsError:
+                with translated():
+                    stat = zk.exists(path)
                 if stat is not None and stat.ephemeralOwner == zk.client_id[0]:
                     return stat.czxid
                 if time.monotonic() > deadline:
@@ -92,7 +95,8 @@ class ZooKeeperSync:
                     ) from None
                 time.sleep(0.25)
                 continue
-            stat = zk.exists(path)
+            with translated():
+                stat = zk.exists(path)
             if stat is not None:
                 logger.info("registered %s (broker epoch %d)", path, stat.czxid)
                 return stat.czxid

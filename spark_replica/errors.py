@@ -68,6 +68,24 @@ class ZooKeeperError(ReplogError):
     """ZooKeeper could not be started or reached, or held data we could not read."""
 
 
+class ZnodeMissingError(ZooKeeperError):
+    """The znode does not exist (ZooKeeper's NONODE)."""
+
+
+class ZnodeExistsError(ZooKeeperError):
+    """The znode to create exists already (ZooKeeper's NODEEXISTS)."""
+
+
+class ZnodeVersionError(ZooKeeperError):
+    """A conditional write found another zkVersion: someone wrote the znode since."""
+
+
+class ZooKeeperConnectionError(ZooKeeperError):
+    """The connection or session was lost; a write in flight may or may not have landed."""
+
+    retriable = True
+
+
 class BrokerResponseError(ReplogError):
     """An error code answered by a broker."""
 

@@ -8,9 +8,9 @@ without the chroot.
 from __future__ import annotations
 
 from kazoo.client import KazooClient
-from kazoo.handlers.threading import KazooTimeoutError
 
 from spark_replica.errors import ConfigError, ZooKeeperError
+from spark_replica.zk.kazoo_errors import translated
 
 DEFAULT_SESSION_TIMEOUT_S = 10.0
 DEFAULT_CONNECT_TIMEOUT_S = 15.0
@@ -53,8 +53,9 @@ def connect(
 def _start(hosts: str, session_timeout_s: float, connect_timeout_s: float) -> KazooClient:
     client = KazooClient(hosts=hosts, timeout=session_timeout_s)
     try:
-        client.start(timeout=connect_timeout_s)
-    except KazooTimeoutError as exc:
+        with translated():
+            client.start(timeout=connect_timeout_s)
+    except ZooKeeperError as exc:
         client.close()
         raise ZooKeeperError(
             f"could not reach ZooKeeper at {hosts} within {connect_timeout_s:.0f} s"

@@ -1,0 +1,70 @@
+"""The one place where kazoo's exceptions become replog's typed errors.
+
+Everything that talks to ZooKeeper through kazoo wraps its calls in `translated()` (or
+reads a multi-op's results with `failures()`) and catches only the errors of
+spark_replica.errors: ZnodeMissingError, ZnodeExistsError, ZnodeVersionError,
+ZooKeeperConnectionError (retriable: the outcome of a write in flight is unknown), and
+ZooKeeperError for the rest. kazoo's own recipes (watches) keep kazoo's exceptions
+inside kazoo.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from kazoo.exceptions import (
+    BadVersionError,
+    ConnectionClosedError,
+    ConnectionLoss,
+    KazooException,
+    NodeExistsError,
+    NoNodeError,
+    RolledBackError,
+    SessionExpiredError,
+)
+from kazoo.handlers.threading import KazooTimeoutError
+
+from spark_replica.errors import (
+    ZnodeExistsError,
+    ZnodeMissingError,
+    ZnodeVersionError,
+    ZooKeeperConnectionError,
+    ZooKeeperError,
+)
+
+_TRANSLATIONS: tuple[tuple[type[Exception], type[ZooKeeperError]], ...] = (
+    (NoNodeError, ZnodeMissingError),
+    (NodeExistsError, ZnodeExistsError),
+    (BadVersionError, ZnodeVersionError),
+    (ConnectionLoss, ZooKeeperConnectionError),
+    (ConnectionClosedError, ZooKeeperConnectionError),
+    (SessionExpiredError, ZooKeeperConnectionError),
+    (KazooTimeoutError, ZooKeeperConnectionError),
+)
+
+
+def translate(exc: BaseException) -> ZooKeeperError:
+    """replog's error for a kazoo exception (ZooKeeperError when it has no closer one)."""
+    for kazoo_type, replog_type in _TRANSLATIONS:
+        if isinstance(exc, kazoo_type):
+            return replog_type(f"ZooKeeper: {type(exc).__name__} {exc}".strip())
+    return ZooKeeperError(f"ZooKeeper: {exc!r}")
+
+
+@contextmanager
+def translated() -> Iterator[None]:
+    """Raise kazoo's exceptions from the block as replog's, the original as the cause."""
+    try:
+        yield
+    except (KazooException, KazooTimeoutError) as exc:
+        raise translate(exc) from exc
+
+
+def failures(results: Sequence[object]) -> list[ZooKeeperError | None]:
+    """A multi-op's results, one per operation: its error, or None if it succeeded or was
+    only rolled back because another operation failed."""
+    return [
+        translate(r) if isinstance(r, Exception) and not isinstance(r, RolledBackError) else None
+        for r in results
+    ]
