@@ -71,9 +71,16 @@ async def _prepare(bootstrap: list[tuple[str, int]], records: int, brokers: int)
     try:
         admin = Admin(cluster)
         replication = min(3, brokers)
+        # Two copies before an acks=all answer, so that losing any one broker loses nothing
+        # acknowledged (docs/design-notes.md, "Durability model").
+        min_insync = min(2, replication)
+        configs = {"min.insync.replicas": str(min_insync)}
         for topic in (SOURCE, SINK):
-            await admin.create_topic(topic, 3, replication_factor=replication)
-        print(f"Created topics {SOURCE} and {SINK}: 3 partitions, {replication} replicas each")
+            await admin.create_topic(topic, 3, replication_factor=replication, configs=configs)
+        print(
+            f"Created topics {SOURCE} and {SINK}: 3 partitions, {replication} replicas each, "
+            f"min.insync.replicas={min_insync}"
+        )
         producer = Producer(cluster, ProducerConfig(acks=parse_acks("all")))
         keys = [f"user-{i % 97}" for i in range(records)]
         values = [f"event {i}" for i in range(records)]
