@@ -56,9 +56,9 @@ def write_isr(
         return None
     except (ZnodeVersionError, ZooKeeperConnectionError):
         found = topic_store.read_partition_state(zk, tp.topic, tp.partition)
-    if found is None or not is_own_write(state, found[0]):
+    if found is None or not is_own_write(state, found.state):
         return None
-    return found
+    return found.state, found.zk_version
 
 
 def notify_isr_change(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from brokerd.controller.states import PartitionState, ReplicaState, StateTable
+from spark_replica.protocol.metadata import NO_LEADER
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import znodes
 
@@ -24,10 +25,12 @@ class LiveBroker:
 
 @dataclass(frozen=True)
 class LeaderAndIsr:
-    """A partition's leaderAndISR state as written, with the zkVersion of its znode."""
+    """A partition's leaderAndISR state as written, with the zkVersion of its znode and
+    the zxid of the write that made it (the znode's mzxid)."""
 
     state: znodes.PartitionState
     zk_version: int
+    zxid: int
 
     @property
     def leader(self) -> int:
@@ -78,6 +81,23 @@ class ControllerContext:
 
     def partitions_led_by(self, broker_ids: set[int]) -> list[TopicPartition]:
         return sorted(tp for tp, li in self.leadership.items() if li.leader in broker_ids)
+
+    def restarted_since_state(self, tp: TopicPartition) -> frozenset[int]:
+        """The live replicas the state of `tp` counts on (leader and ISR) that registered
+        after it was written: they restarted since (KIP-380's broker epoch, compared with
+        the state's zxid), so they may have lost what they held when it was written.
+
+        Empty for a state that names no leader: it was written because every ISR member
+        was gone, so their return is what it waits for, not news it missed.
+        """
+        current = self.leadership.get(tp)
+        if current is None or current.leader == NO_LEADER:
+            return frozenset()
+        return frozenset(
+            replica
+            for replica in {current.leader, *current.isr}
+            if replica in self.live_brokers and self.live_brokers[replica].epoch > current.zxid
+        )
 
     def unclean_enabled(self, topic: str) -> bool:
         value = self.topic_configs.get(topic, {}).get("unclean.leader.election.enable", "false")

@@ -293,10 +293,14 @@ class Controller:
         ctx.leadership.update(
             await asyncio.to_thread(zk_store.read_states, self.zk, list(ctx.leadership))
         )
+        # A leader or ISR member registered after its partition's state was written
+        # restarted since (it may even be this broker): the state must not be trusted.
         needing_leader = [
             tp
             for tp in ctx.assignments
-            if tp not in ctx.leadership or ctx.leadership[tp].leader not in ctx.live_brokers
+            if tp not in ctx.leadership
+            or ctx.leadership[tp].leader not in ctx.live_brokers
+            or ctx.restarted_since_state(tp)
         ]
         await ops.elect(needing_leader)
         await ops.elect(sorted(stepped_down), reelection_state)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from brokerd.controller.context import ControllerContext
 from brokerd.controller.election import (
     controlled_shutdown_leader,
+    isr_without_restarted,
     offline_leader,
     preferred_leader,
     shrink_isr_without,
@@ -41,6 +42,9 @@ def next_state(ctx: ControllerContext, tp: TopicPartition) -> StateWrite | None:
       at a new epoch; None once it says so already. Recording the death is what makes
       the return of an ISR member an election like any other (new epoch, every replica
       told) rather than "leader live, nothing to do".
+    - Replicas that restarted since the state was written (ctx.restarted_since_state)
+      count as having died then: they leave the ISR, a restarted leader is replaced, and
+      a NO_LEADER state keeps only the members that did not restart (unless all did).
     """
     replicas = ctx.assignments[tp]
     live = ctx.live_ids
@@ -53,17 +57,21 @@ def next_state(ctx: ControllerContext, tp: TopicPartition) -> StateWrite | None:
             tp, znodes.PartitionState(live_replicas[0], 0, live_replicas, ctx.epoch), None
         )
     next_epoch = current.state.leader_epoch + 1
-    if current.leader in live:
-        isr = list(shrink_isr_without(current.isr, set(replicas) - live))
+    restarted = ctx.restarted_since_state(tp)
+    if current.leader in live and current.leader not in restarted:
+        isr = list(shrink_isr_without(current.isr, (set(replicas) - live) | restarted))
         if isr == current.isr:
             return None
         state = znodes.PartitionState(current.leader, next_epoch, isr, ctx.epoch)
         return StateWrite(tp, state, current.zk_version)
-    result = offline_leader(replicas, current.isr, live, ctx.unclean_enabled(tp.topic))
+    result = offline_leader(
+        replicas, current.isr, live, ctx.unclean_enabled(tp.topic), restarted=restarted
+    )
     if result is None:
         if current.leader == NO_LEADER:
             return None
-        state = znodes.PartitionState(NO_LEADER, next_epoch, list(current.isr), ctx.epoch)
+        isr = list(isr_without_restarted(current.isr, restarted))
+        state = znodes.PartitionState(NO_LEADER, next_epoch, isr, ctx.epoch)
         return StateWrite(tp, state, current.zk_version)
     state = znodes.PartitionState(result.leader, next_epoch, list(result.isr), ctx.epoch)
     return StateWrite(tp, state, current.zk_version, unclean=result.unclean)
@@ -74,12 +82,15 @@ def reelection_state(ctx: ControllerContext, tp: TopicPartition) -> StateWrite |
 
     The leader named in ZooKeeper keeps leading if it is live, with dead replicas out of
     the ISR, at a new epoch: only a newer epoch makes it (and every replica) take the
-    state again. A dead leader gets the offline election of next_state.
+    state again. A dead leader, or one restarted since the state, gets the offline
+    election of next_state.
     """
     current = ctx.leadership.get(tp)
-    if current is None or current.leader not in ctx.live_ids:
+    restarted = ctx.restarted_since_state(tp)
+    if current is None or current.leader not in ctx.live_ids or current.leader in restarted:
         return next_state(ctx, tp)
-    isr = list(shrink_isr_without(current.isr, set(ctx.assignments[tp]) - ctx.live_ids))
+    gone = (set(ctx.assignments[tp]) - ctx.live_ids) | restarted
+    isr = list(shrink_isr_without(current.isr, gone))
     state = znodes.PartitionState(current.leader, current.state.leader_epoch + 1, isr, ctx.epoch)
     return StateWrite(tp, state, current.zk_version)
 
@@ -91,7 +102,8 @@ def preferred_state(ctx: ControllerContext, tp: TopicPartition) -> StateWrite | 
     replicas = ctx.assignments.get(tp, [])
     if current is None or not replicas or current.leader == replicas[0]:
         return None
-    result = preferred_leader(replicas, current.isr, ctx.live_ids)
+    isr = shrink_isr_without(current.isr, ctx.restarted_since_state(tp))
+    result = preferred_leader(replicas, isr, ctx.live_ids)
     if result is None:
         return None
     state = znodes.PartitionState(

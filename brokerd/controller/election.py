@@ -8,6 +8,11 @@ it moves leadership back to the preferred replica whenever it can.
 
 The ISR handed back keeps only live replicas (in their old ISR order): a dead broker cannot
 be in sync, and an ISR naming one would let it be elected again before it has caught up.
+
+A replica that restarted since the ISR was written (``restarted``: its registration is
+newer than the state) is no longer in sync either, whatever the state says: its crash may
+have taken the unflushed tail of its log, so it left the ISR when it died and the state
+just does not say so yet. Electing it would make the others truncate to its shorter log.
 """
 
 from __future__ import annotations
@@ -30,6 +35,13 @@ def shrink_isr_without(isr: Sequence[int], gone: Collection[int]) -> tuple[int, 
     return tuple(replica for replica in isr if replica not in gone)
 
 
+def isr_without_restarted(isr: Sequence[int], restarted: Collection[int]) -> tuple[int, ...]:
+    """The ISR without the members that restarted since it was written, unless every member
+    did: then none of them can hold more than another, and they all stay in."""
+    kept = shrink_isr_without(isr, restarted)
+    return kept if kept else tuple(isr)
+
+
 def _live_isr(isr: Sequence[int], live: Collection[int]) -> tuple[int, ...]:
     return tuple(replica for replica in isr if replica in live)
 
@@ -41,14 +53,19 @@ def _elect(candidates: Sequence[int], new_isr: tuple[int, ...]) -> ElectionResul
 
 
 def offline_leader(
-    assignment: Sequence[int], isr: Sequence[int], live: Collection[int], unclean_enabled: bool
+    assignment: Sequence[int],
+    isr: Sequence[int],
+    live: Collection[int],
+    unclean_enabled: bool,
+    restarted: Collection[int] = (),
 ) -> ElectionResult | None:
-    """A leader for a partition whose leader died, or None if it must stay offline.
+    """A leader for a partition whose leader died (or restarted), or None if it must stay
+    offline.
 
     Unclean election gives up committed records that only the dead ISR members held, in
     exchange for availability, so it is only done when the caller has enabled it.
     """
-    clean = _elect(assignment, _live_isr(isr, live))
+    clean = _elect(assignment, _live_isr(isr_without_restarted(isr, restarted), live))
     if clean is not None or not unclean_enabled:
         return clean
     leader = next((replica for replica in assignment if replica in live), None)

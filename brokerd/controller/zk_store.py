@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from kazoo.client import KazooClient, TransactionRequest
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
+from kazoo.protocol.states import ZnodeStat
 
 from brokerd import topic_configs
 from brokerd.controller.context import LeaderAndIsr, LiveBroker
@@ -107,7 +108,7 @@ def read_states(
     for tp in partitions:
         found = topic_store.read_partition_state(zk, tp.topic, tp.partition)
         if found is not None:
-            states[tp] = LeaderAndIsr(found[0], found[1])
+            states[tp] = LeaderAndIsr(found.state, found.zk_version, found.mzxid)
     return states
 
 
@@ -121,19 +122,37 @@ def write_states(zk: KazooClient, epoch_zk_version: int, writes: list[StateWrite
         chunk, pending = pending[:MAX_OPS_PER_MULTI], pending[MAX_OPS_PER_MULTI:]
         while chunk:
             outcome.round_trips += 1
-            failed = _commit(zk, epoch_zk_version, chunk)
-            if failed is None:
-                for write in chunk:
-                    version = 0 if write.expected_version is None else write.expected_version + 1
-                    outcome.written[write.tp] = LeaderAndIsr(write.state, version)
-                break
-            outcome.conflicts.append(failed.tp)
-            chunk = [w for w in chunk if w is not failed]
+            committed = _commit(zk, epoch_zk_version, chunk)
+            if isinstance(committed, StateWrite):
+                outcome.conflicts.append(committed.tp)
+                chunk = [w for w in chunk if w is not committed]
+                continue
+            zxid = _zxid_of(zk, chunk, committed)
+            for write in chunk:
+                version = 0 if write.expected_version is None else write.expected_version + 1
+                outcome.written[write.tp] = LeaderAndIsr(write.state, version, zxid)
+            break
     return outcome
 
 
-def _commit(zk: KazooClient, epoch_zk_version: int, chunk: list[StateWrite]) -> StateWrite | None:
-    """Commit one multi-op; return the write that failed it, or None when all landed."""
+def _zxid_of(zk: KazooClient, chunk: list[StateWrite], results: list[object]) -> int:
+    """The zxid of a committed multi-op (all its operations share it): from a set's stat,
+    or, if it only created znodes, read back from one of them."""
+    for result in results:
+        if isinstance(result, ZnodeStat):
+            return result.mzxid
+    tp = chunk[0].tp
+    stat = zk.exists(znodes.partition_state_path(tp.topic, tp.partition))
+    if stat is None:
+        raise ReplogError(f"the state of {tp} vanished right after it was created")
+    return stat.czxid
+
+
+def _commit(
+    zk: KazooClient, epoch_zk_version: int, chunk: list[StateWrite]
+) -> StateWrite | list[object]:
+    """Commit one multi-op; return the write that failed it, or the results when all
+    landed."""
     transaction = zk.transaction()
     transaction.check(znodes.CONTROLLER_EPOCH_PATH, epoch_zk_version)
     for write in chunk:
@@ -148,7 +167,7 @@ def _commit(zk: KazooClient, epoch_zk_version: int, chunk: list[StateWrite]) -> 
             return write
         if isinstance(result, Exception) and not isinstance(result, RolledBackError):
             raise ReplogError(f"writing the state of {write.tp} failed: {result!r}")
-    return None
+    return results
 
 
 def take_isr_change_notifications(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import zlib
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -188,16 +189,26 @@ def read_assignment(zk: KazooClient, topic: str) -> znodes.TopicAssignment | Non
     return znodes.TopicAssignment.decode(topic, data)
 
 
+class StoredPartitionState(NamedTuple):
+    """A leaderAndISR state as read, with its znode's zkVersion (for conditional writes)
+    and mzxid: the zxid of the write that made it, which tells brokers registered after
+    it (restarted since) from those it was decided about."""
+
+    state: znodes.PartitionState
+    zk_version: int
+    mzxid: int
+
+
 def read_partition_state(
     zk: KazooClient, topic: str, partition: int
-) -> tuple[znodes.PartitionState, int] | None:
-    """The leaderAndISR state and its zkVersion, or None if it is not written yet."""
+) -> StoredPartitionState | None:
+    """The leaderAndISR state with its zkVersion and mzxid, or None if not written yet."""
     path = znodes.partition_state_path(topic, partition)
     try:
         data, stat = zk.get(path)
     except NoNodeError:
         return None
-    return znodes.PartitionState.decode(path, data), stat.version
+    return StoredPartitionState(znodes.PartitionState.decode(path, data), stat.version, stat.mzxid)
 
 
 def read_topic_config(zk: KazooClient, topic: str) -> dict[str, str]:

@@ -42,7 +42,7 @@ TOPIC = "fence"
 def state_of(zk: KazooClient) -> tuple[znodes.PartitionState, int]:
     found = topic_store.read_partition_state(zk, TOPIC, 0)
     assert found is not None
-    return found
+    return found.state, found.zk_version
 
 
 @asynccontextmanager

@@ -9,19 +9,29 @@ from spark_replica.topics import TopicPartition
 from spark_replica.zk import znodes
 
 TP = TopicPartition("t", 0)
+# The zxid of the state's write: brokers registered before it have smaller epochs.
+STATE_ZXID = 500
 
 
 def context(
-    live: list[int], state: znodes.PartitionState | None = None, **configs: str
+    live: list[int],
+    state: znodes.PartitionState | None = None,
+    restarted: tuple[int, ...] = (),
+    **configs: str,
 ) -> ControllerContext:
+    """`restarted` brokers are live with a registration newer than the state."""
     ctx = ControllerContext(broker_id=1, epoch=7, epoch_zk_version=3)
     ctx.live_brokers = {
-        b: LiveBroker(znodes.BrokerRegistration(b, "h", 9000 + b, "0"), epoch=100 + b) for b in live
+        b: LiveBroker(
+            znodes.BrokerRegistration(b, "h", 9000 + b, "0"),
+            epoch=(STATE_ZXID if b in restarted else 0) + 100 + b,
+        )
+        for b in [*live, *restarted]
     }
     ctx.assignments[TP] = [1, 2, 3]
     ctx.topic_configs["t"] = dict(configs)
     if state is not None:
-        ctx.leadership[TP] = LeaderAndIsr(state, zk_version=5)
+        ctx.leadership[TP] = LeaderAndIsr(state, zk_version=5, zxid=STATE_ZXID)
     return ctx
 
 
@@ -78,6 +88,55 @@ def test_a_leader_that_stepped_down_is_elected_again_at_a_new_epoch() -> None:
     assert reelection_state(dead_leader, TP) == next_state(dead_leader, TP)
 
 
+def test_a_leader_restarted_since_the_state_is_replaced_at_a_new_epoch() -> None:
+    write = next_state(context([1, 3], znodes.PartitionState(2, 4, [2, 3, 1], 6), (2,)), TP)
+    assert write is not None and write.expected_version == 5 and not write.unclean
+    assert (write.state.leader, write.state.leader_epoch, write.state.isr) == (1, 5, [3, 1])
+
+
+def test_a_follower_restarted_since_the_state_leaves_the_isr() -> None:
+    write = next_state(context([1, 2], znodes.PartitionState(1, 4, [1, 3, 2], 6), (3,)), TP)
+    assert write is not None
+    assert (write.state.leader, write.state.leader_epoch, write.state.isr) == (1, 5, [1, 2])
+
+
+def test_a_restarted_replica_alone_is_not_elected_from_a_stale_isr() -> None:
+    state = znodes.PartitionState(2, 4, [2, 3, 1], 6)
+    offline = next_state(context([], state, (3,)), TP)
+    assert offline is not None and not offline.unclean
+    assert (offline.state.leader, offline.state.leader_epoch, offline.state.isr) == (-1, 5, [2, 1])
+    unclean = next_state(context([], state, (3,), **{"unclean.leader.election.enable": "true"}), TP)
+    assert unclean is not None and unclean.unclean
+    assert (unclean.state.leader, unclean.state.isr) == (3, [3])
+
+
+def test_when_every_isr_member_restarted_they_all_stay_eligible() -> None:
+    write = next_state(context([], znodes.PartitionState(2, 4, [2, 3], 6), (3, 2)), TP)
+    assert write is not None and not write.unclean
+    assert (write.state.leader, write.state.leader_epoch, write.state.isr) == (2, 5, [2, 3])
+
+
+def test_members_returning_to_a_state_without_leader_are_eligible() -> None:
+    """A NO_LEADER state was written because its ISR members were gone: registrations
+    newer than it are their expected return, not a restart it missed."""
+    write = next_state(context([3], znodes.PartitionState(-1, 5, [2, 1], 7), (1,)), TP)
+    assert write is not None
+    assert (write.state.leader, write.state.leader_epoch, write.state.isr) == (1, 6, [1])
+
+
+def test_a_restarted_leader_that_stepped_down_is_not_elected_again() -> None:
+    ctx = context([1, 3], znodes.PartitionState(2, 4, [2, 3, 1], 6), (2,))
+    assert reelection_state(ctx, TP) == next_state(ctx, TP)
+    write = reelection_state(context([1, 2], znodes.PartitionState(1, 4, [1, 3, 2], 6), (3,)), TP)
+    assert write is not None
+    assert (write.state.leader, write.state.leader_epoch, write.state.isr) == (1, 5, [1, 2])
+
+
+def test_a_restarted_preferred_replica_is_not_moved_back_to() -> None:
+    ctx = context([2, 3], znodes.PartitionState(2, 4, [2, 3, 1], 6), (1,))
+    assert next_preferred(ctx) is None
+
+
 def test_next_state_does_not_change_the_context() -> None:
     ctx = context([2, 3], znodes.PartitionState(1, 4, [1], 6))
     before = (dict(ctx.leadership), ctx.unclean_elections)
@@ -121,6 +180,8 @@ def test_imbalance_counts_misplaced_leaders_per_preferred_broker() -> None:
         tp = TopicPartition("t", p)
         ctx.assignments[tp] = [1, 2, 3]
         leader = 2 if p < 2 else 1
-        ctx.leadership[tp] = LeaderAndIsr(znodes.PartitionState(leader, 0, [1, 2, 3], 1), 0)
+        ctx.leadership[tp] = LeaderAndIsr(
+            znodes.PartitionState(leader, 0, [1, 2, 3], 1), 0, STATE_ZXID
+        )
     assert imbalanced_brokers(ctx, 10) == {1: [TopicPartition("t", 0), TopicPartition("t", 1)]}
     assert imbalanced_brokers(ctx, 20) == {}, "2 of 10 is not over 20%"

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from brokerd.controller.election import (
     ElectionResult,
     controlled_shutdown_leader,
+    isr_without_restarted,
     offline_leader,
     preferred_leader,
     reassign_leader,
@@ -121,6 +122,42 @@ def test_shrink_isr_without(isr: list[int], gone: set[int], expected: tuple[int,
     assert shrink_isr_without(isr, gone) == expected
 
 
+@pytest.mark.parametrize(
+    ("assignment", "isr", "live", "restarted", "unclean", "expected"),
+    [
+        case([2, 3, 1], [2, 3, 1], ALL_LIVE, {2}, False, Result(3, (3, 1)), id="leader-restarted"),
+        case([2, 3, 1], [2, 3, 1], {3}, {3}, False, None, id="only-restarted-live"),
+        case([2, 3, 1], [2, 3, 1], {3}, {3}, True, Result(3, (3,), unclean=True), id="unclean"),
+        case([2, 3, 1], [2, 3], {2, 3}, {2, 3}, False, Result(2, (2, 3)), id="all-restarted"),
+        case([2, 3, 1], [3, 1], ALL_LIVE, {2}, False, Result(3, (3, 1)), id="not-in-isr-anyway"),
+    ],
+)
+def test_offline_leader_after_restarts(
+    assignment: list[int],
+    isr: list[int],
+    live: set[int],
+    restarted: set[int],
+    unclean: bool,
+    expected: ElectionResult | None,
+) -> None:
+    assert offline_leader(assignment, isr, live, unclean, restarted) == expected
+
+
+@pytest.mark.parametrize(
+    ("isr", "restarted", "expected"),
+    [
+        ([2, 3, 1], {3}, (2, 1)),
+        ([2, 3, 1], set(), (2, 3, 1)),
+        ([2, 3], {2, 3}, (2, 3)),
+        ([2, 3], {1, 2}, (3,)),
+    ],
+)
+def test_isr_without_restarted(
+    isr: list[int], restarted: set[int], expected: tuple[int, ...]
+) -> None:
+    assert isr_without_restarted(isr, restarted) == expected
+
+
 def test_result_is_frozen() -> None:
     result = ElectionResult(1, (1,))
     with pytest.raises(AttributeError):
@@ -149,3 +186,17 @@ def test_offline_leader_never_picks_dead_or_unsynced_replicas(
     assert unclean or result.leader in isr
     assert result.leader in result.isr
     assert set(result.isr) <= live
+
+
+@given(
+    assignment=st.lists(brokers, max_size=6, unique=True),
+    isr=st.lists(brokers, max_size=6, unique=True),
+    live=st.sets(brokers),
+    restarted=st.sets(brokers),
+)
+def test_a_restarted_replica_is_elected_cleanly_only_if_every_isr_member_restarted(
+    assignment: list[int], isr: list[int], live: set[int], restarted: set[int]
+) -> None:
+    result = offline_leader(assignment, isr, live, False, restarted)
+    if result is not None and result.leader in restarted:
+        assert set(isr) <= restarted

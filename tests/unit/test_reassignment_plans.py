@@ -100,7 +100,7 @@ def context(live: list[int], replicas: list[int], leader: int, isr: list[int]) -
         b: LiveBroker(znodes.BrokerRegistration(b, "h", 9000 + b, "0"), epoch=100 + b) for b in live
     }
     ctx.assignments[TP] = replicas
-    ctx.leadership[TP] = LeaderAndIsr(znodes.PartitionState(leader, 4, isr, 6), zk_version=5)
+    ctx.leadership[TP] = LeaderAndIsr(znodes.PartitionState(leader, 4, isr, 6), 5, zxid=500)
     return ctx
 
 
