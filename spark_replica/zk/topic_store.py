@@ -21,19 +21,26 @@ from spark_replica.errors import (
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
+    InvalidTopicError,
     ReassignmentInProgressError,
+    RequestTimedOutError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
+    ZnodeMissingError,
+    ZnodeVersionError,
     ZooKeeperError,
 )
 from spark_replica.reassignment import PartitionMove, assign_replicas
 from spark_replica.topic_config import TOPIC_CONFIG_PARSERS, parse_topic_configs
 from spark_replica.topics import TopicPartition, validate_topic_name
 from spark_replica.zk import znodes
+from spark_replica.zk.kazoo_errors import translated
 
 MAX_PARTITIONS = 100_000
 # Read-modify-write attempts of alter_topic_config before giving up on a busy config.
 ALTER_ATTEMPTS = 20
+# Read-modify-write attempts of add_partitions before giving up on a busy assignment.
+ADD_PARTITIONS_ATTEMPTS = 5
 
 
 def live_broker_ids(zk: KazooClient) -> list[int]:
@@ -143,15 +150,41 @@ def add_partitions(zk: KazooClient, topic: str, count: int) -> znodes.TopicAssig
     """Grow a topic to `count` partitions; the new ones get replicas like a new topic's.
 
     Only growth is allowed (shrinking would drop data and break key partitioning). The
-    assignment is rewritten conditionally on its zkVersion, so a concurrent change fails
-    rather than being overwritten; the controller notices and elects the new leaders.
+    assignment is rewritten conditionally on its zkVersion, so a concurrent change is
+    never overwritten: it is read again and the growth decided again (a topic grown past
+    `count` meanwhile is then an invalid request, one deleted meanwhile an unknown
+    topic). The controller notices the new partitions and elects their leaders.
     """
     validate_topic_name(topic)
-    try:
-        data, stat = zk.get(znodes.topic_path(topic))
-    except NoNodeError:
-        raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist") from None
-    assignment = znodes.TopicAssignment.decode(topic, data)
+    for _ in range(ADD_PARTITIONS_ATTEMPTS):
+        with translated():
+            if zk.exists(znodes.delete_topic_path(topic)):
+                raise InvalidTopicError(f"topic {topic!r} is queued for deletion")
+        try:
+            with translated():
+                data, stat = zk.get(znodes.topic_path(topic))
+        except ZnodeMissingError:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist") from None
+        grown = _grown(zk, znodes.TopicAssignment.decode(topic, data), count)
+        try:
+            with translated():
+                zk.set(znodes.topic_path(topic), grown.encode(), version=stat.version)
+        except ZnodeMissingError:
+            raise UnknownTopicOrPartitionError(f"topic {topic!r} was deleted meanwhile") from None
+        except ZnodeVersionError:
+            continue
+        return grown
+    raise RequestTimedOutError(
+        f"the assignment of topic {topic!r} kept changing under us; gave up after "
+        f"{ADD_PARTITIONS_ATTEMPTS} attempts, try again"
+    )
+
+
+def _grown(
+    zk: KazooClient, assignment: znodes.TopicAssignment, count: int
+) -> znodes.TopicAssignment:
+    """`assignment` grown to `count` partitions, the new ones spread over live brokers."""
+    topic = assignment.topic
     current = len(assignment.partitions)
     if count <= current:
         raise InvalidPartitionsError(
@@ -160,18 +193,14 @@ def add_partitions(zk: KazooClient, topic: str, count: int) -> znodes.TopicAssig
     if count > MAX_PARTITIONS:
         raise InvalidPartitionsError(f"partitions must be at most {MAX_PARTITIONS}, not {count}")
     replication = len(next(iter(assignment.partitions.values())))
-    brokers = live_broker_ids(zk)
+    with translated():
+        brokers = live_broker_ids(zk)
     added = assign_replicas(
         brokers, count - current, replication, start=zlib.crc32(topic.encode()) + current
     )
     partitions = dict(assignment.partitions)
     partitions.update({current + p: replicas for p, replicas in added.items()})
-    grown = znodes.TopicAssignment(topic, partitions)
-    try:
-        zk.set(znodes.topic_path(topic), grown.encode(), version=stat.version)
-    except BadVersionError:
-        raise ZooKeeperError(f"topic {topic!r} changed meanwhile; try again") from None
-    return grown
+    return znodes.TopicAssignment(topic, partitions)
 
 
 def list_topics(zk: KazooClient) -> list[str]:
