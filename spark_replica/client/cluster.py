@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterable
+from typing import Any
 
 from spark_replica.errors import (
     ConfigError,
@@ -135,28 +136,40 @@ class Cluster:
         timeout.
         """
         async with self._refresh_lock:
-            errors = []
-            for key, host, port in self._candidates(after=self._last_asked):
-                try:
-                    conn = await self._connect(key, host, port)
-                    response: MetadataResponse = await conn.send(
-                        MetadataRequest(topics), timeout_s=METADATA_REQUEST_TIMEOUT_S
-                    )
-                except ConnectionLostError as exc:
-                    loop = asyncio.get_running_loop()
-                    self._unresponsive_until[(host, port)] = loop.time() + UNRESPONSIVE_COOLDOWN_S
-                    errors.append(str(exc))
-                    continue
-                self._unresponsive_until.pop((host, port), None)
-                self.metadata_source = f"{host}:{port}"
-                break
-            else:
-                raise ConnectionLostError("no broker answered metadata: " + "; ".join(errors))
+            response, host, port = await self._ask_in_turn(
+                MetadataRequest(topics), METADATA_REQUEST_TIMEOUT_S
+            )
+            self.metadata_source = f"{host}:{port}"
             self.apply_metadata(response, complete=topics is None)
             self._last_asked = next(
                 (b.broker_id for b in response.brokers if (b.host, b.port) == (host, port)), None
             )
             return response
+
+    async def send_to_any(self, request: Any, timeout_s: float = METADATA_REQUEST_TIMEOUT_S) -> Any:
+        """Send a request any broker can serve (InitProducerId) to one that answers.
+
+        As for metadata, a broker that cannot be reached or does not answer within
+        `timeout_s` is skipped and asked last for a while: a paused broker must not
+        hold up a producer's new epoch for a whole request timeout.
+        """
+        response, _, _ = await self._ask_in_turn(request, timeout_s)
+        return response
+
+    async def _ask_in_turn(self, request: Any, timeout_s: float) -> tuple[Any, str, int]:
+        errors = []
+        for key, host, port in self._candidates(after=self._last_asked):
+            try:
+                conn = await self._connect(key, host, port)
+                response = await conn.send(request, timeout_s=timeout_s)
+            except ConnectionLostError as exc:
+                loop = asyncio.get_running_loop()
+                self._unresponsive_until[(host, port)] = loop.time() + UNRESPONSIVE_COOLDOWN_S
+                errors.append(str(exc))
+                continue
+            self._unresponsive_until.pop((host, port), None)
+            return response, host, port
+        raise ConnectionLostError("no broker answered: " + "; ".join(errors))
 
     def apply_metadata(self, response: MetadataResponse, *, complete: bool) -> None:
         """Take in a Metadata answer; `complete` when it answers a request for every topic.

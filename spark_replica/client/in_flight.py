@@ -19,10 +19,19 @@ never reorder, never duplicate, never lose without telling.
 * A batch that fails for good: if every attempt was refused before the leader appended
   it, its sequence numbers were never used, so the batches behind it move down by its
   record count (copies already sent with the old numbers are refused for the gap and
-  sent again). If some attempt may have landed (a lost connection, a timeout), the
-  numbering is unknown from there on: the batches behind it that were sent fail too,
-  after their own answers arrive, and the partition needs a new producer identity
-  before it sends again (`needs_new_identity`). A fenced epoch stops the partition.
+  sent again). If some attempt may have landed (a lost connection, a timeout), whether
+  the leader expects the numbers after it is unknown (`unresolved`): no new batch
+  starts, and the batches behind it go on under their numbers, each until its own
+  deadline. They settle it: one acknowledged means the lost batch landed and the
+  numbering holds; a sequence error for the oldest means it did not.
+* A sequence error (OUT_OF_ORDER_SEQUENCE, UNKNOWN_PRODUCER_ID) for the oldest batch:
+  the leader's numbering is not ours, and none of the batches in the window is in its
+  log under our identity (a batch it has is answered as a duplicate, and one of ours
+  can only land right after its predecessor). They wait, and once nothing is in flight
+  the partition takes a new producer identity (`needs_new_identity`) and they are
+  numbered again from 0, in the same order, and resent: never a second copy, never out
+  of order. So does an unresolved partition whose window empties, with nothing to renumber.
+  A fenced epoch stops the partition.
 
 Without idempotence there are no sequence numbers: a failed batch is simply resent and
 any batch may go while others wait for a retry, so with more than one in flight a retry
@@ -93,7 +102,7 @@ class WindowBatch(Generic[P]):
     retry_at: float = 0.0
     maybe_appended: bool = False  # some attempt ended without saying whether it landed
     stale_copy: bool = False  # the copy in flight carries a sequence since moved down
-    doomed: bool = False  # an earlier batch's fate is unknown: fail on answer, no retry
+    last_error: BaseException | None = None  # what its latest attempt ended with
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,16 +135,23 @@ class PartitionWindow(Generic[P]):
         self.retry_backoff_s = retry_backoff_s
         self.next_sequence = 0
         self.batches: list[WindowBatch[P]] = []
+        # A failed batch may or may not be in the log; the batches behind it will tell.
+        self.unresolved = False
+        # The leader's numbering is not ours: renumber under a new identity (reset_identity).
         self.needs_new_identity = False
         self.fatal: BaseException | None = None  # once set, nothing more is sent
 
     def can_start(self) -> bool:
         """Whether a new batch may be sent now."""
-        if self.fatal is not None or self.needs_new_identity:
+        if self.fatal is not None or self.needs_new_identity or self.unresolved:
             return False
-        if self.idempotent and any(b.state is BatchState.RETRY or b.doomed for b in self.batches):
+        if self.idempotent and any(b.state is BatchState.RETRY for b in self.batches):
             return False
         return len(self.batches) < self.max_in_flight
+
+    def in_flight(self) -> bool:
+        """Whether some batch awaits an answer."""
+        return any(b.state is BatchState.IN_FLIGHT for b in self.batches)
 
     def start(self, batch: WindowBatch[P]) -> None:
         """Number `batch` (when idempotent) and count it in flight; the caller sends it."""
@@ -159,6 +175,8 @@ class PartitionWindow(Generic[P]):
         return min(times) if times else None
 
     def _retry_candidates(self) -> list[WindowBatch[P]]:
+        if self.needs_new_identity:
+            return []  # held for their new numbers
         candidates = self.batches[:1] if self.idempotent else self.batches
         return [b for b in candidates if b.state is BatchState.RETRY]
 
@@ -169,8 +187,13 @@ class PartitionWindow(Generic[P]):
         batch.stale_copy = False
 
     def on_success(self, batch: WindowBatch[P]) -> None:
-        """The leader has `batch` (just appended, or a duplicate of an appended one)."""
+        """The leader has `batch` (just appended, or a duplicate of an appended one).
+
+        It carries numbers after every earlier batch's, so those that failed unresolved
+        did land: the numbering holds.
+        """
         self.batches.remove(batch)
+        self.unresolved = False
 
     def on_error(
         self, batch: WindowBatch[P], error: BaseException, now: float, *, sent: bool = True
@@ -180,22 +203,34 @@ class PartitionWindow(Generic[P]):
         `sent` is False when the attempt ended before the request was written (no
         leader known, no connection): then it cannot have landed, whatever the error.
         The returned failures are out of the window; a batch not among them is waiting
-        for a retry (see due_retry) or for its own answer.
+        for a retry (see due_retry), for its own answer or for new numbers.
         """
+        batch.last_error = error
         if batch.stale_copy:
             # That copy carried numbers since moved down: it was refused for the gap.
             batch.stale_copy = False
             return self._retry_or_fail(batch, error, now, backoff_s=0.0)
-        if sent and not isinstance(error, NOT_APPENDED_ERRORS):
+        if self.idempotent and isinstance(error, SEQUENCE_ERRORS):
+            if batch is self.batches[0] or self.needs_new_identity:
+                return self._renumber_later(batch, error, now)
+            # Sent against a gap that an earlier batch's retry may fill.
+            return self._retry_or_fail(batch, error, now, backoff_s=self._backoff(batch))
+        if sent and not self.needs_new_identity and not isinstance(error, NOT_APPENDED_ERRORS):
+            # (Once the leader's numbering is known to differ, no copy in flight can land.)
             batch.maybe_appended = True
-        if batch.doomed:
-            return self._fail(batch, error)
-        retriable = getattr(error, "retriable", False) or (
-            self.idempotent and isinstance(error, SEQUENCE_ERRORS) and batch is not self.batches[0]
-        )
-        if not retriable:
+        if not getattr(error, "retriable", False):
             return self._fail(batch, error)
         return self._retry_or_fail(batch, error, now, backoff_s=self._backoff(batch))
+
+    def _renumber_later(
+        self, batch: WindowBatch[P], error: BaseException, now: float
+    ) -> list[Failure[P]]:
+        """The oldest batch met the leader's other numbering: none of ours is in its log."""
+        self.needs_new_identity = True
+        self.unresolved = False
+        for held in self.batches:
+            held.maybe_appended = False
+        return self._retry_or_fail(batch, error, now, backoff_s=0.0)
 
     def _backoff(self, batch: WindowBatch[P]) -> float:
         return min(self.retry_backoff_s * 2 ** (batch.attempts - 1), MAX_BACKOFF_S)
@@ -219,41 +254,57 @@ class PartitionWindow(Generic[P]):
         behind = self.batches[index:]
         if isinstance(error, InvalidProducerEpochError):
             self.fatal = error
-            return failures + self._give_up(behind, error)
-        if batch.doomed or batch.maybe_appended or isinstance(error, SEQUENCE_ERRORS):
+            for later in behind:
+                self.batches.remove(later)
+            return failures + [Failure(later, error) for later in behind]
+        if batch.maybe_appended:
+            self.unresolved = True
+        elif not self.needs_new_identity:
+            self._move_down(behind, batch.record_count)
+        if self.unresolved and not self.batches:
+            # Nothing left to tell whether it landed: start again under a new identity.
+            self.unresolved = False
             self.needs_new_identity = True
-            cause = OutOfOrderSequenceError(
-                f"an earlier batch of this partition failed and may or may not have been "
-                f"appended ({error}); this batch was sent after it, so its own fate is "
-                "unknown too"
-            )
-            return failures + self._give_up(behind, cause)
+        return failures
+
+    def _move_down(self, behind: list[WindowBatch[P]], count: int) -> None:
+        """A batch that never landed gives its numbers to the ones behind it."""
         for later in behind:
-            later.base_sequence = (later.base_sequence - batch.record_count) % SEQUENCE_SPACE
+            later.base_sequence = (later.base_sequence - count) % SEQUENCE_SPACE
             later.maybe_appended = False
             if later.state is BatchState.IN_FLIGHT:
                 later.stale_copy = True
-        self.next_sequence = (self.next_sequence - batch.record_count) % SEQUENCE_SPACE
-        return failures
+        self.next_sequence = (self.next_sequence - count) % SEQUENCE_SPACE
 
-    def _give_up(self, behind: list[WindowBatch[P]], error: BaseException) -> list[Failure[P]]:
-        """Fail the waiting batches behind a lost one now; those in flight on their answer.
+    def reset_identity(self, now: float) -> list[Failure[P]]:
+        """A new producer identity was taken: number the held batches again from 0.
 
-        A batch still in flight may yet be answered with success (it landed, so the one
-        before it did too): that answer is reported as it is.
+        They are resent in the same order, at once; those whose deadline has passed
+        while they were held fail instead, as expired (they were never appended).
         """
-        failures = []
-        for later in behind:
-            if later.state is BatchState.IN_FLIGHT:
-                later.doomed = True
-            else:
-                self.batches.remove(later)
-                failures.append(Failure(later, error))
+        if self.in_flight():
+            raise ValueError("the identity may change only while nothing is in flight")
+        failures: list[Failure[P]] = []
+        sequence = 0
+        for batch in list(self.batches):
+            if batch.deadline <= now:
+                assert batch.last_error is not None  # held only after an answer
+                self.batches.remove(batch)
+                failures.append(Failure(batch, batch.last_error, expired=True))
+                continue
+            batch.base_sequence = sequence
+            sequence = (sequence + batch.record_count) % SEQUENCE_SPACE
+            batch.maybe_appended = False
+            batch.state = BatchState.RETRY
+            batch.retry_at = now
+        self.next_sequence = sequence
+        self.needs_new_identity = False
+        self.unresolved = False
         return failures
 
-    def reset_identity(self) -> None:
-        """A new producer identity was taken for this partition: numbering restarts at 0."""
-        if self.batches:
-            raise ValueError("the identity may change only while nothing is in flight")
-        self.next_sequence = 0
-        self.needs_new_identity = False
+    def stop(self, error: BaseException) -> list[Failure[P]]:
+        """Send nothing more: the held batches fail with `error` (nothing is in flight)."""
+        self.fatal = error
+        failures = [Failure(batch, error) for batch in self.batches]
+        self.batches.clear()
+        return failures

@@ -17,9 +17,13 @@ and no attempt asks the broker to wait past that; then its records fail with a
 DeliveryTimeoutError that names the last cause (delivery_timeout.py).
 
 Idempotence: the partition's batches are stamped with the producer identity and their
-window sequence. A producer identity from InitProducerId is replaced by a fresh one for
-this partition alone when the window says its numbering is lost; an explicit identity
-(the Spark sink's) cannot be, and the partition then fails everything sent to it.
+window sequence. When the window says the leader's numbering is not ours (after a
+batch whose fate is unknown), this partition alone bumps its epoch through
+InitProducerId, once nothing is in flight, and the window numbers its held batches
+from 0 again. The leader's producer state is per partition, so other partitions keep
+the epoch they have; and the new epoch fences any old copy still on its way once a
+batch of the new one has landed. An explicit identity (the Spark sink's, whose epochs
+mean micro-batches) is never bumped: the partition then fails everything sent to it.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from spark_replica.topics import TopicPartition
 
 from .cluster import Cluster
 from .delivery_timeout import delivery_timeout_error
-from .in_flight import PartitionWindow, WindowBatch
+from .in_flight import Failure, PartitionWindow, WindowBatch
 
 if TYPE_CHECKING:
     from .producer import ProducerConfig
@@ -115,8 +119,8 @@ class IdentitySource(Protocol):
         """The producer's (producer id, epoch), asking a broker once if need be."""
         ...
 
-    async def replacement(self) -> tuple[int, int] | None:
-        """A fresh identity for one partition, or None if the identity is fixed."""
+    async def replacement(self, current: tuple[int, int]) -> tuple[int, int] | None:
+        """`current` with its epoch bumped, for one partition; None if it is fixed."""
         ...
 
 
@@ -179,7 +183,7 @@ class PartitionSender:
             self._fail_queued(self.window.fatal)
             return False
         if self.window.needs_new_identity:
-            if self.window.batches:
+            if self.window.in_flight():
                 return False
             await self._take_new_identity()
             return True
@@ -303,7 +307,11 @@ class PartitionSender:
             self._refresh_needed = True
         self._last_error = error
         now = asyncio.get_running_loop().time()
-        for failure in self.window.on_error(entry, error, now, sent=sent):
+        self._report(self.window.on_error(entry, error, now, sent=sent))
+        self._wake.set()
+
+    def _report(self, failures: list[Failure[ProducerBatch]]) -> None:
+        for failure in failures:
             reported = failure.error
             if failure.expired:
                 reported = delivery_timeout_error(
@@ -314,24 +322,25 @@ class PartitionSender:
                     maybe_stored=failure.batch.maybe_appended,
                 )
             _fail(failure.batch.payload, reported)
-        self._wake.set()
 
     async def _take_new_identity(self) -> None:
+        assert self.identity is not None
         try:
-            fresh = await self._identities.replacement()
+            fresh = await self._identities.replacement(self.identity)
         except ReplogError:
             await asyncio.sleep(self.config.retry_backoff_ms / 1000)
             return
         if fresh is None:
-            self.window.fatal = OutOfOrderSequenceError(
-                f"{self.tp}: a batch may or may not have been appended, so the sequence "
-                "numbers of this explicit producer identity are lost for this partition; "
-                "produce again with a new identity or epoch"
+            fatal = OutOfOrderSequenceError(
+                f"{self.tp}: the leader's sequence numbers for this explicit producer "
+                "identity are not the producer's (a batch may or may not have been "
+                "appended); produce again with a new identity or epoch"
             )
+            self._report(self.window.stop(fatal))
             return
-        logger.info("%s: new producer identity %s after a lost batch", self.tp, fresh)
+        logger.info("%s: new producer identity %s, sequences restart at 0", self.tp, fresh)
         self.identity = fresh
-        self.window.reset_identity()
+        self._report(self.window.reset_identity(asyncio.get_running_loop().time()))
 
     def _expire_queued(self, now: float) -> None:
         """Fail the queued batches (never sent) whose delivery timeout has passed."""

@@ -36,7 +36,11 @@ from typing import TypeVar
 import pyarrow as pa
 
 from spark_replica.errors import ConfigError, ReplogError
-from spark_replica.protocol.init_producer_id import InitProducerIdRequest
+from spark_replica.protocol.init_producer_id import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    InitProducerIdRequest,
+)
 from spark_replica.protocol.produce import ACKS_ALL, ACKS_LEADER, ACKS_NONE
 from spark_replica.records import BatchHeader, encode_batch, now_ms, parse_compression
 from spark_replica.topics import TopicPartition
@@ -138,14 +142,16 @@ class _Identities:
                 self._shared = await self._init_producer_id()
             return self._shared
 
-    async def replacement(self) -> tuple[int, int] | None:
+    async def replacement(self, current: tuple[int, int]) -> tuple[int, int] | None:
         if self._explicit is not None:
             return None
-        return await self._init_producer_id()
+        return await self._init_producer_id(*current)
 
-    async def _init_producer_id(self) -> tuple[int, int]:
-        conn = await self._cluster.any_connection()
-        response = await conn.send(InitProducerIdRequest())
+    async def _init_producer_id(
+        self, producer_id: int = NO_PRODUCER_ID, epoch: int = NO_PRODUCER_EPOCH
+    ) -> tuple[int, int]:
+        request = InitProducerIdRequest(producer_id=producer_id, producer_epoch=epoch)
+        response = await self._cluster.send_to_any(request)
         return response.producer_id, response.producer_epoch
 
 

@@ -207,18 +207,6 @@ def test_backoff_doubles_per_attempt_and_is_capped() -> None:
     assert times == pytest.approx([0.1, 0.2, 0.4, 0.8, MAX_BACKOFF_S, MAX_BACKOFF_S])
 
 
-def test_out_of_order_for_the_oldest_batch_is_final_and_needs_a_new_identity() -> None:
-    w = window()
-    first, second = started(w, 1, 1)
-    failures = w.on_error(first, OutOfOrderSequenceError("expected 7"), now=0.0)
-    assert [f.batch for f in failures] == [first]
-    assert second.doomed and w.needs_new_identity and not w.can_start()
-    w.on_success(second)  # landed after all: reported as it is
-    assert w.batches == []
-    w.reset_identity()
-    assert (w.next_sequence, w.needs_new_identity, w.can_start()) == (0, False, True)
-
-
 def test_a_batch_refused_before_append_gives_its_numbers_to_the_ones_behind() -> None:
     w = window()
     first, big, third, fourth = started(w, 2, 5, 1, 3)
@@ -234,18 +222,6 @@ def test_a_batch_refused_before_append_gives_its_numbers_to_the_ones_behind() ->
     assert not w.needs_new_identity
 
 
-def test_a_batch_that_may_have_landed_fails_those_behind_it() -> None:
-    w = window()
-    first, second, third = started(w, 1, 1, 1, deadline=1.0)
-    w.on_error(second, OutOfOrderSequenceError(), now=0.0)  # waiting for a retry
-    failures = w.on_error(first, ConnectionLostError("no answer"), now=0.95)
-    assert [f.batch for f in failures] == [first, second], "past its deadline"
-    assert "may or may not have been appended" in str(failures[1].error)
-    assert third.doomed
-    assert [f.batch for f in w.on_error(third, ConnectionLostError(), now=0.96)] == [third]
-    assert w.needs_new_identity and w.batches == []
-
-
 def test_a_retriable_error_past_the_deadline_fails_the_batch_as_expired() -> None:
     w = window()
     (refused,) = started(w, 2, deadline=1.0)
@@ -255,11 +231,11 @@ def test_a_retriable_error_past_the_deadline_fails_the_batch_as_expired() -> Non
     assert failure.expired and isinstance(failure.error, NotEnoughReplicasError)
     assert not refused.maybe_appended, "refused before the append, every time"
     assert not w.needs_new_identity, "its sequence numbers were never used"
+    (fatal,) = started(w, 1)
+    assert not w.on_error(fatal, MessageTooLargeError(), now=0.0)[0].expired
     (appended,) = started(w, 1, deadline=1.0)
     (failure,) = w.on_error(appended, NotEnoughReplicasAfterAppendError(), now=0.99)
     assert failure.expired and appended.maybe_appended
-    (fatal,) = started(w, 1)
-    assert not w.on_error(fatal, MessageTooLargeError(), now=0.0)[0].expired
 
 
 def test_the_delivery_timeout_message_names_the_cause_and_the_records_fate() -> None:
