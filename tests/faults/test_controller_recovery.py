@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -67,12 +68,13 @@ def cut_half_of_active_segment(partition_dir: Path) -> None:
 async def read_partition(
     bootstrap: list[tuple[str, int]], topic: str, partition: int, expected: int
 ) -> list[dict[str, object]]:
-    """Every record of one partition, read from its leader until `expected` have come."""
+    """Every record of one partition, read from its leader until `expected` have come
+    (the leader may be moving still: retriable errors are retried)."""
     cluster = Cluster(bootstrap)
     try:
         consumer = Consumer(cluster)
         consumer.assign([TopicPartition(topic, partition)])
-        await consumer.seek_to_beginning()
+        await wait_for(seek_to_beginning(consumer, topic), timeout_s=30)
         rows: list[dict[str, object]] = []
         deadline = time.monotonic() + 30
         while len(rows) < expected and time.monotonic() < deadline:
@@ -81,6 +83,17 @@ async def read_partition(
         return rows
     finally:
         await cluster.close()
+
+
+def seek_to_beginning(consumer: Consumer, topic: str) -> Callable[[], Awaitable[bool]]:
+    """A check for wait_for: seek, asking for the leader afresh each time."""
+
+    async def seek() -> bool:
+        await consumer.cluster.refresh([topic])
+        await consumer.seek_to_beginning()
+        return True
+
+    return seek
 
 
 async def wait_unregistered(zk: KazooClient, broker_id: int, timeout_s: float = 30) -> None:
