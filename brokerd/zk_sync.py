@@ -14,19 +14,32 @@ pause) the broker registers again as soon as kazoo has a new session, with a new
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
+from functools import partial
+from typing import TypeVar
 
 from kazoo.client import KazooClient, KazooState
+from kazoo.interfaces import IAsyncResult
+from kazoo.protocol.states import ZnodeStat
 
-from spark_replica.errors import ZnodeExistsError, ZooKeeperError
+from spark_replica.errors import ZnodeExistsError, ZooKeeperConnectionError, ZooKeeperError
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import topic_store, znodes
 from spark_replica.zk.kazoo_errors import translated
 from spark_replica.zk.session import connect
 
 logger = logging.getLogger("brokerd.zk")
+
+# Start-up waits this long (or twice the session timeout, if longer) for ZooKeeper to
+# answer through lost connections and expired sessions; Kafka's
+# zookeeper.connection.timeout.ms default. Past it the broker gives up and exits.
+REGISTRATION_TIMEOUT_S = 18.0
+REGISTRATION_RETRY_S = 0.25
+
+T = TypeVar("T")
 
 
 class ZooKeeperSync:
@@ -60,46 +73,100 @@ class ZooKeeperSync:
         return self.zk
 
     async def start(self) -> None:
-        """Drop the logs of partitions no longer assigned here, register, follow changes."""
+        """Drop the logs of partitions no longer assigned here, register, follow changes.
+
+        A lost connection or an expired session on the way is not the end: kazoo opens a
+        new session by itself and each step is tried again on it (Kafka registers on
+        whatever session it has). Past the deadline start-up fails and the session is
+        closed, which also releases any thread still waiting on it, so that the process
+        exits rather than running unregistered.
+        """
         assert self.zk is not None
-        await self._apply_assignments()
-        self.on_registered(await asyncio.to_thread(self._register, self.zk))
+        zk = self.zk
+        deadline = time.monotonic() + self._registration_timeout_s
+        try:
+            marker = self.marker()
+            assignments = await self._until(deadline, "reading assignments", read_assignments, zk)
+            self.on_assignments(assignments, marker)
+            self.on_registered(await self._register(zk, deadline))
+        except BaseException:
+            await self.stop()
+            raise
         self.zk.ChildrenWatch(znodes.TOPICS_PATH, self._on_children)
         self._refresher = asyncio.create_task(self._refresh_forever())
+
+    @property
+    def _registration_timeout_s(self) -> float:
+        return max(self.session_timeout_s * 2, REGISTRATION_TIMEOUT_S)
 
     async def _apply_assignments(self) -> None:
         assert self.zk is not None
         marker = self.marker()
         self.on_assignments(await asyncio.to_thread(read_assignments, self.zk), marker)
 
-    def _register(self, zk: KazooClient) -> int:
+    async def _until(
+        self, deadline: float, what: str, step: Callable[[KazooClient], T], zk: KazooClient
+    ) -> T:
+        """Run a blocking ZooKeeper step in a thread, again after a lost connection or
+        session, until it succeeds or `deadline` passes."""
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                return await asyncio.wait_for(asyncio.to_thread(step, zk), max(remaining, 0))
+            except TimeoutError:
+                raise ZooKeeperError(f"{what}: ZooKeeper did not answer in time") from None
+            except ZooKeeperConnectionError as exc:
+                if time.monotonic() >= deadline:
+                    raise ZooKeeperError(
+                        f"{what}: ZooKeeper did not answer in time ({exc})"
+                    ) from exc
+                logger.warning("%s: %s; trying again", what, exc)
+                await asyncio.sleep(REGISTRATION_RETRY_S)
+
+    async def _register(self, zk: KazooClient, deadline: float) -> int:
         """Create our ephemeral znode (waiting out a previous session's); return its czxid."""
         path = znodes.broker_path(self.registration.broker_id)
-        deadline = time.monotonic() + self.session_timeout_s * 2
-        with translated():
-            zk.ensure_path(znodes.BROKER_IDS_PATH)
-            zk.ensure_path(znodes.TOPICS_PATH)
+        held_deadline = time.monotonic() + self.session_timeout_s * 2
         while True:
-            try:
-                with translated():
-                    zk.create(path, self.registration.encode(), ephemeral=True)
-            except ZnodeExistsError:
-                with translated():
-                    stat = zk.exists(path)
-                if stat is not None and stat.ephemeralOwner == zk.client_id[0]:
-                    return stat.czxid
-                if time.monotonic() > deadline:
-                    raise ZooKeeperError(
-                        f"{path} is held by another live session: is broker id "
-                        f"{self.registration.broker_id} already running?"
-                    ) from None
-                time.sleep(0.25)
-                continue
-            with translated():
-                stat = zk.exists(path)
-            if stat is not None:
-                logger.info("registered %s (broker epoch %d)", path, stat.czxid)
-                return stat.czxid
+            czxid = await self._until(
+                deadline,
+                f"registering {path}",
+                partial(self._try_to_register, deadline=deadline),
+                zk,
+            )
+            if czxid is not None:
+                logger.info("registered %s (broker epoch %d)", path, czxid)
+                return czxid
+            if time.monotonic() > held_deadline:
+                raise ZooKeeperError(
+                    f"{path} is held by another live session: is broker id "
+                    f"{self.registration.broker_id} already running?"
+                )
+            await asyncio.sleep(REGISTRATION_RETRY_S)
+
+    def _try_to_register(self, zk: KazooClient, deadline: float) -> int | None:
+        """Our registration's czxid, or None while another session holds the znode.
+
+        Each call waits at most until `deadline` (a client that cannot reconnect would
+        otherwise hold the thread forever); a request given up on may still be sent on
+        a later session, which the next attempt then finds as its own or as taken.
+        """
+        path = znodes.broker_path(self.registration.broker_id)
+
+        def wait(pending: IAsyncResult) -> object:
+            return pending.get(timeout=max(deadline - time.monotonic(), 0.001))
+
+        with translated():
+            wait(zk.ensure_path_async(znodes.BROKER_IDS_PATH))
+            wait(zk.ensure_path_async(znodes.TOPICS_PATH))
+        with contextlib.suppress(ZnodeExistsError), translated():
+            wait(zk.create_async(path, self.registration.encode(), ephemeral=True))
+        with translated():
+            stat = wait(zk.exists_async(path))
+        session = zk.client_id
+        if not isinstance(stat, ZnodeStat) or session is None or stat.ephemeralOwner != session[0]:
+            return None
+        return stat.czxid
 
     def _on_children(self, children: list[str]) -> bool:
         self._signal()
@@ -123,7 +190,12 @@ class ZooKeeperSync:
             try:
                 if self._reregister:
                     self._reregister = False
-                    self.on_registered(await asyncio.to_thread(self._register, self.zk))
+                    deadline = time.monotonic() + self._registration_timeout_s
+                    try:
+                        self.on_registered(await self._register(self.zk, deadline))
+                    except Exception:
+                        self._reregister = True
+                        raise
                 await self._apply_assignments()
             except Exception:
                 logger.exception("following ZooKeeper failed; retrying")
@@ -142,13 +214,8 @@ class ZooKeeperSync:
 
 def read_assignments(zk: KazooClient) -> dict[TopicPartition, list[int]]:
     """Every partition's replica list, from /brokers/topics (blocking)."""
-    assignments: dict[TopicPartition, list[int]] = {}
-    for topic in topic_store.list_topics(zk):
-        assignment = topic_store.read_assignment(zk, topic)
-        if assignment is not None:
-            for partition, replicas in assignment.partitions.items():
-                assignments[TopicPartition(topic, partition)] = replicas
-    return assignments
+    with translated():
+        return topic_store.read_all_assignments(zk)
 
 
 def _close(zk: KazooClient) -> None:
