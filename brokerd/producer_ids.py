@@ -17,9 +17,14 @@ import json
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
-from spark_replica.errors import ZooKeeperError
+from spark_replica.errors import (
+    ZnodeExistsError,
+    ZnodeMissingError,
+    ZnodeVersionError,
+    ZooKeeperError,
+)
+from spark_replica.zk.kazoo_errors import translated
 
 LATEST_PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 BLOCK_SIZE = 1000
@@ -65,19 +70,22 @@ def claim_block(zk: KazooClient, broker_id: int) -> ProducerIdBlock:
     """Claim the block after the latest one for `broker_id`; blocking (run off the loop)."""
     while True:
         try:
-            data, stat = zk.get(LATEST_PRODUCER_ID_BLOCK_PATH)
-        except NoNodeError:
+            with translated():
+                data, stat = zk.get(LATEST_PRODUCER_ID_BLOCK_PATH)
+        except ZnodeMissingError:
             block = ProducerIdBlock(broker_id, 0, BLOCK_SIZE - 1)
             try:
-                zk.create(LATEST_PRODUCER_ID_BLOCK_PATH, block.encode(), makepath=True)
-            except NodeExistsError:
+                with translated():
+                    zk.create(LATEST_PRODUCER_ID_BLOCK_PATH, block.encode(), makepath=True)
+            except ZnodeExistsError:
                 continue
             return block
         latest = ProducerIdBlock.decode(data)
         block = ProducerIdBlock(broker_id, latest.block_end + 1, latest.block_end + BLOCK_SIZE)
         try:
-            zk.set(LATEST_PRODUCER_ID_BLOCK_PATH, block.encode(), version=stat.version)
-        except BadVersionError:
+            with translated():
+                zk.set(LATEST_PRODUCER_ID_BLOCK_PATH, block.encode(), version=stat.version)
+        except ZnodeVersionError:
             continue
         return block
 

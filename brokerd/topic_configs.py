@@ -21,12 +21,12 @@ import logging
 from collections.abc import Iterable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
 
 from brokerd.replica_manager import ReplicaManager
-from spark_replica.errors import ReplogError, ZooKeeperError
+from spark_replica.errors import ReplogError, ZnodeMissingError, ZooKeeperError
 from spark_replica.records import now_ms
 from spark_replica.zk import topic_store, znodes
+from spark_replica.zk.kazoo_errors import translated
 
 logger = logging.getLogger("brokerd.topic_configs")
 
@@ -57,11 +57,13 @@ def read_changed_topics(
     for _, child in newer:
         path = znodes.config_change_path(child)
         try:
-            data, _ = zk.get(path)
-            topic = znodes.ConfigChangeNotification.decode(path, data).topic
-        except NoNodeError:
+            with translated():
+                data, _ = zk.get(path)
+        except ZnodeMissingError:
             topics = None
             continue
+        try:
+            topic = znodes.ConfigChangeNotification.decode(path, data).topic
         except ZooKeeperError:
             logger.exception("ignoring an unreadable config change notification")
             continue
@@ -93,8 +95,9 @@ class TopicConfigFollower:
         zk = self.zk
 
         def snapshot() -> list[str]:
-            zk.ensure_path(znodes.CONFIG_CHANGES_PATH)
-            return zk.get_children(znodes.CONFIG_CHANGES_PATH)
+            with translated():
+                zk.ensure_path(znodes.CONFIG_CHANGES_PATH)
+                return zk.get_children(znodes.CONFIG_CHANGES_PATH)
 
         # Notifications listed here are covered by the full read that follows.
         self._last_change = newest_change(await asyncio.to_thread(snapshot))

@@ -11,11 +11,10 @@ from __future__ import annotations
 from weakref import WeakKeyDictionary
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException
 
 from brokerd.api.context import BrokerContext
 from brokerd.producer_ids import ProducerIdManager
-from spark_replica.errors import BrokerNotAvailableError, InvalidRequestError
+from spark_replica.errors import BrokerNotAvailableError, InvalidRequestError, ZooKeeperError
 from spark_replica.protocol.init_producer_id import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -55,5 +54,5 @@ async def _next_producer_id(ctx: BrokerContext) -> int:
         manager = _managers[ctx.zk] = ProducerIdManager(ctx.zk, ctx.config.broker_id)
     try:
         return await manager.next_id()
-    except KazooException as exc:
-        raise BrokerNotAvailableError(f"cannot claim a producer id block: {exc!r}") from exc
+    except ZooKeeperError as exc:
+        raise BrokerNotAvailableError(f"cannot claim a producer id block: {exc}") from exc

@@ -17,17 +17,27 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient, TransactionRequest
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 from kazoo.protocol.states import ZnodeStat
 
 from brokerd import topic_configs
 from brokerd.controller.context import LeaderAndIsr, LiveBroker
 from brokerd.controller.decisions import StateWrite
 from spark_replica import reassignment
-from spark_replica.errors import ReplogError
+from spark_replica.errors import (
+    ReplogError,
+    ZnodeExistsError,
+    ZnodeMissingError,
+    ZnodeVersionError,
+)
 from spark_replica.reassignment import PartitionMove
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import topic_store, znodes
+from spark_replica.zk.kazoo_errors import (
+    children_if_present,
+    failures,
+    read_if_present,
+    translated,
+)
 
 # Operations per multi-op: far below ZooKeeper's 1 MB request limit for state znodes.
 MAX_OPS_PER_MULTI = 500
@@ -48,41 +58,41 @@ class WriteOutcome:
 
 def try_become_controller(zk: KazooClient, broker_id: int) -> tuple[int, int] | None:
     """(epoch, epoch zkVersion) if this broker won the election, None if another holds it."""
-    zk.ensure_path("/")
-    with contextlib.suppress(NodeExistsError):
+    with contextlib.suppress(ZnodeExistsError), translated():
+        zk.ensure_path("/")
         zk.create(znodes.CONTROLLER_EPOCH_PATH, znodes.encode_controller_epoch(0))
-    data, stat = zk.get(znodes.CONTROLLER_EPOCH_PATH)
-    epoch = znodes.decode_controller_epoch(data) + 1
-    transaction = zk.transaction()
-    transaction.create(
-        znodes.CONTROLLER_PATH, znodes.ControllerRegistration(broker_id).encode(), ephemeral=True
-    )
-    transaction.set_data(
-        znodes.CONTROLLER_EPOCH_PATH, znodes.encode_controller_epoch(epoch), version=stat.version
-    )
-    results = transaction.commit()
+    with translated():
+        data, stat = zk.get(znodes.CONTROLLER_EPOCH_PATH)
+        epoch = znodes.decode_controller_epoch(data) + 1
+        transaction = zk.transaction()
+        transaction.create(
+            znodes.CONTROLLER_PATH,
+            znodes.ControllerRegistration(broker_id).encode(),
+            ephemeral=True,
+        )
+        transaction.set_data(
+            znodes.CONTROLLER_EPOCH_PATH,
+            znodes.encode_controller_epoch(epoch),
+            version=stat.version,
+        )
+        results = transaction.commit()
     if any(isinstance(result, Exception) for result in results):
         return None
     return epoch, stat.version + 1
 
 
 def current_controller(zk: KazooClient) -> int:
-    try:
-        data, _ = zk.get(znodes.CONTROLLER_PATH)
-    except NoNodeError:
-        return -1
-    return znodes.ControllerRegistration.decode(data).broker_id
+    found = read_if_present(zk, znodes.CONTROLLER_PATH)
+    return -1 if found is None else znodes.ControllerRegistration.decode(found[0]).broker_id
 
 
 def read_live_brokers(zk: KazooClient) -> dict[int, LiveBroker]:
     brokers: dict[int, LiveBroker] = {}
     for broker_id in topic_store.live_broker_ids(zk):
-        try:
-            data, stat = zk.get(znodes.broker_path(broker_id))
-        except NoNodeError:
-            continue
-        registration = znodes.BrokerRegistration.decode(broker_id, data)
-        brokers[broker_id] = LiveBroker(registration, stat.czxid)
+        found = read_if_present(zk, znodes.broker_path(broker_id))
+        if found is not None:
+            registration = znodes.BrokerRegistration.decode(broker_id, found[0])
+            brokers[broker_id] = LiveBroker(registration, found[1].czxid)
     return brokers
 
 
@@ -116,7 +126,8 @@ def write_states(zk: KazooClient, epoch_zk_version: int, writes: list[StateWrite
     """Write leaderAndISR states in multi-ops fenced by the controller epoch."""
     outcome = WriteOutcome({}, [], 0)
     for tp in {w.tp for w in writes if w.expected_version is None}:
-        zk.ensure_path(znodes.partition_path(tp.topic, tp.partition))
+        with translated():
+            zk.ensure_path(znodes.partition_path(tp.topic, tp.partition))
     pending = list(writes)
     while pending:
         chunk, pending = pending[:MAX_OPS_PER_MULTI], pending[MAX_OPS_PER_MULTI:]
@@ -142,7 +153,8 @@ def _zxid_of(zk: KazooClient, chunk: list[StateWrite], results: list[object]) ->
         if isinstance(result, ZnodeStat):
             return result.mzxid
     tp = chunk[0].tp
-    stat = zk.exists(znodes.partition_state_path(tp.topic, tp.partition))
+    with translated():
+        stat = zk.exists(znodes.partition_state_path(tp.topic, tp.partition))
     if stat is None:
         raise ReplogError(f"the state of {tp} vanished right after it was created")
     return stat.czxid
@@ -162,11 +174,11 @@ def _commit(
         else:
             transaction.set_data(path, write.state.encode(), version=write.expected_version)
     results = _commit_fenced(transaction)
-    for write, result in zip(chunk, results[1:], strict=True):
-        if isinstance(result, (BadVersionError, NodeExistsError, NoNodeError)):
+    for write, error in zip(chunk, failures(results)[1:], strict=True):
+        if isinstance(error, (ZnodeVersionError, ZnodeExistsError, ZnodeMissingError)):
             return write
-        if isinstance(result, Exception) and not isinstance(result, RolledBackError):
-            raise ReplogError(f"writing the state of {write.tp} failed: {result!r}")
+        if error is not None:
+            raise ReplogError(f"writing the state of {write.tp} failed: {error}")
     return results
 
 
@@ -175,47 +187,43 @@ def take_isr_change_notifications(
 ) -> tuple[set[TopicPartition], set[TopicPartition]]:
     """Read and delete every ISR change notification; return the partitions they name,
     and among them those whose leader stepped down."""
-    try:
-        children = zk.get_children(znodes.ISR_CHANGE_NOTIFICATION_PATH)
-    except NoNodeError:
-        return set(), set()
+    children = children_if_present(zk, znodes.ISR_CHANGE_NOTIFICATION_PATH)
     changed: set[TopicPartition] = set()
     stepped_down: set[TopicPartition] = set()
     for child in sorted(children):
         path = f"{znodes.ISR_CHANGE_NOTIFICATION_PATH}/{child}"
-        try:
-            data, _ = zk.get(path)
-        except NoNodeError:
+        found = read_if_present(zk, path)
+        if found is None:
             continue
-        notification = znodes.IsrChangeNotification.decode(path, data)
+        notification = znodes.IsrChangeNotification.decode(path, found[0])
         named = {TopicPartition(t, p) for t, p in notification.partitions}
         changed |= named
         if notification.leader_stepped_down:
             stepped_down |= named
-        with contextlib.suppress(NoNodeError):
+        with contextlib.suppress(ZnodeMissingError), translated():
             zk.delete(path)
     return changed, stepped_down
 
 
 def read_preferred_election(zk: KazooClient) -> list[TopicPartition] | None:
     """The partitions of a pending preferred replica election, or None if none is pending."""
-    try:
-        data, _ = zk.get(znodes.PREFERRED_REPLICA_ELECTION_PATH)
-    except NoNodeError:
+    found = read_if_present(zk, znodes.PREFERRED_REPLICA_ELECTION_PATH)
+    if found is None:
         return None
-    election = znodes.PreferredReplicaElection.decode(data)
+    election = znodes.PreferredReplicaElection.decode(found[0])
     return [TopicPartition(t, p) for t, p in election.partitions]
 
 
 def finish_preferred_election(zk: KazooClient) -> None:
-    with contextlib.suppress(NoNodeError):
+    with contextlib.suppress(ZnodeMissingError), translated():
         zk.delete(znodes.PREFERRED_REPLICA_ELECTION_PATH)
 
 
 def _commit_fenced(transaction: TransactionRequest) -> list[object]:
     """Commit a multi-op whose first operation checks the controller epoch."""
-    results = transaction.commit()
-    if isinstance(results[0], Exception) and not isinstance(results[0], RolledBackError):
+    with translated():
+        results = transaction.commit()
+    if failures(results)[0] is not None:
         raise ControllerMovedError("the controller epoch moved on: another controller is active")
     return results
 
@@ -230,10 +238,10 @@ def write_replicas(
     """
     for topic in sorted({tp.topic for tp in replicas}):
         for _ in range(MAX_ASSIGNMENT_ATTEMPTS):
-            try:
-                data, stat = zk.get(znodes.topic_path(topic))
-            except NoNodeError:
+            found = read_if_present(zk, znodes.topic_path(topic))
+            if found is None:
                 break  # deleted meanwhile: nothing left to reassign
+            data, stat = found
             assignment = znodes.TopicAssignment.decode(topic, data)
             partitions = dict(assignment.partitions)
             partitions.update({tp.partition: r for tp, r in replicas.items() if tp.topic == topic})
@@ -244,11 +252,11 @@ def write_replicas(
                 znodes.TopicAssignment(topic, partitions).encode(),
                 version=stat.version,
             )
-            results = _commit_fenced(transaction)
-            if not isinstance(results[1], Exception):
+            error = failures(_commit_fenced(transaction))[1]
+            if error is None:
                 break
-            if not isinstance(results[1], (BadVersionError, NoNodeError)):
-                raise ReplogError(f"writing the assignment of {topic} failed: {results[1]!r}")
+            if not isinstance(error, (ZnodeVersionError, ZnodeMissingError)):
+                raise ReplogError(f"writing the assignment of {topic} failed: {error}")
         else:
             raise ReplogError(f"the assignment of {topic} kept changing; will retry later")
 
@@ -265,40 +273,35 @@ def write_reassignment(
         )
     else:
         transaction.delete(znodes.REASSIGN_PARTITIONS_PATH)
-    results = _commit_fenced(transaction)
-    if isinstance(results[1], Exception) and not isinstance(results[1], NoNodeError):
-        raise ReplogError(f"updating {znodes.REASSIGN_PARTITIONS_PATH} failed: {results[1]!r}")
+    error = failures(_commit_fenced(transaction))[1]
+    if error is not None and not isinstance(error, ZnodeMissingError):
+        raise ReplogError(f"updating {znodes.REASSIGN_PARTITIONS_PATH} failed: {error}")
 
 
 def newest_config_change(zk: KazooClient) -> int:
-    zk.ensure_path(znodes.CONFIG_CHANGES_PATH)
-    return topic_configs.newest_change(zk.get_children(znodes.CONFIG_CHANGES_PATH))
+    with translated():
+        zk.ensure_path(znodes.CONFIG_CHANGES_PATH)
+        return topic_configs.newest_change(zk.get_children(znodes.CONFIG_CHANGES_PATH))
 
 
 def read_config_changes(zk: KazooClient, after: int) -> tuple[set[str] | None, int]:
     """Topics named by notifications newer than `after` (None: unknown, re-read all)."""
-    try:
-        children = zk.get_children(znodes.CONFIG_CHANGES_PATH)
-    except NoNodeError:
-        return set(), after
+    children = children_if_present(zk, znodes.CONFIG_CHANGES_PATH)
     return topic_configs.read_changed_topics(zk, children, after)
 
 
 def purge_config_changes(zk: KazooClient, older_than_ms: int) -> int:
     """Delete notifications created more than `older_than_ms` ago; return how many."""
-    try:
-        children = zk.get_children(znodes.CONFIG_CHANGES_PATH)
-    except NoNodeError:
-        return 0
     cutoff = time.time() * 1000 - older_than_ms
     purged = 0
-    for child in children:
+    for child in children_if_present(zk, znodes.CONFIG_CHANGES_PATH):
         path = znodes.config_change_path(child)
         try:
-            _, stat = zk.get(path)
-            if stat.ctime <= cutoff:
-                zk.delete(path)
-                purged += 1
-        except NoNodeError:
+            with translated():
+                _, stat = zk.get(path)
+                if stat.ctime <= cutoff:
+                    zk.delete(path)
+                    purged += 1
+        except ZnodeMissingError:
             continue
     return purged

@@ -20,7 +20,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
 
 from spark_replica import cluster_dir
 from spark_replica.cluster_dir import BrokerEntry, ClusterInfo, EmbeddedZooKeeperEntry
@@ -29,6 +28,7 @@ from spark_replica.launcher import BROKER_STOP_TIMEOUT_S, BrokerProcess, free_po
 from spark_replica.topic_config import parse_assignments
 from spark_replica.zk import znodes
 from spark_replica.zk.embedded import PID_FILE, STOP_TIMEOUT_S, EmbeddedZooKeeper
+from spark_replica.zk.kazoo_errors import read_if_present
 from spark_replica.zk.session import connect, split_connect_string
 from spark_replica.zk.topic_store import live_broker_ids
 
@@ -283,10 +283,10 @@ def _controller_czxid(connect_string: str, timeout_s: float) -> int | None:
 
 def _read_controller(zk: KazooClient) -> tuple[int, int | None]:
     """(broker id, czxid) of /controller; (-1, None) when there is none or it is unreadable."""
-    try:
-        data, stat = zk.get(znodes.CONTROLLER_PATH)
-    except NoNodeError:
+    found = read_if_present(zk, znodes.CONTROLLER_PATH)
+    if found is None:
         return NO_CONTROLLER, None
+    data, stat = found
     try:
         return znodes.ControllerRegistration.decode(data).broker_id, stat.czxid
     except ZooKeeperError:

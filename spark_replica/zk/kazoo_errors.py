@@ -5,7 +5,8 @@ reads a multi-op's results with `failures()`) and catches only the errors of
 spark_replica.errors: ZnodeMissingError, ZnodeExistsError, ZnodeVersionError,
 ZooKeeperConnectionError (retriable: the outcome of a write in flight is unknown), and
 ZooKeeperError for the rest. kazoo's own recipes (watches) keep kazoo's exceptions
-inside kazoo.
+inside kazoo. For the common read where a missing znode is an answer rather than an
+error, read_if_present and children_if_present return None or nothing instead.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
     ConnectionClosedError,
@@ -24,6 +26,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.protocol.states import ZnodeStat
 
 from spark_replica.errors import (
     ZnodeExistsError,
@@ -68,3 +71,21 @@ def failures(results: Sequence[object]) -> list[ZooKeeperError | None]:
         translate(r) if isinstance(r, Exception) and not isinstance(r, RolledBackError) else None
         for r in results
     ]
+
+
+def read_if_present(zk: KazooClient, path: str) -> tuple[bytes, ZnodeStat] | None:
+    """A znode's data and stat, or None if it does not exist (blocking)."""
+    try:
+        with translated():
+            return zk.get(path)
+    except ZnodeMissingError:
+        return None
+
+
+def children_if_present(zk: KazooClient, path: str) -> list[str]:
+    """A znode's children, none if the znode does not exist (blocking)."""
+    try:
+        with translated():
+            return zk.get_children(path)
+    except ZnodeMissingError:
+        return []

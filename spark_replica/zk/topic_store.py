@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from spark_replica import reassignment
 from spark_replica.errors import (
@@ -26,6 +25,7 @@ from spark_replica.errors import (
     RequestTimedOutError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
+    ZnodeExistsError,
     ZnodeMissingError,
     ZnodeVersionError,
     ZooKeeperError,
@@ -34,7 +34,12 @@ from spark_replica.reassignment import PartitionMove, assign_replicas
 from spark_replica.topic_config import TOPIC_CONFIG_PARSERS, parse_topic_configs
 from spark_replica.topics import TopicPartition, validate_topic_name
 from spark_replica.zk import znodes
-from spark_replica.zk.kazoo_errors import translated
+from spark_replica.zk.kazoo_errors import (
+    children_if_present,
+    failures,
+    read_if_present,
+    translated,
+)
 
 MAX_PARTITIONS = 100_000
 # Read-modify-write attempts of alter_topic_config before giving up on a busy config.
@@ -44,21 +49,16 @@ ADD_PARTITIONS_ATTEMPTS = 5
 
 
 def live_broker_ids(zk: KazooClient) -> list[int]:
-    try:
-        children = zk.get_children(znodes.BROKER_IDS_PATH)
-    except NoNodeError:
-        return []
+    children = children_if_present(zk, znodes.BROKER_IDS_PATH)
     return sorted(int(c) for c in children if c.isdigit())
 
 
 def read_brokers(zk: KazooClient) -> list[znodes.BrokerRegistration]:
     brokers = []
     for broker_id in live_broker_ids(zk):
-        try:
-            data, _ = zk.get(znodes.broker_path(broker_id))
-        except NoNodeError:
-            continue
-        brokers.append(znodes.BrokerRegistration.decode(broker_id, data))
+        found = read_if_present(zk, znodes.broker_path(broker_id))
+        if found is not None:
+            brokers.append(znodes.BrokerRegistration.decode(broker_id, found[0]))
     return brokers
 
 
@@ -81,7 +81,9 @@ def create_topic(
         )
     configs = dict(configs or {})
     parse_topic_configs(configs)
-    if zk.exists(znodes.topic_path(topic)):
+    with translated():
+        exists = zk.exists(znodes.topic_path(topic))
+    if exists:
         raise TopicAlreadyExistsError(f"topic {topic!r} already exists")
     brokers = live_broker_ids(zk)
     if not brokers:
@@ -90,17 +92,19 @@ def create_topic(
         topic,
         assign_replicas(brokers, partitions, replication_factor, start=zlib.crc32(topic.encode())),
     )
-    zk.ensure_path(znodes.TOPICS_PATH)
-    zk.ensure_path(znodes.TOPIC_CONFIG_PATH)
-    transaction = zk.transaction()
-    transaction.create(znodes.topic_config_path(topic), znodes.TopicConfig(topic, configs).encode())
-    transaction.create(znodes.topic_path(topic), assignment.encode())
-    results = transaction.commit()
-    failures = [r for r in results if isinstance(r, Exception)]
-    if any(isinstance(r, NodeExistsError) for r in failures):
+    with translated():
+        zk.ensure_path(znodes.TOPICS_PATH)
+        zk.ensure_path(znodes.TOPIC_CONFIG_PATH)
+        transaction = zk.transaction()
+        transaction.create(
+            znodes.topic_config_path(topic), znodes.TopicConfig(topic, configs).encode()
+        )
+        transaction.create(znodes.topic_path(topic), assignment.encode())
+        errors = [e for e in failures(transaction.commit()) if e is not None]
+    if any(isinstance(e, ZnodeExistsError) for e in errors):
         raise TopicAlreadyExistsError(f"topic {topic!r} already exists")
-    if failures:
-        raise ZooKeeperError(f"creating topic {topic!r} failed: {failures[0]!r}")
+    if errors:
+        raise ZooKeeperError(f"creating topic {topic!r} failed: {errors[0]}")
     return assignment
 
 
@@ -111,38 +115,38 @@ def delete_topic(zk: KazooClient, topic: str) -> None:
     topic's znodes and the request.
     """
     validate_topic_name(topic)
-    if not zk.exists(znodes.topic_path(topic)):
+    with translated():
+        exists = zk.exists(znodes.topic_path(topic))
+    if not exists:
         raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
-    zk.ensure_path(znodes.DELETE_TOPICS_PATH)
-    with contextlib.suppress(NodeExistsError):
+    with contextlib.suppress(ZnodeExistsError), translated():
+        zk.ensure_path(znodes.DELETE_TOPICS_PATH)
         zk.create(znodes.delete_topic_path(topic), b"")
 
 
 def request_preferred_election(zk: KazooClient, partitions: list[tuple[str, int]]) -> None:
     """Ask the controller to move `partitions` back to their preferred replicas."""
-    zk.ensure_path("/admin")
     election = znodes.PreferredReplicaElection(partitions)
     try:
-        zk.create(znodes.PREFERRED_REPLICA_ELECTION_PATH, election.encode())
-    except NodeExistsError:
+        with translated():
+            zk.ensure_path("/admin")
+            zk.create(znodes.PREFERRED_REPLICA_ELECTION_PATH, election.encode())
+    except ZnodeExistsError:
         raise ZooKeeperError(
             "a preferred replica election is already in progress; try again when it is done"
         ) from None
 
 
 def topics_to_delete(zk: KazooClient) -> list[str]:
-    try:
-        return sorted(zk.get_children(znodes.DELETE_TOPICS_PATH))
-    except NoNodeError:
-        return []
+    return sorted(children_if_present(zk, znodes.DELETE_TOPICS_PATH))
 
 
 def remove_topic_znodes(zk: KazooClient, topic: str) -> None:
     """The last step of a deletion: the topic, its config, then the deletion request."""
     for path in (znodes.topic_path(topic), znodes.topic_config_path(topic)):
-        with contextlib.suppress(NoNodeError):
+        with contextlib.suppress(ZnodeMissingError), translated():
             zk.delete(path, recursive=True)
-    with contextlib.suppress(NoNodeError):
+    with contextlib.suppress(ZnodeMissingError), translated():
         zk.delete(znodes.delete_topic_path(topic))
 
 
@@ -204,18 +208,12 @@ def _grown(
 
 
 def list_topics(zk: KazooClient) -> list[str]:
-    try:
-        return sorted(zk.get_children(znodes.TOPICS_PATH))
-    except NoNodeError:
-        return []
+    return sorted(children_if_present(zk, znodes.TOPICS_PATH))
 
 
 def read_assignment(zk: KazooClient, topic: str) -> znodes.TopicAssignment | None:
-    try:
-        data, _ = zk.get(znodes.topic_path(topic))
-    except NoNodeError:
-        return None
-    return znodes.TopicAssignment.decode(topic, data)
+    found = read_if_present(zk, znodes.topic_path(topic))
+    return None if found is None else znodes.TopicAssignment.decode(topic, found[0])
 
 
 class StoredPartitionState(NamedTuple):
@@ -233,19 +231,16 @@ def read_partition_state(
 ) -> StoredPartitionState | None:
     """The leaderAndISR state with its zkVersion and mzxid, or None if not written yet."""
     path = znodes.partition_state_path(topic, partition)
-    try:
-        data, stat = zk.get(path)
-    except NoNodeError:
+    found = read_if_present(zk, path)
+    if found is None:
         return None
+    data, stat = found
     return StoredPartitionState(znodes.PartitionState.decode(path, data), stat.version, stat.mzxid)
 
 
 def read_topic_config(zk: KazooClient, topic: str) -> dict[str, str]:
-    try:
-        data, _ = zk.get(znodes.topic_config_path(topic))
-    except NoNodeError:
-        return {}
-    return znodes.TopicConfig.decode(topic, data).config
+    found = read_if_present(zk, znodes.topic_config_path(topic))
+    return {} if found is None else znodes.TopicConfig.decode(topic, found[0]).config
 
 
 def merge_topic_config(
@@ -284,41 +279,39 @@ def alter_topic_config(
     """
     validate_topic_name(topic)
     merge_topic_config({}, set, delete)
-    zk.ensure_path(znodes.TOPIC_CONFIG_PATH)
-    zk.ensure_path(znodes.CONFIG_CHANGES_PATH)
+    with translated():
+        zk.ensure_path(znodes.TOPIC_CONFIG_PATH)
+        zk.ensure_path(znodes.CONFIG_CHANGES_PATH)
     config_path = znodes.topic_config_path(topic)
     for _ in range(ALTER_ATTEMPTS):
-        if not zk.exists(znodes.topic_path(topic)):
+        with translated():
+            exists = zk.exists(znodes.topic_path(topic))
+        if not exists:
             raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
-        try:
-            data, stat = zk.get(config_path)
-        except NoNodeError:
-            current: dict[str, str] = {}
-            version = None
-        else:
-            current = znodes.TopicConfig.decode(topic, data).config
-            version = stat.version
+        found = read_if_present(zk, config_path)
+        current = {} if found is None else znodes.TopicConfig.decode(topic, found[0]).config
         merged = merge_topic_config(current, set, delete)
         encoded = znodes.TopicConfig(topic, merged).encode()
-        transaction = zk.transaction()
-        transaction.check(znodes.topic_path(topic), -1)
-        if version is None:
-            transaction.create(config_path, encoded)
-        else:
-            transaction.set_data(config_path, encoded, version=version)
-        transaction.create(
-            znodes.CONFIG_CHANGE_PREFIX,
-            znodes.ConfigChangeNotification.for_topic(topic).encode(),
-            sequence=True,
-        )
-        failures = [r for r in transaction.commit() if isinstance(r, Exception)]
-        if not failures:
+        with translated():
+            transaction = zk.transaction()
+            transaction.check(znodes.topic_path(topic), -1)
+            if found is None:
+                transaction.create(config_path, encoded)
+            else:
+                transaction.set_data(config_path, encoded, version=found[1].version)
+            transaction.create(
+                znodes.CONFIG_CHANGE_PREFIX,
+                znodes.ConfigChangeNotification.for_topic(topic).encode(),
+                sequence=True,
+            )
+            errors = [e for e in failures(transaction.commit()) if e is not None]
+        if not errors:
             return merged
-        if any(isinstance(r, (BadVersionError, NodeExistsError)) for r in failures):
+        if any(isinstance(e, (ZnodeVersionError, ZnodeExistsError)) for e in errors):
             continue  # someone else altered the config between our read and write
-        if any(isinstance(r, NoNodeError) for r in failures):
+        if any(isinstance(e, ZnodeMissingError) for e in errors):
             raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
-        raise ZooKeeperError(f"altering the config of topic {topic!r} failed: {failures[0]!r}")
+        raise ZooKeeperError(f"altering the config of topic {topic!r} failed: {errors[0]}")
     raise ZooKeeperError(
         f"the config of topic {topic!r} kept changing under us; gave up after "
         f"{ALTER_ATTEMPTS} attempts"
@@ -341,7 +334,9 @@ def request_reassignment(zk: KazooClient, moves: list[PartitionMove]) -> None:
     Like Kafka's ZooKeeper-era tool, one reassignment runs at a time: the znode is created,
     never overwritten, so a plan cannot silently replace one that is still running.
     """
-    if zk.exists(znodes.REASSIGN_PARTITIONS_PATH):
+    with translated():
+        running = zk.exists(znodes.REASSIGN_PARTITIONS_PATH)
+    if running:
         raise ReassignmentInProgressError(
             "a reassignment is still running (see `replog reassign --status`)"
         )
@@ -351,20 +346,20 @@ def request_reassignment(zk: KazooClient, moves: list[PartitionMove]) -> None:
         value = read_topic_config(zk, topic).get("min.insync.replicas")
         min_insync[topic] = int(value) if value else 1
     reassignment.check_plan(moves, assignments, live_broker_ids(zk), min_insync)
-    zk.ensure_path("/admin")
     try:
-        zk.create(znodes.REASSIGN_PARTITIONS_PATH, reassignment.plan_to_json(moves).encode())
-    except NodeExistsError:
+        with translated():
+            zk.ensure_path("/admin")
+            zk.create(znodes.REASSIGN_PARTITIONS_PATH, reassignment.plan_to_json(moves).encode())
+    except ZnodeExistsError:
         raise ReassignmentInProgressError("a reassignment was started meanwhile") from None
 
 
 def read_reassignment(zk: KazooClient) -> list[PartitionMove]:
     """The partitions still being reassigned; empty when none is."""
-    try:
-        data, _ = zk.get(znodes.REASSIGN_PARTITIONS_PATH)
-    except NoNodeError:
+    found = read_if_present(zk, znodes.REASSIGN_PARTITIONS_PATH)
+    if found is None:
         return []
     try:
-        return reassignment.parse_plan(data.decode("utf-8", "replace"))
+        return reassignment.parse_plan(found[0].decode("utf-8", "replace"))
     except InvalidReplicaAssignmentError as exc:
         raise ZooKeeperError(f"{znodes.REASSIGN_PARTITIONS_PATH}: {exc}") from exc

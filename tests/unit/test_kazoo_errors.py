@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from kazoo.exceptions import (
     BadVersionError,
@@ -51,3 +54,19 @@ def test_translated_keeps_the_kazoo_error_as_the_cause() -> None:
 def test_multi_op_failures_skip_successes_and_rollbacks() -> None:
     [ok, rolled_back, failed] = failures([True, RolledBackError(), BadVersionError()])
     assert ok is None and rolled_back is None and isinstance(failed, ZnodeVersionError)
+
+
+KAZOO_ERRORS_IMPORT = re.compile(
+    r"^\s*(from kazoo\.(exceptions|handlers)|import kazoo\.exceptions)", re.M
+)
+
+
+def test_only_the_adapter_imports_kazoos_exceptions() -> None:
+    root = Path(__file__).resolve().parents[2]
+    importing = sorted(
+        str(path.relative_to(root))
+        for package in ("brokerd", "spark_replica", "connectors")
+        for path in (root / package).rglob("*.py")
+        if KAZOO_ERRORS_IMPORT.search(path.read_text(encoding="utf-8"))
+    )
+    assert importing == ["spark_replica/zk/kazoo_errors.py"]
