@@ -63,6 +63,8 @@ class ZooKeeperSync:
         self._changed = asyncio.Event()
         self._reregister = False
         self._refresher: asyncio.Task[None] | None = None
+        # When kazoo last (re)connected, set from its listener thread (a float, so safe).
+        self._connected_at = time.monotonic()
 
     async def connect(self) -> KazooClient:
         self._loop = asyncio.get_running_loop()
@@ -124,9 +126,17 @@ class ZooKeeperSync:
                 await asyncio.sleep(REGISTRATION_RETRY_S)
 
     async def _register(self, zk: KazooClient, deadline: float) -> int:
-        """Create our ephemeral znode (waiting out a previous session's); return its czxid."""
+        """Create our ephemeral znode (waiting out a previous session's); return its czxid.
+
+        A previous session's znode goes when that session expires, a session timeout
+        after ZooKeeper last heard from it. A ZooKeeper restart starts that timeout
+        again, so the wait (two session timeouts) is counted from when the znode was
+        first found held or from our latest (re)connection, whichever is later: time
+        ZooKeeper was away must not use it up, or a broker restarted together with
+        ZooKeeper would give up just before its old registration goes.
+        """
         path = znodes.broker_path(self.registration.broker_id)
-        held_deadline = time.monotonic() + self.session_timeout_s * 2
+        held_since: float | None = None
         while True:
             czxid = await self._until(
                 deadline,
@@ -137,11 +147,15 @@ class ZooKeeperSync:
             if czxid is not None:
                 logger.info("registered %s (broker epoch %d)", path, czxid)
                 return czxid
-            if time.monotonic() > held_deadline:
+            now = time.monotonic()
+            held_since = now if held_since is None else held_since
+            wait_until = max(held_since, self._connected_at) + self.session_timeout_s * 2
+            if now > wait_until:
                 raise ZooKeeperError(
                     f"{path} is held by another live session: is broker id "
                     f"{self.registration.broker_id} already running?"
                 )
+            deadline = max(deadline, wait_until)
             await asyncio.sleep(REGISTRATION_RETRY_S)
 
     def _try_to_register(self, zk: KazooClient, deadline: float) -> int | None:
@@ -173,6 +187,8 @@ class ZooKeeperSync:
         return True
 
     def _on_session_state(self, state: str) -> None:
+        if state == KazooState.CONNECTED:
+            self._connected_at = time.monotonic()
         if state == KazooState.LOST:
             self._reregister = True
         elif state == KazooState.CONNECTED and self._reregister:

@@ -29,6 +29,11 @@ CONNECTED_WITHIN_S = 30
 REGISTERED_WITHIN_S = 45
 # brokerd.zk_sync.REGISTRATION_TIMEOUT_S, with room for a slow start-up and exit.
 GIVES_UP_WITHIN_S = 60
+# A session long enough to outlive the broker's restart, and ZooKeeper down for longer
+# than it: the old registration then outlasts two session timeouts from the restart.
+LONG_SESSION = {"zookeeper.session.timeout.ms": "10000"}
+ZOOKEEPER_DOWN_S = 12
+CONNECTED = "state: CONNECTED"
 
 
 @pytest.fixture
@@ -54,17 +59,7 @@ def broker(tmp_path: Path, servers: list[EmbeddedZooKeeper]) -> Iterator[BrokerP
     try:
         holder.ensure_path(znodes.BROKER_IDS_PATH)
         holder.create(znodes.broker_path(1), b"{}", ephemeral=True)
-        broker.log_dir.mkdir(parents=True)
-        with (broker.log_dir / "broker.stderr").open("ab") as stderr:
-            broker.process = subprocess.Popen(
-                broker.command(),
-                stdin=subprocess.DEVNULL,
-                stdout=stderr,
-                stderr=stderr,
-                start_new_session=True,
-            )
-        wait_for_line(broker.log_dir / "broker.log", "state: CONNECTED", CONNECTED_WITHIN_S)
-        time.sleep(1)  # reading assignments is done: now it waits for the holder to go
+        launch_waiting(broker)
     finally:
         holder.stop()
         holder.close()
@@ -74,11 +69,29 @@ def broker(tmp_path: Path, servers: list[EmbeddedZooKeeper]) -> Iterator[BrokerP
         broker.stop()
 
 
-def wait_for_line(path: Path, text: str, timeout_s: float) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not (path.exists() and text in path.read_text(errors="replace")):
-        assert time.monotonic() < deadline, f"{path.name} never said {text!r}"
+def launch_waiting(broker: BrokerProcess) -> None:
+    """Start the broker's process without waiting for it to register (its id is held)."""
+    broker.log_dir.mkdir(parents=True, exist_ok=True)
+    log = broker.log_dir / "broker.log"
+    connections_before = connections(log)
+    with (broker.log_dir / "broker.stderr").open("ab") as stderr:
+        broker.process = subprocess.Popen(
+            broker.command(),
+            stdin=subprocess.DEVNULL,
+            stdout=stderr,
+            stderr=stderr,
+            start_new_session=True,
+        )
+    deadline = time.monotonic() + CONNECTED_WITHIN_S
+    while connections(log) <= connections_before:
+        assert time.monotonic() < deadline, "the broker never connected to ZooKeeper"
         time.sleep(0.1)
+    time.sleep(1)  # reading assignments is done: now it waits for the holder to go
+
+
+def connections(log: Path) -> int:
+    """How often the broker's log says it connected to ZooKeeper."""
+    return log.read_text(errors="replace").count(CONNECTED) if log.exists() else 0
 
 
 def test_zookeeper_restarting_before_registration_is_waited_out(
@@ -107,3 +120,32 @@ def test_a_broker_that_cannot_get_through_to_register_exits(
     code = broker.process.wait(timeout=GIVES_UP_WITHIN_S)
     assert code != 0
     assert b"ZooKeeper" in (broker.log_dir / "broker.stderr").read_bytes()
+
+
+def test_a_restarted_broker_outwaits_its_old_session_across_a_zookeeper_restart(
+    tmp_path: Path, servers: list[EmbeddedZooKeeper]
+) -> None:
+    """The killed broker's registration lingers until its session expires, and a
+    ZooKeeper restart starts that session's timeout again: the restarted broker must wait
+    it out, not give up after two session timeouts counted from its own start."""
+    servers.append(EmbeddedZooKeeper(free_port(), tmp_path / "zookeeper"))
+    servers[0].start()
+    broker = BrokerProcess(
+        1, free_port(), tmp_path / "broker-1", servers[0].connect_string, overrides=LONG_SESSION
+    )
+    zk = connect(servers[0].connect_string)
+    try:
+        broker.start()
+        old = zk.exists(znodes.broker_path(1))
+        assert old is not None
+        broker.kill()
+        launch_waiting(broker)
+        servers[0].stop()
+        time.sleep(ZOOKEEPER_DOWN_S)
+        servers[0].start()
+        broker.wait_registered(REGISTERED_WITHIN_S + 15, stale_czxid=old.czxid)
+        assert broker.process is not None and broker.process.poll() is None
+    finally:
+        zk.stop()
+        zk.close()
+        broker.stop()
