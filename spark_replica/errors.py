@@ -401,4 +401,8 @@ def code_of(error: BaseException) -> int:
         return CorruptMessageError.code
     if isinstance(error, ConfigError):
         return InvalidConfigError.code
+    if isinstance(error, ZooKeeperConnectionError):
+        # ZooKeeper went away mid-request: whether a write landed is unknown, as after a
+        # timeout, and trying again later is right (Kafka answers REQUEST_TIMED_OUT too).
+        return RequestTimedOutError.code
     return UnknownServerError.code

@@ -116,6 +116,8 @@ def test_error_codes_map_to_types_with_flags() -> None:
     assert isinstance(errors.error_for_code(12345), errors.UnknownServerError)
     assert errors.code_of(errors.CorruptRecordError("x")) == 2
     assert errors.code_of(ConfigError("x")) == 40
+    assert errors.code_of(errors.ZooKeeperConnectionError("lost")) == 7
+    assert errors.error_for_code(7).retriable
     assert not errors.InvalidTopicError.retriable
 
 
