@@ -1,16 +1,21 @@
-"""Helpers shared by the tests that start real processes (fixtures are in conftest.py)."""
+"""Helpers shared by the tests that start real processes (fixtures are in conftest.py):
+brokers and clusters, topics, waiting on a condition, producing and reading back, and
+the command line. A helper used by more than one test module belongs here."""
 
 from __future__ import annotations
 
 import asyncio
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import TypeVar
 
-from spark_replica.client import Admin, Cluster
+from spark_replica.client import Admin, Cluster, Consumer, FetchedRecords, Producer, ProducerConfig
+from spark_replica.errors import ReplogError
 from spark_replica.launcher import BrokerProcess, free_port
+from spark_replica.records import decode_payload, iter_batches
 
 T = TypeVar("T")
 
@@ -70,6 +75,190 @@ async def create_topic(
         await cluster.close()
 
 
+async def create(
+    bootstrap: list[tuple[str, int]], topic: str, partitions: int = 1, rf: int = 3, **configs: str
+) -> None:
+    """Like create_topic, with a replication factor: three unless told otherwise."""
+    cluster = Cluster(bootstrap)
+    try:
+        await Admin(cluster).create_topic(topic, partitions, rf, configs)
+    finally:
+        await cluster.close()
+
+
+# --------------------------------------------------------------------------- clusters
+
+FAST_REPLICATION = {"replica.lag.time.max.ms": "2000"}
+
+
+def start_cluster(brokers: BrokerFactory, count: int = 3, **overrides: str) -> None:
+    for broker_id in range(1, count + 1):
+        brokers.start(broker_id, **{**FAST_REPLICATION, **overrides})
+
+
+async def describe(bootstrap: list[tuple[str, int]], topic: str) -> list[dict[str, object]]:
+    cluster = Cluster(bootstrap)
+    try:
+        described = await Admin(cluster).describe([topic])
+        return [p.as_json() for p in described[topic]]
+    finally:
+        await cluster.close()
+
+
+async def leadership(bootstrap: list[tuple[str, int]], topic: str) -> list[dict[str, object]]:
+    """Leader, epoch, replicas and ISR per partition from metadata alone.
+
+    Unlike describe() this asks no partition leader anything, so it cannot hang on a
+    leader that is paused.
+    """
+    cluster = Cluster(bootstrap)
+    try:
+        metadata = await cluster.ensure_topic(topic)
+        partitions = sorted(metadata.partitions, key=lambda p: p.partition)
+        return [
+            {
+                "partition": p.partition,
+                "leader": p.leader,
+                "isr": list(p.isr),
+                "replicas": list(p.replicas),
+            }
+            for p in partitions
+        ]
+    finally:
+        await cluster.close()
+
+
+async def wait_for(check, timeout_s: float = 30.0, interval_s: float = 0.2):
+    """Poll an async check until it returns something truthy, or fail at the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            value = await check()
+        except ReplogError as exc:
+            if not exc.retriable or time.monotonic() > deadline:
+                raise
+            value = None
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s} s (last: {value!r})")
+        await asyncio.sleep(interval_s)
+
+
+def controller_id(zk: object) -> int:
+    """The current controller's broker id, waiting up to 30 s for one to be elected."""
+    from brokerd.controller.zk_store import current_controller
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        controller = current_controller(zk)  # type: ignore[arg-type]
+        if controller != -1:
+            return controller
+        time.sleep(0.1)
+    raise AssertionError("no controller elected")
+
+
+# --------------------------------------------------------------------------- records
+
+
+async def produce(
+    bootstrap: list[tuple[str, int]], topic: str, values: list[str], acks: int = -1
+) -> None:
+    cluster = Cluster(bootstrap)
+    try:
+        config = ProducerConfig(acks=acks, delivery_timeout_ms=30_000)
+        await Producer(cluster, config).send_records(topic, values, partition=0)
+    finally:
+        await cluster.close()
+
+
+async def produce_acks_all(bootstrap: list[tuple[str, int]], topic: str, partition: int) -> bool:
+    """One acks=all write with a short delivery timeout; True once it is acknowledged."""
+    cluster = Cluster(bootstrap)
+    try:
+        config = ProducerConfig(acks=-1, delivery_timeout_ms=5_000)
+        await Producer(cluster, config).send_records(topic, ["x"], partition=partition)
+        return True
+    except ReplogError:
+        return False
+    finally:
+        await cluster.close()
+
+
+async def consume_all(
+    bootstrap: list[tuple[str, int]], topic: str, expected: int, partitions: int = 1
+) -> list[FetchedRecords]:
+    cluster = Cluster(bootstrap)
+    try:
+        consumer = Consumer(cluster)
+        await consumer.assign_topic(topic)
+        await consumer.seek_to_beginning()
+        fetched: list[FetchedRecords] = []
+        seen = 0
+        for _ in range(200):
+            if seen >= expected:
+                break
+            for chunk in await consumer.poll(max_wait_ms=100):
+                fetched.append(chunk)
+                seen += chunk.records.num_rows
+        return fetched
+    finally:
+        await cluster.close()
+
+
+def rows_of(fetched: list[FetchedRecords]) -> list[dict[str, object]]:
+    rows = []
+    for chunk in fetched:
+        for n, row in enumerate(chunk.records.to_pylist()):
+            row["offset"] = chunk.first_offset + n
+            row["partition"] = chunk.tp.partition
+            rows.append(row)
+    return rows
+
+
+async def read_everything(
+    bootstrap: list[tuple[str, int]], topic: str, expected: int
+) -> list[dict[str, object]]:
+    cluster = Cluster(bootstrap)
+    try:
+        consumer = Consumer(cluster)
+        await consumer.assign_topic(topic)
+        await consumer.seek_to_beginning()
+        fetched = []
+        seen = 0
+        deadline = time.monotonic() + 30
+        while seen < expected and time.monotonic() < deadline:
+            for chunk in await consumer.poll(max_wait_ms=200):
+                fetched.append(chunk)
+                seen += chunk.records.num_rows
+        return rows_of(fetched)
+    finally:
+        await cluster.close()
+
+
+def replica_records(log_dir: Path) -> list[tuple[int, bytes]]:
+    """(offset, value) of every record in a partition directory, read from the files."""
+    records = []
+    for segment in sorted(log_dir.glob("*.log")):
+        for header, batch in iter_batches(segment.read_bytes()):
+            values = decode_payload(batch).column("value").to_pylist()
+            records.extend((header.base_offset + i, v) for i, v in enumerate(values))
+    return records
+
+
+def assert_replicas_identical(brokers: BrokerFactory, partition_dir: str) -> None:
+    """Stop every broker cleanly, then compare what each holds on disk."""
+    brokers.stop_all()
+    held = {b: replica_records(p.log_dir / partition_dir) for b, p in brokers.brokers.items()}
+    first = next(iter(held.values()))
+    assert first, "the partition holds records"
+    for broker_id, records in held.items():
+        assert records == first, f"broker {broker_id} differs"
+
+
+# --------------------------------------------------------------------------- command line
+
+
 CLI_TIMEOUT_S = 90
 
 
@@ -85,19 +274,3 @@ def replog(
         timeout=timeout_s,
         check=False,
     )
-
-
-async def produce_acks_all(bootstrap: list[tuple[str, int]], topic: str, partition: int) -> bool:
-    """One acks=all write with a short delivery timeout; True once it is acknowledged."""
-    from spark_replica.client import Producer, ProducerConfig
-    from spark_replica.errors import ReplogError
-
-    cluster = Cluster(bootstrap)
-    try:
-        config = ProducerConfig(acks=-1, delivery_timeout_ms=5_000)
-        await Producer(cluster, config).send_records(topic, ["x"], partition=partition)
-        return True
-    except ReplogError:
-        return False
-    finally:
-        await cluster.close()

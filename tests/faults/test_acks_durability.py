@@ -9,8 +9,7 @@ from spark_replica.client import BrokerConnection
 from spark_replica.errors import NotEnoughReplicasAfterAppendError
 from spark_replica.protocol.produce import ProducePartition, ProduceRequest, ProduceTopic
 from spark_replica.records import build_batch
-from tests.integration.test_replication import create, leadership, start_cluster, wait_for
-from tests.support import BrokerFactory, run
+from tests.support import BrokerFactory, create, leadership, run, start_cluster, wait_for
 
 pytestmark = pytest.mark.slow
 

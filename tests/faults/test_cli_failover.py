@@ -7,8 +7,7 @@ import sys
 
 import pytest
 
-from tests.integration.test_replication import create, leadership, start_cluster
-from tests.support import BrokerFactory, replog, run
+from tests.support import BrokerFactory, create, leadership, replog, run, start_cluster
 
 pytestmark = pytest.mark.slow
 

@@ -20,12 +20,17 @@ from spark_replica.client import Cluster, Consumer, Producer, ProducerConfig
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import topic_store, znodes
 from spark_replica.zk.session import connect
-from tests.integration.test_replication import create, wait_for
-from tests.support import BrokerFactory, produce_acks_all, run
+from tests.support import (
+    FAST_REPLICATION,
+    BrokerFactory,
+    create,
+    produce_acks_all,
+    run,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 
-FAST_REPLICATION = {"replica.lag.time.max.ms": "2000"}
 # Long enough that a controller paused for a few seconds keeps its session.
 PATIENT_SESSION = {"zookeeper.session.timeout.ms": "30000"}
 # Outlasts a broker's restart, yet expires soon after the frozen controller is killed.
@@ -105,6 +110,33 @@ async def wait_unregistered(zk: KazooClient, broker_id: int, timeout_s: float = 
     await wait_for(gone, timeout_s=timeout_s)
 
 
+async def wait_isr_full(zk: KazooClient, topic: str, partition: int) -> None:
+    async def isr_full() -> bool:
+        return len(partition_state(zk, topic, partition).isr) == 3
+
+    await wait_for(isr_full, timeout_s=30)
+
+
+async def cluster_under_controller_1(
+    brokers: BrokerFactory, zk: KazooClient, topic: str
+) -> tuple[list[tuple[str, int]], int]:
+    """Once broker 1 (started by the test) is the controller, start brokers 2 and 3 and
+    create `topic` (3 partitions, RF 3, min ISR 2); return the bootstrap and a partition
+    that broker 1 does not lead, once its ISR is full."""
+
+    async def controller_is_1() -> bool:
+        return await asyncio.to_thread(current_controller, zk) == 1
+
+    await wait_for(controller_is_1, timeout_s=30)
+    for broker_id in (2, 3):
+        brokers.start(broker_id, **FAST_REPLICATION)
+    bootstrap = brokers.bootstrap
+    await create(bootstrap, topic, partitions=3, rf=3, **MIN_ISR_2)
+    partition = next(p for p in range(3) if partition_state(zk, topic, p).leader != 1)
+    await wait_isr_full(zk, topic, partition)
+    return bootstrap, partition
+
+
 def test_last_isr_leader_returning_after_its_followers_refills_the_isr(
     brokers: BrokerFactory,
 ) -> None:
@@ -154,21 +186,7 @@ def test_a_broker_restarted_before_the_controller_looked_is_failed_over(
     async def scenario() -> None:
         zk = await asyncio.to_thread(connect, brokers.zk_connect)
         try:
-
-            async def controller_is_1() -> bool:
-                return await asyncio.to_thread(current_controller, zk) == 1
-
-            await wait_for(controller_is_1, timeout_s=30)
-            for broker_id in (2, 3):
-                brokers.start(broker_id, **FAST_REPLICATION)
-            bootstrap = brokers.bootstrap
-            await create(bootstrap, "bounce", partitions=3, rf=3, **MIN_ISR_2)
-            partition = next(p for p in range(3) if partition_state(zk, "bounce", p).leader != 1)
-
-            async def isr_full() -> bool:
-                return len(partition_state(zk, "bounce", partition).isr) == 3
-
-            await wait_for(isr_full, timeout_s=30)
+            bootstrap, partition = await cluster_under_controller_1(brokers, zk, "bounce")
             before = partition_state(zk, "bounce", partition)
             victim = brokers.brokers[before.leader]
             controller.pause()
@@ -186,7 +204,7 @@ def test_a_broker_restarted_before_the_controller_looked_is_failed_over(
 
             await wait_for(failed_over, timeout_s=30)
             assert await wait_for(lambda: produce_acks_all(bootstrap, "bounce", partition))
-            await wait_for(isr_full, timeout_s=30)
+            await wait_isr_full(zk, "bounce", partition)
         finally:
             await asyncio.to_thread(zk.stop)
 
@@ -205,21 +223,7 @@ def test_a_leader_restarted_with_a_torn_tail_is_not_trusted_by_the_next_controll
     async def scenario() -> None:
         zk = await asyncio.to_thread(connect, brokers.zk_connect)
         try:
-
-            async def controller_is_1() -> bool:
-                return await asyncio.to_thread(current_controller, zk) == 1
-
-            await wait_for(controller_is_1, timeout_s=30)
-            for broker_id in (2, 3):
-                brokers.start(broker_id, **FAST_REPLICATION)
-            bootstrap = brokers.bootstrap
-            await create(bootstrap, "torn", partitions=3, rf=3, **MIN_ISR_2)
-            partition = next(p for p in range(3) if partition_state(zk, "torn", p).leader != 1)
-
-            async def isr_full() -> bool:
-                return len(partition_state(zk, "torn", partition).isr) == 3
-
-            await wait_for(isr_full, timeout_s=30)
+            bootstrap, partition = await cluster_under_controller_1(brokers, zk, "torn")
             acknowledged = await produce_batches(bootstrap, "torn", partition)
             leader = partition_state(zk, "torn", partition).leader
             controller.pause()

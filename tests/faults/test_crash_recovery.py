@@ -14,8 +14,7 @@ import pytest
 from spark_replica.client import Cluster, Producer, ProducerConfig
 from spark_replica.errors import ReplogError
 from spark_replica.records import iter_batches
-from tests.integration.test_produce_consume import consume_all, rows_of
-from tests.support import BrokerFactory, create_topic, run
+from tests.support import BrokerFactory, consume_all, create_topic, rows_of, run
 
 pytestmark = pytest.mark.slow
 

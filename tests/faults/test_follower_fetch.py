@@ -21,8 +21,15 @@ from spark_replica.protocol.fetch import FetchPartition, FetchRequest, FetchTopi
 from spark_replica.protocol.produce import ProducePartition, ProduceRequest, ProduceTopic
 from spark_replica.records import build_batch
 from spark_replica.topics import TopicPartition
-from tests.integration.test_replication import create, leadership, start_cluster, wait_for
-from tests.support import BrokerFactory, create_topic, run
+from tests.support import (
+    BrokerFactory,
+    create,
+    create_topic,
+    leadership,
+    run,
+    start_cluster,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
 

@@ -28,8 +28,7 @@ from spark_replica.protocol.controller_requests import (
 )
 from spark_replica.zk import topic_store, znodes
 from spark_replica.zk.session import connect
-from tests.integration.test_replication import create, wait_for
-from tests.support import BrokerFactory, produce_acks_all, run
+from tests.support import BrokerFactory, create, produce_acks_all, run, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -8,34 +8,27 @@ import time
 
 import pytest
 
-from spark_replica.client import BrokerConnection, Cluster, Producer, ProducerConfig
+from spark_replica.client import BrokerConnection
 from spark_replica.errors import ReplogError
 from spark_replica.protocol.produce import ProducePartition, ProduceRequest, ProduceTopic
 from spark_replica.records import build_batch
 from spark_replica.zk import topic_store
 from spark_replica.zk.session import connect
-from tests.integration.test_replication import (
+from tests.support import (
+    BrokerFactory,
     assert_replicas_identical,
+    controller_id,
     create,
     leadership,
+    produce,
     read_everything,
+    replog,
+    run,
     start_cluster,
     wait_for,
 )
-from tests.support import BrokerFactory, replog, run
 
 pytestmark = pytest.mark.slow
-
-
-async def produce(
-    bootstrap: list[tuple[str, int]], topic: str, values: list[str], acks: int = -1
-) -> None:
-    cluster = Cluster(bootstrap)
-    try:
-        config = ProducerConfig(acks=acks, delivery_timeout_ms=30_000)
-        await Producer(cluster, config).send_records(topic, values, partition=0)
-    finally:
-        await cluster.close()
 
 
 def live_bootstrap(brokers: BrokerFactory) -> list[tuple[str, int]]:
@@ -231,7 +224,7 @@ def test_controller_killed_during_topic_creation(brokers: BrokerFactory) -> None
     async def scenario() -> None:
         zk = await asyncio.to_thread(connect, brokers.zk_connect)
         try:
-            controller = await asyncio.to_thread(_controller_id, zk)
+            controller = await asyncio.to_thread(controller_id, zk)
             await asyncio.to_thread(topic_store.create_topic, zk, "midway", 300, 3, {})
             brokers.brokers[controller].kill()
         finally:
@@ -257,7 +250,7 @@ def test_controller_killed_during_a_broker_failover(brokers: BrokerFactory) -> N
         await create(bootstrap, "double", partitions=60, rf=3)
         zk = await asyncio.to_thread(connect, brokers.zk_connect)
         try:
-            controller = await asyncio.to_thread(_controller_id, zk)
+            controller = await asyncio.to_thread(controller_id, zk)
         finally:
             await asyncio.to_thread(zk.stop)
         victim = next(b for b in brokers.brokers if b != controller)
@@ -274,15 +267,3 @@ def test_controller_killed_during_a_broker_failover(brokers: BrokerFactory) -> N
         await wait_for(all_led_by_survivor, timeout_s=60)
 
     run(scenario(), timeout_s=120)
-
-
-def _controller_id(zk: object) -> int:
-    from brokerd.controller.zk_store import current_controller
-
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        controller = current_controller(zk)  # type: ignore[arg-type]
-        if controller != -1:
-            return controller
-        time.sleep(0.1)
-    raise AssertionError("no controller elected")

@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 
 from spark_replica.client import Cluster
-from tests.integration.test_replication import create, start_cluster
-from tests.support import BrokerFactory, run
+from tests.support import BrokerFactory, create, run, start_cluster
 
 pytestmark = pytest.mark.slow
 

@@ -40,13 +40,13 @@ from spark_replica.protocol.metadata import BrokerInfo
 from spark_replica.protocol.primitives import Reader
 from tests.fuzz.mutations import Sample, mutate_body, sample_of
 from tests.fuzz.requests import RequestGenerator, Target, request_frame
-from tests.integration.test_bad_input import (
+from tests.support import BrokerFactory
+from tests.support_wire import (
     SEED_TOPIC,
     SOCKET_TIMEOUT_S,
     SeededBroker,
     start_seeded_broker,
 )
-from tests.support import BrokerFactory
 
 pytestmark = pytest.mark.slow
 

@@ -11,45 +11,14 @@ import asyncio
 import pyarrow as pa
 import pytest
 
-from spark_replica.client import Cluster, Consumer, FetchedRecords, Producer, ProducerConfig
+from spark_replica.client import Cluster, Consumer, Producer, ProducerConfig
 from spark_replica.errors import UnknownTopicOrPartitionError
 from spark_replica.launcher import BrokerProcess
 from spark_replica.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from spark_replica.topics import TopicPartition
-from tests.support import BrokerFactory, create_topic, run
+from tests.support import BrokerFactory, consume_all, create_topic, rows_of, run
 
 pytestmark = pytest.mark.slow
-
-
-async def consume_all(
-    bootstrap: list[tuple[str, int]], topic: str, expected: int, partitions: int = 1
-) -> list[FetchedRecords]:
-    cluster = Cluster(bootstrap)
-    try:
-        consumer = Consumer(cluster)
-        await consumer.assign_topic(topic)
-        await consumer.seek_to_beginning()
-        fetched: list[FetchedRecords] = []
-        seen = 0
-        for _ in range(200):
-            if seen >= expected:
-                break
-            for chunk in await consumer.poll(max_wait_ms=100):
-                fetched.append(chunk)
-                seen += chunk.records.num_rows
-        return fetched
-    finally:
-        await cluster.close()
-
-
-def rows_of(fetched: list[FetchedRecords]) -> list[dict[str, object]]:
-    rows = []
-    for chunk in fetched:
-        for n, row in enumerate(chunk.records.to_pylist()):
-            row["offset"] = chunk.first_offset + n
-            row["partition"] = chunk.tp.partition
-            rows.append(row)
-    return rows
 
 
 def test_round_trip_keeps_every_field_exactly(broker: BrokerProcess) -> None:

@@ -20,16 +20,20 @@ from spark_replica.errors import (
 )
 from spark_replica.launcher import BrokerProcess
 from spark_replica.records import BatchHeader, iter_batches
-from tests.integration.test_produce_consume import consume_all, rows_of
-from tests.integration.test_replication import (
+from tests.support import (
+    BrokerFactory,
+    consume_all,
     create,
+    create_topic,
     describe,
     leadership,
     read_everything,
+    replog,
+    rows_of,
+    run,
     start_cluster,
     wait_for,
 )
-from tests.support import BrokerFactory, create_topic, replog, run
 
 pytestmark = pytest.mark.slow
 

@@ -9,14 +9,16 @@ import pytest
 
 from spark_replica.client import Cluster, Producer, ProducerConfig
 from spark_replica.errors import DeliveryTimeoutError
-from tests.integration.test_replication import (
+from tests.support import (
+    BrokerFactory,
     create,
     leadership,
+    produce_acks_all,
     read_everything,
+    run,
     start_cluster,
     wait_for,
 )
-from tests.support import BrokerFactory, produce_acks_all, run
 
 pytestmark = pytest.mark.slow
 

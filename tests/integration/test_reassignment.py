@@ -18,16 +18,18 @@ import pytest
 from spark_replica.client import Cluster, Producer, ProducerConfig
 from spark_replica.zk import topic_store, znodes
 from spark_replica.zk.session import connect
-from tests.faults.test_leader_failures import _controller_id
-from tests.integration.test_replication import (
+from tests.support import (
     FAST_REPLICATION,
+    BrokerFactory,
+    controller_id,
     create,
     leadership,
     read_everything,
+    replog,
+    run,
     start_cluster,
     wait_for,
 )
-from tests.support import BrokerFactory, replog, run
 
 pytestmark = pytest.mark.slow
 
@@ -179,12 +181,12 @@ def test_reassignment_survives_a_controller_kill(brokers: BrokerFactory, tmp_pat
             assert f"{TOPIC}-0: moving to {TARGET}" in status.stdout.decode()
             zk = connect(brokers.zk_connect)
             try:
-                victim = _controller_id(zk)
+                victim = controller_id(zk)
                 assert victim != 4
                 brokers.brokers[victim].kill()
 
                 async def new_controller() -> bool:
-                    current = await asyncio.to_thread(_controller_id, zk)
+                    current = await asyncio.to_thread(controller_id, zk)
                     return current not in (victim, -1)
 
                 await wait_for(new_controller, timeout_s=20)
@@ -271,7 +273,7 @@ def test_an_unreadable_plan_is_dropped_by_the_controller(brokers: BrokerFactory)
         while zk.exists(znodes.REASSIGN_PARTITIONS_PATH) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert not zk.exists(znodes.REASSIGN_PARTITIONS_PATH)
-        controller = _controller_id(zk)
+        controller = controller_id(zk)
     finally:
         zk.stop()
         zk.close()

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from pathlib import Path
 
 import pytest
 
 from spark_replica.client import (
-    Admin,
     BrokerConnection,
     Cluster,
     Consumer,
@@ -20,103 +18,24 @@ from spark_replica.errors import (
     DeliveryTimeoutError,
     FencedLeaderEpochError,
     OffsetOutOfRangeError,
-    ReplogError,
     UnknownLeaderEpochError,
 )
 from spark_replica.protocol.fetch import FetchPartition, FetchRequest, FetchTopic
 from spark_replica.protocol.list_offsets import LATEST_TIMESTAMP
-from spark_replica.records import decode_payload, iter_batches
 from spark_replica.topics import TopicPartition
-from tests.integration.test_produce_consume import rows_of
-from tests.support import BrokerFactory, run
+from tests.support import (
+    BrokerFactory,
+    assert_replicas_identical,
+    create,
+    describe,
+    leadership,
+    read_everything,
+    run,
+    start_cluster,
+    wait_for,
+)
 
 pytestmark = pytest.mark.slow
-
-FAST_REPLICATION = {"replica.lag.time.max.ms": "2000"}
-
-
-def start_cluster(brokers: BrokerFactory, count: int = 3, **overrides: str) -> None:
-    for broker_id in range(1, count + 1):
-        brokers.start(broker_id, **{**FAST_REPLICATION, **overrides})
-
-
-async def describe(bootstrap: list[tuple[str, int]], topic: str) -> list[dict[str, object]]:
-    cluster = Cluster(bootstrap)
-    try:
-        described = await Admin(cluster).describe([topic])
-        return [p.as_json() for p in described[topic]]
-    finally:
-        await cluster.close()
-
-
-async def leadership(bootstrap: list[tuple[str, int]], topic: str) -> list[dict[str, object]]:
-    """Leader, epoch, replicas and ISR per partition from metadata alone.
-
-    Unlike describe() this asks no partition leader anything, so it cannot hang on a
-    leader that is paused.
-    """
-    cluster = Cluster(bootstrap)
-    try:
-        metadata = await cluster.ensure_topic(topic)
-        partitions = sorted(metadata.partitions, key=lambda p: p.partition)
-        return [
-            {
-                "partition": p.partition,
-                "leader": p.leader,
-                "isr": list(p.isr),
-                "replicas": list(p.replicas),
-            }
-            for p in partitions
-        ]
-    finally:
-        await cluster.close()
-
-
-async def wait_for(check, timeout_s: float = 30.0, interval_s: float = 0.2):
-    """Poll an async check until it returns something truthy, or fail at the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            value = await check()
-        except ReplogError as exc:
-            if not exc.retriable or time.monotonic() > deadline:
-                raise
-            value = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout_s} s (last: {value!r})")
-        await asyncio.sleep(interval_s)
-
-
-async def create(
-    bootstrap: list[tuple[str, int]], topic: str, partitions: int = 1, rf: int = 3, **configs: str
-) -> None:
-    cluster = Cluster(bootstrap)
-    try:
-        await Admin(cluster).create_topic(topic, partitions, rf, configs)
-    finally:
-        await cluster.close()
-
-
-async def read_everything(
-    bootstrap: list[tuple[str, int]], topic: str, expected: int
-) -> list[dict[str, object]]:
-    cluster = Cluster(bootstrap)
-    try:
-        consumer = Consumer(cluster)
-        await consumer.assign_topic(topic)
-        await consumer.seek_to_beginning()
-        fetched = []
-        seen = 0
-        deadline = time.monotonic() + 30
-        while seen < expected and time.monotonic() < deadline:
-            for chunk in await consumer.poll(max_wait_ms=200):
-                fetched.append(chunk)
-                seen += chunk.records.num_rows
-        return rows_of(fetched)
-    finally:
-        await cluster.close()
 
 
 def test_rf3_topic_replicates_to_every_broker(brokers: BrokerFactory) -> None:
@@ -211,26 +130,6 @@ def test_leader_sigkill_during_acks_all_produce_loses_nothing(brokers: BrokerFac
 
     run(wait_for(rejoined, timeout_s=60))
     assert_replicas_identical(brokers, "failover-0")
-
-
-def replica_records(log_dir: Path) -> list[tuple[int, bytes]]:
-    """(offset, value) of every record in a partition directory, read from the files."""
-    records = []
-    for segment in sorted(log_dir.glob("*.log")):
-        for header, batch in iter_batches(segment.read_bytes()):
-            values = decode_payload(batch).column("value").to_pylist()
-            records.extend((header.base_offset + i, v) for i, v in enumerate(values))
-    return records
-
-
-def assert_replicas_identical(brokers: BrokerFactory, partition_dir: str) -> None:
-    """Stop every broker cleanly, then compare what each holds on disk."""
-    brokers.stop_all()
-    held = {b: replica_records(p.log_dir / partition_dir) for b, p in brokers.brokers.items()}
-    first = next(iter(held.values()))
-    assert first, "the partition holds records"
-    for broker_id, records in held.items():
-        assert records == first, f"broker {broker_id} differs"
 
 
 def test_lagging_follower_leaves_and_rejoins_the_isr(brokers: BrokerFactory) -> None:

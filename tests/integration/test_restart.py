@@ -10,8 +10,7 @@ from spark_replica.protocol.list_offsets import LATEST_TIMESTAMP
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import znodes
 from spark_replica.zk.session import connect
-from tests.integration.test_produce_consume import consume_all, rows_of
-from tests.support import BrokerFactory, create_topic, run
+from tests.support import BrokerFactory, consume_all, create_topic, rows_of, run
 
 pytestmark = pytest.mark.slow
 

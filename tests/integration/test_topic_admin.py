@@ -11,15 +11,18 @@ from spark_replica.client import Admin, Cluster, Producer, ProducerConfig
 from spark_replica.errors import InvalidPartitionsError, UnknownTopicOrPartitionError
 from spark_replica.zk import topic_store, znodes
 from spark_replica.zk.session import connect
-from tests.faults.test_leader_failures import _controller_id, produce
-from tests.integration.test_replication import (
+from tests.support import (
+    BrokerFactory,
+    controller_id,
     create,
     leadership,
+    produce,
     read_everything,
+    replog,
+    run,
     start_cluster,
     wait_for,
 )
-from tests.support import BrokerFactory, replog, run
 
 pytestmark = pytest.mark.slow
 
@@ -70,7 +73,7 @@ def test_deletion_survives_a_controller_failover(brokers: BrokerFactory) -> None
         await create(bootstrap, "orphan", partitions=4, rf=3)
         zk = await asyncio.to_thread(connect, brokers.zk_connect)
         try:
-            controller = await asyncio.to_thread(_controller_id, zk)
+            controller = await asyncio.to_thread(controller_id, zk)
             brokers.brokers[controller].kill()
             await asyncio.to_thread(topic_store.delete_topic, zk, "orphan")
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import shutil
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,44 +33,80 @@ ROWS_PER_MICRO_BATCH = 90
 SINK_OPTIONS = {"replog.batch.max.records": "3"}
 
 
-def fill_input(topics: Any, topic: str, first: int, count: int) -> None:
-    """Records `first`..`first + count - 1`, alternately in input partitions 0 and 1;
-    every 4th has no key, so keyless routing is replayed too."""
-    for partition in (0, 1):
-        ids = [i for i in range(first, first + count) if i % 2 == partition]
-        topics.produce(
-            topic,
-            [f"v{i}" for i in ids],
-            keys=[None if i % 4 == 0 else f"k{i % 7}" for i in ids],
-            partition=partition,
+@dataclass
+class Pipeline:
+    """One test's query: an input topic of 2 partitions, an output topic of 3, and the
+    query's checkpoint."""
+
+    spark: SparkSession
+    servers: str
+    topics: Any
+    source: str
+    sink: str
+    checkpoint: Path
+    stored: Callable[[], list[Any]]  # what the output topic holds
+
+    def fill(self, first: int, count: int) -> None:
+        """Records `first`..`first + count - 1`, alternately in input partitions 0 and 1;
+        every 4th has no key, so keyless routing is replayed too."""
+        for partition in (0, 1):
+            ids = [i for i in range(first, first + count) if i % 2 == partition]
+            self.topics.produce(
+                self.source,
+                [f"v{i}" for i in ids],
+                keys=[None if i % 4 == 0 else f"k{i % 7}" for i in ids],
+                partition=partition,
+            )
+
+    def run_to_end(self) -> int:
+        """Run the query (AvailableNow) until it has read everything; return its last batch id."""
+        query: StreamingQuery = (
+            self.spark.readStream.format("replog")
+            .option("replog.bootstrap.servers", self.servers)
+            .option("subscribe", self.source)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", ROWS_PER_MICRO_BATCH)
+            .load()
+            .select("key", "value")
+            .writeStream.format("replog")
+            .option("replog.bootstrap.servers", self.servers)
+            .option("topic", self.sink)
+            .options(**SINK_OPTIONS)
+            .option("checkpointLocation", str(self.checkpoint))
+            .trigger(availableNow=True)
+            .start()
         )
+        try:
+            assert query.awaitTermination(QUERY_TIMEOUT_S), "the query did not finish in time"
+            assert query.exception() is None, f"the query failed: {query.exception()}"
+        finally:
+            if query.isActive:
+                query.stop()
+        return last_entry(self.checkpoint / "commits")
 
 
-def run_to_end(spark: SparkSession, servers: str, source: str, sink: str, checkpoint: Path) -> int:
-    """Run the query (AvailableNow) until it has read everything; return its last batch id."""
-    query: StreamingQuery = (
-        spark.readStream.format("replog")
-        .option("replog.bootstrap.servers", servers)
-        .option("subscribe", source)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", ROWS_PER_MICRO_BATCH)
-        .load()
-        .select("key", "value")
-        .writeStream.format("replog")
-        .option("replog.bootstrap.servers", servers)
-        .option("topic", sink)
-        .options(**SINK_OPTIONS)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
+@pytest.fixture
+def pipeline(
+    spark: SparkSession,
+    spark_cluster: Any,
+    bootstrap_servers: str,
+    topics: Any,
+    topic_name: str,
+    stored_records: Callable[..., list[Any]],
+    tmp_path: Path,
+) -> Pipeline:
+    source, sink = f"{topic_name}-in", topic_name
+    topics.create(source, 2)
+    topics.create(sink, 3)
+    return Pipeline(
+        spark,
+        bootstrap_servers,
+        topics,
+        source,
+        sink,
+        tmp_path / "checkpoint",
+        lambda: stored_records(spark_cluster.bootstrap, sink),
     )
-    try:
-        assert query.awaitTermination(QUERY_TIMEOUT_S), "the query did not finish in time"
-        assert query.exception() is None, f"the query failed: {query.exception()}"
-    finally:
-        if query.isActive:
-            query.stop()
-    return last_entry(checkpoint / "commits")
 
 
 def last_entry(log: Path) -> int:
@@ -92,48 +129,28 @@ def assert_each_once(stored: list[Any], count: int) -> None:
     assert set(written) == {f"v{i}".encode() for i in range(count)}
 
 
-def test_replay_after_deleting_the_latest_checkpoint_entries(
-    spark: SparkSession,
-    spark_cluster: Any,
-    bootstrap_servers: str,
-    topics: Any,
-    topic_name: str,
-    stored_records: Callable[..., list[Any]],
-    tmp_path: Path,
-) -> None:
-    source, sink, checkpoint = f"{topic_name}-in", topic_name, tmp_path / "checkpoint"
-    topics.create(source, 2)
-    topics.create(sink, 3)
+def test_replay_after_deleting_the_latest_checkpoint_entries(pipeline: Pipeline) -> None:
     total = 3 * ROWS_PER_MICRO_BATCH
-    fill_input(topics, source, 0, total)
-    assert run_to_end(spark, bootstrap_servers, source, sink, checkpoint) == 2
+    pipeline.fill(0, total)
+    assert pipeline.run_to_end() == 2
 
-    delete_latest(checkpoint, 2)  # micro-batches 1 and 2 are planned and written again
-    assert run_to_end(spark, bootstrap_servers, source, sink, checkpoint) == 2
-    assert_each_once(stored_records(spark_cluster.bootstrap, sink), total)
+    delete_latest(pipeline.checkpoint, 2)  # micro-batches 1 and 2 are planned and written again
+    assert pipeline.run_to_end() == 2
+    assert_each_once(pipeline.stored(), total)
 
 
 def test_replay_after_restoring_an_older_checkpoint_copy(
-    spark: SparkSession,
-    spark_cluster: Any,
-    bootstrap_servers: str,
-    topics: Any,
-    topic_name: str,
-    stored_records: Callable[..., list[Any]],
-    tmp_path: Path,
+    pipeline: Pipeline, tmp_path: Path
 ) -> None:
-    source, sink, checkpoint = f"{topic_name}-in", topic_name, tmp_path / "checkpoint"
-    topics.create(source, 2)
-    topics.create(sink, 3)
     half = 2 * ROWS_PER_MICRO_BATCH
-    fill_input(topics, source, 0, half)
-    assert run_to_end(spark, bootstrap_servers, source, sink, checkpoint) == 1
-    shutil.copytree(checkpoint, tmp_path / "after-batch-1")
+    pipeline.fill(0, half)
+    assert pipeline.run_to_end() == 1
+    shutil.copytree(pipeline.checkpoint, tmp_path / "after-batch-1")
 
-    fill_input(topics, source, half, half)
-    assert run_to_end(spark, bootstrap_servers, source, sink, checkpoint) == 3
+    pipeline.fill(half, half)
+    assert pipeline.run_to_end() == 3
 
-    shutil.rmtree(checkpoint)
-    shutil.copytree(tmp_path / "after-batch-1", checkpoint)  # micro-batches 2, 3 again
-    assert run_to_end(spark, bootstrap_servers, source, sink, checkpoint) == 3
-    assert_each_once(stored_records(spark_cluster.bootstrap, sink), 2 * half)
+    shutil.rmtree(pipeline.checkpoint)
+    shutil.copytree(tmp_path / "after-batch-1", pipeline.checkpoint)  # micro-batches 2, 3 again
+    assert pipeline.run_to_end() == 3
+    assert_each_once(pipeline.stored(), 2 * half)
