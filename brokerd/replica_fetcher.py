@@ -56,8 +56,14 @@ def truncation_for(partition: Partition, leader_epoch: int, leader_end_offset: i
     log = partition.log
     local_epoch, local_end = log.end_offset_for_epoch(leader_epoch)
     local = None if local_epoch == UNDEFINED_EPOCH else (local_epoch, local_end)
+    known = log.epoch_cache.entries
     return truncation_point(
-        leader_epoch, leader_end_offset, local, log.log_end_offset, partition.high_watermark
+        leader_epoch,
+        leader_end_offset,
+        local,
+        log.log_end_offset,
+        partition.high_watermark,
+        tracked_from=known[0].start_offset if known else log.log_end_offset,
     )
 
 

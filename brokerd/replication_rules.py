@@ -35,8 +35,12 @@ The rules:
    the answered epoch, it cuts at min(leader's end offset, its own end of that epoch,
    its LEO) and is done. If the largest epoch it knows <= the answered one is a smaller
    epoch, it cuts at min(that epoch's end, LEO) and asks again. If it knows no such epoch,
-   it cuts at min(leader's end offset, LEO). When the leader cannot answer at all, it
-   cuts at its HW. It never empties its log merely because an epoch is unknown.
+   every record it holds of a known epoch is of an epoch the leader never had (the
+   leader answered the largest epoch it has at or below the follower's latest), so those
+   go: it cuts at min(leader's end offset, where its earliest known epoch begins, LEO).
+   Records below that, if any, carry no epoch the follower tracks (KIP-279's case of a
+   log older than its epoch cache) and are kept up to the leader's end offset, not
+   emptied. When the leader cannot answer at all, it cuts at its HW.
 """
 
 from __future__ import annotations
@@ -156,17 +160,20 @@ def truncation_point(
     local_epoch_end: tuple[int, int] | None,
     log_end_offset: int,
     high_watermark: int,
+    *,
+    tracked_from: int,
 ) -> Truncation:
     """Rule 8: the follower's cut, given the leader's (epoch, end offset) answer.
 
     `local_epoch_end` is the follower's largest epoch <= `leader_epoch` with the offset
     where it ends in the follower's log (the next epoch's start, or the LEO), or None
-    when the follower knows no such epoch.
+    when the follower knows no such epoch. `tracked_from` is where the follower's
+    earliest known epoch begins (its LEO if it knows none).
     """
     if leader_end_offset == UNDEFINED_OFFSET:
         return Truncation(min(high_watermark, log_end_offset), complete=True)
     if local_epoch_end is None:
-        return Truncation(min(leader_end_offset, log_end_offset), complete=True)
+        return Truncation(min(leader_end_offset, tracked_from, log_end_offset), complete=True)
     local_epoch, local_end = local_epoch_end
     if local_epoch == leader_epoch:
         return Truncation(min(leader_end_offset, local_end, log_end_offset), complete=True)

@@ -91,25 +91,47 @@ def test_acks_all_commits_only_over_enough_replicas() -> None:
 
 def test_truncation_to_the_answered_epoch_the_follower_knows() -> None:
     # The follower knows epoch 3, which ended at 12 in its log; the leader's ended at 9.
-    assert truncation_point(3, 9, (3, 12), 15, 5) == Truncation(9, complete=True)
-    assert truncation_point(3, 20, (3, 12), 15, 5) == Truncation(12, complete=True)
-    assert truncation_point(3, 20, (3, 20), 15, 5) == Truncation(15, complete=True)
+    assert cut(3, 9, (3, 12), 15) == Truncation(9, complete=True)
+    assert cut(3, 20, (3, 12), 15) == Truncation(12, complete=True)
+    assert cut(3, 20, (3, 20), 15) == Truncation(15, complete=True)
 
 
 def test_truncation_to_a_smaller_epoch_then_ask_again() -> None:
     # The leader answered epoch 3; the follower's largest epoch <= 3 is 2, ending at 7.
-    assert truncation_point(3, 9, (2, 7), 15, 5) == Truncation(7, complete=False)
-    assert truncation_point(3, 9, (2, 30), 15, 5) == Truncation(15, complete=False)
+    assert cut(3, 9, (2, 7), 15) == Truncation(7, complete=False)
+    assert cut(3, 9, (2, 30), 15) == Truncation(15, complete=False)
 
 
-def test_an_unknown_epoch_never_empties_the_log() -> None:
-    assert truncation_point(3, 9, None, 15, 5) == Truncation(9, complete=True)
-    assert truncation_point(3, 20, None, 15, 5) == Truncation(15, complete=True)
+def test_an_unknown_epoch_drops_only_the_epochs_the_leader_never_had() -> None:
+    # Every record is of an epoch above the answered one: none of them is the leader's.
+    assert cut(3, 9, None, 15, tracked_from=0) == Truncation(0, complete=True)
+    # Records below 12 carry no tracked epoch: kept up to the leader's end, not emptied.
+    assert cut(3, 9, None, 15, tracked_from=12) == Truncation(9, complete=True)
+    assert cut(3, 20, None, 15, tracked_from=12) == Truncation(12, complete=True)
+    assert cut(3, 20, None, 15, tracked_from=15) == Truncation(15, complete=True)
 
 
 def test_no_answer_from_the_leader_cuts_at_the_high_watermark() -> None:
-    assert truncation_point(-1, -1, (3, 12), 15, 5) == Truncation(5, complete=True)
-    assert truncation_point(-1, -1, None, 4, 5) == Truncation(4, complete=True)
+    assert cut(-1, -1, (3, 12), 15) == Truncation(5, complete=True)
+    assert cut(-1, -1, None, 4) == Truncation(4, complete=True)
+
+
+def cut(
+    leader_epoch: int,
+    leader_end_offset: int,
+    local_epoch_end: tuple[int, int] | None,
+    log_end_offset: int,
+    tracked_from: int = 0,
+) -> Truncation:
+    """Rule 8 for a follower whose high watermark is 5."""
+    return truncation_point(
+        leader_epoch,
+        leader_end_offset,
+        local_epoch_end,
+        log_end_offset,
+        5,
+        tracked_from=tracked_from,
+    )
 
 
 # --- a leader Partition applying them -------------------------------------------------
@@ -162,12 +184,13 @@ def test_a_fetch_offset_past_the_leaders_end_is_never_recorded(tmp_path: Path) -
     partition.log.close()
 
 
-def test_a_follower_that_does_not_know_the_answered_epoch_keeps_its_log(
-    tmp_path: Path,
-) -> None:
+def test_a_follower_whose_epochs_the_leader_never_had_drops_them(tmp_path: Path) -> None:
+    """All 10 records are of epoch 5, begun at offset 0; the leader, asked about epoch 5,
+    answers epoch 3 ending at 8: it never had epoch 5, so its [0, 8) are other records.
+    Keeping the follower's [0, 8) would leave the two replicas different for good."""
     follower = leader_partition(tmp_path, [LEADER], [LEADER, 2], epoch=5)
-    append(follower, 10)  # all of epoch 5; the leader answers epoch 3, ending at 8
-    assert truncation_for(follower, 3, 8) == Truncation(8, complete=True)
+    append(follower, 10)
+    assert truncation_for(follower, 3, 8) == Truncation(0, complete=True)
     follower.log.close()
 
 
