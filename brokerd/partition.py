@@ -61,7 +61,7 @@ from spark_replica.errors import (
 )
 from spark_replica.protocol.fetch import NO_LEADER_EPOCH
 from spark_replica.protocol.produce import ACKS_ALL
-from spark_replica.records import NO_PRODUCER_ID, BatchHeader, iter_batches
+from spark_replica.records import NO_PRODUCER_ID, BatchHeader, iter_batches, runs_within
 from spark_replica.records import now_ms as clock_ms
 from spark_replica.topics import TopicPartition
 
@@ -294,7 +294,9 @@ class Partition:
         if records:
             # Loaded before the append, or the replay would already hold these batches.
             state = self.producer_state
-            self.log.append(records, assign_offsets=False, now_ms=now_ms)
+            # A lagging follower's answer may hold more than one segment takes at once.
+            for run in runs_within(records, self.log.config.segment_bytes):
+                self.log.append(run, assign_offsets=False, now_ms=now_ms)
             for header, _ in iter_batches(records):
                 state.record(header, header.base_offset, now_ms)
         self.high_watermark = max(

@@ -181,6 +181,24 @@ def iter_batches(
         pos = batch_end
 
 
+def runs_within(buf: bytes | bytearray | memoryview, limit: int) -> Iterator[memoryview]:
+    """Cut whole batches laid end to end into consecutive runs of at most `limit` bytes.
+
+    A follower's fetch answer can hold more than a log segment takes in one append
+    (`segment.bytes`); appended run by run, the log rolls between them. A single batch
+    larger than `limit` is a run of its own, for the log to accept or refuse.
+    """
+    view = memoryview(buf)
+    start = end = 0
+    for _, batch in iter_batches(view):
+        if end > start and end - start + len(batch) > limit:
+            yield view[start:end]
+            start = end
+        end += len(batch)
+    if end > start:
+        yield view[start:end]
+
+
 def set_base_offset(batch: bytearray | memoryview, base_offset: int, pos: int = 0) -> None:
     """Stamp the offset a leader assigns; outside the CRC, so the payload stays untouched."""
     BASE_OFFSET_FIELD.pack_into(batch, pos, base_offset)

@@ -151,6 +151,10 @@ class Log:
         return self._directory
 
     @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    @property
     def log_start_offset(self) -> int:
         return self._segments[0].base_offset
 

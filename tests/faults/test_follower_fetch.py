@@ -36,6 +36,9 @@ pytestmark = pytest.mark.slow
 # How long a refused follower is watched for (wrongly) rejoining the ISR.
 REJOIN_WATCH_S = 5.0
 INT32_MAX = 2**31 - 1
+# 64 KiB segments and 30 batches of about 10 KB: the follower falls 300 KB behind.
+SMALL_SEGMENT = 64 * 1024
+BEHIND_BATCHES = 30
 
 
 async def send_one(address: tuple[str, int], request: object) -> object:
@@ -158,3 +161,40 @@ def test_a_fetch_never_answers_more_than_the_brokers_cap(brokers: BrokerFactory)
 
     size = run(scenario(), timeout_s=90)
     assert 0 < size <= FETCH_MAX_BYTES
+
+
+def test_a_follower_behind_by_more_than_a_segment_catches_up(brokers: BrokerFactory) -> None:
+    """With small segments, a lagging follower's fetch answer holds more bytes than one
+    segment takes: it must be appended across segments, not refused for ever (which left
+    the follower out of the ISR for good)."""
+    start_cluster(brokers, count=2)
+    bootstrap = brokers.bootstrap
+
+    async def scenario() -> list[int]:
+        await create(bootstrap, "small-segments", rf=2, **{"segment.bytes": str(SMALL_SEGMENT)})
+        state = (await leadership(bootstrap, "small-segments"))[0]
+        follower = next(r for r in state["replicas"] if r != state["leader"])
+        leader = brokers.brokers[state["leader"]]
+        await asyncio.to_thread(brokers.brokers[follower].stop)
+
+        async def follower_out_of_isr() -> bool:
+            return follower not in (await leadership(bootstrap, "small-segments"))[0]["isr"]
+
+        await wait_for(follower_out_of_isr)
+        value = "x" * 1000
+        for _ in range(BEHIND_BATCHES):
+            batch = build_batch([value] * 10)
+            request = ProduceRequest(
+                1, 10_000, [ProduceTopic("small-segments", [ProducePartition(0, batch)])]
+            )
+            answer = await send_one((leader.host, leader.port), request)
+            assert answer.topics[0].partitions[0].error_code == 0
+        await asyncio.to_thread(brokers.start, follower)
+
+        async def isr_refilled() -> list[int] | None:
+            isr = (await leadership(bootstrap, "small-segments"))[0]["isr"]
+            return isr if len(isr) == 2 else None
+
+        return await wait_for(isr_refilled, timeout_s=30)
+
+    assert len(run(scenario(), timeout_s=120)) == 2

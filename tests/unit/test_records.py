@@ -17,6 +17,7 @@ from spark_replica.records import (
     encode_batch,
     iter_batches,
     normalise_payload,
+    runs_within,
     set_base_offset,
     set_leader_epoch,
     stamp_producer,
@@ -157,3 +158,16 @@ def test_stamping_a_producer_keeps_the_batch_valid() -> None:
     assert (header.producer_id, header.producer_epoch, header.base_sequence) == (77, 3, 10)
     assert decode_payload(stamped).column("value").to_pylist() == [b"a", b"b", b"c"]
     assert BatchHeader.decode(batch).producer_id == -1, "the original is left as it was"
+
+
+def test_runs_within_cut_whole_batches_into_runs_under_the_limit() -> None:
+    batches = [build_batch([f"v{i}" * 50] * 3) for i in range(5)]
+    size = len(batches[0])
+    joined = b"".join(batches)
+    runs = [bytes(run) for run in runs_within(joined, 2 * size)]
+    assert b"".join(runs) == joined
+    assert [len(run) // size for run in runs] == [2, 2, 1]
+    # A batch larger than the limit is a run of its own; everything fits in one run.
+    assert [len(run) for run in runs_within(joined, size - 1)] == [size] * 5
+    assert [bytes(run) for run in runs_within(joined, len(joined))] == [joined]
+    assert list(runs_within(b"", 10)) == []
