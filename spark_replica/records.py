@@ -189,6 +189,10 @@ def runs_within(buf: bytes | bytearray | memoryview, limit: int) -> Iterator[mem
     larger than `limit` is a run of its own, for the log to accept or refuse.
     """
     view = memoryview(buf)
+    if len(view) <= limit:
+        if view:
+            yield view
+        return
     start = end = 0
     for _, batch in iter_batches(view):
         if end > start and end - start + len(batch) > limit:
