@@ -49,6 +49,10 @@ class FetchedRecords:
         return self.first_offset + self.records.num_rows
 
 
+# Between offset lookups that failed with a retriable error (after a metadata refresh).
+OFFSETS_RETRY_BACKOFF_S = 0.2
+
+
 @dataclass(frozen=True)
 class ConsumerConfig:
     max_wait_ms: int = 500
@@ -56,9 +60,10 @@ class ConsumerConfig:
     max_bytes: int = 64 * 1024 * 1024
     partition_max_bytes: int = 16 * 1024 * 1024
     check_crcs: bool = True
+    api_timeout_ms: int = 60_000  # Kafka's default.api.timeout.ms
 
     def __post_init__(self) -> None:
-        for name in ("max_bytes", "partition_max_bytes", "min_bytes"):
+        for name in ("max_bytes", "partition_max_bytes", "min_bytes", "api_timeout_ms"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
         if self.max_wait_ms < 0:
@@ -127,7 +132,26 @@ class Consumer:
     async def list_offsets(
         self, partitions: list[TopicPartition], timestamp: int
     ) -> dict[TopicPartition, tuple[int, int]]:
-        """(offset, timestamp) per partition: -2 earliest, -1 latest (HW), else by time."""
+        """(offset, timestamp) per partition: -2 earliest, -1 latest (HW), else by time.
+
+        Retriable errors (a leader gone or moving) refresh the metadata and ask again
+        until `api_timeout_ms`, as Kafka's consumer does for its offset lookups: a
+        consumer that starts while a leader dies must ride through it as its fetches do.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.config.api_timeout_ms / 1000
+        while True:
+            try:
+                return await self._list_offsets_once(partitions, timestamp)
+            except ReplogError as exc:
+                if not exc.retriable or loop.time() > deadline:
+                    raise
+                await self._refresh_after(exc)
+                await asyncio.sleep(OFFSETS_RETRY_BACKOFF_S)
+
+    async def _list_offsets_once(
+        self, partitions: list[TopicPartition], timestamp: int
+    ) -> dict[TopicPartition, tuple[int, int]]:
         by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
         for tp in partitions:
             await self.cluster.ensure_topic(tp.topic)
