@@ -15,7 +15,7 @@ from typing import TypeVar
 from spark_replica.client import Admin, Cluster, Consumer, FetchedRecords, Producer, ProducerConfig
 from spark_replica.errors import ReplogError
 from spark_replica.launcher import BrokerProcess, free_port
-from spark_replica.records import decode_payload, iter_batches
+from spark_replica.records import BatchHeader, decode_payload, iter_batches
 
 T = TypeVar("T")
 
@@ -273,4 +273,26 @@ def replog(
         cwd=cwd,
         timeout=timeout_s,
         check=False,
+    )
+
+
+def idempotent_header(
+    record_count: int, producer_id: int, producer_epoch: int, base_sequence: int
+) -> BatchHeader:
+    """The header of an idempotent batch, for tests that drive the broker's producer
+    state with a client's window and no bytes."""
+    return BatchHeader(
+        base_offset=0,
+        batch_length=100,
+        leader_epoch=0,
+        magic=2,
+        crc=0,
+        attributes=0,
+        last_offset_delta=record_count - 1,
+        first_timestamp=0,
+        max_timestamp=0,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        record_count=record_count,
     )

@@ -26,6 +26,7 @@ from spark_replica.errors import (
     UnknownProducerIdError,
 )
 from spark_replica.records import BatchHeader
+from tests.support import idempotent_header
 
 
 def window() -> PartitionWindow[str]:
@@ -120,21 +121,8 @@ class Attempt:
 
 
 def header(attempt: Attempt, producer_id: int) -> BatchHeader:
-    count = attempt.batch.record_count
-    return BatchHeader(
-        base_offset=0,
-        batch_length=100,
-        leader_epoch=0,
-        magic=2,
-        crc=0,
-        attributes=0,
-        last_offset_delta=count - 1,
-        first_timestamp=0,
-        max_timestamp=0,
-        producer_id=producer_id,
-        producer_epoch=attempt.epoch,
-        base_sequence=attempt.sequence,
-        record_count=count,
+    return idempotent_header(
+        attempt.batch.record_count, producer_id, attempt.epoch, attempt.sequence
     )
 
 

@@ -47,6 +47,7 @@ from spark_replica.records import (
     verify_batch,
 )
 from spark_replica.topics import TopicPartition
+from tests.support import idempotent_header
 
 TP = TopicPartition("t", 0)
 OTHER = TopicPartition("t", 1)
@@ -293,21 +294,7 @@ class Request:
 
 
 def header_for(batch: WindowBatch[int], pid: int) -> BatchHeader:
-    return BatchHeader(
-        base_offset=0,
-        batch_length=100,
-        leader_epoch=0,
-        magic=2,
-        crc=0,
-        attributes=0,
-        last_offset_delta=batch.record_count - 1,
-        first_timestamp=0,
-        max_timestamp=0,
-        producer_id=pid,
-        producer_epoch=0,
-        base_sequence=batch.base_sequence,
-        record_count=batch.record_count,
-    )
+    return idempotent_header(batch.record_count, pid, 0, batch.base_sequence)
 
 
 @pytest.mark.parametrize("seed", range(40))
