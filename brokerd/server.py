@@ -35,6 +35,7 @@ from brokerd.connection_limits import ConnectionLimits, reap_reason, refusal
 from spark_replica.errors import (
     BrokerResponseError,
     ConnectionLostError,
+    IllegalSaslStateError,
     InvalidRequestError,
     MessageTooLargeError,
     ProtocolError,
@@ -212,6 +213,9 @@ class RequestServer:
             reader.expect_end()
         except ProtocolError as exc:
             error = InvalidRequestError(f"malformed {api_key.name} request: {exc}")
+            return _error_response(header.correlation_id, error)
+        if api_key not in HANDLERS:
+            error = IllegalSaslStateError(f"{api_key.name}: this listener does not use SASL")
             return _error_response(header.correlation_id, error)
         try:
             response = await HANDLERS[api_key](self.ctx, request)

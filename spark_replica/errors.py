@@ -327,6 +327,58 @@ class InvalidRecordError(BrokerResponseError):
     code = 87
 
 
+class AuthenticationError(ReplogError):
+    """The connection could not be authenticated: TLS or SASL failed. Not retriable: the
+    same settings fail the same way, so the client stops and says why."""
+
+
+class SslHandshakeError(AuthenticationError):
+    """The TLS handshake failed (untrusted certificate, wrong host name, or a listener that
+    does not speak TLS)."""
+
+
+class TopicAuthorizationFailedError(BrokerResponseError):
+    """The principal may not do this to the topic (an ACL denies it or none allows it)."""
+
+    code = 29
+
+
+class GroupAuthorizationFailedError(BrokerResponseError):
+    """The principal may not do this to the group."""
+
+    code = 30
+
+
+class ClusterAuthorizationFailedError(BrokerResponseError):
+    """The principal may not do this to the cluster."""
+
+    code = 31
+
+
+class UnsupportedSaslMechanismError(BrokerResponseError, AuthenticationError):
+    """The broker does not enable the SASL mechanism the client asked for."""
+
+    code = 33
+
+
+class IllegalSaslStateError(BrokerResponseError, AuthenticationError):
+    """A request arrived out of the SASL exchange's order (e.g. before authenticating)."""
+
+    code = 34
+
+
+class SecurityDisabledError(BrokerResponseError):
+    """The request needs security features the broker does not have enabled."""
+
+    code = 54
+
+
+class SaslAuthenticationFailedError(BrokerResponseError, AuthenticationError):
+    """Authentication failed: wrong user name or password, or a protocol mismatch."""
+
+    code = 58
+
+
 _BY_CODE: dict[int, type[BrokerResponseError]] = {
     cls.code: cls
     for cls in (
@@ -364,6 +416,13 @@ _BY_CODE: dict[int, type[BrokerResponseError]] = {
         ReassignmentInProgressError,
         StaleBrokerEpochError,
         InvalidRecordError,
+        TopicAuthorizationFailedError,
+        GroupAuthorizationFailedError,
+        ClusterAuthorizationFailedError,
+        UnsupportedSaslMechanismError,
+        IllegalSaslStateError,
+        SecurityDisabledError,
+        SaslAuthenticationFailedError,
     )
 }
 

@@ -30,6 +30,12 @@ from spark_replica.protocol.offsets_for_leader_epoch import (
     OffsetsForLeaderEpochResponse,
 )
 from spark_replica.protocol.produce import ProduceRequest, ProduceResponse
+from spark_replica.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from spark_replica.protocol.topic_admin import (
     CreatePartitionsRequest,
     CreateTopicsRequest,
@@ -53,6 +59,8 @@ RESPONSE_TYPES = {
     ApiKey.STOP_REPLICA: LeaderAndIsrResponse,
     ApiKey.CONTROLLED_SHUTDOWN: ControlledShutdownResponse,
     ApiKey.CREATE_PARTITIONS: TopicResultsResponse,
+    ApiKey.SASL_HANDSHAKE: SaslHandshakeResponse,
+    ApiKey.SASL_AUTHENTICATE: SaslAuthenticateResponse,
 }
 
 # The request type of each API key.
@@ -71,6 +79,8 @@ REQUEST_TYPES = {
     ApiKey.STOP_REPLICA: StopReplicaRequest,
     ApiKey.CONTROLLED_SHUTDOWN: ControlledShutdownRequest,
     ApiKey.CREATE_PARTITIONS: CreatePartitionsRequest,
+    ApiKey.SASL_HANDSHAKE: SaslHandshakeRequest,
+    ApiKey.SASL_AUTHENTICATE: SaslAuthenticateRequest,
 }
 
 __all__ = [
@@ -100,6 +110,10 @@ __all__ = [
     "OffsetsForLeaderEpochResponse",
     "ProduceRequest",
     "ProduceResponse",
+    "SaslAuthenticateRequest",
+    "SaslAuthenticateResponse",
+    "SaslHandshakeRequest",
+    "SaslHandshakeResponse",
     "StopReplicaRequest",
     "TopicResultsResponse",
     "UpdateMetadataRequest",

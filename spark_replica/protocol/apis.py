@@ -18,11 +18,13 @@ class ApiKey(IntEnum):
     STOP_REPLICA = 5
     CONTROLLED_SHUTDOWN = 7
     UPDATE_METADATA = 6
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSETS_FOR_LEADER_EPOCH = 23
+    SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
 
 
@@ -42,12 +44,14 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.STOP_REPLICA: (0, 0),
     ApiKey.CONTROLLED_SHUTDOWN: (0, 0),
     ApiKey.CREATE_PARTITIONS: (0, 0),
+    ApiKey.SASL_HANDSHAKE: (0, 0),
+    ApiKey.SASL_AUTHENTICATE: (0, 0),
 }
 
 
 def is_supported(api_key: int, api_version: int) -> bool:
     try:
-        low, high = SUPPORTED_VERSIONS[ApiKey(api_key)]
+        versions = SUPPORTED_VERSIONS.get(ApiKey(api_key))
     except ValueError:
         return False
-    return low <= api_version <= high
+    return versions is not None and versions[0] <= api_version <= versions[1]

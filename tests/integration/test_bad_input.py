@@ -79,6 +79,7 @@ from spark_replica.protocol.offsets_for_leader_epoch import (
 )
 from spark_replica.protocol.primitives import Writer
 from spark_replica.protocol.produce import ProducePartition, ProduceResponse, ProduceTopic
+from spark_replica.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from spark_replica.protocol.topic_admin import (
     CreatePartitionsRequest,
     NewTopic,
@@ -166,6 +167,9 @@ def valid_bodies() -> dict[ApiKey, bytes]:
         ),
         # For a broker id that is not registered: refused, nothing moves.
         ApiKey.CONTROLLED_SHUTDOWN: body_of(ControlledShutdownRequest(99, -5)),
+        # A plaintext listener has no SASL: both are refused with ILLEGAL_SASL_STATE.
+        ApiKey.SASL_HANDSHAKE: body_of(SaslHandshakeRequest("SCRAM-SHA-256")),
+        ApiKey.SASL_AUTHENTICATE: body_of(SaslAuthenticateRequest(b"n,,n=a,r=b")),
     }
 
 
@@ -219,7 +223,7 @@ def test_an_unreadable_frame_closes_only_its_own_connection(seeded: SeededBroker
 # went wrong without it having to know the API's response layout.
 
 
-@pytest.mark.parametrize("api_key", [999, -1, 9, 17, 21, 32767, -32768])
+@pytest.mark.parametrize("api_key", [999, -1, 9, 16, 21, 32767, -32768])
 def test_unknown_api_key_is_answered_with_unsupported_version(
     seeded: SeededBroker, api_key: int
 ) -> None:
