@@ -49,6 +49,7 @@ from spark_replica.protocol.metadata import BrokerInfo
 from spark_replica.protocol.offsets_for_leader_epoch import EpochQuery, EpochQueryTopic
 from spark_replica.protocol.primitives import Writer
 from spark_replica.protocol.produce import ProducePartition, ProduceTopic
+from spark_replica.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from spark_replica.protocol.topic_admin import NewTopic, PartitionCount
 from spark_replica.records import build_batch
 
@@ -300,6 +301,14 @@ def _controlled_shutdown(g: RequestGenerator) -> ControlledShutdownRequest:
     )
 
 
+def _sasl_handshake(g: RequestGenerator) -> SaslHandshakeRequest:
+    return SaslHandshakeRequest(g.rng.choice(["SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN", "", "x"]))
+
+
+def _sasl_authenticate(g: RequestGenerator) -> SaslAuthenticateRequest:
+    return SaslAuthenticateRequest(g.rng.choice([b"", b"n,,n=u,r=abc", b"\x00u\x00p", b"\xff" * 9]))
+
+
 REQUEST_GENERATORS: dict[ApiKey, Callable[[RequestGenerator], Any]] = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
@@ -315,6 +324,8 @@ REQUEST_GENERATORS: dict[ApiKey, Callable[[RequestGenerator], Any]] = {
     ApiKey.STOP_REPLICA: _stop_replica,
     ApiKey.CONTROLLED_SHUTDOWN: _controlled_shutdown,
     ApiKey.CREATE_PARTITIONS: _create_partitions,
+    ApiKey.SASL_HANDSHAKE: _sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: _sasl_authenticate,
 }
 
 
