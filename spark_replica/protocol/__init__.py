@@ -5,6 +5,14 @@ are tested with plain values. Connections (client) and the server (broker) live
 elsewhere.
 """
 
+from spark_replica.protocol.acls import (
+    CreateAclsRequest,
+    CreateAclsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+)
 from spark_replica.protocol.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from spark_replica.protocol.apis import SUPPORTED_VERSIONS, ApiKey, is_supported
 from spark_replica.protocol.controlled_shutdown import (
@@ -36,6 +44,12 @@ from spark_replica.protocol.sasl import (
     SaslHandshakeRequest,
     SaslHandshakeResponse,
 )
+from spark_replica.protocol.scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+)
 from spark_replica.protocol.topic_admin import (
     CreatePartitionsRequest,
     CreateTopicsRequest,
@@ -61,6 +75,11 @@ RESPONSE_TYPES = {
     ApiKey.CREATE_PARTITIONS: TopicResultsResponse,
     ApiKey.SASL_HANDSHAKE: SaslHandshakeResponse,
     ApiKey.SASL_AUTHENTICATE: SaslAuthenticateResponse,
+    ApiKey.DESCRIBE_ACLS: DescribeAclsResponse,
+    ApiKey.CREATE_ACLS: CreateAclsResponse,
+    ApiKey.DELETE_ACLS: DeleteAclsResponse,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DescribeUserScramCredentialsResponse,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AlterUserScramCredentialsResponse,
 }
 
 # The request type of each API key.
@@ -81,20 +100,35 @@ REQUEST_TYPES = {
     ApiKey.CREATE_PARTITIONS: CreatePartitionsRequest,
     ApiKey.SASL_HANDSHAKE: SaslHandshakeRequest,
     ApiKey.SASL_AUTHENTICATE: SaslAuthenticateRequest,
+    ApiKey.DESCRIBE_ACLS: DescribeAclsRequest,
+    ApiKey.CREATE_ACLS: CreateAclsRequest,
+    ApiKey.DELETE_ACLS: DeleteAclsRequest,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DescribeUserScramCredentialsRequest,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AlterUserScramCredentialsRequest,
 }
 
 __all__ = [
     "REQUEST_TYPES",
     "RESPONSE_TYPES",
     "SUPPORTED_VERSIONS",
+    "AlterUserScramCredentialsRequest",
+    "AlterUserScramCredentialsResponse",
     "ApiKey",
     "ApiVersionsRequest",
     "ApiVersionsResponse",
     "ControlledShutdownRequest",
     "ControlledShutdownResponse",
+    "CreateAclsRequest",
+    "CreateAclsResponse",
     "CreatePartitionsRequest",
     "CreateTopicsRequest",
+    "DeleteAclsRequest",
+    "DeleteAclsResponse",
     "DeleteTopicsRequest",
+    "DescribeAclsRequest",
+    "DescribeAclsResponse",
+    "DescribeUserScramCredentialsRequest",
+    "DescribeUserScramCredentialsResponse",
     "EmptyResponse",
     "FetchRequest",
     "FetchResponse",

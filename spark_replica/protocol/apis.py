@@ -24,8 +24,13 @@ class ApiKey(IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSETS_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
 
 
 # api key -> (min version, max version) this build serves
@@ -46,6 +51,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.CREATE_PARTITIONS: (0, 0),
     ApiKey.SASL_HANDSHAKE: (0, 0),
     ApiKey.SASL_AUTHENTICATE: (0, 0),
+    ApiKey.DESCRIBE_ACLS: (0, 0),
+    ApiKey.CREATE_ACLS: (0, 0),
+    ApiKey.DELETE_ACLS: (0, 0),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 
 

@@ -36,6 +36,13 @@ from spark_replica.protocol import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
+from spark_replica.protocol.acls import (
+    AclFilter,
+    CreateAclsRequest,
+    DeleteAclsRequest,
+    DescribeAclsRequest,
+    WireAclBinding,
+)
 from spark_replica.protocol.controller_requests import (
     ControllerHeader,
     PartitionLeaderState,
@@ -50,6 +57,12 @@ from spark_replica.protocol.offsets_for_leader_epoch import EpochQuery, EpochQue
 from spark_replica.protocol.primitives import Writer
 from spark_replica.protocol.produce import ProducePartition, ProduceTopic
 from spark_replica.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+from spark_replica.protocol.scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    DescribeUserScramCredentialsRequest,
+    ScramDeletion,
+    ScramUpsertion,
+)
 from spark_replica.protocol.topic_admin import NewTopic, PartitionCount
 from spark_replica.records import build_batch
 
@@ -68,6 +81,11 @@ UNKNOWN_TOPICS = ("fuzz-unknown", "", "bad/name", "x" * 300, "\udcff\udcfe")
 # A fetch that may wait longer than this is sent without waiting for its answer.
 MAX_ANSWER_WAIT_MS = 50
 CLIENT_IDS = ("fuzz", None, "", "\udcff")
+# Users and principals the security admin APIs may name: the fuzz broker has no authorizer,
+# so their credentials and ACLs change nothing that the run depends on.
+FUZZ_USERS = ("fuzz-user", "fuzz-other")
+HOSTILE_USERS = ("", "\udcff", "a,b=c", "x" * 300)
+HOSTILE_PRINCIPALS = ("fuzz-user", "Group:x", "User:", "")
 
 
 @dataclass(frozen=True)
@@ -309,6 +327,78 @@ def _sasl_authenticate(g: RequestGenerator) -> SaslAuthenticateRequest:
     return SaslAuthenticateRequest(g.rng.choice([b"", b"n,,n=u,r=abc", b"\x00u\x00p", b"\xff" * 9]))
 
 
+def _acl_code(g: RequestGenerator, valid: Sequence[int]) -> int:
+    """One of Kafka's valid codes for a field, or (hostile) UNKNOWN, ANY or out of range."""
+    return g.rng.choice([0, 1, 99, -1]) if g.is_hostile() else g.rng.choice(list(valid))
+
+
+def _acl_binding(g: RequestGenerator) -> WireAclBinding:
+    principal = "User:" + g.rng.choice(FUZZ_USERS)
+    if g.is_hostile():
+        principal = g.rng.choice(HOSTILE_PRINCIPALS)
+    return WireAclBinding(
+        _acl_code(g, [2, 3, 4]),
+        g.rng.choice([g.topic()[0], "fuzz-", "*", "kafka-cluster"]),
+        _acl_code(g, [3, 4]),
+        principal,
+        g.rng.choice(["*", "127.0.0.1"]),
+        _acl_code(g, range(2, 12)),
+        _acl_code(g, [2, 3]),
+    )
+
+
+def _acl_filter(g: RequestGenerator) -> AclFilter:
+    return AclFilter(
+        _acl_code(g, [1, 2, 3, 4]),
+        g.rng.choice([None, g.topic()[0], "fuzz-", "*"]),
+        _acl_code(g, [1, 2, 3, 4]),
+        g.rng.choice([None, "User:" + g.rng.choice(FUZZ_USERS)]),
+        g.rng.choice([None, "*"]),
+        _acl_code(g, range(1, 12)),
+        _acl_code(g, [1, 2, 3]),
+    )
+
+
+def _describe_acls(g: RequestGenerator) -> DescribeAclsRequest:
+    return DescribeAclsRequest(_acl_filter(g))
+
+
+def _create_acls(g: RequestGenerator) -> CreateAclsRequest:
+    return CreateAclsRequest([_acl_binding(g) for _ in range(g.rng.randint(1, 3))])
+
+
+def _delete_acls(g: RequestGenerator) -> DeleteAclsRequest:
+    return DeleteAclsRequest([_acl_filter(g) for _ in range(g.rng.randint(1, 2))])
+
+
+def _scram_user(g: RequestGenerator) -> str:
+    return g.rng.choice(HOSTILE_USERS if g.is_hostile() else FUZZ_USERS)
+
+
+def _describe_user_scram_credentials(g: RequestGenerator) -> DescribeUserScramCredentialsRequest:
+    if g.rng.random() < 0.3:
+        return DescribeUserScramCredentialsRequest(None)
+    return DescribeUserScramCredentialsRequest([_scram_user(g) for _ in range(g.rng.randint(0, 2))])
+
+
+def _alter_user_scram_credentials(g: RequestGenerator) -> AlterUserScramCredentialsRequest:
+    mechanisms = [0, 1, 2, 3, -1] if g.is_hostile() else [1, 2]
+    deletions = [
+        ScramDeletion(_scram_user(g), g.rng.choice(mechanisms)) for _ in range(g.rng.randint(0, 1))
+    ]
+    upsertions = [
+        ScramUpsertion(
+            _scram_user(g),
+            g.rng.choice(mechanisms),
+            g.int32(4096, 8192),
+            g.rng.randbytes(g.rng.choice([16, 32, 0] if g.is_hostile() else [16, 32])),
+            g.rng.randbytes(g.rng.choice([32, 64, 0, 5] if g.is_hostile() else [32, 64])),
+        )
+        for _ in range(g.rng.randint(0, 2))
+    ]
+    return AlterUserScramCredentialsRequest(deletions, upsertions)
+
+
 REQUEST_GENERATORS: dict[ApiKey, Callable[[RequestGenerator], Any]] = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
@@ -326,6 +416,11 @@ REQUEST_GENERATORS: dict[ApiKey, Callable[[RequestGenerator], Any]] = {
     ApiKey.CREATE_PARTITIONS: _create_partitions,
     ApiKey.SASL_HANDSHAKE: _sasl_handshake,
     ApiKey.SASL_AUTHENTICATE: _sasl_authenticate,
+    ApiKey.DESCRIBE_ACLS: _describe_acls,
+    ApiKey.CREATE_ACLS: _create_acls,
+    ApiKey.DELETE_ACLS: _delete_acls,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_user_scram_credentials,
 }
 
 

@@ -54,6 +54,13 @@ from spark_replica.protocol import (
     MetadataRequest,
     ProduceRequest,
 )
+from spark_replica.protocol.acls import (
+    AclFilter,
+    CreateAclsRequest,
+    DeleteAclsRequest,
+    DescribeAclsRequest,
+    WireAclBinding,
+)
 from spark_replica.protocol.controlled_shutdown import ControlledShutdownRequest
 from spark_replica.protocol.controller_requests import (
     ControllerHeader,
@@ -80,6 +87,11 @@ from spark_replica.protocol.offsets_for_leader_epoch import (
 from spark_replica.protocol.primitives import Writer
 from spark_replica.protocol.produce import ProducePartition, ProduceResponse, ProduceTopic
 from spark_replica.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+from spark_replica.protocol.scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    DescribeUserScramCredentialsRequest,
+    ScramDeletion,
+)
 from spark_replica.protocol.topic_admin import (
     CreatePartitionsRequest,
     NewTopic,
@@ -170,6 +182,18 @@ def valid_bodies() -> dict[ApiKey, bytes]:
         # A plaintext listener has no SASL: both are refused with ILLEGAL_SASL_STATE.
         ApiKey.SASL_HANDSHAKE: body_of(SaslHandshakeRequest("SCRAM-SHA-256")),
         ApiKey.SASL_AUTHENTICATE: body_of(SaslAuthenticateRequest(b"n,,n=a,r=b")),
+        # Security admin requests that read, match nothing, or are refused per item.
+        ApiKey.DESCRIBE_ACLS: body_of(DescribeAclsRequest(AclFilter(resource_name=SEED_TOPIC))),
+        ApiKey.CREATE_ACLS: body_of(
+            CreateAclsRequest([WireAclBinding(2, SEED_TOPIC, 3, "User:a", "*", 0, 3)])
+        ),
+        ApiKey.DELETE_ACLS: body_of(DeleteAclsRequest([AclFilter(principal="User:nobody")])),
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: body_of(
+            DescribeUserScramCredentialsRequest(["nobody"])
+        ),
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS: body_of(
+            AlterUserScramCredentialsRequest([ScramDeletion("nobody", 1)])
+        ),
     }
 
 

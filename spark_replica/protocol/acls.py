@@ -1,0 +1,225 @@
+"""DescribeAcls, CreateAcls and DeleteAcls: ACL administration through any broker.
+
+Codes and field meanings are Kafka's (resource type, pattern type, operation and
+permission travel as int8 with Kafka's numbers, so UNKNOWN and ANY exist on the wire);
+layouts are replog's own, flat, without throttle times. A binding is
+(resource type, resource name, pattern type, principal, host, operation, permission). A
+filter has the same fields, with the resource name, principal and host nullable (null
+matches any) and ANY allowed for the codes; its pattern type may also be MATCH: every
+pattern that applies to the named resource (the literal name, the literal wildcard, and
+prefixed patterns that are a prefix of it).
+
+DescribeAcls request: one filter; response: the matching bindings.
+CreateAcls request: bindings; response: per binding an error code and message, in order.
+DeleteAcls request: filters; response: per filter an error code, message and the
+bindings it matched (and removed). Errors of the request as a whole (a filter that
+cannot match anything well defined) travel in the response header.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from spark_replica.protocol.apis import ApiKey
+from spark_replica.protocol.primitives import Reader, Writer
+
+
+class ResourceTypeCode(IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    TOPIC = 2
+    GROUP = 3
+    CLUSTER = 4
+
+
+class PatternTypeCode(IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    MATCH = 2
+    LITERAL = 3
+    PREFIXED = 4
+
+
+class OperationCode(IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    ALL = 2
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DELETE = 6
+    ALTER = 7
+    DESCRIBE = 8
+    CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+
+
+class PermissionCode(IntEnum):
+    UNKNOWN = 0
+    ANY = 1
+    DENY = 2
+    ALLOW = 3
+
+
+@dataclass(slots=True)
+class WireAclBinding:
+    """One ACL as it travels: codes as plain ints, since a peer may send any int8."""
+
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission: int
+
+    def write(self, w: Writer) -> None:
+        w.int8(self.resource_type)
+        w.string(self.resource_name)
+        w.int8(self.pattern_type)
+        w.string(self.principal)
+        w.string(self.host)
+        w.int8(self.operation)
+        w.int8(self.permission)
+
+    @classmethod
+    def read(cls, r: Reader) -> WireAclBinding:
+        return cls(
+            r.int8(),
+            r.required_string(),
+            r.int8(),
+            r.required_string(),
+            r.required_string(),
+            r.int8(),
+            r.int8(),
+        )
+
+
+@dataclass(slots=True)
+class AclFilter:
+    """Which bindings to describe or delete; None and the ANY codes match everything."""
+
+    resource_type: int = ResourceTypeCode.ANY
+    resource_name: str | None = None
+    pattern_type: int = PatternTypeCode.ANY
+    principal: str | None = None
+    host: str | None = None
+    operation: int = OperationCode.ANY
+    permission: int = PermissionCode.ANY
+
+    def write(self, w: Writer) -> None:
+        w.int8(self.resource_type)
+        w.string(self.resource_name)
+        w.int8(self.pattern_type)
+        w.string(self.principal)
+        w.string(self.host)
+        w.int8(self.operation)
+        w.int8(self.permission)
+
+    @classmethod
+    def read(cls, r: Reader) -> AclFilter:
+        return cls(r.int8(), r.string(), r.int8(), r.string(), r.string(), r.int8(), r.int8())
+
+
+@dataclass(slots=True)
+class DescribeAclsRequest:
+    API_KEY = ApiKey.DESCRIBE_ACLS
+    filter: AclFilter
+
+    def write(self, w: Writer) -> None:
+        self.filter.write(w)
+
+    @classmethod
+    def read(cls, r: Reader) -> DescribeAclsRequest:
+        return cls(AclFilter.read(r))
+
+
+@dataclass(slots=True)
+class DescribeAclsResponse:
+    bindings: list[WireAclBinding]
+
+    def write(self, w: Writer) -> None:
+        w.array(self.bindings, lambda b: b.write(w))
+
+    @classmethod
+    def read(cls, r: Reader) -> DescribeAclsResponse:
+        return cls(r.required_array(lambda: WireAclBinding.read(r)))
+
+
+@dataclass(slots=True)
+class CreateAclsRequest:
+    API_KEY = ApiKey.CREATE_ACLS
+    creations: list[WireAclBinding]
+
+    def write(self, w: Writer) -> None:
+        w.array(self.creations, lambda b: b.write(w))
+
+    @classmethod
+    def read(cls, r: Reader) -> CreateAclsRequest:
+        return cls(r.required_array(lambda: WireAclBinding.read(r)))
+
+
+@dataclass(slots=True)
+class AclCreationResult:
+    error_code: int = 0
+    error_message: str | None = None
+
+
+@dataclass(slots=True)
+class CreateAclsResponse:
+    results: list[AclCreationResult]
+
+    def write(self, w: Writer) -> None:
+        def write_result(result: AclCreationResult) -> None:
+            w.int16(result.error_code)
+            w.string(result.error_message)
+
+        w.array(self.results, write_result)
+
+    @classmethod
+    def read(cls, r: Reader) -> CreateAclsResponse:
+        return cls(r.required_array(lambda: AclCreationResult(r.int16(), r.string())))
+
+
+@dataclass(slots=True)
+class DeleteAclsRequest:
+    API_KEY = ApiKey.DELETE_ACLS
+    filters: list[AclFilter]
+
+    def write(self, w: Writer) -> None:
+        w.array(self.filters, lambda f: f.write(w))
+
+    @classmethod
+    def read(cls, r: Reader) -> DeleteAclsRequest:
+        return cls(r.required_array(lambda: AclFilter.read(r)))
+
+
+@dataclass(slots=True)
+class AclDeletionResult:
+    error_code: int = 0
+    error_message: str | None = None
+    matched: list[WireAclBinding] = field(default_factory=list)
+
+    def write(self, w: Writer) -> None:
+        w.int16(self.error_code)
+        w.string(self.error_message)
+        w.array(self.matched, lambda b: b.write(w))
+
+    @classmethod
+    def read(cls, r: Reader) -> AclDeletionResult:
+        code, message = r.int16(), r.string()
+        return cls(code, message, r.required_array(lambda: WireAclBinding.read(r)))
+
+
+@dataclass(slots=True)
+class DeleteAclsResponse:
+    results: list[AclDeletionResult]
+
+    def write(self, w: Writer) -> None:
+        w.array(self.results, lambda result: result.write(w))
+
+    @classmethod
+    def read(cls, r: Reader) -> DeleteAclsResponse:
+        return cls(r.required_array(lambda: AclDeletionResult.read(r)))

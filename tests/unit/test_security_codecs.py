@@ -1,0 +1,170 @@
+"""The ACL and SCRAM credential admin codecs round-trip, and refuse what cannot be decoded."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from spark_replica.errors import ProtocolError
+from spark_replica.protocol import REQUEST_TYPES, RESPONSE_TYPES, ApiKey
+from spark_replica.protocol.acls import (
+    AclCreationResult,
+    AclDeletionResult,
+    AclFilter,
+    CreateAclsRequest,
+    CreateAclsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+    OperationCode,
+    PatternTypeCode,
+    PermissionCode,
+    ResourceTypeCode,
+    WireAclBinding,
+)
+from spark_replica.protocol.primitives import Reader, Writer
+from spark_replica.protocol.scram_credentials import (
+    MECHANISM_CODES,
+    MECHANISM_NAMES,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    CredentialInfo,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+    ScramDeletion,
+    ScramUpsertion,
+    UserAlterationResult,
+    UserCredentials,
+)
+
+READ_ALICE = WireAclBinding(
+    ResourceTypeCode.TOPIC,
+    "orders",
+    PatternTypeCode.LITERAL,
+    "User:alice",
+    "*",
+    OperationCode.READ,
+    PermissionCode.ALLOW,
+)
+DENY_PREFIX = WireAclBinding(
+    ResourceTypeCode.GROUP,
+    "team-",
+    PatternTypeCode.PREFIXED,
+    "User:bob",
+    "10.0.0.1",
+    OperationCode.ALL,
+    PermissionCode.DENY,
+)
+
+
+def _round_trip(message: Any) -> Any:
+    writer = Writer()
+    message.write(writer)
+    reader = Reader(writer.getvalue())
+    decoded = type(message).read(reader)
+    reader.expect_end()
+    return decoded
+
+
+MESSAGES = [
+    DescribeAclsRequest(AclFilter()),
+    DescribeAclsRequest(
+        AclFilter(
+            ResourceTypeCode.TOPIC,
+            "orders",
+            PatternTypeCode.MATCH,
+            "User:alice",
+            "*",
+            OperationCode.READ,
+            PermissionCode.ALLOW,
+        )
+    ),
+    DescribeAclsResponse([]),
+    DescribeAclsResponse([READ_ALICE, DENY_PREFIX]),
+    CreateAclsRequest([READ_ALICE, DENY_PREFIX]),
+    CreateAclsResponse([AclCreationResult(), AclCreationResult(42, "bad principal")]),
+    DeleteAclsRequest([AclFilter(principal="User:bob"), AclFilter(resource_name="orders")]),
+    DeleteAclsResponse([AclDeletionResult(0, None, [READ_ALICE]), AclDeletionResult(42, "no")]),
+    DescribeUserScramCredentialsRequest(None),
+    DescribeUserScramCredentialsRequest([]),
+    DescribeUserScramCredentialsRequest(["alice", "bob"]),
+    DescribeUserScramCredentialsResponse(
+        [
+            UserCredentials("alice", 0, None, [CredentialInfo(1, 4096), CredentialInfo(2, 8192)]),
+            UserCredentials("carol", 91, "no such user"),
+        ]
+    ),
+    AlterUserScramCredentialsRequest(),
+    AlterUserScramCredentialsRequest(
+        [ScramDeletion("bob", 2)],
+        [ScramUpsertion("alice", 1, 4096, b"salt" * 4, b"\x01" * 32)],
+    ),
+    AlterUserScramCredentialsResponse(
+        [UserAlterationResult("alice"), UserAlterationResult("bob", 91, "not there")]
+    ),
+]
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=lambda m: type(m).__name__)
+def test_messages_round_trip(message: Any) -> None:
+    assert _round_trip(message) == message
+
+
+@pytest.mark.parametrize(
+    "api_key",
+    [
+        ApiKey.DESCRIBE_ACLS,
+        ApiKey.CREATE_ACLS,
+        ApiKey.DELETE_ACLS,
+        ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+    ],
+)
+def test_each_api_has_its_request_and_response_types(api_key: ApiKey) -> None:
+    assert api_key == REQUEST_TYPES[api_key].API_KEY
+    assert api_key in RESPONSE_TYPES
+
+
+def test_every_strict_prefix_of_a_request_is_refused() -> None:
+    for message in MESSAGES:
+        if not hasattr(message, "API_KEY"):
+            continue
+        writer = Writer()
+        message.write(writer)
+        body = writer.getvalue()
+        for cut in range(len(body)):
+            with pytest.raises(ProtocolError):
+                type(message).read(Reader(body[:cut]))
+
+
+def test_null_salt_is_refused() -> None:
+    writer = Writer()
+    writer.array([], writer.string)
+    writer.int32(1)
+    writer.string("alice")
+    writer.int8(1)
+    writer.int32(4096)
+    writer.bytes_(None)
+    writer.bytes_(b"x")
+    with pytest.raises(ProtocolError, match="null"):
+        AlterUserScramCredentialsRequest.read(Reader(writer.getvalue()))
+
+
+def test_salted_password_stays_out_of_reprs() -> None:
+    upsertion = ScramUpsertion("alice", 1, 4096, b"salty", b"secret-bytes")
+    assert "secret" not in repr(AlterUserScramCredentialsRequest([], [upsertion]))
+    assert "alice" in repr(upsertion)
+
+
+def test_mechanism_codes_are_kafkas() -> None:
+    assert MECHANISM_CODES == {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
+    assert MECHANISM_NAMES[2] == "SCRAM-SHA-512"
+
+
+def test_acl_codes_are_kafkas() -> None:
+    assert (ResourceTypeCode.TOPIC, ResourceTypeCode.GROUP, ResourceTypeCode.CLUSTER) == (2, 3, 4)
+    assert (PatternTypeCode.MATCH, PatternTypeCode.LITERAL, PatternTypeCode.PREFIXED) == (2, 3, 4)
+    assert (OperationCode.ALL, OperationCode.READ, OperationCode.ALTER_CONFIGS) == (2, 3, 11)
+    assert (PermissionCode.DENY, PermissionCode.ALLOW) == (2, 3)
