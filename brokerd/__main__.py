@@ -1,4 +1,4 @@
-"""`python -m brokerd --broker-id N --port P --log-dir D --zookeeper CONNECT`."""
+"""`python -m brokerd --broker-id N --port P --log-dir D --zookeeper CONNECT [--config FILE]`."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from brokerd.broker import Broker
 from brokerd.config import BrokerConfig
 from spark_replica.errors import ReplogError
+from spark_replica.security.settings import load_properties
 from spark_replica.topic_config import parse_assignments
 
 
@@ -22,6 +23,13 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser.add_argument("--log-dir", type=Path, required=True)
     parser.add_argument("--zookeeper", required=True, help="host:port[,host:port][/chroot]")
     parser.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="a properties file of broker configs (secrets go here, not on the command line); "
+        "--override wins over it",
+    )
+    parser.add_argument(
         "--override",
         action="append",
         default=[],
@@ -29,6 +37,11 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         help="a broker config such as log.segment.bytes=1048576 (repeatable)",
     )
     return parser
+
+
+def _settings(config_file: Path | None, overrides: list[str]) -> dict[str, str]:
+    settings = {} if config_file is None else load_properties(config_file)
+    return settings | parse_assignments(overrides)
 
 
 def run_broker(args: argparse.Namespace) -> int:
@@ -39,7 +52,7 @@ def run_broker(args: argparse.Namespace) -> int:
             zookeeper=args.zookeeper,
             host=args.host,
             port=args.port,
-        ).with_overrides(parse_assignments(args.override))
+        ).with_overrides(_settings(args.config, args.override))
     except ReplogError as exc:
         print(f"brokerd: {exc}", file=sys.stderr)
         return 2

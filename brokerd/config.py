@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from brokerd.log import LogConfig
+from brokerd.security_config import KEYS as SECURITY_KEYS
+from brokerd.security_config import BrokerSecurity
 from spark_replica.errors import ConfigError
 from spark_replica.protocol.frames import DEFAULT_MAX_FRAME_BYTES
 from spark_replica.topic_config import TOPIC_CONFIG_PARSERS, parse_topic_configs
@@ -101,6 +103,7 @@ class BrokerConfig:
     # replog's own (Kafka has none): how long a request's bytes may take to arrive once
     # its first byte has, so that a sender trickling bytes cannot hold a connection.
     socket_request_read_timeout_ms: int = 30_000
+    security: BrokerSecurity = field(default_factory=BrokerSecurity)
 
     def __post_init__(self) -> None:
         if self.broker_id < 0:
@@ -148,8 +151,11 @@ class BrokerConfig:
         """Apply Kafka-named `key=value` overrides; an unknown key is a ConfigError."""
         log_fields: dict[str, object] = {}
         broker_fields: dict[str, object] = {}
+        security_settings: dict[str, str] = {}
         for key, raw in overrides.items():
-            if key in _LOG_DEFAULT_KEYS:
+            if key in SECURITY_KEYS:
+                security_settings[key] = raw
+            elif key in _LOG_DEFAULT_KEYS:
                 log_fields[_LOG_DEFAULT_KEYS[key]] = _parse_int(key, raw)
             elif key in _INTERVAL_KEYS:
                 broker_fields[_INTERVAL_KEYS[key]] = _parse_int(key, raw)
@@ -164,10 +170,13 @@ class BrokerConfig:
                         *_INTERVAL_KEYS,
                         "min.insync.replicas",
                         *_BOOLEAN_KEYS,
+                        *SECURITY_KEYS,
                     ]
                 )
                 raise ConfigError(f"unknown broker config {key!r}; known: {', '.join(known)}")
         log_defaults = replace(self.log_defaults, **log_fields)
+        if security_settings:
+            broker_fields["security"] = self.security.with_settings(security_settings)
         return replace(self, log_defaults=log_defaults, **broker_fields)
 
     def log_config_for(self, topic_configs: Mapping[str, str]) -> LogConfig:

@@ -22,6 +22,7 @@ import contextlib
 import logging
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from brokerd.log.epoch_cache import UNDEFINED_EPOCH
 from brokerd.partition import Partition
@@ -36,6 +37,9 @@ from spark_replica.protocol.offsets_for_leader_epoch import (
 )
 from spark_replica.records import now_ms
 from spark_replica.topics import TopicPartition
+
+if TYPE_CHECKING:
+    from spark_replica.security.settings import SecurityConfig
 
 logger = logging.getLogger("brokerd.fetcher")
 
@@ -70,8 +74,15 @@ def truncation_for(partition: Partition, leader_epoch: int, leader_end_offset: i
 class ReplicaFetcher:
     """Fetches every partition this broker follows from one leader broker."""
 
-    def __init__(self, broker_id: int, leader_id: int, address: tuple[str, int]) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        leader_id: int,
+        address: tuple[str, int],
+        security: SecurityConfig | None = None,
+    ) -> None:
         self.broker_id = broker_id
+        self.security = security
         self.leader_id = leader_id
         self.address = address
         self.partitions: dict[TopicPartition, FollowedPartition] = {}
@@ -103,7 +114,9 @@ class ReplicaFetcher:
 
     async def _connection(self) -> BrokerConnection:
         if self._conn is None or not self._conn.is_usable:
-            self._conn = BrokerConnection(*self.address, client_id=f"fetcher-{self.broker_id}")
+            self._conn = BrokerConnection(
+                *self.address, client_id=f"fetcher-{self.broker_id}", security=self.security
+            )
             await self._conn.connect()
         return self._conn
 
@@ -211,8 +224,9 @@ class ReplicaFetcher:
 class ReplicaFetcherManager:
     """Which fetcher follows which partition; one fetcher per leader broker."""
 
-    def __init__(self, broker_id: int) -> None:
+    def __init__(self, broker_id: int, security: SecurityConfig | None = None) -> None:
         self.broker_id = broker_id
+        self.security = security
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._retiring: set[asyncio.Task[None]] = set()
 
@@ -227,7 +241,7 @@ class ReplicaFetcherManager:
             fetcher.remove(partition.tp)
             fetcher = None
         if fetcher is None:
-            fetcher = ReplicaFetcher(self.broker_id, leader_id, address)
+            fetcher = ReplicaFetcher(self.broker_id, leader_id, address, self.security)
             old = self.fetchers.get(leader_id)
             self.fetchers[leader_id] = fetcher
             if old is not None:

@@ -51,8 +51,10 @@ class ZooKeeperSync:
         marker: Callable[[], int],
         on_registered: Callable[[int], None],
         session_timeout_s: float,
+        digest: str | None = None,
     ) -> None:
         self.connect_string = connect_string
+        self.digest = digest
         self.registration = registration
         self.on_assignments = on_assignments
         self.marker = marker
@@ -69,7 +71,10 @@ class ZooKeeperSync:
     async def connect(self) -> KazooClient:
         self._loop = asyncio.get_running_loop()
         self.zk = await asyncio.to_thread(
-            connect, self.connect_string, session_timeout_s=self.session_timeout_s
+            connect,
+            self.connect_string,
+            session_timeout_s=self.session_timeout_s,
+            digest=self.digest,
         )
         self.zk.add_listener(self._on_session_state)
         return self.zk

@@ -28,13 +28,15 @@ from __future__ import annotations
 import asyncio
 import collections
 import mmap
+import socket
+import ssl
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 
-from spark_replica.errors import ConnectionLostError, ProtocolError
+from spark_replica.errors import ConnectionLostError, ProtocolError, SslHandshakeError
 from spark_replica.protocol.frames import SIZE, SIZE_BYTES
 
 SCRATCH_BYTES = 256 * 1024
@@ -122,6 +124,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self.receiving_since: float | None = None
         self._writable = asyncio.Event()
         self._writable.set()
+        # A client that spoke plaintext to a TLS listener (see serve_frame_streams).
+        self.plaintext_on_tls = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -351,19 +355,51 @@ class FrameStream:
 
 
 async def open_frame_stream(
-    host: str, port: int, max_frame_bytes: int, timeout_s: float
+    host: str,
+    port: int,
+    max_frame_bytes: int,
+    timeout_s: float,
+    ssl_context: ssl.SSLContext | None = None,
 ) -> FrameStream:
-    """Connect to host:port; raise ConnectionLostError if that fails or times out."""
+    """Connect to host:port, over TLS with a context; raise ConnectionLostError if that
+    fails or times out, SslHandshakeError if the TLS handshake fails (not retriable: an
+    untrusted certificate stays untrusted)."""
     loop = asyncio.get_running_loop()
     try:
         transport, protocol = await asyncio.wait_for(
-            loop.create_connection(lambda: FrameProtocol(max_frame_bytes), host, port),
+            loop.create_connection(
+                lambda: FrameProtocol(max_frame_bytes),
+                host,
+                port,
+                ssl=ssl_context,
+                server_hostname=host if ssl_context is not None else None,
+                ssl_handshake_timeout=timeout_s if ssl_context is not None else None,
+            ),
             timeout_s,
         )
+    except ssl.SSLError as exc:
+        raise SslHandshakeError(
+            f"TLS handshake with {host}:{port} failed: {exc.reason or exc}{_handshake_hint(exc)}"
+        ) from exc
+    except ConnectionResetError as exc:
+        if ssl_context is None:
+            raise ConnectionLostError(f"cannot connect to {host}:{port}: {exc!r}") from exc
+        raise SslHandshakeError(
+            f"TLS handshake with {host}:{port} failed: the broker closed the connection "
+            "(does its listener use TLS?)"
+        ) from exc
     except (OSError, TimeoutError) as exc:
         raise ConnectionLostError(f"cannot connect to {host}:{port}: {exc!r}") from exc
     assert isinstance(transport, asyncio.Transport)
     return FrameStream(transport, protocol)
+
+
+def _handshake_hint(error: ssl.SSLError) -> str:
+    if isinstance(error, ssl.SSLCertVerificationError):
+        return " (is ssl.truststore.location the CA that signed the broker's certificate?)"
+    if "WRONG_VERSION_NUMBER" in str(error) or "wrong version number" in str(error):
+        return " (the listener does not speak TLS: use PLAINTEXT or SASL_PLAINTEXT)"
+    return ""
 
 
 async def serve_frame_streams(
@@ -373,11 +409,109 @@ async def serve_frame_streams(
     head_bytes_of_oversized: int,
     on_stream: Callable[[FrameStream], None],
     budget: RequestBudget | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+    handshake_timeout_s: float = 30.0,
 ) -> asyncio.Server:
-    """Listen on host:port; call `on_stream` (on the loop) for every new connection."""
+    """Listen on host:port; call `on_stream` (on the loop) for every new connection.
+
+    With a TLS context, each connection's first byte decides: a TLS handshake record
+    starts TLS; anything else is a client speaking plaintext to a TLS listener, whose
+    stream is handed over marked `plaintext_on_tls`, so that the server can answer its
+    first request with an error that says so instead of a silent close the client would
+    retry for a minute.
+    """
     loop = asyncio.get_running_loop()
+    if ssl_context is None:
+        return await loop.create_server(
+            lambda: FrameProtocol(max_frame_bytes, head_bytes_of_oversized, on_stream, budget),
+            host,
+            port,
+        )
+
+    def new_frame_protocol() -> FrameProtocol:
+        return FrameProtocol(max_frame_bytes, head_bytes_of_oversized, on_stream, budget)
+
     return await loop.create_server(
-        lambda: FrameProtocol(max_frame_bytes, head_bytes_of_oversized, on_stream, budget),
+        lambda: _TlsSniffer(new_frame_protocol, ssl_context, handshake_timeout_s),
         host,
         port,
     )
+
+
+# The first byte of every TLS connection: a handshake record.
+_TLS_HANDSHAKE_RECORD = 0x16
+
+
+class _TlsSniffer(asyncio.Protocol):
+    """Holds a new connection unread until its first byte has arrived, then hands it to
+    TLS or, marked, to a plain frame protocol. The byte is peeked on a duplicate of the
+    socket, so nothing is consumed before TLS starts."""
+
+    def __init__(
+        self,
+        new_protocol: Callable[[], FrameProtocol],
+        context: ssl.SSLContext,
+        timeout_s: float,
+    ) -> None:
+        self.new_protocol = new_protocol
+        self.context = context
+        self.timeout_s = timeout_s
+        self._task: asyncio.Task[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        transport.pause_reading()
+        self._task = asyncio.get_running_loop().create_task(self._route(transport))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
+
+    async def _route(self, transport: asyncio.Transport) -> None:
+        try:
+            first = await asyncio.wait_for(_peek_first_byte(transport), self.timeout_s)
+        except (OSError, TimeoutError):
+            transport.abort()
+            return
+        if first is None:
+            transport.close()
+            return
+        protocol = self.new_protocol()
+        if first != _TLS_HANDSHAKE_RECORD:
+            protocol.plaintext_on_tls = True
+            transport.set_protocol(protocol)
+            protocol.connection_made(transport)
+            transport.resume_reading()
+            return
+        loop = asyncio.get_running_loop()
+        try:
+            tls = await loop.start_tls(
+                transport,
+                protocol,
+                self.context,
+                server_side=True,
+                ssl_handshake_timeout=self.timeout_s,
+            )
+        except (OSError, ssl.SSLError, TimeoutError, ConnectionError):
+            transport.abort()
+            return
+        if tls is None:
+            transport.abort()
+            return
+        protocol.connection_made(tls)
+
+
+async def _peek_first_byte(transport: asyncio.Transport) -> int | None:
+    """The connection's first byte, left unread (None if the peer closed first)."""
+    raw = transport.get_extra_info("socket")
+    loop = asyncio.get_running_loop()
+    with socket.fromfd(raw.fileno(), raw.family, raw.type) as peer:
+        peer.setblocking(False)
+        readable = loop.create_future()
+        loop.add_reader(peer.fileno(), lambda: readable.done() or readable.set_result(None))
+        try:
+            await readable
+            data = peer.recv(1, socket.MSG_PEEK)
+        finally:
+            loop.remove_reader(peer.fileno())
+    return data[0] if data else None

@@ -19,6 +19,7 @@ from spark_replica.zk import znodes
 
 if TYPE_CHECKING:
     from brokerd.controller.controller import Controller
+    from spark_replica.security.acl import Authorizer
 
 
 @dataclass
@@ -39,6 +40,8 @@ class BrokerContext:
     controller_epoch: int = -1
     broker_epoch: int = -1
     controller: Controller | None = None
+    # The ACLs every request is checked against; None when no authorizer is configured.
+    authorizer: Authorizer | None = None
 
 
 def answer_each_partition(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from typing import TYPE_CHECKING
 
 from brokerd.controller.context import ControllerContext
 from spark_replica.client.connection import BrokerConnection
@@ -24,6 +25,9 @@ from spark_replica.protocol.controller_requests import (
 )
 from spark_replica.protocol.metadata import BrokerInfo
 from spark_replica.topics import TopicPartition
+
+if TYPE_CHECKING:
+    from spark_replica.security.settings import SecurityConfig
 
 logger = logging.getLogger("brokerd.controller.channel")
 
@@ -120,8 +124,9 @@ class ControllerChannel:
     paused broker; each broker still receives its requests in the order decided.
     """
 
-    def __init__(self, client_id: str) -> None:
+    def __init__(self, client_id: str, security: SecurityConfig | None = None) -> None:
         self.client_id = client_id
+        self.security = security
         self._senders: dict[int, _BrokerSender] = {}
 
     def call(self, ctx: ControllerContext, broker_id: int, request: object) -> asyncio.Future[bool]:
@@ -137,7 +142,7 @@ class ControllerChannel:
         if sender is None or sender.address != address:
             if sender is not None:
                 sender.stop()
-            sender = _BrokerSender(broker_id, address, self.client_id)
+            sender = _BrokerSender(broker_id, address, self.client_id, self.security)
             self._senders[broker_id] = sender
         return sender
 
@@ -159,8 +164,15 @@ class ControllerChannel:
 
 
 class _BrokerSender:
-    def __init__(self, broker_id: int, address: tuple[str, int], client_id: str) -> None:
+    def __init__(
+        self,
+        broker_id: int,
+        address: tuple[str, int],
+        client_id: str,
+        security: SecurityConfig | None,
+    ) -> None:
         self.broker_id = broker_id
+        self.security = security
         self.address = address
         self.client_id = client_id
         self._queue: asyncio.Queue[tuple[object, asyncio.Future[bool] | None] | None] = (
@@ -223,6 +235,8 @@ class _BrokerSender:
 
     async def _connection(self) -> BrokerConnection:
         if self._conn is None or not self._conn.is_usable:
-            self._conn = BrokerConnection(*self.address, client_id=self.client_id)
+            self._conn = BrokerConnection(
+                *self.address, client_id=self.client_id, security=self.security
+            )
             await self._conn.connect()
         return self._conn

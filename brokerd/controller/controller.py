@@ -23,6 +23,7 @@ import enum
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kazoo.client import KazooClient, KazooState
 
@@ -49,6 +50,9 @@ from brokerd.controller.zk_store import ControllerMovedError
 from spark_replica.errors import NotControllerError
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import topic_store, znodes
+
+if TYPE_CHECKING:
+    from spark_replica.security.settings import SecurityConfig
 
 logger = logging.getLogger("brokerd.controller")
 
@@ -81,7 +85,11 @@ class RebalanceSettings:
 
 class Controller:
     def __init__(
-        self, broker_id: int, zk: KazooClient, rebalance: RebalanceSettings | None = None
+        self,
+        broker_id: int,
+        zk: KazooClient,
+        rebalance: RebalanceSettings | None = None,
+        security: SecurityConfig | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.zk = zk
@@ -89,7 +97,7 @@ class Controller:
         self._rebalance_timer: asyncio.Task[None] | None = None
         self._shutdown_requests: list[ShutdownRequest] = []
         self.ops: ControllerOps | None = None  # set while this broker is the controller
-        self.channel = ControllerChannel(f"controller-{broker_id}")
+        self.channel = ControllerChannel(f"controller-{broker_id}", security)
         self._events: asyncio.Queue[Event] = asyncio.Queue()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._generation = 0

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_replica.errors import (
     ConfigError,
@@ -34,6 +34,9 @@ from spark_replica.topics import TopicPartition
 
 from .connection import BrokerConnection
 from .metadata_freshness import in_turn, merge_topics
+
+if TYPE_CHECKING:
+    from spark_replica.security.settings import SecurityConfig
 
 # How long to wait for a topic's metadata to appear before giving up on it.
 DEFAULT_METADATA_WAIT_S = 5.0
@@ -80,8 +83,10 @@ class Cluster:
         bootstrap: Iterable[tuple[str, int]],
         client_id: str = "replog",
         metadata_wait_s: float = DEFAULT_METADATA_WAIT_S,
+        security: SecurityConfig | None = None,
     ) -> None:
         self.bootstrap = list(bootstrap)
+        self.security = security
         self.client_id = client_id
         self.metadata_wait_s = metadata_wait_s
         self.brokers: dict[int, BrokerInfo] = {}
@@ -102,7 +107,7 @@ class Cluster:
         existing = self._connections.get(key)
         if existing is not None and existing.is_usable:
             return existing
-        conn = BrokerConnection(host, port, client_id=self.client_id)
+        conn = BrokerConnection(host, port, client_id=self.client_id, security=self.security)
         await conn.connect()
         self._connections[key] = conn
         return conn

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from spark_replica.client.sasl_login import sasl_login
 from spark_replica.errors import ConnectionLostError, ProtocolError, error_for_code
 from spark_replica.protocol import RESPONSE_TYPES
 from spark_replica.protocol.apis import ApiKey
@@ -24,6 +25,9 @@ from spark_replica.protocol.frames import (
 from spark_replica.protocol.primitives import Reader, Writer
 from spark_replica.transport import Frame, FrameStream, OversizedFrame, open_frame_stream
 
+if TYPE_CHECKING:
+    from spark_replica.security.settings import SecurityConfig
+
 DEFAULT_CONNECT_TIMEOUT_S = 10.0
 
 
@@ -35,8 +39,10 @@ class BrokerConnection:
         *,
         client_id: str = "replog",
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        security: SecurityConfig | None = None,
     ) -> None:
         self.host = host
+        self.security = security
         self.port = port
         self.client_id = client_id
         self.max_frame_bytes = max_frame_bytes
@@ -57,11 +63,25 @@ class BrokerConnection:
     async def connect(self, timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S) -> None:
         try:
             self._stream = await open_frame_stream(
-                self.host, self.port, self.max_frame_bytes, timeout_s
+                self.host,
+                self.port,
+                self.max_frame_bytes,
+                timeout_s,
+                None if self.security is None else self.security.client_ssl_context(),
             )
         except ConnectionLostError as exc:
             raise ConnectionLostError(f"cannot connect to broker at {self.address}: {exc}") from exc
         self._read_task = asyncio.create_task(self._read_responses())
+        if self.security is not None and self.security.uses_sasl:
+            try:
+                await sasl_login(
+                    lambda request: self.send(request, timeout_s=timeout_s),
+                    self.security,
+                    self.address,
+                )
+            except BaseException:
+                await self.close()
+                raise
 
     async def send(
         self, request: Any, *, expect_response: bool = True, timeout_s: float = 30.0

@@ -3,11 +3,17 @@
 A connect string is ``host:port[,host:port...][/chroot]``. kazoo applies the chroot
 itself but needs the chroot znode to exist, so it is created first through a session
 without the chroot.
+
+With a digest login (``user:password``, zookeeper.set.acl) the session authenticates and
+creates znodes that only that identity may change while everyone may read them, as
+Kafka's brokers do with zookeeper.set.acl=true. Nodes holding secrets narrow that further
+(spark_replica/zk/security_store.py).
 """
 
 from __future__ import annotations
 
 from kazoo.client import KazooClient
+from kazoo.security import ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, make_digest_acl
 
 from spark_replica.errors import ConfigError, ZooKeeperError
 from spark_replica.zk.kazoo_errors import translated
@@ -32,26 +38,52 @@ def split_connect_string(connect: str) -> tuple[str, str | None]:
     return hosts, (None if chroot == "/" else chroot)
 
 
+def split_digest(digest: str) -> tuple[str, str]:
+    """``user:password`` -> (user, password); ConfigError naming the setting otherwise."""
+    user, colon, password = digest.partition(":")
+    if not colon or not user or not password:
+        raise ConfigError("zookeeper.digest must be USER:PASSWORD")
+    return user, password
+
+
+def digest_acls(digest: str) -> list[ACL]:
+    """The default ACL of a digest-authenticated session: its identity may do anything,
+    everyone else may only read."""
+    user, password = split_digest(digest)
+    return [make_digest_acl(user, password, all=True), *READ_ACL_UNSAFE]
+
+
 def connect(
     connect_string: str,
     *,
     session_timeout_s: float = DEFAULT_SESSION_TIMEOUT_S,
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+    digest: str | None = None,
 ) -> KazooClient:
     """A started kazoo client rooted at the connect string's chroot."""
     hosts, chroot = split_connect_string(connect_string)
     if chroot is not None:
-        root = _start(hosts, session_timeout_s, connect_timeout_s)
+        root = _start(hosts, session_timeout_s, connect_timeout_s, digest)
         try:
             root.ensure_path(chroot)
         finally:
             root.stop()
             root.close()
-    return _start(hosts + (chroot or ""), session_timeout_s, connect_timeout_s)
+    return _start(hosts + (chroot or ""), session_timeout_s, connect_timeout_s, digest)
 
 
-def _start(hosts: str, session_timeout_s: float, connect_timeout_s: float) -> KazooClient:
-    client = KazooClient(hosts=hosts, timeout=session_timeout_s)
+def _start(
+    hosts: str, session_timeout_s: float, connect_timeout_s: float, digest: str | None
+) -> KazooClient:
+    if digest is None:
+        client = KazooClient(hosts=hosts, timeout=session_timeout_s, default_acl=OPEN_ACL_UNSAFE)
+    else:
+        client = KazooClient(
+            hosts=hosts,
+            timeout=session_timeout_s,
+            auth_data=[("digest", digest)],
+            default_acl=digest_acls(digest),
+        )
     try:
         with translated():
             client.start(timeout=connect_timeout_s)
