@@ -1,7 +1,9 @@
 """The cluster directory: where `replog up` records the local cluster it started.
 
 `cluster.json` in the directory names the ZooKeeper connect string, the embedded
-ZooKeeper (if `up` started one) and every broker with its address, PID and log dir.
+ZooKeeper (if `up` started one), every broker with its address, PID and log dir, and
+the security mode (`security.protocol` in lower case; a file without one is plaintext,
+as every cluster was before there was a choice).
 Every other command reads it to find the cluster, so it is written atomically (a
 temporary file renamed over the old one): a reader never sees half a file.
 
@@ -29,6 +31,10 @@ from spark_replica.zk.embedded import MAIN_CLASS
 DEFAULT_DIR = Path(".replog")
 CLUSTER_FILE = "cluster.json"
 LOCK_FILE = "cluster.lock"
+# A secure cluster's client settings for its admin (spark_replica.security.local_cluster).
+ADMIN_PROPERTIES = "admin.properties"
+PLAINTEXT_MODE = "plaintext"
+SECURITY_MODES = (PLAINTEXT_MODE, "ssl", "sasl_plaintext", "sasl_ssl")
 
 
 @dataclass
@@ -68,6 +74,11 @@ class ClusterInfo:
     embedded_zookeeper: EmbeddedZooKeeperEntry | None
     brokers: list[BrokerEntry]
     overrides: dict[str, str] = field(default_factory=dict)
+    security: str = PLAINTEXT_MODE
+
+    @property
+    def secure(self) -> bool:
+        return self.security != PLAINTEXT_MODE
 
     def broker(self, broker_id: int, directory: Path) -> BrokerEntry:
         for broker in self.brokers:
@@ -121,6 +132,9 @@ def _no_cluster(directory: Path) -> ConfigError:
 
 def _decode(document: dict[str, Any]) -> ClusterInfo:
     zk = document["embedded_zookeeper"]
+    security = str(document.get("security", PLAINTEXT_MODE))
+    if security not in SECURITY_MODES:
+        raise ValueError(f"unknown security mode {security!r}")
     return ClusterInfo(
         zookeeper=str(document["zookeeper"]),
         embedded_zookeeper=None
@@ -133,6 +147,7 @@ def _decode(document: dict[str, Any]) -> ClusterInfo:
             for b in document["brokers"]
         ],
         overrides={str(k): str(v) for k, v in document.get("overrides", {}).items()},
+        security=security,
     )
 
 

@@ -40,6 +40,7 @@ class BrokerProcess:
     zookeeper: str
     host: str = "127.0.0.1"
     overrides: dict[str, str] = field(default_factory=dict)
+    config_file: Path | None = None  # broker configs with secrets, kept off the command line
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -66,6 +67,8 @@ class BrokerProcess:
             "--zookeeper",
             self.zookeeper,
         ]
+        if self.config_file is not None:
+            command += ["--config", str(self.config_file)]
         for key, value in self.overrides.items():
             command += ["--override", f"{key}={value}"]
         return command

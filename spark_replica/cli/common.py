@@ -1,4 +1,11 @@
-"""What every CLI command shares: how to find the cluster and how to report errors."""
+"""What every CLI command shares: how to find and log in to the cluster, how to report errors.
+
+Security settings come from `--command-config FILE`, a Kafka client properties file (Java
+or librdkafka names, see spark_replica.security.settings); without it, a command that
+finds its cluster through `--dir` uses the directory's `admin.properties`, which
+`replog up --security ...` writes. `zookeeper.digest=USER:PASSWORD` in the same file is
+the login for the commands that write to ZooKeeper themselves.
+"""
 
 from __future__ import annotations
 
@@ -15,9 +22,13 @@ from kazoo.client import KazooClient
 from spark_replica import cluster_dir
 from spark_replica.client import Cluster, bootstrap_from_zookeeper, parse_bootstrap
 from spark_replica.errors import ConfigError, ReplogError
+from spark_replica.security.settings import SecurityConfig, load_properties
 from spark_replica.zk.session import connect
 
 T = TypeVar("T")
+
+CLIENT_ID = "replog-cli"
+ZOOKEEPER_DIGEST = "zookeeper.digest"
 
 
 def add_connection_options(parser: argparse.ArgumentParser) -> None:
@@ -33,15 +44,40 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
         help="the cluster directory of `replog up`, used when neither of the above is given "
         "(default ./.replog)",
     )
+    parser.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="FILE",
+        help="client properties (security.protocol, sasl.*, ssl.*, zookeeper.digest); "
+        "default with --dir: its admin.properties when present",
+    )
+
+
+def client_properties(args: argparse.Namespace) -> dict[str, str]:
+    """The properties of --command-config, else of the cluster directory's admin.properties
+    (only when the cluster is found through --dir), else none."""
+    if args.command_config is not None:
+        return load_properties(args.command_config)
+    if args.bootstrap or args.zookeeper:
+        return {}
+    admin = args.dir / cluster_dir.ADMIN_PROPERTIES
+    return load_properties(admin) if admin.is_file() else {}
+
+
+def client_security(args: argparse.Namespace) -> SecurityConfig:
+    return SecurityConfig.from_properties(client_properties(args))
 
 
 def open_cluster(args: argparse.Namespace) -> Cluster:
     """Connect where the flags say, else to the running brokers recorded in --dir."""
+    security = client_security(args)
     if args.bootstrap:
-        return Cluster(parse_bootstrap(args.bootstrap), client_id="replog-cli")
-    if args.zookeeper:
-        return Cluster(bootstrap_from_zookeeper(args.zookeeper), client_id="replog-cli")
-    return Cluster(cluster_dir.running_bootstrap(args.dir), client_id="replog-cli")
+        bootstrap = parse_bootstrap(args.bootstrap)
+    elif args.zookeeper:
+        bootstrap = bootstrap_from_zookeeper(args.zookeeper)
+    else:
+        bootstrap = cluster_dir.running_bootstrap(args.dir)
+    return Cluster(bootstrap, client_id=CLIENT_ID, security=security)
 
 
 @contextlib.contextmanager
@@ -49,13 +85,15 @@ def zookeeper_session(args: argparse.Namespace, needed_for: str) -> Iterator[Kaz
     """A ZooKeeper session from --zookeeper or the cluster directory, closed afterwards.
 
     Some commands write straight to ZooKeeper, as Kafka's `--zookeeper` tools did; with
-    only --bootstrap they cannot, and say so.
+    only --bootstrap they cannot, and say so. On a cluster whose znodes carry ACLs the
+    session logs in with the properties' zookeeper.digest.
     """
     if args.bootstrap:
         raise ConfigError(
             f"{needed_for} need ZooKeeper: pass --zookeeper or --dir instead of --bootstrap"
         )
-    zk = connect(args.zookeeper or cluster_dir.load(args.dir).zookeeper)
+    digest = client_properties(args).get(ZOOKEEPER_DIGEST)
+    zk = connect(args.zookeeper or cluster_dir.load(args.dir).zookeeper, digest=digest)
     try:
         yield zk
     finally:
