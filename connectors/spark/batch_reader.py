@@ -54,6 +54,11 @@ class ReplogBatchReader(DataSourceReader):
     refused. Options, with Kafka's names and meanings:
 
     - replog.bootstrap.servers (alias kafka.bootstrap.servers) or replog.zookeeper.connect
+    - security, as Kafka's client properties under kafka. (or replog.):
+      kafka.security.protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL),
+      kafka.sasl.mechanism (SCRAM-SHA-256, SCRAM-SHA-512, PLAIN), kafka.sasl.jaas.config,
+      kafka.ssl.truststore.location with kafka.ssl.truststore.type=PEM, ...; the sink
+      takes the same. An unsupported one (a JKS store, GSSAPI) fails the query by name.
     - exactly one of subscribe ("a,b"), subscribePattern ("events-.*") or assign
       ('{"a": [0, 1]}')
     - startingOffsets: earliest (default), or JSON '{"a": {"0": 23, "1": -2}}' where -2
@@ -93,7 +98,7 @@ class ReplogBatchReader(DataSourceReader):
         async def plan(cluster: Cluster) -> list[OffsetRange]:
             return await plan_batch(cluster, self.source)
 
-        ranges = run_with_cluster(servers, plan, PLANNING_TIMEOUT_S)
+        ranges = run_with_cluster(servers, plan, PLANNING_TIMEOUT_S, security=self.source.security)
         return range_partitions(ranges, servers, self.source)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:

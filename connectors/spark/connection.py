@@ -23,6 +23,7 @@ from connectors.spark.source_options import ASSIGN, OffsetSpec, Subscription
 from spark_replica.client import Cluster, bootstrap_from_zookeeper, parse_bootstrap
 from spark_replica.client.consumer import list_offsets_at
 from spark_replica.errors import ConfigError, ReplogError, TimeoutExpiredError
+from spark_replica.security.settings import SecurityConfig
 from spark_replica.topics import TopicPartition
 
 T = TypeVar("T")
@@ -70,7 +71,11 @@ def bootstrap_servers(options: Mapping[str, str]) -> str:
 
 
 def run_with_cluster(
-    servers: str, work: Callable[[Cluster], Awaitable[T]], timeout_s: float | None = None
+    servers: str,
+    work: Callable[[Cluster], Awaitable[T]],
+    timeout_s: float | None = None,
+    *,
+    security: SecurityConfig,
 ) -> T:
     """Run `work(cluster)` on a fresh event loop and close the cluster's connections after.
 
@@ -78,7 +83,7 @@ def run_with_cluster(
     """
 
     async def scoped() -> T:
-        cluster = Cluster(parse_bootstrap(servers))
+        cluster = Cluster(parse_bootstrap(servers), security=security)
         try:
             if timeout_s is None:
                 return await work(cluster)

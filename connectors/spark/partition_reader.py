@@ -54,6 +54,7 @@ from spark_replica.topics import TopicPartition
 
 if TYPE_CHECKING:
     from connectors.spark.source_options import SourceOptions
+    from spark_replica.security.settings import SecurityConfig
 
 FETCH_MAX_WAIT_MS = 500
 FETCH_MAX_BYTES = 16 * 1024 * 1024
@@ -87,6 +88,7 @@ class RangePartition(InputPartition):
     fail_on_data_loss: bool
     poll_timeout_ms: int
     avro: AvroCodec | None = None  # decodes values when valueFormat=avro
+    security: SecurityConfig | None = None  # None: plaintext
 
 
 def range_partitions(
@@ -104,6 +106,7 @@ def range_partitions(
             source.fail_on_data_loss,
             source.poll_timeout_ms,
             source.avro,
+            source.security,
         )
         for r in ranges
     ]
@@ -116,7 +119,9 @@ def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     own, one fetch at a time; closing the generator closes the connections.
     """
     loop = asyncio.new_event_loop()
-    cluster = Cluster(parse_bootstrap(part.servers), client_id="replog-spark-source")
+    cluster = Cluster(
+        parse_bootstrap(part.servers), client_id="replog-spark-source", security=part.security
+    )
     reader = RangeReader(cluster, part)
     try:
         while True:

@@ -10,7 +10,11 @@ the format name and the connection option:
 - producer settings under `replog.` names, with the `kafka.` names of Kafka's producer
   accepted as aliases. Other `kafka.`-prefixed producer settings (linger.ms,
   compression.type, ...) mean nothing here and are ignored with a warning, so Kafka
-  pipelines run unchanged; an unknown `replog.` option is a typo and fails.
+  pipelines run unchanged; an unknown `replog.` option is a typo and fails;
+- security settings under either prefix (`kafka.security.protocol`,
+  `kafka.sasl.jaas.config`, `kafka.ssl.truststore.location`, ...), read by
+  spark_replica.security.settings: one that replog does not support fails by name, since
+  ignoring it would send in plaintext what the pipeline meant to secure.
 
 Kafka's settings kept: acks, batch.size (bytes of record data per batch),
 compression.type (none, lz4, zstd), max.in.flight.requests.per.connection (per
@@ -26,7 +30,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
@@ -42,6 +46,7 @@ from spark_replica.client.producer import ProducerConfig, parse_acks
 from spark_replica.errors import ConfigError, InvalidTopicError
 from spark_replica.protocol.produce import ACKS_ALL
 from spark_replica.records import parse_compression
+from spark_replica.security.settings import SecurityConfig, is_security_setting
 from spark_replica.topics import validate_topic_name
 
 log = logging.getLogger(__name__)
@@ -131,6 +136,7 @@ class SinkOptions:
     columns: SinkColumns
     producer: ProducerSettings
     avro: AvroCodec | None = None  # encodes a struct value column when valueFormat=avro
+    security: SecurityConfig = field(default_factory=SecurityConfig)
 
 
 def _setting(options: Mapping[str, str], name: str) -> tuple[str, str] | None:
@@ -161,12 +167,21 @@ def _positive_int(option: str, text: str, may_be_zero: bool) -> int:
     return value
 
 
+def _is_security_option(name: str, prefix: str) -> bool:
+    return name.startswith(prefix) and is_security_setting(name[len(prefix) :])
+
+
 def parse_producer_settings(options: Mapping[str, str]) -> ProducerSettings:
-    """The producer settings among `options`; unknown `replog.` options fail by name."""
+    """The producer settings among `options`; unknown `replog.` options fail by name.
+
+    Security options are not producer settings: parse_sink_options reads them.
+    """
     unknown = sorted(
         name
         for name in options
-        if name.startswith(REPLOG_PREFIX) and name not in KNOWN_REPLOG_OPTIONS
+        if name.startswith(REPLOG_PREFIX)
+        and name not in KNOWN_REPLOG_OPTIONS
+        and not _is_security_option(name, REPLOG_PREFIX)
     )
     if unknown:
         raise ConfigError(
@@ -175,7 +190,11 @@ def parse_producer_settings(options: Mapping[str, str]) -> ProducerSettings:
         )
     known_kafka = {KAFKA_PREFIX + name for name in PRODUCER_SETTINGS} | _CONNECTION_OPTIONS
     for name in sorted(options):
-        if name.startswith(KAFKA_PREFIX) and name not in known_kafka:
+        if (
+            name.startswith(KAFKA_PREFIX)
+            and name not in known_kafka
+            and not _is_security_option(name, KAFKA_PREFIX)
+        ):
             log.warning("sink option %s %s", name, _IGNORED_KAFKA_NOTE)
     values: dict[str, Any] = {}
     compression = _setting(options, COMPRESSION_TYPE)
@@ -304,9 +323,15 @@ def check_batch_save_mode(overwrite: bool) -> None:
 
 
 def parse_sink_options(options: Mapping[str, str], schema: StructType) -> SinkOptions:
-    """Check everything on the driver, so that a bad option fails before any task runs."""
+    """Check everything on the driver, so that a bad option fails before any task runs.
+
+    That includes loading the CA and client certificate files the security options
+    name, which the driver would otherwise never open: the tasks alone connect.
+    """
+    security = SecurityConfig.from_spark_options(options)
+    security.client_ssl_context()
     topic = topic_option(options)
     avro = codec_from_options(options)
     columns = validate_sink_schema(schema, topic, avro)
     producer = parse_producer_settings(options)
-    return SinkOptions(bootstrap_servers(options), topic, columns, producer, avro)
+    return SinkOptions(bootstrap_servers(options), topic, columns, producer, avro, security)

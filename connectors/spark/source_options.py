@@ -7,6 +7,10 @@ planning with a ConfigError that names the option, never halfway through a read.
 
 Spark hands options over with lower-cased keys; lookups here are by lower-case name and
 messages use the spelling users write.
+
+Security settings (`kafka.security.protocol`, `kafka.sasl.jaas.config`, ... or the same
+under `replog.`) are read by spark_replica.security.settings; one that replog does not
+support fails the query by name rather than being ignored.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from connectors.spark.avro import AvroCodec, codec_from_options
 from connectors.spark.offsets import EARLIEST, LATEST, Offsets, decode_offsets, parse_offsets_json
 from connectors.spark.schema import source_schema
 from spark_replica.errors import ConfigError
+from spark_replica.security.settings import SecurityConfig
 from spark_replica.topics import TopicPartition
 
 SUBSCRIBE = "subscribe"
@@ -124,6 +129,7 @@ class SourceOptions:
     include_headers: bool
     poll_timeout_ms: int
     avro: AvroCodec | None = None
+    security: SecurityConfig = field(default_factory=SecurityConfig)
 
 
 def include_headers(options: Mapping[str, str]) -> bool:
@@ -142,6 +148,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
     for name, advice in _REFUSED_KAFKA_OPTIONS.items():
         if name in opts:
             raise ConfigError(f"option {name} is not supported: {advice}")
+    security = SecurityConfig.from_spark_options(opts)
     subscription = _subscription(opts)
     starting = _starting(opts, subscription, streaming)
     ending = _ending(opts, subscription, streaming)
@@ -176,6 +183,7 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         include_headers=_boolean(opts, INCLUDE_HEADERS, False),
         poll_timeout_ms=_positive(opts, POLL_TIMEOUT) or DEFAULT_POLL_TIMEOUT_MS,
         avro=codec_from_options(opts),
+        security=security,
     )
 
 

@@ -142,7 +142,9 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 wait_s=PLANNING_WAIT_S,
             )
 
-        return encode_offsets(run_with_cluster(self.servers(), initial, PLANNING_TIMEOUT_S))
+        return encode_offsets(
+            run_with_cluster(self.servers(), initial, PLANNING_TIMEOUT_S, security=source.security)
+        )
 
     def prepareForTriggerAvailableNow(self) -> None:
         """Fix the HWs of now as the end: the query reads what is there and stops."""
@@ -152,7 +154,9 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             partitions = await subscribed_partitions(cluster, subscription)
             return await _offsets(cluster, partitions, LATEST_TIMESTAMP)
 
-        self._target = run_with_cluster(self.servers(), target, PLANNING_TIMEOUT_S)
+        self._target = run_with_cluster(
+            self.servers(), target, PLANNING_TIMEOUT_S, security=self.source.security
+        )
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.source.max_offsets_per_trigger is not None:
@@ -164,7 +168,10 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = decode_offsets(start, "the query's start offsets")
         partitions, high_watermarks, log_ends = run_with_cluster(
-            self.servers(), lambda cluster: self._look(cluster, begin), PLANNING_TIMEOUT_S
+            self.servers(),
+            lambda cluster: self._look(cluster, begin),
+            PLANNING_TIMEOUT_S,
+            security=self.source.security,
         )
         losses = find_data_loss(begin, partitions, {}, log_ends)
         if losses:

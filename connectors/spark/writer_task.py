@@ -177,7 +177,11 @@ class WriteTask:
         self.options = options
         settings = options.producer
         config = settings.producer_config()
-        self.cluster = Cluster(parse_bootstrap(options.servers), client_id="replog-spark-sink")
+        self.cluster = Cluster(
+            parse_bootstrap(options.servers),
+            client_id="replog-spark-sink",
+            security=options.security,
+        )
         self.exactly_once = identity is not None and config.idempotent
         self.senders: BatchSender | SequencedSenders
         if identity is not None and self.exactly_once:

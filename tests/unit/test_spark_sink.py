@@ -36,6 +36,7 @@ from connectors.spark.sink_options import (
     ProducerSettings,
     check_batch_save_mode,
     parse_producer_settings,
+    parse_sink_options,
     topic_option,
     validate_sink_schema,
 )
@@ -82,6 +83,49 @@ def test_kafka_names_are_aliases_and_must_agree() -> None:
 
 def test_unknown_kafka_producer_settings_are_ignored() -> None:
     assert parse_producer_settings({"kafka.linger.ms": "5"}) == ProducerSettings()
+
+
+def test_security_options_are_the_sinks_not_ignored_producer_settings(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    options = {
+        "replog.bootstrap.servers": "127.0.0.1:1",
+        "topic": "t",
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "replog.sasl.username": "alice",
+        "replog.sasl.password": "pw",
+    }
+    assert parse_producer_settings(options) == ProducerSettings()
+    assert "ignored" not in caplog.text
+    parsed = parse_sink_options(options, schema(value=BinaryType()))
+    assert (parsed.security.protocol, parsed.security.username) == ("SASL_PLAINTEXT", "alice")
+    assert pickle.loads(pickle.dumps(parsed)) == parsed
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (
+            {"kafka.security.protocol": "SSL", "kafka.ssl.truststore.type": "JKS"},
+            r"kafka\.ssl\.truststore\.type=JKS: only PEM is supported",
+        ),
+        ({"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "GSSAPI"}, "GSSAPI"),
+        ({"kafka.sasl.kerberos.service.name": "kafka"}, "Kerberos"),
+        ({"replog.ssl.truststore.location": "/ca.pem"}, r"PLAINTEXT does not use"),
+        (
+            {"kafka.security.protocol": "SSL", "kafka.ssl.truststore.location": "/no/ca.pem"},
+            r"ssl\.truststore\.location.*/no/ca\.pem",
+        ),
+    ],
+)
+def test_unsupported_sink_security_options_fail_by_name(
+    options: dict[str, str], named: str
+) -> None:
+    with pytest.raises(ConfigError, match=named):
+        parse_sink_options(
+            {"replog.bootstrap.servers": "127.0.0.1:1", "topic": "t", **options},
+            schema(value=BinaryType()),
+        )
 
 
 @pytest.mark.parametrize(

@@ -161,3 +161,44 @@ def test_a_user_schema_is_refused() -> None:
     user = StructType([StructField("value", StringType())])
     with pytest.raises(ConfigError, match="user-specified schema"):
         check_schema(user, False)
+
+
+SCRAM_JAAS = (
+    'org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" '
+    'password="pw";'
+)
+
+
+def test_security_options_under_either_prefix_are_carried_to_the_tasks() -> None:
+    parsed = parse_source_options(
+        {
+            "subscribe": "a",
+            "kafka.security.protocol": "SASL_PLAINTEXT",
+            "replog.sasl.mechanism": "SCRAM-SHA-512",
+            "kafka.sasl.jaas.config": SCRAM_JAAS,
+        },
+        streaming=True,
+    )
+    assert (parsed.security.protocol, parsed.security.sasl_mechanism) == (
+        "SASL_PLAINTEXT",
+        "SCRAM-SHA-512",
+    )
+    assert (parsed.security.username, parsed.security.password) == ("alice", "pw")
+    assert parse(subscribe="a").security.protocol == "PLAINTEXT"  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (
+            {"kafka.security.protocol": "SSL", "kafka.ssl.truststore.type": "JKS"},
+            r"kafka\.ssl\.truststore\.type=JKS: only PEM is supported",
+        ),
+        ({"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "GSSAPI"}, "GSSAPI"),
+        ({"kafka.sasl.jaas.config": SCRAM_JAAS}, r"security\.protocol=PLAINTEXT does not use"),
+        ({"replog.ssl.keystore.password": "x"}, "encrypted keys are not supported"),
+    ],
+)
+def test_unsupported_security_options_fail_by_name(options: dict[str, str], named: str) -> None:
+    with pytest.raises(ConfigError, match=named):
+        parse_source_options({"subscribe": "a", **options}, streaming=False)
