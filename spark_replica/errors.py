@@ -80,6 +80,11 @@ class ZnodeVersionError(ZooKeeperError):
     """A conditional write found another zkVersion: someone wrote the znode since."""
 
 
+class ZnodeNoAuthError(ZooKeeperError):
+    """The znode's ACL does not let this session do that (ZooKeeper's NOAUTH): the session
+    lacks the digest credentials the znode was written with."""
+
+
 class ZooKeeperConnectionError(ZooKeeperError):
     """The connection or session was lost; a write in flight may or may not have landed."""
 

@@ -3,6 +3,7 @@
 Everything that talks to ZooKeeper through kazoo wraps its calls in `translated()` (or
 reads a multi-op's results with `failures()`) and catches only the errors of
 spark_replica.errors: ZnodeMissingError, ZnodeExistsError, ZnodeVersionError,
+ZnodeNoAuthError (the znode's ACL refuses this session),
 ZooKeeperConnectionError (retriable: the outcome of a write in flight is unknown), and
 ZooKeeperError for the rest. kazoo's own recipes (watches) keep kazoo's exceptions
 inside kazoo. For the common read where a missing znode is an answer rather than an
@@ -20,6 +21,7 @@ from kazoo.exceptions import (
     ConnectionClosedError,
     ConnectionLoss,
     KazooException,
+    NoAuthError,
     NodeExistsError,
     NoNodeError,
     RolledBackError,
@@ -31,6 +33,7 @@ from kazoo.protocol.states import ZnodeStat
 from spark_replica.errors import (
     ZnodeExistsError,
     ZnodeMissingError,
+    ZnodeNoAuthError,
     ZnodeVersionError,
     ZooKeeperConnectionError,
     ZooKeeperError,
@@ -40,6 +43,7 @@ _TRANSLATIONS: tuple[tuple[type[Exception], type[ZooKeeperError]], ...] = (
     (NoNodeError, ZnodeMissingError),
     (NodeExistsError, ZnodeExistsError),
     (BadVersionError, ZnodeVersionError),
+    (NoAuthError, ZnodeNoAuthError),
     (ConnectionLoss, ZooKeeperConnectionError),
     (ConnectionClosedError, ZooKeeperConnectionError),
     (SessionExpiredError, ZooKeeperConnectionError),
