@@ -5,17 +5,31 @@ the command line. A helper used by more than one test module belongs here."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from spark_replica.client import Admin, Cluster, Consumer, FetchedRecords, Producer, ProducerConfig
+from spark_replica import cluster_dir
+from spark_replica.client import (
+    Admin,
+    Cluster,
+    Consumer,
+    FetchedRecords,
+    Producer,
+    ProducerConfig,
+    parse_bootstrap,
+)
 from spark_replica.errors import ReplogError
 from spark_replica.launcher import BrokerProcess, free_port
 from spark_replica.records import BatchHeader, decode_payload, iter_batches
+from spark_replica.security.settings import SecurityConfig, load_properties
 
 T = TypeVar("T")
 
@@ -296,3 +310,70 @@ def idempotent_header(
         base_sequence=base_sequence,
         record_count=record_count,
     )
+
+
+# --------------------------------------------------------------------------- secure cluster
+
+SECURE_UP_TIMEOUT_S = 120
+
+
+@dataclass(frozen=True)
+class SecureCluster:
+    """A cluster started by `replog up --security MODE`, and how its admin logs in."""
+
+    dir: Path
+    bootstrap: str  # host:port,host:port,...
+    zookeeper: str
+    ca_file: Path
+    admin_properties: Path
+    admin_security: SecurityConfig
+    zk_digest: str  # USER:PASSWORD of a ZooKeeper session that may change the znodes
+
+    @property
+    def addresses(self) -> list[tuple[str, int]]:
+        return parse_bootstrap(self.bootstrap)
+
+    def admin_cluster(self) -> Cluster:
+        return Cluster(self.addresses, client_id="test-admin", security=self.admin_security)
+
+
+@contextlib.contextmanager
+def secure_cluster(
+    directory: Path, mode: str = "sasl_ssl", brokers: int = 3
+) -> Iterator[SecureCluster]:
+    """`replog up --security MODE` in `directory`; `replog down` at the end whatever happens,
+    then SIGKILL to any process it recorded that still runs (checked by its command line)."""
+    seen: list[cluster_dir.RecordedProcess] = []
+
+    def remember() -> None:
+        if cluster_dir.exists(directory):
+            info = cluster_dir.load(directory)
+            seen.extend(p for p in info.processes() if p.pid is not None)
+
+    try:
+        result = replog(
+            *("up", "--dir", str(directory), "--brokers", str(brokers), "--security", mode),
+            *(arg for k, v in TEST_BROKER_OVERRIDES.items() for arg in ("--override", f"{k}={v}")),
+            *("--timeout", str(SECURE_UP_TIMEOUT_S)),
+            timeout_s=SECURE_UP_TIMEOUT_S + 60,
+        )
+        remember()
+        assert result.returncode == 0, result.stderr.decode()
+        info = cluster_dir.load(directory)
+        admin_properties = directory / cluster_dir.ADMIN_PROPERTIES
+        properties = load_properties(admin_properties)
+        yield SecureCluster(
+            dir=directory,
+            bootstrap=info.bootstrap_servers,
+            zookeeper=info.zookeeper,
+            ca_file=directory.resolve() / "security" / "ca.pem",
+            admin_properties=admin_properties,
+            admin_security=SecurityConfig.from_properties(properties),
+            zk_digest=properties["zookeeper.digest"],
+        )
+    finally:
+        remember()
+        replog("down", "--dir", str(directory))
+        for process in seen:
+            if process.pid is not None and process.running():
+                os.kill(process.pid, signal.SIGKILL)

@@ -5,6 +5,11 @@ in sessions of their own, so they outlive the command, records them in the clust
 directory (see spark_replica.cluster_dir) and returns once every broker is registered
 and a controller is elected. The other commands act on what the directory records, by
 PID: nothing here looks for processes by name.
+
+`up --security MODE` makes the cluster secure (spark_replica.security.local_cluster): TLS
+and/or SCRAM on the brokers' listener, ACLs on, ZooKeeper znodes writable by the brokers
+and the admin alone. The mode is recorded, so a later `up` or `broker start` runs the
+same brokers with the same files.
 """
 
 from __future__ import annotations
@@ -22,9 +27,17 @@ from pathlib import Path
 from kazoo.client import KazooClient
 
 from spark_replica import cluster_dir
-from spark_replica.cluster_dir import BrokerEntry, ClusterInfo, EmbeddedZooKeeperEntry
+from spark_replica.cluster_dir import (
+    PLAINTEXT_MODE,
+    SECURITY_MODES,
+    BrokerEntry,
+    ClusterInfo,
+    EmbeddedZooKeeperEntry,
+)
 from spark_replica.errors import ConfigError, ReplogError, TimeoutExpiredError, ZooKeeperError
 from spark_replica.launcher import BROKER_STOP_TIMEOUT_S, BrokerProcess, free_port
+from spark_replica.security import local_cluster
+from spark_replica.security.local_cluster import LocalSecurity
 from spark_replica.topic_config import parse_assignments
 from spark_replica.zk import znodes
 from spark_replica.zk.embedded import PID_FILE, STOP_TIMEOUT_S, EmbeddedZooKeeper
@@ -50,6 +63,13 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="a config of every broker, recorded for later `up` and `broker start`",
+    )
+    up.add_argument(
+        "--security",
+        choices=SECURITY_MODES,
+        help="the brokers' security.protocol (default plaintext, or as recorded in --dir); "
+        "a secure cluster has a CA, an admin super user and ACLs, and writes "
+        "admin.properties (client settings for --command-config) into --dir",
     )
     _add_timeout_option(up, "until every broker is registered and a controller elected")
     _add_dir_option(up)
@@ -128,6 +148,9 @@ def run_up(args: argparse.Namespace) -> int:
         info = _plan(args)
         _start(args.dir, info, args.timeout, fresh)
     print(f"Cluster ready: bootstrap servers {info.bootstrap_servers}")
+    if info.secure:
+        admin = args.dir / local_cluster.ADMIN_PROPERTIES
+        print(f"Security: {info.security}; admin client properties in {admin}")
     return 0
 
 
@@ -145,7 +168,8 @@ def _plan(args: argparse.Namespace) -> ClusterInfo:
             BrokerEntry(i, HOST, free_port(), None, str(root / f"broker-{i}"))
             for i in range(1, count + 1)
         ]
-        return ClusterInfo(args.zookeeper or "", embedded, brokers, overrides)
+        security = PLAINTEXT_MODE if args.security is None else args.security
+        return ClusterInfo(args.zookeeper or "", embedded, brokers, overrides, security)
     info = cluster_dir.load(directory)
     running = info.running_processes()
     if running:
@@ -164,6 +188,11 @@ def _plan(args: argparse.Namespace) -> ClusterInfo:
         where = "an embedded ZooKeeper" if info.embedded_zookeeper else info.zookeeper
         raise ConfigError(
             f"the cluster in {directory} uses {where}: leave out --zookeeper or use another --dir"
+        )
+    if args.security is not None and args.security != info.security:
+        raise ConfigError(
+            f"the cluster in {directory} was set up with --security {info.security}: "
+            "leave out --security or use another --dir"
         )
     if args.override:
         info.overrides = overrides
@@ -191,6 +220,7 @@ def _start(directory: Path, info: ClusterInfo, timeout_s: float, fresh: bool) ->
     nothing running, and no recorded cluster either when there was none before.
     """
     deadline = time.monotonic() + timeout_s
+    security = _prepare_security(directory, info)
     zookeeper: EmbeddedZooKeeper | None = None
     brokers: list[BrokerProcess] = []
     try:
@@ -203,11 +233,15 @@ def _start(directory: Path, info: ClusterInfo, timeout_s: float, fresh: bool) ->
             info.zookeeper = zookeeper.connect_string
             cluster_dir.save(directory, info)
             print(f"ZooKeeper on {info.zookeeper} (pid {entry.pid})", flush=True)
+        if security is not None:
+            own_server = info.embedded_zookeeper is not None
+            written = local_cluster.prepare_zookeeper(
+                info.zookeeper, security, own_server=own_server
+            )
+            for login in written:
+                print(f"SCRAM credential {login} written to ZooKeeper", flush=True)
         stale_controller = _controller_czxid(info.zookeeper, _remaining(deadline))
-        brokers = [
-            BrokerProcess(b.id, b.port, Path(b.log_dir), info.zookeeper, b.host, info.overrides)
-            for b in info.brokers
-        ]
+        brokers = [_broker_process(directory, info, b) for b in info.brokers]
         with ThreadPoolExecutor(len(brokers)) as pool:
             started = [pool.submit(b.start, _remaining(deadline)) for b in brokers]
             for future in started:
@@ -232,6 +266,31 @@ def _start(directory: Path, info: ClusterInfo, timeout_s: float, fresh: bool) ->
                 recorded.pid = None
             cluster_dir.save(directory, info)
         raise
+
+
+def _prepare_security(directory: Path, info: ClusterInfo) -> LocalSecurity | None:
+    """The secure cluster's files, made where missing (None for a plaintext cluster)."""
+    if not info.secure:
+        return None
+    hosts = sorted({b.host for b in info.brokers})
+    return local_cluster.prepare(directory, info.security, [b.id for b in info.brokers], hosts)
+
+
+def _broker_process(directory: Path, info: ClusterInfo, entry: BrokerEntry) -> BrokerProcess:
+    config_file = None
+    if info.secure:
+        config_file = local_cluster.broker_config_file(directory, entry.id)
+        if not config_file.is_file():
+            raise ConfigError(f"{config_file} is missing: run `replog up --dir {directory}`")
+    return BrokerProcess(
+        entry.id,
+        entry.port,
+        Path(entry.log_dir),
+        info.zookeeper,
+        entry.host,
+        info.overrides,
+        config_file,
+    )
 
 
 def _remaining(deadline: float) -> float:
@@ -331,6 +390,7 @@ def run_status(args: argparse.Namespace) -> int:
         print(f"ZooKeeper:  {info.zookeeper} (embedded, {state})")
     print(f"Controller: {controller}")
     print(f"Bootstrap:  {info.bootstrap_servers}")
+    print(f"Security:   {info.security}")
     print(f"{'ID':>4}  {'ADDRESS':<21} {'PID':>8}  ALIVE")
     for b in brokers:
         address = f"{b['host']}:{b['port']}"
@@ -405,9 +465,7 @@ def _restart(directory: Path, info: ClusterInfo, entry: BrokerEntry, timeout_s: 
             f"the ZooKeeper of the cluster in {directory} is not running: "
             f"run `replog up --dir {directory}`"
         )
-    process = BrokerProcess(
-        entry.id, entry.port, Path(entry.log_dir), info.zookeeper, entry.host, info.overrides
-    )
+    process = _broker_process(directory, info, entry)
     try:
         process.start(timeout_s)
     except BaseException:
