@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass, field
+from functools import cache
 
 from spark_replica.errors import (
     ConfigError,
@@ -172,6 +173,20 @@ def verify_password(credential: ScramCredential, password: str) -> bool:
     salted = salted_password(credential.mechanism, password, credential.salt, credential.iterations)
     stored_key = hashlib.new(name, _client_key(name, salted)).digest()
     return hmac.compare_digest(stored_key, credential.stored_key)
+
+
+def verify_password_or_decoy(credential: ScramCredential | None, password: str) -> bool:
+    """verify_password, except that an unknown user (None) costs the same PBKDF2 work and
+    is refused: how long a SASL/PLAIN check takes must not tell whether the user exists."""
+    if credential is None:
+        verify_password(_decoy_credential(), password)
+        return False
+    return verify_password(credential, password)
+
+
+@cache
+def _decoy_credential() -> ScramCredential:
+    return make_credential("SCRAM-SHA-512", secrets.token_urlsafe(16))
 
 
 def escape_username(username: str) -> str:

@@ -368,8 +368,10 @@ def _purge_notifications(zk: KazooClient, changes_path: str) -> None:
 class AclChangeWatcher:
     """Calls `on_change()` once when started and again after every ACL change notification.
 
-    on_change runs on kazoo's thread and must be quick (hand the reload to another thread
-    or loop). Deleted (purged) notifications are not changes: only a sequence number
+    The first call is made by start() itself, after both watches are set, so a change made
+    while starting is never missed; later calls come from kazoo's thread. on_change must
+    be quick and thread-safe (hand the reload to another thread or loop). start() blocks
+    on ZooKeeper. Deleted (purged) notifications are not changes: only a sequence number
     higher than any seen before calls it. After a lost session kazoo lists the children
     again, so a change made meanwhile is still reported.
     """

@@ -27,6 +27,7 @@ from spark_replica.security.scram import (
     salted_password,
     unescape_username,
     verify_password,
+    verify_password_or_decoy,
 )
 
 # RFC 7677 section 3.
@@ -302,6 +303,12 @@ def test_verify_password() -> None:
     assert verify_password(credential, "pencil")
     assert not verify_password(credential, "pencil2")
     assert not verify_password(credential, "")
+
+
+def test_verify_password_or_decoy_refuses_unknown_users() -> None:
+    assert verify_password_or_decoy(rfc_credential(), "pencil")
+    assert not verify_password_or_decoy(rfc_credential(), "pen")
+    assert not verify_password_or_decoy(None, "pencil")
 
 
 def test_plain_round_trip_and_authzid() -> None:
