@@ -384,6 +384,24 @@ class SaslAuthenticationFailedError(BrokerResponseError, AuthenticationError):
     code = 58
 
 
+class ResourceNotFoundError(BrokerResponseError):
+    """The resource the request names does not exist (e.g. a user's SCRAM credential)."""
+
+    code = 91
+
+
+class DuplicateResourceError(BrokerResponseError):
+    """The request names the same resource twice (e.g. one user credential altered twice)."""
+
+    code = 92
+
+
+class UnacceptableCredentialError(BrokerResponseError):
+    """A SCRAM credential breaks a rule (empty user name, iterations out of range, bad salt)."""
+
+    code = 93
+
+
 _BY_CODE: dict[int, type[BrokerResponseError]] = {
     cls.code: cls
     for cls in (
@@ -428,6 +446,9 @@ _BY_CODE: dict[int, type[BrokerResponseError]] = {
         IllegalSaslStateError,
         SecurityDisabledError,
         SaslAuthenticationFailedError,
+        ResourceNotFoundError,
+        DuplicateResourceError,
+        UnacceptableCredentialError,
     )
 }
 

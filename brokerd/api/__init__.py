@@ -18,6 +18,13 @@ from brokerd.api.init_producer_id import handle_init_producer_id
 from brokerd.api.list_offsets import handle_list_offsets
 from brokerd.api.metadata import handle_metadata
 from brokerd.api.produce import handle_produce
+from brokerd.api.security_admin import (
+    handle_alter_user_scram_credentials,
+    handle_create_acls,
+    handle_delete_acls,
+    handle_describe_acls,
+    handle_describe_user_scram_credentials,
+)
 from brokerd.api.topic_admin import (
     handle_api_versions,
     handle_create_partitions,
@@ -43,6 +50,11 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.STOP_REPLICA: handle_stop_replica,
     ApiKey.CONTROLLED_SHUTDOWN: handle_controlled_shutdown,
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+    ApiKey.DESCRIBE_ACLS: handle_describe_acls,
+    ApiKey.CREATE_ACLS: handle_create_acls,
+    ApiKey.DELETE_ACLS: handle_delete_acls,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
 }
 
 __all__ = ["HANDLERS", "BrokerContext", "Handler"]

@@ -7,6 +7,7 @@ import logging
 import sys
 
 from spark_replica.cli import (
+    acls,
     cluster,
     configs,
     consume,
@@ -15,6 +16,7 @@ from spark_replica.cli import (
     produce,
     reassign,
     topics,
+    users,
     zookeeper,
 )
 from spark_replica.cli.common import report
@@ -33,6 +35,8 @@ def build_parser() -> argparse.ArgumentParser:
     configs.add_parser(subparsers)
     produce.add_parser(subparsers)
     consume.add_parser(subparsers)
+    users.add_parser(subparsers)
+    acls.add_parser(subparsers)
     return parser
 
 

@@ -19,10 +19,22 @@ cannot match anything well defined) travel in the response header.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import IntEnum
+from enum import IntEnum, StrEnum
+from typing import TypeVar
 
+from spark_replica.errors import ConfigError, InvalidRequestError
 from spark_replica.protocol.apis import ApiKey
 from spark_replica.protocol.primitives import Reader, Writer
+from spark_replica.security.acl import (
+    WILDCARD,
+    AclBinding,
+    AclEntry,
+    Operation,
+    PatternType,
+    Permission,
+    ResourcePattern,
+    ResourceType,
+)
 
 
 class ResourceTypeCode(IntEnum):
@@ -223,3 +235,127 @@ class DeleteAclsResponse:
     @classmethod
     def read(cls, r: Reader) -> DeleteAclsResponse:
         return cls(r.required_array(lambda: AclDeletionResult.read(r)))
+
+
+# --------------------------------------------------------------------------- the ACL model
+# Wire codes and the model's enums share member names (TOPIC, READ, ALLOW, ...): a code
+# converts by name, and UNKNOWN, ANY and MATCH, which the model has no member for, are
+# exactly the codes only a filter may carry.
+
+_M = TypeVar("_M", bound=StrEnum)
+
+
+def _model_value(model: type[_M], codes: type[IntEnum], code: int, what: str) -> _M:
+    try:
+        return model[codes(code).name]
+    except (ValueError, KeyError):
+        valid = ", ".join(f"{codes[m.name].value} ({m.value})" for m in model)
+        raise InvalidRequestError(
+            f"{what} code {code} cannot be stored in an ACL (valid: {valid})"
+        ) from None
+
+
+def binding_from_wire(wire: WireAclBinding) -> AclBinding:
+    """The ACL a client asked to create; InvalidRequestError naming what is wrong with it."""
+    resource_type = _model_value(
+        ResourceType, ResourceTypeCode, wire.resource_type, "resource type"
+    )
+    pattern_type = _model_value(PatternType, PatternTypeCode, wire.pattern_type, "pattern type")
+    operation = _model_value(Operation, OperationCode, wire.operation, "operation")
+    permission = _model_value(Permission, PermissionCode, wire.permission, "permission type")
+    try:
+        return AclBinding(
+            ResourcePattern(resource_type, wire.resource_name, pattern_type),
+            AclEntry(wire.principal, wire.host, operation, permission),
+        )
+    except ConfigError as exc:
+        raise InvalidRequestError(str(exc)) from None
+
+
+def binding_to_wire(binding: AclBinding) -> WireAclBinding:
+    pattern, entry = binding.pattern, binding.entry
+    return WireAclBinding(
+        ResourceTypeCode[pattern.resource_type.name],
+        pattern.name,
+        PatternTypeCode[pattern.pattern_type.name],
+        entry.principal,
+        entry.host,
+        OperationCode[entry.operation.name],
+        PermissionCode[entry.permission.name],
+    )
+
+
+def acl_filter(
+    resource_type: ResourceType | None = None,
+    resource_name: str | None = None,
+    pattern_type: PatternType | None = None,
+    *,
+    match: bool = False,
+    principal: str | None = None,
+    host: str | None = None,
+    operation: Operation | None = None,
+    permission: Permission | None = None,
+) -> AclFilter:
+    """A filter from model values, None meaning any; `match` asks for every pattern that
+    applies to `resource_name` (Kafka's MATCH) and excludes naming a pattern type."""
+    if match and pattern_type is not None:
+        raise ConfigError("a filter matches either one pattern type or every applicable pattern")
+    if match:
+        pattern_code = PatternTypeCode.MATCH
+    elif pattern_type is None:
+        pattern_code = PatternTypeCode.ANY
+    else:
+        pattern_code = PatternTypeCode[pattern_type.name]
+    return AclFilter(
+        ResourceTypeCode.ANY if resource_type is None else ResourceTypeCode[resource_type.name],
+        resource_name,
+        pattern_code,
+        principal,
+        host,
+        OperationCode.ANY if operation is None else OperationCode[operation.name],
+        PermissionCode.ANY if permission is None else PermissionCode[permission.name],
+    )
+
+
+def check_filter(f: AclFilter) -> None:
+    """InvalidRequestError unless every code of the filter is one it may hold.
+
+    As in Kafka, a filter with an UNKNOWN (or unheard-of) code is refused rather than
+    matching nothing, since a delete with it would silently do nothing.
+    """
+    fields = (
+        (ResourceTypeCode, f.resource_type, "resource type"),
+        (PatternTypeCode, f.pattern_type, "pattern type"),
+        (OperationCode, f.operation, "operation"),
+        (PermissionCode, f.permission, "permission type"),
+    )
+    for codes, code, what in fields:
+        if code == 0 or code not in set(codes):
+            valid = ", ".join(f"{c.value} ({c.name})" for c in codes if c.value)
+            raise InvalidRequestError(f"ACL filter {what} code {code} is invalid (valid: {valid})")
+
+
+def filter_matches(f: AclFilter, binding: AclBinding) -> bool:
+    """Kafka's AclBindingFilter.matches, for a filter that passed check_filter."""
+    pattern, entry = binding.pattern, binding.entry
+    if f.resource_type not in (ResourceTypeCode.ANY, ResourceTypeCode[pattern.resource_type.name]):
+        return False
+    stored_pattern = PatternTypeCode[pattern.pattern_type.name]
+    if f.pattern_type not in (PatternTypeCode.ANY, PatternTypeCode.MATCH, stored_pattern):
+        return False
+    if f.resource_name is not None and not _name_matches(f.resource_name, f.pattern_type, pattern):
+        return False
+    return (
+        f.principal in (None, entry.principal)
+        and f.host in (None, entry.host)
+        and f.operation in (OperationCode.ANY, OperationCode[entry.operation.name])
+        and f.permission in (PermissionCode.ANY, PermissionCode[entry.permission.name])
+    )
+
+
+def _name_matches(name: str, pattern_filter: int, pattern: ResourcePattern) -> bool:
+    if pattern_filter != PatternTypeCode.MATCH:
+        return name == pattern.name
+    if pattern.pattern_type is PatternType.PREFIXED:
+        return name.startswith(pattern.name)
+    return pattern.name in (name, WILDCARD)

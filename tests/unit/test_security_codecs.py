@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
-from spark_replica.errors import ProtocolError
+from spark_replica.errors import ConfigError, InvalidRequestError, ProtocolError
 from spark_replica.protocol import REQUEST_TYPES, RESPONSE_TYPES, ApiKey
 from spark_replica.protocol.acls import (
     AclCreationResult,
@@ -23,6 +24,11 @@ from spark_replica.protocol.acls import (
     PermissionCode,
     ResourceTypeCode,
     WireAclBinding,
+    acl_filter,
+    binding_from_wire,
+    binding_to_wire,
+    check_filter,
+    filter_matches,
 )
 from spark_replica.protocol.primitives import Reader, Writer
 from spark_replica.protocol.scram_credentials import (
@@ -37,6 +43,16 @@ from spark_replica.protocol.scram_credentials import (
     ScramUpsertion,
     UserAlterationResult,
     UserCredentials,
+)
+from spark_replica.security.acl import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclEntry,
+    Operation,
+    PatternType,
+    Permission,
+    ResourcePattern,
+    ResourceType,
 )
 
 READ_ALICE = WireAclBinding(
@@ -168,3 +184,103 @@ def test_acl_codes_are_kafkas() -> None:
     assert (PatternTypeCode.MATCH, PatternTypeCode.LITERAL, PatternTypeCode.PREFIXED) == (2, 3, 4)
     assert (OperationCode.ALL, OperationCode.READ, OperationCode.ALTER_CONFIGS) == (2, 3, 11)
     assert (PermissionCode.DENY, PermissionCode.ALLOW) == (2, 3)
+
+
+# --------------------------------------------------------------------------- wire <-> model
+
+
+def _binding(
+    name: str = "orders",
+    pattern_type: PatternType = PatternType.LITERAL,
+    principal: str = "User:alice",
+    operation: Operation = Operation.READ,
+    permission: Permission = Permission.ALLOW,
+    resource_type: ResourceType = ResourceType.TOPIC,
+) -> AclBinding:
+    return AclBinding(
+        ResourcePattern(resource_type, name, pattern_type),
+        AclEntry(principal, "*", operation, permission),
+    )
+
+
+def test_bindings_convert_both_ways() -> None:
+    assert binding_from_wire(READ_ALICE) == _binding()
+    assert binding_to_wire(_binding()) == READ_ALICE
+    deny = binding_from_wire(DENY_PREFIX)
+    assert deny.pattern == ResourcePattern(ResourceType.GROUP, "team-", PatternType.PREFIXED)
+    assert deny.entry == AclEntry("User:bob", "10.0.0.1", Operation.ALL, Permission.DENY)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"operation": OperationCode.ANY}, "operation code 1"),
+        ({"operation": OperationCode.UNKNOWN}, "operation code 0"),
+        ({"operation": 99}, "operation code 99"),
+        ({"permission": PermissionCode.ANY}, "permission type code 1"),
+        ({"pattern_type": PatternTypeCode.MATCH}, "pattern type code 2"),
+        ({"resource_type": ResourceTypeCode.ANY}, "resource type code 1"),
+        ({"principal": "alice"}, "User:NAME"),
+        ({"principal": "Group:x"}, "User:NAME"),
+        ({"resource_name": ""}, "resource name"),
+        ({"resource_type": ResourceTypeCode.CLUSTER, "resource_name": "c"}, "kafka-cluster"),
+    ],
+)
+def test_an_acl_that_cannot_exist_is_an_invalid_request(
+    change: dict[str, Any], message: str
+) -> None:
+    wire = dataclasses.replace(READ_ALICE, **change)
+    with pytest.raises(InvalidRequestError, match=message):
+        binding_from_wire(wire)
+
+
+def test_filters_refuse_unknown_codes() -> None:
+    check_filter(AclFilter())
+    check_filter(acl_filter(ResourceType.TOPIC, "orders", match=True))
+    for bad in (
+        AclFilter(resource_type=0),
+        AclFilter(pattern_type=0),
+        AclFilter(operation=0),
+        AclFilter(permission=42),
+    ):
+        with pytest.raises(InvalidRequestError, match="invalid"):
+            check_filter(bad)
+    with pytest.raises(ConfigError):
+        acl_filter(pattern_type=PatternType.LITERAL, match=True)
+
+
+ALL_KINDS = [
+    _binding("orders"),
+    _binding("*"),
+    _binding("ord", PatternType.PREFIXED),
+    _binding("other"),
+    _binding("orders-2", PatternType.PREFIXED),
+    _binding("orders", principal="User:bob", permission=Permission.DENY),
+    _binding("orders", resource_type=ResourceType.GROUP),
+    _binding(CLUSTER_NAME, resource_type=ResourceType.CLUSTER, operation=Operation.ALTER),
+]
+
+
+@pytest.mark.parametrize(
+    ("f", "expected"),
+    [
+        (AclFilter(), ALL_KINDS),
+        (
+            acl_filter(ResourceType.TOPIC, "orders", PatternType.LITERAL),
+            [ALL_KINDS[0], ALL_KINDS[5]],
+        ),
+        (acl_filter(ResourceType.TOPIC, "orders"), [ALL_KINDS[0], ALL_KINDS[5]]),
+        (
+            acl_filter(ResourceType.TOPIC, "orders", match=True),
+            [ALL_KINDS[0], ALL_KINDS[1], ALL_KINDS[2], ALL_KINDS[5]],
+        ),
+        (acl_filter(ResourceType.TOPIC, None, PatternType.PREFIXED), [ALL_KINDS[2], ALL_KINDS[4]]),
+        (acl_filter(principal="User:bob"), [ALL_KINDS[5]]),
+        (acl_filter(permission=Permission.DENY), [ALL_KINDS[5]]),
+        (acl_filter(operation=Operation.ALTER), [ALL_KINDS[7]]),
+        (acl_filter(ResourceType.GROUP), [ALL_KINDS[6]]),
+        (acl_filter(host="10.0.0.1"), []),
+    ],
+)
+def test_filters_match_as_kafkas(f: AclFilter, expected: list[AclBinding]) -> None:
+    assert [b for b in ALL_KINDS if filter_matches(f, b)] == expected

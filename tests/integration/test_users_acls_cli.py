@@ -1,0 +1,301 @@
+"""`replog users` and `replog acls` against a real broker and ZooKeeper: what an operator
+types, what they see, and what lands in ZooKeeper."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from kazoo.client import KazooClient
+
+from spark_replica.client import Cluster
+from spark_replica.errors import (
+    DuplicateResourceError,
+    InvalidRequestError,
+    ResourceNotFoundError,
+    UnacceptableCredentialError,
+    UnsupportedSaslMechanismError,
+)
+from spark_replica.launcher import BrokerProcess
+from spark_replica.protocol.acls import (
+    AclFilter,
+    CreateAclsRequest,
+    DescribeAclsRequest,
+    OperationCode,
+    PatternTypeCode,
+    PermissionCode,
+    ResourceTypeCode,
+    WireAclBinding,
+)
+from spark_replica.protocol.scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    DescribeUserScramCredentialsRequest,
+    ScramDeletion,
+    ScramUpsertion,
+)
+from spark_replica.security import scram
+from spark_replica.security.acl import (
+    AclBinding,
+    AclEntry,
+    Operation,
+    PatternType,
+    Permission,
+    ResourcePattern,
+    ResourceType,
+)
+from spark_replica.zk import security_store
+from spark_replica.zk.session import connect
+from tests.support import replog, run
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def zk(broker: BrokerProcess) -> Iterator[KazooClient]:
+    session = connect(broker.zookeeper)
+    try:
+        yield session
+    finally:
+        session.stop()
+        session.close()
+
+
+def test_users_create_list_delete(broker: BrokerProcess, zk: KazooClient) -> None:
+    bootstrap = ["--bootstrap", broker.address]
+    created = replog("users", "create", "alice", "--password-stdin", *bootstrap, stdin=b"s3cret\n")
+    assert created.returncode == 0, created.stderr
+    created = replog(
+        "users",
+        "create",
+        "alice",
+        "--password-stdin",
+        "--mechanism",
+        "SCRAM-SHA-512",
+        "--iterations",
+        "8192",
+        *bootstrap,
+        stdin=b"other pass\n",
+    )
+    assert created.returncode == 0, created.stderr
+
+    stored = security_store.read_credential(zk, "alice", "SCRAM-SHA-256")
+    assert stored is not None and stored.iterations == scram.MIN_ITERATIONS
+    assert scram.verify_password(stored, "s3cret")
+    assert not scram.verify_password(stored, "s3cret\n")
+    stored_512 = security_store.read_credential(zk, "alice", "SCRAM-SHA-512")
+    assert stored_512 is not None and stored_512.iterations == 8192
+    assert scram.verify_password(stored_512, "other pass")
+    raw, _ = zk.get(security_store.user_path("alice"))
+    assert b"s3cret" not in raw
+
+    listed = replog("users", "list", *bootstrap)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.decode().splitlines() == [
+        "SCRAM credential configs for user-principal 'alice' are "
+        "SCRAM-SHA-256=iterations=4096, SCRAM-SHA-512=iterations=8192"
+    ]
+
+    deleted = replog("users", "delete", "alice", "--mechanism", "SCRAM-SHA-512", *bootstrap)
+    assert deleted.returncode == 0, deleted.stderr
+    assert security_store.list_users(zk) == {"alice": ["SCRAM-SHA-256"]}
+    deleted = replog("users", "delete", "alice", *bootstrap)
+    assert deleted.returncode == 0, deleted.stderr
+    assert security_store.list_users(zk) == {}
+    assert replog("users", "list", *bootstrap).stdout == b""
+
+    again = replog("users", "delete", "alice", *bootstrap)
+    assert again.returncode == 1
+    assert b"alice" in again.stderr and b"no SCRAM credential" in again.stderr
+
+
+def test_users_bad_input_fails_clearly(broker: BrokerProcess) -> None:
+    bootstrap = ["--bootstrap", broker.address]
+    empty = replog("users", "create", "bob", "--password-stdin", *bootstrap, stdin=b"\n")
+    assert empty.returncode == 2 and b"password" in empty.stderr and b"empty" in empty.stderr
+    nothing = replog("users", "create", "bob", "--password-stdin", *bootstrap)
+    assert nothing.returncode == 2 and b"empty" in nothing.stderr
+    few = replog(
+        "users", "create", "bob", "--password-stdin", "--iterations", "10", *bootstrap, stdin=b"p\n"
+    )
+    assert few.returncode == 2 and b"iterations" in few.stderr
+    slash = replog("users", "create", "a/b", "--password-stdin", *bootstrap, stdin=b"p\n")
+    assert slash.returncode == 1 and b"a/b" in slash.stderr
+    mechanism = replog("users", "create", "bob", "--password-stdin", "--mechanism", "PLAIN")
+    assert mechanism.returncode == 2 and b"SCRAM-SHA-256" in mechanism.stderr
+
+
+def test_acls_add_list_remove(broker: BrokerProcess, zk: KazooClient) -> None:
+    bootstrap = ["--bootstrap", broker.address]
+    added = replog(
+        "acls",
+        "add",
+        "--allow-principal",
+        "User:alice",
+        "--allow-principal",
+        "User:bob",
+        "--operation",
+        "read",
+        "--operation",
+        "DESCRIBE",
+        "--topic",
+        "orders",
+        *bootstrap,
+    )
+    assert added.returncode == 0, added.stderr
+    denied = replog(
+        "acls",
+        "add",
+        "--deny-principal",
+        "User:bob",
+        "--deny-host",
+        "10.0.0.9",
+        "--operation",
+        "Write",
+        "--topic",
+        "ord",
+        "--resource-pattern-type",
+        "prefixed",
+        *bootstrap,
+    )
+    assert denied.returncode == 0, denied.stderr
+    group = replog("acls", "add", "--allow-principal", "User:*", "--group", "g1", *bootstrap)
+    assert group.returncode == 0, group.stderr
+
+    orders = ResourcePattern(ResourceType.TOPIC, "orders")
+    prefix = ResourcePattern(ResourceType.TOPIC, "ord", PatternType.PREFIXED)
+    deny = AclBinding(prefix, AclEntry("User:bob", "10.0.0.9", Operation.WRITE, Permission.DENY))
+    stored = security_store.read_all_acls(zk)
+    assert deny in stored and len(stored) == 6
+    assert (
+        AclBinding(orders, AclEntry("User:alice", "*", Operation.READ, Permission.ALLOW)) in stored
+    )
+
+    literal = replog("acls", "list", "--topic", "orders", *bootstrap)
+    assert literal.returncode == 0, literal.stderr
+    assert literal.stdout.decode().splitlines() == [
+        "Current ACLs for resource `Topic:Literal:orders`:",
+        "\tUser:alice has Allow permission for operations: Read, Describe from hosts: *",
+        "\tUser:bob has Allow permission for operations: Read, Describe from hosts: *",
+    ]
+    matching = replog(
+        "acls", "list", "--topic", "orders", "--resource-pattern-type", "match", *bootstrap
+    )
+    assert b"Topic:Prefixed:ord" in matching.stdout and b"Topic:Literal:orders" in matching.stdout
+    assert b"Group" not in matching.stdout
+    everything = replog("acls", "list", *bootstrap).stdout.decode()
+    assert "Group:Literal:g1" in everything
+    assert "User:* has Allow permission for operations: All from hosts: *" in everything
+    bobs = replog("acls", "list", "--principal", "User:bob", *bootstrap).stdout.decode()
+    assert "User:alice" not in bobs and "has Deny permission for operations: Write" in bobs
+
+    removed = replog(
+        "acls",
+        "remove",
+        "--allow-principal",
+        "User:bob",
+        "--operation",
+        "Read",
+        "--topic",
+        "orders",
+        *bootstrap,
+    )
+    assert removed.returncode == 0, removed.stderr
+    assert "User:bob has Allow permission for operations: Read" in removed.stdout.decode()
+    assert len(security_store.read_all_acls(zk)) == 5
+    removed = replog("acls", "remove", "--topic", "o", "--resource-pattern-type", "any", *bootstrap)
+    assert removed.stdout == b"No ACL matched.\n"
+    removed = replog(
+        "acls", "remove", "--topic", "ord", "--resource-pattern-type", "prefixed", *bootstrap
+    )
+    assert removed.returncode == 0 and b"Deny" in removed.stdout
+    removed = replog("acls", "remove", "--topic", "orders", "--group", "g1", *bootstrap)
+    assert removed.returncode == 0, removed.stderr
+    assert security_store.read_all_acls(zk) == []
+    assert replog("acls", "list", *bootstrap).stdout == b""
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--allow-principal", "User:a", "--operation", "Fly", "--topic", "t"], b"Fly"),
+        (["--allow-principal", "alice", "--topic", "t"], b"User:NAME"),
+        (["--allow-principal", "User:a"], b"--topic"),
+        (["--topic", "t"], b"--allow-principal"),
+        (["--allow-principal", "User:a", "--operation", "Write", "--group", "g"], b"Write"),
+        (["--allow-principal", "User:a", "--topic", "t", "--resource-pattern-type", "x"], b"x"),
+        (
+            ["--allow-principal", "User:a", "--topic", "t", "--resource-pattern-type", "match"],
+            b"match",
+        ),
+        (["--allow-host", "h", "--deny-principal", "User:a", "--topic", "t"], b"--allow-host"),
+    ],
+)
+def test_acls_bad_flags_fail_before_connecting(args: list[str], message: bytes) -> None:
+    failed = replog("acls", "add", *args, "--bootstrap", "127.0.0.1:1")
+    assert failed.returncode == 2, failed.stderr
+    assert failed.stderr.startswith(b"replog: ") and message in failed.stderr
+
+
+def test_brokers_refuse_bad_items_one_by_one(broker: BrokerProcess, zk: KazooClient) -> None:
+    """The wire checks that the CLI cannot reach, each with its typed error."""
+
+    async def scenario() -> None:
+        cluster = Cluster([(broker.host, broker.port)], client_id="test")
+        try:
+            conn = await cluster.any_connection()
+            salted = scram.salted_password("SCRAM-SHA-256", "p", b"salt", 4096)
+            upsert = ScramUpsertion("carol", 1, 4096, b"salt", salted)
+            alter = AlterUserScramCredentialsRequest(
+                [ScramDeletion("nobody", 1), ScramDeletion("carol", 1)],
+                [
+                    upsert,
+                    ScramUpsertion("dave", 7, 4096, b"salt", salted),
+                    ScramUpsertion("erin", 1, 1000, b"salt", salted),
+                    ScramUpsertion("erin2", 1, 20000, b"salt", salted),
+                    ScramUpsertion("", 1, 4096, b"salt", salted),
+                    ScramUpsertion("frank", 2, 4096, b"salt", salted),
+                    ScramUpsertion("gina", 1, 4096, b"salt", salted),
+                ],
+            )
+            results = {r.user: r for r in (await conn.send(alter)).results}
+            expected = {
+                "nobody": ResourceNotFoundError,
+                "carol": DuplicateResourceError,
+                "dave": UnsupportedSaslMechanismError,
+                "erin": UnacceptableCredentialError,
+                "erin2": UnacceptableCredentialError,
+                "": UnacceptableCredentialError,
+                "frank": UnacceptableCredentialError,  # a SHA-256 sized salted password
+            }
+            for user, error in expected.items():
+                assert results[user].error_code == error.code, (user, results[user])
+            assert results["gina"].error_code == 0
+            assert security_store.list_users(zk) == {"gina": ["SCRAM-SHA-256"]}
+
+            described = await conn.send(DescribeUserScramCredentialsRequest(["gina", "x", "gina"]))
+            codes = {r.user: r.error_code for r in described.results}
+            assert codes == {"gina": DuplicateResourceError.code, "x": ResourceNotFoundError.code}
+
+            created = await conn.send(CreateAclsRequest([_wire(OperationCode.ANY), _wire()]))
+            assert [r.error_code for r in created.results] == [InvalidRequestError.code, 0]
+            with pytest.raises(InvalidRequestError, match="resource type code 0"):
+                await conn.send(DescribeAclsRequest(AclFilter(resource_type=0)))
+            listed = await conn.send(DescribeAclsRequest(AclFilter()))
+            assert listed.bindings == [_wire()]
+        finally:
+            await cluster.close()
+
+    run(scenario(), timeout_s=60)
+
+
+def _wire(operation: int = OperationCode.READ) -> WireAclBinding:
+    """An allow of `operation` on the literal topic t for User:a."""
+    return WireAclBinding(
+        ResourceTypeCode.TOPIC,
+        "t",
+        PatternTypeCode.LITERAL,
+        "User:a",
+        "*",
+        operation,
+        PermissionCode.ALLOW,
+    )
