@@ -35,7 +35,7 @@ from spark_replica.security.scram import (
     ScramCredential,
     ScramServer,
     parse_plain,
-    verify_password,
+    verify_password_or_decoy,
 )
 
 ANONYMOUS = "User:ANONYMOUS"
@@ -122,16 +122,15 @@ class SaslSession:
     async def _plain(self, token: bytes) -> SaslAuthenticateResponse:
         username, password = parse_plain(token)
         # PLAIN is checked against the user's SCRAM credential: one store of salted
-        # secrets serves both mechanisms, and no password is kept in the clear.
+        # secrets serves both mechanisms, and no password is kept in the clear. An
+        # unknown user costs the same hashing, so timing does not tell who exists.
+        credential = None
         for mechanism in self.security.enabled_mechanisms:
-            if mechanism == PLAIN:
-                continue
-            credential = await self.lookup(username, mechanism)
-            if credential is not None:
-                if verify_password(credential, password):
-                    self.principal = f"User:{username}"
-                    return SaslAuthenticateResponse(b"")
-                break
+            if mechanism != PLAIN and credential is None:
+                credential = await self.lookup(username, mechanism)
+        if verify_password_or_decoy(credential, password):
+            self.principal = f"User:{username}"
+            return SaslAuthenticateResponse(b"")
         raise SaslAuthenticationFailedError("invalid user name or password")
 
     async def _scram_step(self, token: bytes) -> SaslAuthenticateResponse:

@@ -30,7 +30,9 @@ from spark_replica.client.connection import BrokerConnection
 from spark_replica.errors import NotControllerError, ReplogError
 from spark_replica.protocol.controlled_shutdown import ControlledShutdownRequest
 from spark_replica.records import now_ms
+from spark_replica.security.acl import Authorizer
 from spark_replica.zk import topic_store, znodes
+from spark_replica.zk.security_store import AclChangeWatcher, read_all_acls
 
 logger = logging.getLogger("brokerd")
 
@@ -42,7 +44,19 @@ class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.replicas = ReplicaManager(config)
-        self.ctx = BrokerContext(config, self.replicas, ReplicaFetcherManager(config.broker_id))
+        security = config.security
+        self.ctx = BrokerContext(
+            config,
+            self.replicas,
+            ReplicaFetcherManager(config.broker_id, security.inter_broker()),
+        )
+        if security.authorizer:
+            # Set before the listener opens: until the ACLs are read every request is
+            # refused, except the super users'.
+            self.ctx.authorizer = Authorizer(
+                security.super_users, security.allow_everyone_if_no_acl_found
+            )
+        self._acl_watcher: AclChangeWatcher | None = None
         self.server = RequestServer(self.ctx, config.host, config.port, config.max_frame_bytes)
         self.stopping = asyncio.Event()
         self._zk: ZooKeeperSync | None = None
@@ -66,9 +80,13 @@ class Broker:
             self.replicas.creation_marker,
             self._on_registered,
             self.config.zookeeper_session_timeout_ms / 1000,
+            self.config.security.zookeeper_login,
         )
         zk = await self._zk.connect()
         self.ctx.zk = zk
+        if self.ctx.authorizer is not None:
+            self._acl_watcher = AclChangeWatcher(zk, self._reload_acls)
+            await asyncio.to_thread(self._acl_watcher.start)
         self.ctx.isr_writer = IsrWriter(zk, self.config.broker_id)
         self.ctx.isr_writer.start()
         # Before registering: recovered partitions get their topic's config before they
@@ -81,7 +99,9 @@ class Broker:
             self.config.leader_imbalance_check_interval_seconds,
             self.config.leader_imbalance_per_broker_percentage,
         )
-        self._controller = Controller(self.config.broker_id, zk, rebalance)
+        self._controller = Controller(
+            self.config.broker_id, zk, rebalance, self.config.security.inter_broker()
+        )
         self.ctx.controller = self._controller
         self._controller.start()
         self._housekeeping = [
@@ -102,6 +122,16 @@ class Broker:
             ),
         ]
         logger.info("broker %d serving on %s:%d", self.config.broker_id, self.config.host, port)
+
+    def _reload_acls(self) -> None:
+        """Read every ACL again (from kazoo's thread, after a change notification)."""
+        zk, authorizer = self.ctx.zk, self.ctx.authorizer
+        if zk is None or authorizer is None:
+            return
+        try:
+            authorizer.replace_all(read_all_acls(zk))
+        except ReplogError:
+            logger.exception("cannot read the ACLs; keeping the ones known")
 
     async def _controlled_shutdown(self) -> None:
         """Ask the controller to move our leadership away first (seed section H), so that
@@ -130,7 +160,11 @@ class Broker:
         address = next(((b.host, b.port) for b in brokers if b.broker_id == controller_id), None)
         if address is None:
             raise NotControllerError("no controller is known right now")
-        conn = BrokerConnection(*address, client_id=f"broker-{self.config.broker_id}")
+        conn = BrokerConnection(
+            *address,
+            client_id=f"broker-{self.config.broker_id}",
+            security=self.config.security.inter_broker(),
+        )
         await conn.connect()
         try:
             request = ControlledShutdownRequest(self.config.broker_id, self.ctx.broker_epoch)
@@ -168,6 +202,7 @@ class Broker:
         steps: list[tuple[str, Awaitable[None] | None]] = [
             ("controller", self._controller.stop() if self._controller else None),
             ("replica fetchers", self.ctx.fetchers.stop()),
+            ("ACL watcher", self._stop_acl_watcher()),
             ("ISR writer", self.ctx.isr_writer.stop() if self.ctx.isr_writer else None),
             ("topic configs", self._topic_configs.stop() if self._topic_configs else None),
             ("ZooKeeper session", self._zk.stop() if self._zk else None),
@@ -184,6 +219,10 @@ class Broker:
                 )
         self.replicas.close()
         logger.info("broker %d stopped", self.config.broker_id)
+
+    async def _stop_acl_watcher(self) -> None:
+        if self._acl_watcher is not None:
+            await asyncio.to_thread(self._acl_watcher.stop)
 
     async def run(self) -> None:
         """Serve until SIGTERM or SIGINT, then shut down cleanly."""

@@ -16,6 +16,12 @@ or one whose request takes longer than socket.request.read.timeout.ms to arrive,
 closed by a periodic sweep (brokerd/connection_limits.py has the rules). The server's
 task owns the table of connections; each connection's task only marks itself busy.
 
+Security is per listener (brokerd/security_config.py): on a TLS listener a client's
+first byte tells a TLS handshake from plaintext, and plaintext gets one answer saying
+TLS is required; on a SASL listener a connection must authenticate before anything else
+(brokerd/authentication.py); with an authorizer every request is checked against the
+ACLs before its handler runs (brokerd/authorization.py).
+
 Bad input never takes the broker down: a frame whose header cannot be read closes the
 connection; a frame over the size limit gets a MESSAGE_TOO_LARGE answer, then the
 connection closes (its body is never read); anything else gets a typed error answer.
@@ -29,8 +35,17 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 from brokerd.api import HANDLERS, BrokerContext
+from brokerd.authentication import (
+    ANONYMOUS,
+    BEFORE_LOGIN,
+    FailedLogins,
+    SaslSession,
+    principal_of_certificate,
+)
+from brokerd.authorization import check, filter_metadata
 from brokerd.connection_limits import ConnectionLimits, reap_reason, refusal
 from spark_replica.errors import (
     BrokerResponseError,
@@ -39,8 +54,12 @@ from spark_replica.errors import (
     InvalidRequestError,
     MessageTooLargeError,
     ProtocolError,
+    ReplogError,
+    RequestTimedOutError,
+    SaslAuthenticationFailedError,
     UnknownServerError,
     UnsupportedVersionError,
+    ZooKeeperConnectionError,
     wire_message,
 )
 from spark_replica.protocol import REQUEST_TYPES, is_supported
@@ -52,6 +71,7 @@ from spark_replica.protocol.frames import (
     encode_response,
 )
 from spark_replica.protocol.primitives import Reader, Writer
+from spark_replica.security.scram import ScramCredential
 from spark_replica.transport import (
     Frame,
     FrameStream,
@@ -59,6 +79,7 @@ from spark_replica.transport import (
     RequestBudget,
     serve_frame_streams,
 )
+from spark_replica.zk.security_store import read_credential
 
 logger = logging.getLogger("brokerd.server")
 
@@ -70,8 +91,19 @@ _FIXED_HEADER_BYTES = 8
 class _Connection:
     stream: FrameStream
     ip: str
+    principal: str = ANONYMOUS
+    sasl: SaslSession | None = None  # on a SASL listener, until and after login
     busy: bool = False  # a request is being handled
     answered_at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class _Answer:
+    """What to write back for one frame, and whether the connection ends after it (and
+    how long to wait first: failed logins are answered slowly)."""
+
+    buffers: list[Buffer] | None
+    close_after_s: float | None = None
 
 
 class RequestServer:
@@ -93,6 +125,8 @@ class RequestServer:
         self._sweeper: asyncio.Task[None] | None = None
         self._open_per_ip: collections.Counter[str] = collections.Counter()
         self._refusing = False  # warn once per run of refusals, not per connection
+        self.security = config.security
+        self._failed_logins = FailedLogins(config.security.failed_authentication_delay_ms / 1000)
 
     async def start(self) -> int:
         """Listen; return the bound port (useful when asked for port 0)."""
@@ -103,6 +137,8 @@ class RequestServer:
             _FIXED_HEADER_BYTES,
             self._on_stream,
             self.budget,
+            self.security.server_ssl_context(),
+            self.ctx.config.socket_request_read_timeout_ms / 1000,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._sweeper = asyncio.create_task(self._sweep_forever())
@@ -134,6 +170,12 @@ class RequestServer:
         self._refusing = False
         self._open_per_ip[ip] += 1
         connection = _Connection(stream, ip)
+        if self.security.uses_tls:
+            connection.principal = principal_of_certificate(
+                stream.transport.get_extra_info("peercert")
+            )
+        if self.security.uses_sasl:
+            connection.sasl = SaslSession(self.security, self._credential)
         task = asyncio.create_task(self._serve(connection))
         self._connections[task] = connection
         task.add_done_callback(self._forget)
@@ -174,14 +216,17 @@ class RequestServer:
                 try:
                     connection.busy = True
                     try:
-                        answer = await self._handle(frame)
+                        answer = await self._handle(connection, frame)
                     finally:
                         connection.busy = False
-                    if answer is not None:
-                        await stream.write(answer)
+                    if answer.buffers is not None:
+                        await stream.write(answer.buffers)
                 finally:
                     connection.answered_at = time.monotonic()
                     stream.release(frame)
+                if answer.close_after_s is not None:
+                    await asyncio.sleep(answer.close_after_s)
+                    return
         except ConnectionLostError:
             pass
         except ProtocolError as exc:
@@ -199,40 +244,97 @@ class RequestServer:
         await stream.write(_error_response(header.int32(), error))
         logger.warning("closing connection from %s: %s", stream.peer, error)
 
-    async def _handle(self, frame: Frame) -> list[Buffer] | None:
+    async def _handle(self, connection: _Connection, frame: Frame) -> _Answer:
         reader = Reader(frame)
         header = RequestHeader.read(reader)
+        correlation_id = header.correlation_id
+        if connection.stream.protocol.plaintext_on_tls:
+            error = SaslAuthenticationFailedError(
+                f"this listener requires TLS ({self.security.protocol}): the client connected "
+                "in plaintext; set security.protocol to SSL or SASL_SSL"
+            )
+            logger.info("closing connection from %s: plaintext on a TLS listener", connection.ip)
+            return _Answer(_error_response(correlation_id, error), 0.0)
         if not is_supported(header.api_key, header.api_version):
             error = UnsupportedVersionError(
                 f"api key {header.api_key} version {header.api_version} is not supported"
             )
-            return _error_response(header.correlation_id, error)
+            return _Answer(_error_response(correlation_id, error))
         api_key = ApiKey(header.api_key)
         try:
             request = REQUEST_TYPES[api_key].read(reader)
             reader.expect_end()
         except ProtocolError as exc:
             error = InvalidRequestError(f"malformed {api_key.name} request: {exc}")
-            return _error_response(header.correlation_id, error)
-        if api_key not in HANDLERS:
-            error = IllegalSaslStateError(f"{api_key.name}: this listener does not use SASL")
-            return _error_response(header.correlation_id, error)
+            return _Answer(_error_response(correlation_id, error))
+        sasl = connection.sasl
+        if api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+            if sasl is None:
+                error = IllegalSaslStateError(f"{api_key.name}: this listener does not use SASL")
+                return _Answer(_error_response(correlation_id, error))
+            return await self._authenticate(connection, sasl, api_key, request, correlation_id)
+        if sasl is not None and not sasl.authenticated and api_key not in BEFORE_LOGIN:
+            error = IllegalSaslStateError(
+                f"{api_key.name} before authentication: this listener requires SASL "
+                f"({self.security.protocol}); set security.protocol and the SASL settings"
+            )
+            return _Answer(_error_response(correlation_id, error), 0.0)
+        authorizer = self.ctx.authorizer
         try:
+            if authorizer is not None:
+                check(authorizer, connection.principal, connection.ip, api_key, request)
             response = await HANDLERS[api_key](self.ctx, request)
         except BrokerResponseError as exc:
-            return _error_response(header.correlation_id, exc)
+            return _Answer(_error_response(correlation_id, exc))
         except Exception as exc:
             logger.exception("%s request failed", api_key.name)
-            return _error_response(header.correlation_id, UnknownServerError(repr(exc)))
+            return _Answer(_error_response(correlation_id, UnknownServerError(repr(exc))))
         if response is None:
-            return None
-        body = Writer()
+            return _Answer(None)
+        if authorizer is not None and api_key == ApiKey.METADATA:
+            response = filter_metadata(
+                authorizer, connection.principal, connection.ip, response, request.topics is None
+            )
+        return _Answer(_encode(api_key, correlation_id, response))
+
+    async def _authenticate(
+        self,
+        connection: _Connection,
+        sasl: SaslSession,
+        api_key: ApiKey,
+        request: Any,
+        correlation_id: int,
+    ) -> _Answer:
         try:
-            response.write(body)
-        except ProtocolError as exc:
-            logger.exception("cannot encode the %s response", api_key.name)
-            return _error_response(header.correlation_id, UnknownServerError(str(exc)))
-        return encode_response(ResponseHeader(header.correlation_id, 0, None), body)
+            response = await sasl.handle(api_key, request)
+        except BrokerResponseError as exc:
+            delay = self._failed_logins.record(connection.ip, time.monotonic())
+            logger.warning("authentication from %s failed: %s", connection.ip, exc)
+            return _Answer(_error_response(correlation_id, exc), delay)
+        except ReplogError as exc:
+            # ZooKeeper could not be asked for the credential: the client may retry.
+            logger.warning("cannot authenticate %s now: %s", connection.ip, exc)
+            error = RequestTimedOutError(f"cannot look up credentials now: {exc}")
+            return _Answer(_error_response(correlation_id, error), 0.0)
+        if sasl.principal is not None:
+            connection.principal = sasl.principal
+        return _Answer(_encode(api_key, correlation_id, response))
+
+    async def _credential(self, username: str, mechanism: str) -> ScramCredential | None:
+        zk = self.ctx.zk
+        if zk is None:
+            raise ZooKeeperConnectionError("the broker has no ZooKeeper session yet")
+        return await asyncio.to_thread(read_credential, zk, username, mechanism)
+
+
+def _encode(api_key: ApiKey, correlation_id: int, response: Any) -> list[Buffer]:
+    body = Writer()
+    try:
+        response.write(body)
+    except ProtocolError as exc:
+        logger.exception("cannot encode the %s response", api_key.name)
+        return _error_response(correlation_id, UnknownServerError(str(exc)))
+    return encode_response(ResponseHeader(correlation_id, 0, None), body)
 
 
 def _ip_of(peer: object) -> str:

@@ -379,7 +379,7 @@ async def open_frame_stream(
         )
     except ssl.SSLError as exc:
         raise SslHandshakeError(
-            f"TLS handshake with {host}:{port} failed: {exc.reason or exc}{_handshake_hint(exc)}"
+            f"TLS handshake with {host}:{port} failed: {_handshake_reason(exc)}"
         ) from exc
     except ConnectionResetError as exc:
         if ssl_context is None:
@@ -394,12 +394,16 @@ async def open_frame_stream(
     return FrameStream(transport, protocol)
 
 
-def _handshake_hint(error: ssl.SSLError) -> str:
+def _handshake_reason(error: ssl.SSLError) -> str:
     if isinstance(error, ssl.SSLCertVerificationError):
-        return " (is ssl.truststore.location the CA that signed the broker's certificate?)"
-    if "WRONG_VERSION_NUMBER" in str(error) or "wrong version number" in str(error):
-        return " (the listener does not speak TLS: use PLAINTEXT or SASL_PLAINTEXT)"
-    return ""
+        return (
+            f"certificate verify failed: {error.verify_message} (is ssl.truststore.location "
+            "the CA that signed the broker's certificate, and the host name in it?)"
+        )
+    reason = str(error.reason or error)
+    if "WRONG_VERSION_NUMBER" in reason:
+        return f"{reason} (the listener does not speak TLS: use PLAINTEXT or SASL_PLAINTEXT)"
+    return reason
 
 
 async def serve_frame_streams(
