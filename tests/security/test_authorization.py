@@ -11,8 +11,8 @@ from spark_replica.client import Admin, Cluster, Consumer, Producer, ProducerCon
 from spark_replica.errors import ReplogError, TopicAuthorizationFailedError
 from spark_replica.security.acl import Operation
 from spark_replica.security.settings import SecurityConfig
-from tests.security.conftest import SecureSetup
-from tests.support import run
+from tests.security.conftest import PASSWORDS, SecureSetup
+from tests.support import replog, run
 
 pytestmark = pytest.mark.slow
 
@@ -75,7 +75,16 @@ def test_write_only_principal_writes_and_is_refused_the_rest(secure: SecureSetup
     with pytest.raises(TopicAuthorizationFailedError):
         run(_produce(bootstrap, alice, "u"))
 
-    secure.allow("User:alice", Operation.READ, "t")
+    admin_config = secure.directory / "admin.properties"
+    admin_config.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\nsasl.username=admin\n"
+        f"sasl.password={PASSWORDS['admin']}\nssl.ca.location={secure.ca.cert}\n"
+    )
+    added = replog(
+        "acls", "add", "--allow-principal", "User:alice", "--operation", "Read", "--topic", "t",
+        "--bootstrap", "{}:{}".format(*bootstrap[0]), "--command-config", str(admin_config),
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
     _eventually(lambda: run(_consume(bootstrap, alice, "t")), PROPAGATION_S)
     assert run(_consume(bootstrap, alice, "t")) == 1
 
