@@ -128,14 +128,15 @@ class BrokerSecurity:
     def _build_inter_broker(self) -> SecurityConfig | None:
         if self.protocol == PLAINTEXT:
             return None
-        props = {
-            "security.protocol": self.protocol,
-            "ssl.endpoint.identification.algorithm": "https" if self.check_hostname else "",
-        }
-        if self.truststore is not None:
-            props |= {"ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.truststore)}
-        if self.uses_tls and self.client_auth != "none" and self.keystore is not None:
-            props |= {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(self.keystore)}
+        props = {"security.protocol": self.protocol}
+        if self.uses_tls:
+            props["ssl.endpoint.identification.algorithm"] = "https" if self.check_hostname else ""
+            if self.truststore is not None:
+                props["ssl.truststore.type"] = "PEM"
+                props["ssl.truststore.location"] = str(self.truststore)
+            if self.client_auth != "none" and self.keystore is not None:
+                props["ssl.keystore.type"] = "PEM"
+                props["ssl.keystore.location"] = str(self.keystore)
         if self.uses_sasl:
             assert self.jaas_config is not None
             props |= {

@@ -1,0 +1,92 @@
+"""The broker's side of login without a broker: the SASL session's order of steps,
+principals from certificates, and the delays after failed logins."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from brokerd.authentication import (
+    ANONYMOUS,
+    MAX_FAILURE_DELAY_S,
+    FailedLogins,
+    SaslSession,
+    principal_of_certificate,
+)
+from brokerd.security_config import BrokerSecurity
+from spark_replica.errors import (
+    IllegalSaslStateError,
+    SaslAuthenticationFailedError,
+    UnsupportedSaslMechanismError,
+)
+from spark_replica.protocol import ApiKey
+from spark_replica.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+from spark_replica.security.scram import ScramClient, ScramCredential, make_credential
+
+MECHANISM = "SCRAM-SHA-256"
+STORED = {"alice": make_credential(MECHANISM, "pw")}
+
+
+async def _lookup(username: str, mechanism: str) -> ScramCredential | None:
+    credential = STORED.get(username)
+    return credential if credential is not None and credential.mechanism == mechanism else None
+
+
+def _session() -> SaslSession:
+    return SaslSession(BrokerSecurity(), _lookup)
+
+
+async def _login(session: SaslSession, username: str, password: str) -> None:
+    await session.handle(ApiKey.SASL_HANDSHAKE, SaslHandshakeRequest(MECHANISM))
+    client = ScramClient(MECHANISM, username, password)
+    first = await session.handle(
+        ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequest(client.first_message())
+    )
+    final = await session.handle(
+        ApiKey.SASL_AUTHENTICATE,
+        SaslAuthenticateRequest(client.final_message(first.auth_bytes)),
+    )
+    client.verify_server_final(final.auth_bytes)
+
+
+def test_a_scram_login_names_the_principal() -> None:
+    session = _session()
+    asyncio.run(_login(session, "alice", "pw"))
+    assert session.principal == "User:alice"
+
+
+@pytest.mark.parametrize(("user", "password"), [("alice", "wrong"), ("nobody", "pw")])
+def test_wrong_password_and_unknown_user_fail_alike(user: str, password: str) -> None:
+    session = _session()
+    with pytest.raises(SaslAuthenticationFailedError, match="invalid credentials"):
+        asyncio.run(_login(session, user, password))
+    assert not session.authenticated
+
+
+def test_steps_out_of_order_are_refused() -> None:
+    session = _session()
+    with pytest.raises(IllegalSaslStateError):
+        asyncio.run(session.handle(ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequest(b"x")))
+    with pytest.raises(UnsupportedSaslMechanismError, match="GSSAPI"):
+        asyncio.run(session.handle(ApiKey.SASL_HANDSHAKE, SaslHandshakeRequest("GSSAPI")))
+    asyncio.run(_login(session, "alice", "pw"))
+    with pytest.raises(IllegalSaslStateError, match="already"):
+        asyncio.run(session.handle(ApiKey.SASL_HANDSHAKE, SaslHandshakeRequest(MECHANISM)))
+
+
+def test_failed_logins_from_one_address_wait_longer_up_to_a_cap() -> None:
+    failures = FailedLogins(0.1)
+    delays = [failures.record("10.0.0.1", 1000.0 + n) for n in range(80)]
+    assert delays[:3] == pytest.approx([0.1, 0.2, 0.3])
+    assert max(delays) == MAX_FAILURE_DELAY_S
+    assert failures.record("10.0.0.2", 1080.0) == pytest.approx(0.1)
+    # A minute later the old failures no longer count.
+    assert failures.record("10.0.0.1", 1200.0) == pytest.approx(0.1)
+
+
+def test_the_principal_of_a_certificate_is_its_common_name() -> None:
+    cert = {"subject": ((("organizationName", "replog"),), (("commonName", "broker"),))}
+    assert principal_of_certificate(cert) == "User:broker"
+    assert principal_of_certificate(None) == ANONYMOUS
+    assert principal_of_certificate({}) == ANONYMOUS
