@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Callable
+from functools import partial
 from typing import TypeVar
 
 from kazoo.client import KazooClient
@@ -72,6 +73,15 @@ from spark_replica.zk import security_store
 
 T = TypeVar("T")
 
+# ZooKeeper's path rule (PathUtils.validatePath): no control characters, and nothing in
+# the surrogate and private-use ranges (which also covers names that are not UTF-8).
+_NOT_IN_ZNODE_NAMES = (
+    ("\u0000", "\u001f"),
+    ("\u007f", "\u009f"),
+    ("\ud800", "\uf8ff"),
+    ("\ufff0", "\uffff"),
+)
+
 
 # --------------------------------------------------------------------------- ACLs
 
@@ -112,10 +122,9 @@ async def handle_create_acls(ctx: BrokerContext, request: CreateAclsRequest) -> 
 
 def _acl_to_create(wire: WireAclBinding) -> AclBinding:
     binding = binding_from_wire(wire)
-    try:
-        security_store.acl_path(binding.pattern)
-    except ConfigError as exc:
-        raise InvalidRequestError(str(exc)) from None
+    _check_node_name(
+        binding.pattern.name, partial(security_store.acl_path, binding.pattern), InvalidRequestError
+    )
     return binding
 
 
@@ -172,6 +181,7 @@ async def handle_describe_user_scram_credentials(
 
 def _describe_user(zk: KazooClient, user: str) -> UserCredentials:
     try:
+        _check_node_name(user, partial(security_store.user_path, user), ResourceNotFoundError)
         infos = []
         for mechanism, code in MECHANISM_CODES.items():
             credential = security_store.read_credential(zk, user, mechanism)
@@ -213,10 +223,7 @@ def _alter_user(zk: KazooClient, user: str, changes: list[ScramDeletion | ScramU
     """Check every change of one user, then apply them; nothing is applied if one is bad."""
     if not user:
         raise UnacceptableCredentialError("the user name is empty")
-    try:
-        security_store.user_path(user)
-    except ConfigError as exc:
-        raise UnacceptableCredentialError(str(exc)) from None
+    _check_node_name(user, partial(security_store.user_path, user), UnacceptableCredentialError)
     mechanisms = [_mechanism_name(change.mechanism) for change in changes]
     if len(set(mechanisms)) != len(mechanisms):
         raise DuplicateResourceError(
@@ -265,6 +272,25 @@ def _credential(mechanism: str, upsertion: ScramUpsertion) -> scram.ScramCredent
 
 
 # --------------------------------------------------------------------------- ZooKeeper
+
+
+def _check_node_name(
+    name: str, path_of: Callable[[], str], error: type[BrokerResponseError]
+) -> None:
+    """Refuse (with `error`) a name that cannot be a znode name before kazoo sees it.
+
+    Names arrive decoded with surrogateescape, so bytes that are not UTF-8 become lone
+    surrogates; kazoo encodes paths inside its connection thread, where the failure
+    closes the broker's ZooKeeper session for good instead of failing one call. The
+    characters ZooKeeper refuses in a path would come back as an untyped error.
+    """
+    refused = [c for c in name if any(low <= c <= high for low, high in _NOT_IN_ZNODE_NAMES)]
+    if refused:
+        raise error(f"name {name!r} has characters ZooKeeper cannot hold: {refused[0]!r}")
+    try:
+        path_of()
+    except ConfigError as exc:
+        raise error(str(exc)) from None
 
 
 async def _in_zookeeper(ctx: BrokerContext, work: Callable[[KazooClient], T]) -> T:

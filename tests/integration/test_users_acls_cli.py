@@ -3,6 +3,7 @@ types, what they see, and what lands in ZooKeeper."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 
 import pytest
@@ -299,3 +300,50 @@ def _wire(operation: int = OperationCode.READ) -> WireAclBinding:
         operation,
         PermissionCode.ALLOW,
     )
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        pytest.param(b"\xff\xfe".decode("utf-8", "surrogateescape"), id="not-utf8"),
+        pytest.param("a\x01b", id="control-character"),
+        pytest.param("\ue000", id="private-use"),
+    ],
+)
+def test_names_zookeeper_cannot_hold_are_refused_and_zookeeper_stays_up(
+    broker: BrokerProcess, zk: KazooClient, bad: str
+) -> None:
+    """A name ZooKeeper cannot hold gets a typed error, and the session survives.
+
+    One that is not valid UTF-8 (it arrives as lone surrogates) must never reach kazoo:
+    encoding it fails inside kazoo's connection thread, which closes the broker's
+    ZooKeeper session for good (found by the protocol fuzzer). ZooKeeper itself refuses
+    control and private-use characters in paths.
+    """
+
+    async def scenario() -> None:
+        cluster = Cluster([(broker.host, broker.port)], client_id="test")
+        try:
+            conn = await cluster.any_connection()
+            salted = scram.salted_password("SCRAM-SHA-256", "p", b"salt", 4096)
+            alter = AlterUserScramCredentialsRequest(
+                [], [ScramUpsertion(bad, 1, 4096, b"salt", salted)]
+            )
+            (altered,) = (await conn.send(alter)).results
+            assert altered.error_code == UnacceptableCredentialError.code
+            described = await conn.send(DescribeUserScramCredentialsRequest([bad]))
+            assert described.results[0].error_code == ResourceNotFoundError.code
+            acl = dataclasses.replace(_wire(), resource_name=bad)
+            (created,) = (await conn.send(CreateAclsRequest([acl]))).results
+            assert created.error_code == InvalidRequestError.code
+            # The broker still reaches ZooKeeper.
+            alter = AlterUserScramCredentialsRequest(
+                [], [ScramUpsertion("after", 1, 4096, b"salt", salted)]
+            )
+            (altered,) = (await conn.send(alter)).results
+            assert altered.error_code == 0, altered
+        finally:
+            await cluster.close()
+
+    run(scenario(), timeout_s=60)
+    assert security_store.list_users(zk) == {"after": ["SCRAM-SHA-256"]}
