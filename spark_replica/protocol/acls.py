@@ -14,6 +14,9 @@ CreateAcls request: bindings; response: per binding an error code and message, i
 DeleteAcls request: filters; response: per filter an error code, message and the
 bindings it matched (and removed). Errors of the request as a whole (a filter that
 cannot match anything well defined) travel in the response header.
+
+After the codecs: conversion between wire bindings and the ACL model
+(spark_replica.security.acl), and Kafka's filter matching, shared by broker and client.
 """
 
 from __future__ import annotations
