@@ -8,6 +8,10 @@ then SIGKILL after a timeout), and a failing stop does not keep the others from 
 
 A benchmark may kill and restart brokers itself through ``LocalCluster.brokers``; whatever
 runs at the end is stopped (a killed broker is simply skipped).
+
+``security`` (``ssl``, ``sasl_plaintext``, ``sasl_ssl``) starts the brokers as
+``replog up --security`` does, with the same files (spark_replica.security.local_cluster);
+``LocalCluster.security`` is then the admin super user's client settings.
 """
 
 from __future__ import annotations
@@ -20,7 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
+from spark_replica.cluster_dir import PLAINTEXT_MODE
 from spark_replica.launcher import BrokerProcess, free_port
+from spark_replica.security import local_cluster as secure_files
+from spark_replica.security.settings import SecurityConfig
 from spark_replica.zk.embedded import EmbeddedZooKeeper
 
 
@@ -30,6 +37,7 @@ class LocalCluster:
     broker_pid: int  # the PID broker 1 was started with
     brokers: list[BrokerProcess]  # brokers[i] has broker id i + 1
     zookeeper: str  # the ZooKeeper connect string
+    security: SecurityConfig | None = None  # the admin's client settings (None: plaintext)
 
 
 def _exit_on_sigterm(signum: int, frame: FrameType | None) -> None:
@@ -46,7 +54,7 @@ def _stop_all(brokers: list[BrokerProcess], zookeeper: EmbeddedZooKeeper) -> Non
 
 @contextlib.contextmanager
 def local_cluster(
-    brokers: int = 1, overrides: dict[str, str] | None = None
+    brokers: int = 1, overrides: dict[str, str] | None = None, security: str = PLAINTEXT_MODE
 ) -> Iterator[LocalCluster]:
     """Start ZooKeeper and brokers 1..``brokers`` on loopback; yield how to reach them.
 
@@ -59,6 +67,10 @@ def local_cluster(
     try:
         with tempfile.TemporaryDirectory(prefix="replog-bench-") as tmp:
             root = Path(tmp)
+            ids = range(1, brokers + 1)
+            files = None
+            if security != PLAINTEXT_MODE:
+                files = secure_files.prepare(root, security, ids, ["127.0.0.1"])
             zookeeper = EmbeddedZooKeeper(free_port(), root / "zookeeper")
             processes = [
                 BrokerProcess(
@@ -67,11 +79,14 @@ def local_cluster(
                     root / f"broker-{broker_id}",
                     zookeeper.connect_string,
                     overrides=dict(overrides or {}),
+                    config_file=None if files is None else files.broker_config_file(broker_id),
                 )
-                for broker_id in range(1, brokers + 1)
+                for broker_id in ids
             ]
             try:
                 zookeeper.start()
+                if files is not None:
+                    secure_files.prepare_zookeeper(zookeeper.connect_string, files, own_server=True)
                 for broker in processes:
                     broker.start()
                 assert processes[0].pid is not None
@@ -80,6 +95,7 @@ def local_cluster(
                     processes[0].pid,
                     processes,
                     zookeeper.connect_string,
+                    None if files is None else secure_files.admin_security(root),
                 )
             finally:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -25,6 +25,18 @@ What is timed, and what is not:
   encoded (and compressed) inside the timed part; ``p50_ms``/``p99_ms`` are then per record.
 * ``p50_ms``/``p99_ms``: per-request latency from ``send_batch`` call to its acknowledgement
   (with ``--acks 0``: until the request is written to the socket).
+* ``--security ssl|sasl_plaintext|sasl_ssl`` runs the benchmark twice in one run, each time
+  on a fresh cluster with the same batches: first plaintext, then with the brokers secured as
+  ``replog up --security`` secures them (TLS, SCRAM-SHA-256 for the client and SCRAM-SHA-512
+  between brokers, the ACL authorizer on, the client logged in as the super user ``admin``).
+  The figures are the secure run's; ``plaintext_mb_per_s`` is the first run's and
+  ``ratio_to_plaintext`` the secure throughput over it (the cost of security). On a shared
+  machine one run of each can differ by half either way; ``--rounds N`` alternates N
+  plaintext and N secure runs and reports the median run of each. ``cpu_ms_per_mb`` is the
+  CPU time the brokers and this client spent per MB of values (from topic creation to the
+  last record stored), which contention on a shared machine disturbs less than wall time;
+  ``cpu_ratio_to_plaintext`` is the plaintext figure over the secure one, the throughput
+  ratio a machine bound by its CPU would show.
 * ``--idempotent``/``--no-idempotent`` choose the producer's idempotence (default: on exactly
   when ``--acks all``, as the producer's own default), so its cost can be shown next to the plain
   figure; ``idempotent`` in the output says which ran.
@@ -41,6 +53,7 @@ Run from the repository root::
     .venv/bin/python benchmarks/produce.py --record-bytes 100 --brokers 3 --rf 3 --acks all
     .venv/bin/python benchmarks/produce.py --brokers 3 --rf 3 --acks all --no-idempotent
     .venv/bin/python benchmarks/produce.py --api record --linger-ms 5 --compression zstd
+    .venv/bin/python benchmarks/produce.py --brokers 3 --rf 3 --acks all --security sasl_ssl
 """
 
 from __future__ import annotations
@@ -53,7 +66,7 @@ from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 from _cluster import local_cluster
-from _common import MB, emit, measure_limits, percentile
+from _common import MB, emit, measure_limits, percentile, process_cpu_seconds
 
 from brokerd.log import LogConfig
 from spark_replica.client import (
@@ -65,8 +78,10 @@ from spark_replica.client import (
     RecordMetadata,
     parse_acks,
 )
+from spark_replica.cluster_dir import PLAINTEXT_MODE, SECURITY_MODES
 from spark_replica.protocol.list_offsets import LATEST_TIMESTAMP
 from spark_replica.records import COMPRESSION_CODECS, encode_batch
+from spark_replica.security.settings import SecurityConfig
 from spark_replica.topics import TopicPartition
 
 TOPIC = "bench"
@@ -248,9 +263,10 @@ async def _run(
     args: argparse.Namespace,
     batches: list[bytes],
     values: pa.Buffer | None,
+    security: SecurityConfig | None,
 ) -> tuple[float, list[float]]:
     """Create the topic, then time sending the records; return (seconds, latencies)."""
-    cluster = Cluster(bootstrap, client_id="replog-bench-produce")
+    cluster = Cluster(bootstrap, client_id="replog-bench-produce", security=security)
     try:
         partitions = await create_topic(cluster, args.partitions, args.rf)
         producer = Producer(cluster, producer_config(args))
@@ -292,6 +308,18 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--linger-ms", type=int, default=5, help="producer linger, --api record only (5)"
     )
     parser.add_argument(
+        "--security",
+        choices=SECURITY_MODES,
+        default=PLAINTEXT_MODE,
+        help="secure the brokers so (and run plaintext first, for the ratio) (plaintext)",
+    )
+    parser.add_argument(
+        "--rounds",
+        type=positive_int,
+        default=1,
+        help="timed runs of each kind (alternating with --security); the median is reported (1)",
+    )
+    parser.add_argument(
         "--max-in-flight",
         type=positive_int,
         default=5,
@@ -317,12 +345,16 @@ def main(argv: list[str] | None = None) -> None:
     )
     wire_bytes = sum(len(batch) for batch in batches)
     values = random_values(args.records, args.record_bytes) if args.api == "record" else None
-    with local_cluster(args.brokers) as cluster:
-        seconds, latencies = asyncio.run(
-            asyncio.wait_for(_run(cluster.bootstrap, args, batches, values), RUN_TIMEOUT_S)
-        )
+    modes = list(dict.fromkeys([PLAINTEXT_MODE, args.security]))
+    runs: dict[str, list[Run]] = {mode: [] for mode in modes}
+    for _ in range(args.rounds):
+        for mode in modes:
+            runs[mode].append(_measure(args, batches, values, mode))
+    seconds, latencies, cpu_seconds = _median(runs[args.security])
+    plaintext = None if args.security == PLAINTEXT_MODE else _median(runs[PLAINTEXT_MODE])
     latencies_ms = sorted(latency * 1000 for latency in latencies)
     wire_mb_per_s = wire_bytes / MB / seconds
+    value_mb = args.records * args.record_bytes / MB
     emit(
         {
             "bench": "produce",
@@ -341,7 +373,9 @@ def main(argv: list[str] | None = None) -> None:
             "in_flight": args.in_flight,
             "seconds": round(seconds, 3),
             "records_per_s": round(args.records / seconds),
-            "mb_per_s": round(args.records * args.record_bytes / MB / seconds, 1),
+            "security": args.security,
+            "rounds": args.rounds,
+            "mb_per_s": round(value_mb / seconds, 1),
             "wire_mb_per_s": round(wire_mb_per_s, 1),
             "p50_ms": round(percentile(latencies_ms, 50), 2),
             "p99_ms": round(percentile(latencies_ms, 99), 2),
@@ -349,8 +383,45 @@ def main(argv: list[str] | None = None) -> None:
             "loopback_mb_per_s": limits["loopback_mb_per_s"],
             "disk_append_mb_per_s": limits["disk_append_mb_per_s"],
             "ratio_to_loopback": round(wire_mb_per_s / limits["loopback_mb_per_s"], 3),
+            "cpu_ms_per_mb": round(cpu_seconds * 1000 / value_mb, 2),
+            "plaintext_mb_per_s": None if plaintext is None else round(value_mb / plaintext[0], 1),
+            "ratio_to_plaintext": None if plaintext is None else round(plaintext[0] / seconds, 3),
+            "plaintext_cpu_ms_per_mb": None
+            if plaintext is None
+            else round(plaintext[2] * 1000 / value_mb, 2),
+            "cpu_ratio_to_plaintext": None
+            if plaintext is None
+            else round(plaintext[2] / cpu_seconds, 3),
         }
     )
+
+
+Run = tuple[float, list[float], float]  # seconds, request latencies, CPU seconds
+
+
+def _median(runs: list[Run]) -> Run:
+    """The run of median duration (each run's figures stay together)."""
+    return sorted(runs, key=lambda run: run[0])[len(runs) // 2]
+
+
+def _measure(
+    args: argparse.Namespace, batches: list[bytes], values: pa.Buffer | None, security: str
+) -> Run:
+    """One timed run on a fresh cluster of ``args.brokers`` brokers secured as ``security``."""
+    with local_cluster(args.brokers, security=security) as cluster:
+        pids = [b.pid for b in cluster.brokers if b.pid is not None]
+        cpu_before = _cpu_seconds(pids)
+        seconds, latencies = asyncio.run(
+            asyncio.wait_for(
+                _run(cluster.bootstrap, args, batches, values, cluster.security), RUN_TIMEOUT_S
+            )
+        )
+        return seconds, latencies, _cpu_seconds(pids) - cpu_before
+
+
+def _cpu_seconds(broker_pids: list[int]) -> float:
+    """CPU seconds used so far by the brokers and this process (the client)."""
+    return time.process_time() + sum(sum(process_cpu_seconds(pid)) for pid in broker_pids)
 
 
 if __name__ == "__main__":

@@ -84,6 +84,11 @@ def test_sasl_ssl_cluster_through_the_cli(tmp_path: Path) -> None:
         refused = replog("topics", "list", "--bootstrap", cluster.bootstrap)
         assert refused.returncode != 0
 
+        config = ("configs", "alter", "--topic", "secure", "--add-config", "retention.ms=3600000")
+        _ok(*config, "--dir", str(cluster.dir))  # its ZooKeeper login is in admin.properties
+        anonymous = replog(*config, "--zookeeper", cluster.zookeeper)
+        assert anonymous.returncode == 1 and b"NoAuth" in anonymous.stderr
+
         leader = _leader(cluster, "secure")
         _ok("broker", "kill", str(leader), "--dir", str(cluster.dir))
         _round_trip(cluster, "after-kill", ["d", "e"])
