@@ -25,14 +25,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from spark_replica.security.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
-
 from spark_replica.errors import (
     ClusterAuthorizationFailedError,
     TopicAuthorizationFailedError,
 )
 from spark_replica.protocol.apis import ApiKey
 from spark_replica.protocol.metadata import MetadataResponse, TopicMetadata
+from spark_replica.security.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
 
 # Fetches and epoch queries from consumers carry a negative replica id.
 _FIRST_REPLICA_ID = 0
@@ -69,7 +68,7 @@ def _cluster(operation: Operation) -> Rule:
     return lambda request: Needs(cluster=operation)
 
 
-_RULES: dict[int, Rule] = {
+_RULES: dict[ApiKey, Rule] = {
     ApiKey.PRODUCE: lambda r: Needs(topic=Operation.WRITE, topics=_topics(r)),
     ApiKey.FETCH: _replica_or(Operation.READ),
     ApiKey.LIST_OFFSETS: _replica_or(Operation.DESCRIBE),
@@ -92,13 +91,12 @@ _RULES: dict[int, Rule] = {
     ApiKey.STOP_REPLICA: _cluster(Operation.CLUSTER_ACTION),
     ApiKey.UPDATE_METADATA: _cluster(Operation.CLUSTER_ACTION),
     ApiKey.CONTROLLED_SHUTDOWN: _cluster(Operation.CLUSTER_ACTION),
-    # ACL and SCRAM credential administration (DescribeAcls, CreateAcls, DeleteAcls,
-    # DescribeUserScramCredentials, AlterUserScramCredentials), by Kafka's numbers.
-    29: _cluster(Operation.DESCRIBE),
-    30: _cluster(Operation.ALTER),
-    31: _cluster(Operation.ALTER),
-    50: _cluster(Operation.DESCRIBE),
-    51: _cluster(Operation.ALTER),
+    # ACL and SCRAM credential administration.
+    ApiKey.DESCRIBE_ACLS: _cluster(Operation.DESCRIBE),
+    ApiKey.CREATE_ACLS: _cluster(Operation.ALTER),
+    ApiKey.DELETE_ACLS: _cluster(Operation.ALTER),
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster(Operation.DESCRIBE),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _cluster(Operation.ALTER),
 }
 
 

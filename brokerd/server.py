@@ -49,6 +49,7 @@ from brokerd.authorization import check, filter_metadata
 from brokerd.connection_limits import ConnectionLimits, reap_reason, refusal
 from spark_replica.errors import (
     BrokerResponseError,
+    ConfigError,
     ConnectionLostError,
     IllegalSaslStateError,
     InvalidRequestError,
@@ -324,7 +325,10 @@ class RequestServer:
         zk = self.ctx.zk
         if zk is None:
             raise ZooKeeperConnectionError("the broker has no ZooKeeper session yet")
-        return await asyncio.to_thread(read_credential, zk, username, mechanism)
+        try:
+            return await asyncio.to_thread(read_credential, zk, username, mechanism)
+        except ConfigError:
+            return None  # a name no znode can have: no such user
 
 
 def _encode(api_key: ApiKey, correlation_id: int, response: Any) -> list[Buffer]:

@@ -73,15 +73,6 @@ from spark_replica.zk import security_store
 
 T = TypeVar("T")
 
-# ZooKeeper's path rule (PathUtils.validatePath): no control characters, and nothing in
-# the surrogate and private-use ranges (which also covers names that are not UTF-8).
-_NOT_IN_ZNODE_NAMES = (
-    ("\u0000", "\u001f"),
-    ("\u007f", "\u009f"),
-    ("\ud800", "\uf8ff"),
-    ("\ufff0", "\uffff"),
-)
-
 
 # --------------------------------------------------------------------------- ACLs
 
@@ -277,16 +268,8 @@ def _credential(mechanism: str, upsertion: ScramUpsertion) -> scram.ScramCredent
 def _check_node_name(
     name: str, path_of: Callable[[], str], error: type[BrokerResponseError]
 ) -> None:
-    """Refuse (with `error`) a name that cannot be a znode name before kazoo sees it.
-
-    Names arrive decoded with surrogateescape, so bytes that are not UTF-8 become lone
-    surrogates; kazoo encodes paths inside its connection thread, where the failure
-    closes the broker's ZooKeeper session for good instead of failing one call. The
-    characters ZooKeeper refuses in a path would come back as an untyped error.
-    """
-    refused = [c for c in name if any(low <= c <= high for low, high in _NOT_IN_ZNODE_NAMES)]
-    if refused:
-        raise error(f"name {name!r} has characters ZooKeeper cannot hold: {refused[0]!r}")
+    """Refuse (with `error`) a name that cannot be a znode name before kazoo sees it
+    (the store's path functions check ZooKeeper's rule)."""
     try:
         path_of()
     except ConfigError as exc:

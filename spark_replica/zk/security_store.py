@@ -88,9 +88,24 @@ def private_acl(zk: KazooClient) -> list[ACL] | None:
     return private or None
 
 
+# ZooKeeper's path rule (PathUtils.validatePath): no control characters, and nothing in
+# the surrogate and private-use ranges (which also covers names that were not UTF-8 and
+# arrived decoded with surrogateescape). Checked here because kazoo encodes a path in its
+# connection thread, where a failure ends the whole session instead of one call.
+_NOT_IN_ZNODE_NAMES = (
+    ("\u0000", "\u001f"),
+    ("\u007f", "\u009f"),
+    ("\ud800", "\uf8ff"),
+    ("\ufff0", "\uffff"),
+)
+
+
 def _check_node_name(name: str, what: str) -> None:
-    if not name or "/" in name or name in (".", "..") or "\0" in name:
+    if not name or "/" in name or name in (".", ".."):
         raise ConfigError(f"{what} {name!r} cannot be a ZooKeeper node name")
+    refused = [c for c in name if any(low <= c <= high for low, high in _NOT_IN_ZNODE_NAMES)]
+    if refused:
+        raise ConfigError(f"{what} {name!r} has characters ZooKeeper cannot hold: {refused[0]!r}")
 
 
 def user_path(username: str) -> str:
