@@ -290,7 +290,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
 
     def eof_received(self) -> bool:
         self._end_of_frames(ConnectionLostError("the peer closed its side of the connection"))
-        return True
+        # Keep our side open to answer what was read; TLS cannot be half-closed.
+        return self.transport is None or self.transport.get_extra_info("sslcontext") is None
 
     def pause_writing(self) -> None:
         self._writable.clear()
