@@ -149,7 +149,7 @@ def run_up(args: argparse.Namespace) -> int:
         _start(args.dir, info, args.timeout, fresh)
     print(f"Cluster ready: bootstrap servers {info.bootstrap_servers}")
     if info.secure:
-        admin = args.dir / local_cluster.ADMIN_PROPERTIES
+        admin = args.dir / cluster_dir.ADMIN_PROPERTIES
         print(f"Security: {info.security}; admin client properties in {admin}")
     return 0
 
