@@ -19,8 +19,10 @@ from spark_replica.security.scram import MECHANISMS
 from spark_replica.security.settings import (
     PLAINTEXT,
     SASL_PLAINTEXT,
+    SASL_PROTOCOLS,
     SASL_SSL,
     SSL,
+    TLS_PROTOCOLS,
     SecurityConfig,
 )
 from spark_replica.zk.session import split_digest
@@ -114,11 +116,11 @@ class BrokerSecurity:
 
     @property
     def uses_tls(self) -> bool:
-        return self.protocol in (SSL, SASL_SSL)
+        return self.protocol in TLS_PROTOCOLS
 
     @property
     def uses_sasl(self) -> bool:
-        return self.protocol in (SASL_PLAINTEXT, SASL_SSL)
+        return self.protocol in SASL_PROTOCOLS
 
     @property
     def zookeeper_login(self) -> str | None:

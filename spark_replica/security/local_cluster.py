@@ -46,9 +46,11 @@ from spark_replica.security.scram import MECHANISMS, make_credential
 from spark_replica.security.settings import (
     PLAINTEXT,
     SASL_PLAINTEXT,
+    SASL_PROTOCOLS,
     SASL_SSL,
     SCRAM_LOGIN_MODULE,
     SSL,
+    TLS_PROTOCOLS,
     SecurityConfig,
     load_properties,
 )
@@ -100,11 +102,11 @@ class LocalSecurity:
 
     @property
     def uses_tls(self) -> bool:
-        return self.protocol in (SSL, SASL_SSL)
+        return self.protocol in TLS_PROTOCOLS
 
     @property
     def uses_sasl(self) -> bool:
-        return self.protocol in (SASL_PLAINTEXT, SASL_SSL)
+        return self.protocol in SASL_PROTOCOLS
 
     @property
     def security_dir(self) -> Path:

@@ -27,6 +27,9 @@ SSL = "SSL"
 SASL_PLAINTEXT = "SASL_PLAINTEXT"
 SASL_SSL = "SASL_SSL"
 PROTOCOLS = (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)
+# The protocols that encrypt with TLS, and those that authenticate with SASL.
+TLS_PROTOCOLS = frozenset({SSL, SASL_SSL})
+SASL_PROTOCOLS = frozenset({SASL_PLAINTEXT, SASL_SSL})
 
 SCRAM_SHA_256 = "SCRAM-SHA-256"
 SCRAM_SHA_512 = "SCRAM-SHA-512"
@@ -162,11 +165,11 @@ class SecurityConfig:
 
     @property
     def uses_tls(self) -> bool:
-        return self.protocol in (SSL, SASL_SSL)
+        return self.protocol in TLS_PROTOCOLS
 
     @property
     def uses_sasl(self) -> bool:
-        return self.protocol in (SASL_PLAINTEXT, SASL_SSL)
+        return self.protocol in SASL_PROTOCOLS
 
     def client_ssl_context(self) -> ssl.SSLContext | None:
         """The TLS context for connections to brokers (None without TLS), built once."""
@@ -337,8 +340,8 @@ def _refuse_unsupported(key: str, name: str, value: str) -> None:
 
 def _refuse_unused(given: Mapping[str, tuple[str, str]], protocol: str) -> None:
     """A setting the protocol would not use means the protocol is likely not the intended one."""
-    uses_tls = protocol in (SSL, SASL_SSL)
-    uses_sasl = protocol in (SASL_PLAINTEXT, SASL_SSL)
+    uses_tls = protocol in TLS_PROTOCOLS
+    uses_sasl = protocol in SASL_PROTOCOLS
     for key, (name, _) in sorted(given.items()):
         if key == SECURITY_PROTOCOL:
             continue
