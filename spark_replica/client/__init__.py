@@ -6,9 +6,12 @@ from spark_replica.client.connection import BrokerConnection
 from spark_replica.client.consumer import Consumer, ConsumerConfig, FetchedRecords
 from spark_replica.client.partitioner import murmur2, partition_for_key
 from spark_replica.client.producer import Producer, ProducerConfig, RecordMetadata, parse_acks
+from spark_replica.client.retry import DEFAULT_RETRY_POLICY, Attempts, RetryPolicy
 
 __all__ = [
+    "DEFAULT_RETRY_POLICY",
     "Admin",
+    "Attempts",
     "BrokerConnection",
     "Cluster",
     "Consumer",
@@ -18,6 +21,7 @@ __all__ = [
     "Producer",
     "ProducerConfig",
     "RecordMetadata",
+    "RetryPolicy",
     "bootstrap_from_zookeeper",
     "murmur2",
     "parse_acks",
