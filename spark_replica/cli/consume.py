@@ -5,9 +5,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from itertools import chain, islice
 
 from spark_replica.cli.common import add_connection_options, run_with_cluster
 from spark_replica.client import Cluster, Consumer
+from spark_replica.client.consumer_records import IdleTimer, iter_records
 from spark_replica.errors import ConfigError
 
 NULL = b"null"
@@ -42,26 +44,18 @@ def run(args: argparse.Namespace) -> int:
             await consumer.seek_to_end(partitions)
         loop = asyncio.get_running_loop()
         printed = 0
-        last_record = loop.time()
+        idle = IdleTimer(args.timeout, loop.time())
         while args.max_records is None or printed < args.max_records:
             fetched = await consumer.poll(max_wait_ms=200)
-            for chunk in fetched:
-                keys = chunk.records.column("key").to_pylist()
-                values = chunk.records.column("value").to_pylist()
-                for key, value in zip(keys, values, strict=True):
-                    line = NULL if value is None else value
-                    if args.print_key:
-                        line = (NULL if key is None else key) + separator + line
-                    out.write(line + b"\n")
-                    printed += 1
-                    if args.max_records is not None and printed >= args.max_records:
-                        break
-                if args.max_records is not None and printed >= args.max_records:
-                    break
+            remaining = None if args.max_records is None else args.max_records - printed
+            for record in islice(chain.from_iterable(map(iter_records, fetched)), remaining):
+                line = NULL if record.value is None else record.value
+                if args.print_key:
+                    line = (NULL if record.key is None else record.key) + separator + line
+                out.write(line + b"\n")
+                printed += 1
             out.flush()
-            if fetched:
-                last_record = loop.time()
-            elif args.timeout is not None and loop.time() - last_record > args.timeout:
+            if idle.expired(fetched, loop.time()):
                 break
         print(f"Processed a total of {printed} records.", file=sys.stderr)
         return 0

@@ -134,19 +134,31 @@ async def iterate_records(
     `poll` does; with it, the iteration ends once no record has arrived for that long
     (kafka-python's `consumer_timeout_ms`).
     """
-    if idle_timeout_s is not None and idle_timeout_s <= 0:
-        raise ConfigError(f"idle_timeout_s must be positive, not {idle_timeout_s}")
     loop = asyncio.get_running_loop()
-    last_record = loop.time()
+    idle = IdleTimer(idle_timeout_s, loop.time())
     while True:
         require_assignment(consumer)
         fetched = await consumer.poll(max_wait_ms)
-        if fetched:
-            last_record = loop.time()
-        elif idle_timeout_s is not None and loop.time() - last_record >= idle_timeout_s:
+        if idle.expired(fetched, loop.time()):
             return
         for record in deliver(consumer, fetched):
             yield record
+
+
+class IdleTimer:
+    """Says when an iteration has waited `timeout_s` since its last records (None: never)."""
+
+    def __init__(self, timeout_s: float | None, now: float) -> None:
+        if timeout_s is not None and timeout_s <= 0:
+            raise ConfigError(f"idle_timeout_s must be positive, not {timeout_s}")
+        self.timeout_s = timeout_s
+        self.last_records = now
+
+    def expired(self, fetched: list[FetchedRecords], now: float) -> bool:
+        if fetched:
+            self.last_records = now
+            return False
+        return self.timeout_s is not None and now - self.last_records >= self.timeout_s
 
 
 def require_assignment(consumer: Consumer) -> None:

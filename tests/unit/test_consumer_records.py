@@ -10,7 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spark_replica.client.consumer import FetchedRecords
-from spark_replica.client.consumer_records import ConsumerRecord, deliver, to_records
+from spark_replica.client.consumer_records import ConsumerRecord, IdleTimer, deliver, to_records
+from spark_replica.errors import ConfigError
 from spark_replica.records import HEADER_TYPE, build_batch, decode_payload, encode_batch
 from spark_replica.topics import TopicPartition
 
@@ -177,3 +178,17 @@ def test_records_are_plain_values(offset: int) -> None:
     assert "offset=" in repr(record)
     with pytest.raises(AttributeError):
         record.extra = 1  # type: ignore[attr-defined]
+
+
+def test_the_idle_timer_counts_from_the_last_round_with_records() -> None:
+    idle = IdleTimer(2.0, now=100.0)
+    assert not idle.expired([], now=101.0)
+    assert not idle.expired([fetched([b"x"])], now=101.5)
+    assert not idle.expired([], now=103.0)
+    assert idle.expired([], now=103.5)
+    assert not IdleTimer(None, now=0.0).expired([], now=1e9)
+
+
+def test_an_idle_timeout_must_be_positive() -> None:
+    with pytest.raises(ConfigError, match="idle_timeout_s"):
+        IdleTimer(0, now=0.0)
