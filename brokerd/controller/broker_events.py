@@ -1,5 +1,10 @@
 """Events that come from brokers: failures and start-ups, ISR changes, controlled shutdown.
 
+A failure is learnt two ways, handled alike (apply_live_brokers): a registration that
+went from ZooKeeper (its session expired or was closed), or a process the controller
+found dead while its registration remains (liveness.py; on_brokers_died). In the second
+case the registration is fenced until ZooKeeper removes it: it cannot come back as live.
+
 Each handler runs on the controller's event task with the ControllerOps of the current
 controllership (see controller.py and operations.py).
 
@@ -21,6 +26,7 @@ from dataclasses import dataclass
 
 from brokerd.controller import zk_store
 from brokerd.controller.channel import RequestBatch
+from brokerd.controller.context import LiveBroker
 from brokerd.controller.decisions import controlled_shutdown_state, reelection_state
 from brokerd.controller.operations import ControllerOps
 from brokerd.controller.reassignment_events import advance_reassignments
@@ -39,7 +45,32 @@ class ShutdownRequest:
 
 
 async def on_broker_change(ops: ControllerOps) -> None:
-    """Broker failure and start-up (seed sections A and E).
+    """Broker failure and start-up (seed sections A and E), as ZooKeeper's registrations
+    tell them; a registration fenced by on_brokers_died stays dead until it goes."""
+    registered = await asyncio.to_thread(zk_store.read_live_brokers, ops.zk)
+    await apply_live_brokers(ops, ops.ctx.unfenced(registered))
+
+
+async def on_brokers_died(ops: ControllerOps, dead: list[tuple[int, int]]) -> None:
+    """Brokers (id, broker epoch) whose processes were found dead (liveness.py) fail
+    over now, as if their sessions had expired, instead of a session timeout later.
+
+    Their registrations are fenced: until ZooKeeper removes them they are not live
+    again, so a report of a broker that has since registered anew (another epoch) is
+    ignored, and nothing can bring the dead incarnation back.
+    """
+    ctx = ops.ctx
+    fenced = {broker_id for broker_id, epoch in dead if ctx.fence(broker_id, epoch)}
+    if not fenced:
+        return
+    logger.info("brokers %s died (their ports refuse connections)", sorted(fenced))
+    await apply_live_brokers(
+        ops, {b: live for b, live in ctx.live_brokers.items() if b not in fenced}
+    )
+
+
+async def apply_live_brokers(ops: ControllerOps, live_now: dict[int, LiveBroker]) -> None:
+    """Fail over the brokers missing from `live_now` and start the new ones.
 
     A broker whose registration was replaced since the last look (it restarted faster
     than this event came round: a new czxid, its broker epoch) is both gone and born. It
@@ -50,8 +81,7 @@ async def on_broker_change(ops: ControllerOps) -> None:
     ctx = ops.ctx
     started = time.monotonic()
     round_trips_before = ctx.zk_round_trips
-    live_now = await asyncio.to_thread(zk_store.read_live_brokers, ops.zk)
-    gone = {b for b, live in ctx.live_brokers.items() if live_now.get(b, None) != live}
+    gone = {b for b, live in ctx.live_brokers.items() if live_now.get(b) != live}
     born = {b for b, live in live_now.items() if ctx.live_brokers.get(b, None) != live}
     logger.info("brokers changed: gone %s, new %s", sorted(gone), sorted(born))
     ops.channel.remove(gone)

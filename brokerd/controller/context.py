@@ -1,7 +1,8 @@
 """The controller's model of the cluster: what it believes, with no I/O.
 
 Owned by the controller's event task alone (see controller.py); nothing else reads or
-writes it. It holds the live brokers (with the epoch of each registration), every
+writes it. It holds the live brokers (with the epoch of each registration), the registrations of
+brokers found dead before ZooKeeper ended their sessions (fenced), every
 partition's assignment and leaderAndISR state with that state's zkVersion, and the
 partition state table. Decisions are computed from it; they become true only once
 written to ZooKeeper, after which the controller records them here.
@@ -57,6 +58,9 @@ class ControllerContext:
         default_factory=lambda: StateTable(ReplicaState.NON_EXISTENT)
     )
     shutting_down: set[int] = field(default_factory=set)
+    # Registrations (broker id -> broker epoch) whose process is known to be dead while
+    # its ephemeral znode waits for the session to expire: not live, whatever ZooKeeper says.
+    fenced: dict[int, int] = field(default_factory=dict)
     # Partitions being moved, with their target replicas (from /admin/reassign_partitions).
     reassignments: dict[TopicPartition, list[int]] = field(default_factory=dict)
     unclean_elections: int = 0
@@ -98,6 +102,29 @@ class ControllerContext:
             for replica in {current.leader, *current.isr}
             if replica in self.live_brokers and self.live_brokers[replica].epoch > current.zxid
         )
+
+    def fence(self, broker_id: int, broker_epoch: int) -> bool:
+        """Record that the registration (`broker_id`, `broker_epoch`) belongs to a dead
+        process; True if that is the registration held as live (False: already gone)."""
+        live = self.live_brokers.get(broker_id)
+        if live is None or live.epoch != broker_epoch:
+            return False
+        self.fenced[broker_id] = broker_epoch
+        return True
+
+    def unfenced(self, registered: dict[int, LiveBroker]) -> dict[int, LiveBroker]:
+        """The registrations read from ZooKeeper that count as live brokers.
+
+        A fenced registration stays dead until its znode goes; a broker that really
+        restarts registers anew, with a new epoch, and is live again. Fences whose
+        registration is gone or replaced are forgotten here.
+        """
+        self.fenced = {
+            broker_id: epoch
+            for broker_id, epoch in self.fenced.items()
+            if broker_id in registered and registered[broker_id].epoch == epoch
+        }
+        return {b: live for b, live in registered.items() if self.fenced.get(b) != live.epoch}
 
     def unclean_enabled(self, topic: str) -> bool:
         value = self.topic_configs.get(topic, {}).get("unclean.leader.election.enable", "false")

@@ -13,6 +13,13 @@ the ControllerOps (operations.py) of the current controllership.
 
 A controller that finds its epoch overtaken (a fenced write fails) or loses its session
 resigns: it drops its context and goes back to waiting for `/controller` to be free.
+
+Crashes are noticed without waiting for ZooKeeper sessions (liveness.py): the active
+controller watches every other live broker and fails over one whose port refuses
+connections at once (broker_events.on_brokers_died); every other broker watches the
+controller, and when its port refuses, frees `/controller` (fenced by the controller
+epoch) so that a successor is elected now. A paused broker still accepts connections and
+is left to its session timeout.
 """
 
 from __future__ import annotations
@@ -31,12 +38,14 @@ from brokerd.controller import zk_store
 from brokerd.controller.broker_events import (
     ShutdownRequest,
     on_broker_change,
+    on_brokers_died,
     on_controlled_shutdown,
     on_isr_change,
 )
 from brokerd.controller.channel import ControllerChannel, RequestBatch
 from brokerd.controller.context import ControllerContext
 from brokerd.controller.decisions import reelection_state
+from brokerd.controller.liveness import BrokerLiveness, WatchedBroker
 from brokerd.controller.operations import ControllerOps
 from brokerd.controller.preferred_events import on_auto_rebalance, on_preferred_election
 from brokerd.controller.reassignment_events import on_reassignment
@@ -72,6 +81,8 @@ class Event(enum.Enum):
     REASSIGNMENT = "partition reassignment requested"
     CONFIG_CHANGE = "topic config changed"
     SESSION_LOST = "ZooKeeper session lost"
+    BROKERS_DIED = "broker processes died"
+    CONTROLLER_DIED = "the controller's process died"
 
 
 @dataclass(frozen=True)
@@ -96,6 +107,11 @@ class Controller:
         self.rebalance = rebalance or RebalanceSettings()
         self._rebalance_timer: asyncio.Task[None] | None = None
         self._shutdown_requests: list[ShutdownRequest] = []
+        # Reports of dead processes, taken by the BROKERS_DIED / CONTROLLER_DIED events.
+        self._dead_brokers: list[WatchedBroker] = []
+        self._dead_controllers: list[WatchedBroker] = []
+        self._brokers_liveness = BrokerLiveness(self._on_broker_dead)
+        self._controller_liveness = BrokerLiveness(self._on_controller_dead)
         self.ops: ControllerOps | None = None  # set while this broker is the controller
         self.channel = ControllerChannel(f"controller-{broker_id}", security)
         self._events: asyncio.Queue[Event] = asyncio.Queue()
@@ -126,6 +142,8 @@ class Controller:
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+        await self._brokers_liveness.close()
+        await self._controller_liveness.close()
         await self.channel.close()
 
     async def controlled_shutdown(self, broker_id: int, broker_epoch: int) -> list[TopicPartition]:
@@ -144,6 +162,14 @@ class Controller:
         """Safe from any thread: watches and listeners only ever call this."""
         if self._loop is not None and not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._events.put_nowait, event)
+
+    def _on_broker_dead(self, broker: WatchedBroker) -> None:
+        self._dead_brokers.append(broker)
+        self._enqueue(Event.BROKERS_DIED)
+
+    def _on_controller_dead(self, controller: WatchedBroker) -> None:
+        self._dead_controllers.append(controller)
+        self._enqueue(Event.CONTROLLER_DIED)
 
     def _on_session_state(self, state: str) -> None:
         if state == KazooState.LOST:
@@ -170,6 +196,17 @@ class Controller:
                         await asyncio.to_thread(self._release_controller_znode)
                 await asyncio.sleep(FAILURE_BACKOFF_S)
                 self._enqueue(Event.ELECTION)
+            self._watch_live_brokers()
+
+    def _watch_live_brokers(self) -> None:
+        """As the controller, watch every other broker held live; otherwise none."""
+        ops = self.ops
+        live = {} if ops is None else ops.ctx.live_brokers
+        self._brokers_liveness.watch(
+            WatchedBroker(broker_id, b.registration.host, b.registration.port, b.epoch)
+            for broker_id, b in live.items()
+            if broker_id != self.broker_id
+        )
 
     async def _handle(self, event: Event) -> None:
         if event is Event.SESSION_LOST:
@@ -180,6 +217,9 @@ class Controller:
             if self.ops is None:
                 await self._try_to_lead()
             return
+        if event is Event.CONTROLLER_DIED:
+            await self._vacate_dead_controller_seats()
+            return
         if self.ops is not None:
             await self._handler(event)(self.ops)
 
@@ -189,6 +229,9 @@ class Controller:
             return lambda ops: on_controlled_shutdown(ops, requests)
         if event is Event.AUTO_REBALANCE:
             return lambda ops: on_auto_rebalance(ops, self.rebalance.imbalance_percent)
+        if event is Event.BROKERS_DIED:
+            dead, self._dead_brokers = self._dead_brokers, []
+            return lambda ops: on_brokers_died(ops, [(b.broker_id, b.epoch) for b in dead])
         return EVENT_HANDLERS[event]
 
     async def _resign(self) -> None:
@@ -206,11 +249,38 @@ class Controller:
         if zk_store.current_controller(self.zk) == self.broker_id:
             self.zk.delete(znodes.CONTROLLER_PATH)
 
+    async def _vacate_dead_controller_seats(self) -> None:
+        """Free `/controller` of a controller found dead, unless someone was elected since
+        (the epoch's zkVersion fences it); the deletion then wakes every candidate."""
+        dead, self._dead_controllers = self._dead_controllers, []
+        for controller in dead:
+            vacated = await asyncio.to_thread(
+                zk_store.vacate_dead_controller_seat, self.zk, controller.epoch
+            )
+            if vacated:
+                logger.info(
+                    "controller %d died (its port refuses connections): electing a successor",
+                    controller.broker_id,
+                )
+
     async def _try_to_lead(self) -> None:
         won = await asyncio.to_thread(zk_store.try_become_controller, self.zk, self.broker_id)
         if won is None:
-            await asyncio.to_thread(self._watch_controller_znode)
+            seat = await asyncio.to_thread(self._watch_controller_znode)
+            self._controller_liveness.watch(
+                []
+                if seat is None or seat.broker_id == self.broker_id
+                else [
+                    WatchedBroker(
+                        seat.broker_id,
+                        seat.registration.host,
+                        seat.registration.port,
+                        seat.epoch_zk_version,
+                    )
+                ]
+            )
             return
+        self._controller_liveness.watch([])
         epoch, epoch_zk_version = won
         logger.info("broker %d is the controller, epoch %d", self.broker_id, epoch)
         ctx = ControllerContext(self.broker_id, epoch, epoch_zk_version)
@@ -218,8 +288,9 @@ class Controller:
         self.ops = ControllerOps(self.zk, ctx, self.channel, self._watch_topic)
         await self._on_elected(self.ops)
 
-    def _watch_controller_znode(self) -> None:
-        """Wake up when `/controller` goes away (or at once, if it already has)."""
+    def _watch_controller_znode(self) -> zk_store.ControllerSeat | None:
+        """Wake up when `/controller` goes away (or at once, if it already has); return
+        who holds it now, if that can be told."""
         generation = self._generation
 
         def on_change(event: object) -> None:
@@ -228,6 +299,8 @@ class Controller:
 
         if self.zk.exists(znodes.CONTROLLER_PATH, watch=on_change) is None:
             self._enqueue(Event.ELECTION)
+            return None
+        return zk_store.read_controller_seat(self.zk)
 
     def _watch(self, path: str, event: Event) -> None:
         generation = self._generation

@@ -81,6 +81,48 @@ def try_become_controller(zk: KazooClient, broker_id: int) -> tuple[int, int] | 
     return epoch, stat.version + 1
 
 
+@dataclass(frozen=True)
+class ControllerSeat:
+    """Who holds `/controller`, with the `/controller_epoch` zkVersion its election set."""
+
+    broker_id: int
+    epoch_zk_version: int
+    registration: znodes.BrokerRegistration
+
+
+def read_controller_seat(zk: KazooClient) -> ControllerSeat | None:
+    """The current controller, or None if there is none or it is changing hands.
+
+    The election creates `/controller` and bumps `/controller_epoch` in one multi-op, so
+    the two belong together exactly when the first's czxid is the second's mzxid.
+    """
+    held = read_if_present(zk, znodes.CONTROLLER_PATH)
+    epoch = read_if_present(zk, znodes.CONTROLLER_EPOCH_PATH)
+    if held is None or epoch is None or held[1].czxid != epoch[1].mzxid:
+        return None
+    broker_id = znodes.ControllerRegistration.decode(held[0]).broker_id
+    registered = read_if_present(zk, znodes.broker_path(broker_id))
+    if registered is None:
+        return None
+    registration = znodes.BrokerRegistration.decode(broker_id, registered[0])
+    return ControllerSeat(broker_id, epoch[1].version, registration)
+
+
+def vacate_dead_controller_seat(zk: KazooClient, epoch_zk_version: int) -> bool:
+    """Delete `/controller` for a controller whose process died, so that the others
+    elect a successor now rather than when its session expires; True if deleted.
+
+    Fenced by the epoch's zkVersion that controller's election set: if anyone has been
+    elected since, nothing is deleted.
+    """
+    with translated():
+        transaction = zk.transaction()
+        transaction.check(znodes.CONTROLLER_EPOCH_PATH, epoch_zk_version)
+        transaction.delete(znodes.CONTROLLER_PATH)
+        results = transaction.commit()
+    return not any(isinstance(result, Exception) for result in results)
+
+
 def current_controller(zk: KazooClient) -> int:
     found = read_if_present(zk, znodes.CONTROLLER_PATH)
     return -1 if found is None else znodes.ControllerRegistration.decode(found[0]).broker_id
