@@ -491,3 +491,23 @@ def code_of(error: BaseException) -> int:
         # timeout, and trying again later is right (Kafka answers REQUEST_TIMED_OUT too).
         return RequestTimedOutError.code
     return UnknownServerError.code
+
+
+class RecordsLostError(ReplogError):
+    """Records a reader of an exact offset range expected are gone: retention deleted
+    them, the log was truncated below them, or their partition was deleted.
+
+    Carries the lost offsets [start, end) of `topic`/`partition`, so a caller can say
+    what was lost or decide to go on without them.
+    """
+
+    def __init__(self, message: str, topic: str, partition: int, start: int, end: int) -> None:
+        super().__init__(message)
+        self.topic = topic
+        self.partition = partition
+        self.start = start
+        self.end = end
+
+
+class ClientClosedError(ReplogError):
+    """A call on a client after its close(): it has no connections or thread any more."""

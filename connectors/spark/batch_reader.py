@@ -16,7 +16,6 @@ from pyspark.sql.types import StructType
 
 from connectors.spark.connection import (
     bootstrap_servers,
-    offsets_at,
     resolve_offset_spec,
     run_with_cluster,
     subscribed_partitions,
@@ -37,9 +36,11 @@ from connectors.spark.source_options import (
     check_schema,
     parse_source_options,
 )
+from spark_replica.client import EARLIEST as EARLIEST_TIMESTAMP
+from spark_replica.client import LATEST as LATEST_TIMESTAMP
 from spark_replica.client import Cluster
+from spark_replica.client import list_offsets as offsets_at
 from spark_replica.errors import ConfigError
-from spark_replica.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 # How long planning waits for a partition whose leader is moving before it fails.
 PLANNING_WAIT_S = 30.0

@@ -6,23 +6,22 @@ addresses once, on the driver; executors only ever get the resolved list, so the
 no ZooKeeper session of their own.
 
 Also the driver's questions to the cluster when it plans a read: which partitions a
-subscription covers now, and their offsets (log start, HW, by timestamp), asked again
-while a leader moves so that a broker failure delays planning instead of failing it.
+subscription covers now, and where an offset option says to start or end (the client's
+`list_offsets` asks again while a leader moves, so a broker failure delays planning
+instead of failing it).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 
 from connectors.spark.offsets import offsets_for_timestamps, resolve_offsets
 from connectors.spark.source_options import ASSIGN, OffsetSpec, Subscription
-from spark_replica.client import Cluster, bootstrap_from_zookeeper, parse_bootstrap
-from spark_replica.client.consumer import list_offsets_at
-from spark_replica.errors import ConfigError, ReplogError, TimeoutExpiredError
+from spark_replica.client import Cluster, bootstrap_from_zookeeper, list_offsets, parse_bootstrap
+from spark_replica.errors import ConfigError
 from spark_replica.security.settings import SecurityConfig
 from spark_replica.topics import TopicPartition
 
@@ -31,11 +30,6 @@ T = TypeVar("T")
 BOOTSTRAP_OPTION = "replog.bootstrap.servers"
 KAFKA_BOOTSTRAP_OPTION = "kafka.bootstrap.servers"
 ZOOKEEPER_OPTION = "replog.zookeeper.connect"
-
-# A leader that takes longer than this to answer ListOffsets is asked again (it may be
-# frozen or gone); the overall wait is the caller's.
-LIST_OFFSETS_WAIT_S = 5.0
-OFFSETS_RETRY_BACKOFF_S = 0.2
 
 
 def bootstrap_servers(options: Mapping[str, str]) -> str:
@@ -116,72 +110,6 @@ async def subscribed_partitions(
     return sorted(found)
 
 
-async def offsets_at(
-    cluster: Cluster,
-    partitions: list[TopicPartition],
-    timestamp: int,
-    *,
-    wait_s: float,
-    partial: bool = False,
-    replica_id: int = -1,
-) -> dict[TopicPartition, tuple[int, int]]:
-    """(offset, record timestamp) per partition from its leader: -2 log start, -1 the HW.
-
-    A partition whose leader is moving (killed, restarting) is asked again with fresh
-    metadata until `wait_s` passes; then, with `partial`, it is left out of the answer
-    (the caller plans without it this time), else TimeoutExpiredError names it. With
-    replica_id DEBUG_REPLICA_ID, -1 asks for the leader's log end offset instead of the HW.
-    """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_s
-    pending = set(partitions)
-    found: dict[TopicPartition, tuple[int, int]] = {}
-    last_error: ReplogError | None = None
-    while pending:
-        by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
-        for tp in sorted(pending):
-            try:
-                by_leader[cluster.leader_for(tp)].append(tp)
-            except ReplogError as exc:
-                if not exc.retriable:
-                    raise
-                last_error = exc
-        groups = list(by_leader.items())
-        outcomes = await asyncio.gather(
-            *(
-                asyncio.wait_for(
-                    list_offsets_at(cluster, leader, tps, timestamp, replica_id),
-                    LIST_OFFSETS_WAIT_S,
-                )
-                for leader, tps in groups
-            ),
-            return_exceptions=True,
-        )
-        for outcome in outcomes:
-            if isinstance(outcome, TimeoutError):
-                last_error = TimeoutExpiredError("a partition leader did not answer ListOffsets")
-            elif isinstance(outcome, ReplogError) and outcome.retriable:
-                last_error = outcome
-            elif isinstance(outcome, BaseException):
-                raise outcome
-            else:
-                found.update(outcome)
-                pending.difference_update(outcome)
-        if not pending:
-            break
-        if loop.time() > deadline:
-            if partial:
-                break
-            names = ", ".join(str(tp) for tp in sorted(pending))
-            raise TimeoutExpiredError(
-                f"no offsets for {names} within {wait_s:.0f} s (last error: {last_error})"
-            )
-        await asyncio.sleep(OFFSETS_RETRY_BACKOFF_S)
-        with contextlib.suppress(ReplogError):
-            await cluster.refresh(sorted({tp.topic for tp in pending}))
-    return found
-
-
 async def resolve_offset_spec(
     cluster: Cluster,
     spec: OffsetSpec,
@@ -218,7 +146,7 @@ async def resolve_offset_spec(
         by_timestamp[timestamp].append(tp)
     found: dict[TopicPartition, int] = {}
     for timestamp, tps in by_timestamp.items():
-        answers = await offsets_at(cluster, tps, timestamp, wait_s=wait_s)
+        answers = await list_offsets(cluster, tps, timestamp, wait_s=wait_s)
         found.update({tp: offset for tp, (offset, _) in answers.items()})
     resolved = offsets_for_timestamps(
         found, latest, fail_without_match=fail_without_match, option=spec.option

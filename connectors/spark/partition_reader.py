@@ -1,12 +1,11 @@
 """Executor side: read one offset range of one partition and yield Spark's Arrow rows.
 
-A task reads [start, end) of one partition from whichever broker leads it now. The
-end was at most the HW when the driver planned the batch, so every record of the range
-is committed: a reader never goes past `end`, and if a new leader's HW still lags it
-waits rather than stops short. Leader changes, a killed broker or a restarting one
-show as retriable errors: the reader refreshes its metadata, backs off and fetches
-again from the next offset it has not yet yielded, so no record is yielded twice. Only
-a range that makes no progress for `poll_timeout_ms` fails the task.
+A task reads [start, end) of one partition with the client's range reader
+(`Consumer.read_range`): it follows leader changes, waits while a new leader's HW lags,
+checks CRCs, never goes past `end` and never yields a record twice. Records that are
+gone (retention, truncation, a deleted partition) fail the task with failOnDataLoss
+and are skipped without it. Only a range that makes no progress for `poll_timeout_ms`
+fails the task.
 
 Rows are built from the stored Arrow payload with Arrow compute only: the payload's
 key, value, timestamp and headers columns are reused as they are (the timestamp cast
@@ -29,41 +28,20 @@ from pyspark.sql.datasource import InputPartition
 from connectors.spark.avro import AvroCodec
 from connectors.spark.offsets import OffsetRange, data_loss_error
 from connectors.spark.schema import ARROW_HEADERS_TYPE, arrow_source_schema
-from spark_replica.client import Cluster, parse_bootstrap
-from spark_replica.client.consumer import list_offsets_at
-from spark_replica.errors import (
-    OffsetOutOfRangeError,
-    ReplogError,
-    TimeoutExpiredError,
-    UnknownTopicOrPartitionError,
-    raise_for_code,
+from spark_replica.client import (
+    Cluster,
+    Consumer,
+    FetchedRecords,
+    RecordsLost,
+    parse_bootstrap,
 )
-from spark_replica.protocol.fetch import FetchPartition, FetchRequest, FetchTopic
-from spark_replica.protocol.list_offsets import (
-    DEBUG_REPLICA_ID,
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-)
-from spark_replica.records import (
-    TIMESTAMP_TYPE_LOG_APPEND,
-    decode_payload,
-    iter_batches,
-    verify_batch,
-)
+from spark_replica.errors import ReplogError
 from spark_replica.topics import TopicPartition
 
 if TYPE_CHECKING:
     from connectors.spark.source_options import SourceOptions
     from spark_replica.security.settings import SecurityConfig
 
-FETCH_MAX_WAIT_MS = 500
-FETCH_MAX_BYTES = 16 * 1024 * 1024
-# A fetch that gets no answer this long after its own wait is over is given up (the
-# leader may be frozen) and tried again with fresh metadata.
-FETCH_ANSWER_GRACE_S = 10.0
-RETRY_BACKOFF_S = 0.1
-MAX_RETRY_BACKOFF_S = 2.0
-GONE_CONFIRMATIONS = 2
 SPARK_TIMESTAMP = pa.timestamp("us", tz="UTC")
 # Stored batches with fewer records are joined with their neighbours before they become
 # rows, up to COALESCED_ROWS records (Spark's own Arrow batch size by default).
@@ -122,24 +100,35 @@ def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     cluster = Cluster(
         parse_bootstrap(part.servers), client_id="replog-spark-source", security=part.security
     )
-    reader = RangeReader(cluster, part)
+    reader = Consumer(cluster).read_range(
+        TopicPartition(part.topic, part.partition),
+        part.start,
+        part.end,
+        on_lost=lambda lost: _lost(part, lost),
+        progress_timeout_ms=part.poll_timeout_ms,
+    )
+    rows = RangeRows(part)
     try:
-        while True:
-            pieces = loop.run_until_complete(reader.next_rows())
-            if pieces is None:
-                return
-            yield from pieces
+        while (fetched := loop.run_until_complete(reader.next_fetch())) is not None:
+            yield from rows.build(fetched)
     finally:
         with contextlib.suppress(ReplogError, OSError):
             loop.run_until_complete(cluster.close())
         loop.close()
 
 
+def _lost(part: RangePartition, lost: RecordsLost) -> None:
+    """Records of the range are gone: fail the query, unless failOnDataLoss is off."""
+    if part.fail_on_data_loss:
+        raise data_loss_error(str(lost))
+
+
 class _SmallRun:
     """Consecutive small stored batches of one partition, waiting to become one row batch.
 
-    They join only while they share a payload schema (a batch without headers has no
-    headers column) and a timestamp type, and stay under COALESCED_ROWS together.
+    They join only while they follow each other without a gap, share a payload schema
+    (a batch without headers has no headers column) and a timestamp type, and stay under
+    COALESCED_ROWS together.
     """
 
     def __init__(self) -> None:
@@ -148,9 +137,10 @@ class _SmallRun:
         self.timestamp_type = 0
         self.rows = 0
 
-    def takes(self, records: pa.RecordBatch, timestamp_type: int) -> bool:
+    def takes(self, first_offset: int, records: pa.RecordBatch, timestamp_type: int) -> bool:
         return not self.records or (
-            timestamp_type == self.timestamp_type
+            first_offset == self.first_offset + self.rows
+            and timestamp_type == self.timestamp_type
             and records.schema.equals(self.records[0].schema)
             and self.rows + records.num_rows <= COALESCED_ROWS
         )
@@ -167,15 +157,12 @@ class _SmallRun:
         self.rows = 0
 
 
-class RangeReader:
-    """Fetches one partition's range from its current leader, following leader changes."""
+class RangeRows:
+    """Turns one range's fetched records into Spark's row batches."""
 
-    def __init__(self, cluster: Cluster, part: RangePartition) -> None:
-        self.cluster = cluster
+    def __init__(self, part: RangePartition) -> None:
         self.part = part
         self.tp = TopicPartition(part.topic, part.partition)
-        self.position = part.start
-        self._gone_seen = 0
         self.schema = arrow_source_schema(part.include_headers)
         self.avro_schema = (
             None
@@ -183,96 +170,27 @@ class RangeReader:
             else arrow_source_schema(part.include_headers, part.avro.arrow_type)
         )
 
-    async def next_rows(self) -> list[pa.RecordBatch] | None:
-        """The next rows of the range (one RecordBatch per stored batch, uncopied), or None
-        once the range is read (or skipped as lost)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.part.poll_timeout_ms / 1000
-        backoff = RETRY_BACKOFF_S
-        last_error: ReplogError | None = None
-        while self.position < self.part.end:
-            try:
-                rows = await self._fetch()
-            except ReplogError as exc:
-                if not exc.retriable:
-                    raise
-                last_error = exc
-                await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, MAX_RETRY_BACKOFF_S)
-                await self._refresh_after(exc)
-            else:
-                if rows is not None:
-                    return rows
-            if loop.time() > deadline:
-                raise TimeoutExpiredError(
-                    f"{self.tp}: no records at offset {self.position} (range ends at "
-                    f"{self.part.end}) for {self.part.poll_timeout_ms} ms; last error: "
-                    f"{last_error}"
-                )
-        return None
-
-    async def _fetch(self) -> list[pa.RecordBatch] | None:
-        await self.cluster.ensure_topic(self.tp.topic)
-        leader = self.cluster.leader_for(self.tp)
-        epoch = self.cluster.partition(self.tp).leader_epoch
-        conn = await self.cluster.connection(leader, "fetch")
-        request = FetchRequest(
-            FETCH_MAX_WAIT_MS,
-            1,
-            FETCH_MAX_BYTES,
-            [
-                FetchTopic(
-                    self.tp.topic,
-                    [FetchPartition(self.tp.partition, self.position, FETCH_MAX_BYTES, epoch)],
-                )
-            ],
-        )
-        response = await conn.send(
-            request, timeout_s=FETCH_MAX_WAIT_MS / 1000 + FETCH_ANSWER_GRACE_S
-        )
-        result = response.topics[0].partitions[0]
-        if result.error_code == OffsetOutOfRangeError.code:
-            await self._handle_out_of_range()
-            return None
-        raise_for_code(result.error_code, result.error_message or "")
-        self._gone_seen = 0
-        return self._take(result.records)
-
-    def _take(self, data: bytes | memoryview) -> list[pa.RecordBatch] | None:
-        """Rows of the fetched batches within [position, end); advances the position.
-
-        A large stored batch becomes one RecordBatch of its own, uncopied (concatenating
-        a fetch of them cost a full copy). Runs of small ones, as producers that send
-        often write them, are joined first: building rows costs about 0.1 ms per batch
-        whatever its size, and so does each batch Spark takes in, so a log of 50-record
-        batches read one by one went at a tenth of the speed.
+    def build(self, fetched: list[FetchedRecords]) -> list[pa.RecordBatch]:
+        """Rows of one fetch's records: a large stored batch becomes one RecordBatch of
+        its own, uncopied (concatenating a fetch of them cost a full copy). Runs of small
+        ones, as producers that send often write them, are joined first: building rows
+        costs about 0.1 ms per batch whatever its size, and so does each batch Spark
+        takes in, so a log of 50-record batches read one by one went at a tenth of the
+        speed.
         """
         pieces: list[pa.RecordBatch] = []
         run = _SmallRun()
-        for header, batch in iter_batches(data, allow_partial_tail=True):
-            if header.next_offset <= self.position:
-                continue
-            if header.base_offset >= self.part.end:
-                break
-            if header.base_offset > self.position:
-                pieces += self._flush(run)
-                self._lose(f"offsets {self.position}..{header.base_offset - 1} are missing")
-                self.position = header.base_offset
-            verify_batch(batch, header)
-            first = self.position - header.base_offset
-            stop = min(self.part.end, header.next_offset) - header.base_offset
-            records = decode_payload(batch).slice(first, stop - first)
-            timestamp_type = 1 if header.attributes & TIMESTAMP_TYPE_LOG_APPEND else 0
+        for chunk in fetched:
+            records = chunk.records
             if records.num_rows >= SMALL_BATCH_ROWS:
                 pieces += self._flush(run)
-                pieces.append(self._rows(self.position, timestamp_type, records))
+                pieces.append(self._rows(chunk.first_offset, chunk.timestamp_type, records))
             else:
-                if not run.takes(records, timestamp_type):
+                if not run.takes(chunk.first_offset, records, chunk.timestamp_type):
                     pieces += self._flush(run)
-                run.add(self.position, records, timestamp_type)
-            self.position = header.base_offset + stop
+                run.add(chunk.first_offset, records, chunk.timestamp_type)
         pieces += self._flush(run)
-        return pieces or None
+        return pieces
 
     def _flush(self, run: _SmallRun) -> list[pa.RecordBatch]:
         """The rows of the small batches collected so far, as one RecordBatch."""
@@ -295,62 +213,6 @@ class RangeReader:
             rows.column("value"), offsets
         )
         return pa.RecordBatch.from_arrays(columns, schema=self.avro_schema)
-
-    async def _handle_out_of_range(self) -> None:
-        """The leader's log does not hold the position: retention or truncation took it."""
-        leader = self.cluster.leader_for(self.tp)
-        earliest = await list_offsets_at(self.cluster, leader, [self.tp], EARLIEST_TIMESTAMP)
-        ends = await list_offsets_at(
-            self.cluster, leader, [self.tp], LATEST_TIMESTAMP, DEBUG_REPLICA_ID
-        )
-        log_start, log_end = earliest[self.tp][0], ends[self.tp][0]
-        if self.position < log_start:
-            resume = min(log_start, self.part.end)
-            self._lose(
-                f"offsets {self.position}..{resume - 1} were deleted "
-                f"(the log starts at {log_start})"
-            )
-            self.position = resume
-        elif self.position > log_end:
-            self._lose(
-                f"offsets {self.position}..{self.part.end - 1} are gone: the log was truncated "
-                f"to {log_end}"
-            )
-            self.position = self.part.end
-        else:
-            # The leader changed between the fetch and this look: fetch again shortly.
-            await asyncio.sleep(RETRY_BACKOFF_S)
-
-    async def _refresh_after(self, error: ReplogError) -> None:
-        """Fresh metadata after an error; a partition the cluster no longer has is data loss.
-
-        One answer saying the topic is unknown may come from a broker that has not yet
-        caught up with the controller, so the partition counts as gone only when two
-        answers in a row say so.
-        """
-        if not error.invalid_metadata:
-            return
-        try:
-            response = await self.cluster.refresh([self.tp.topic])
-        except ReplogError:
-            return
-        topic = response.topics[0] if response.topics else None
-        gone = topic is not None and topic.error_code == UnknownTopicOrPartitionError.code
-        if gone or (
-            topic is not None
-            and not topic.error_code
-            and all(p.partition != self.tp.partition for p in topic.partitions)
-        ):
-            self._gone_seen += 1
-        else:
-            self._gone_seen = 0
-        if self._gone_seen >= GONE_CONFIRMATIONS:
-            self._lose(f"{self.tp} is gone: offsets {self.position}..{self.part.end - 1} unread")
-            self.position = self.part.end
-
-    def _lose(self, detail: str) -> None:
-        if self.part.fail_on_data_loss:
-            raise data_loss_error(f"{self.tp}: {detail}")
 
 
 def payload_to_rows(

@@ -23,18 +23,14 @@ after its micro-batch finished. That micro-batch could only start once this one 
 wholly written, so the fence is the answer "all of this is here already", and the
 partition's remaining batches are skipped (`Outcome.SUPERSEDED`).
 
-Batches go one at a time per partition, each sent again after a retriable error
-(leader change, lost connection, timeout) with the same sequence until the delivery
-timeout: the leader answers a retry of a batch it has as a duplicate.
-
-The sender talks to brokers with the client's cluster and connections but stamps its
-own sequence numbers, which the client producer does not let a caller choose.
+Batches go one at a time per partition through the client's SequencedProducer, which
+sends at the sequence given, retries with the same sequence after a retriable error
+until the delivery timeout, and answers the leader's verdict; the recovery above is
+the only logic of this module.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import enum
 import logging
 from collections.abc import Awaitable, Callable
@@ -42,29 +38,13 @@ from collections.abc import Awaitable, Callable
 import pyarrow as pa
 
 from connectors.spark.sink_identity import ProducerIdentity
-from connectors.spark.sink_options import ProducerSettings
-from spark_replica.client import Cluster
-from spark_replica.errors import (
-    DuplicateSequenceNumberError,
-    InvalidProducerEpochError,
-    OutOfOrderSequenceError,
-    ReplogError,
-    raise_for_code,
-)
-from spark_replica.protocol.produce import (
-    ACKS_ALL,
-    ProducePartition,
-    ProduceRequest,
-    ProduceTopic,
-)
-from spark_replica.records import encode_batch
+from spark_replica.client import SendOutcome, SequencedProducer
+from spark_replica.errors import OutOfOrderSequenceError
 from spark_replica.topics import TopicPartition
 
 log = logging.getLogger(__name__)
 
 SEQUENCE_SPACE = 2**31
-ANSWER_GRACE_S = 5.0
-MAX_BACKOFF_S = 1.0
 
 
 class Outcome(enum.Enum):
@@ -72,8 +52,16 @@ class Outcome(enum.Enum):
     ALREADY_WRITTEN = "already written"  # a duplicate: an earlier attempt wrote it
     OVERLAPS = "overlaps"  # out of order: part of it was written, as other batches
     # Fenced by a later epoch of the producer id: a later micro-batch of this task has
-    # written the partition, so this micro-batch is wholly there (see SequencedSender).
+    # written the partition, so this micro-batch is wholly there (see PartitionSender).
     SUPERSEDED = "superseded"
+
+
+OUTCOMES = {
+    SendOutcome.WRITTEN: Outcome.WRITTEN,
+    SendOutcome.DUPLICATE: Outcome.ALREADY_WRITTEN,
+    SendOutcome.OUT_OF_ORDER: Outcome.OVERLAPS,
+    SendOutcome.FENCED: Outcome.SUPERSEDED,
+}
 
 
 TryPiece = Callable[[int, int], Awaitable[Outcome]]
@@ -147,7 +135,7 @@ async def _split(offset: int, size: int, try_piece: TryPiece) -> Outcome:
     return Outcome.OVERLAPS
 
 
-class SequencedSender:
+class PartitionSender:
     """Sends one partition's batches in order, one at a time, numbering records from 0.
 
     Once the partition's leader fences this task's epoch (a later micro-batch of the
@@ -158,20 +146,13 @@ class SequencedSender:
     """
 
     def __init__(
-        self,
-        cluster: Cluster,
-        tp: TopicPartition,
-        identity: ProducerIdentity,
-        settings: ProducerSettings,
-        connect_lock: asyncio.Lock,
+        self, producer: SequencedProducer, tp: TopicPartition, identity: ProducerIdentity
     ) -> None:
-        self.cluster = cluster
+        self.producer = producer
         self.tp = tp
         self.identity = identity
-        self.settings = settings
         self.next_sequence = 0
         self.superseded = False
-        self._connect_lock = connect_lock
 
     async def send(self, records: pa.RecordBatch) -> None:
         """Write the next batch of this partition's records exactly once."""
@@ -180,7 +161,8 @@ class SequencedSender:
         first = self.next_sequence
 
         async def try_piece(offset: int, size: int) -> Outcome:
-            return await self._produce(records.slice(offset, size), first + offset)
+            piece = records.slice(offset, size)
+            return OUTCOMES[await self.producer.send(self.tp, piece, first + offset)]
 
         outcome = await write_batch(records.num_rows, try_piece)
         if outcome is Outcome.OVERLAPS:
@@ -204,50 +186,3 @@ class SequencedSender:
                 first,
             )
         self.next_sequence = (first + records.num_rows) % SEQUENCE_SPACE
-
-    async def _produce(self, records: pa.RecordBatch, sequence: int) -> Outcome:
-        batch = encode_batch(
-            records,
-            producer_id=self.identity.producer_id,
-            producer_epoch=self.identity.epoch,
-            base_sequence=sequence % SEQUENCE_SPACE,
-            compression=self.settings.compression_type,
-        )
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.settings.delivery_timeout_ms / 1000
-        backoff = self.settings.retry_backoff_ms / 1000
-        while True:
-            try:
-                await self._send_once(batch)
-                return Outcome.WRITTEN
-            except DuplicateSequenceNumberError:
-                return Outcome.ALREADY_WRITTEN
-            except OutOfOrderSequenceError:
-                return Outcome.OVERLAPS
-            except InvalidProducerEpochError:
-                return Outcome.SUPERSEDED
-            except ReplogError as exc:
-                if not exc.retriable or loop.time() + backoff > deadline:
-                    raise
-                if exc.invalid_metadata:
-                    with contextlib.suppress(ReplogError):
-                        await self.cluster.refresh([self.tp.topic])
-                await asyncio.sleep(backoff)
-                backoff = min(max(backoff * 2, 0.01), MAX_BACKOFF_S)
-
-    async def _send_once(self, batch: memoryview) -> None:
-        """One produce request; a duplicate of a recent batch is answered without error."""
-        await self.cluster.ensure_topic(self.tp.topic)
-        leader = self.cluster.leader_for(self.tp)
-        async with self._connect_lock:
-            conn = await self.cluster.connection(leader, "produce")
-        request = ProduceRequest(
-            ACKS_ALL,
-            self.settings.request_timeout_ms,
-            [ProduceTopic(self.tp.topic, [ProducePartition(self.tp.partition, batch)])],
-        )
-        response = await conn.send(
-            request, timeout_s=self.settings.request_timeout_ms / 1000 + ANSWER_GRACE_S
-        )
-        result = response.topics[0].partitions[0]
-        raise_for_code(result.error_code, result.error_message or "")

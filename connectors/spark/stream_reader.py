@@ -32,7 +32,6 @@ from pyspark.sql.types import StructType
 
 from connectors.spark.connection import (
     bootstrap_servers,
-    offsets_at,
     resolve_offset_spec,
     run_with_cluster,
     subscribed_partitions,
@@ -51,12 +50,9 @@ from connectors.spark.offsets import (
 )
 from connectors.spark.partition_reader import RangePartition, range_partitions, read_range
 from connectors.spark.source_options import check_schema, parse_source_options
-from spark_replica.client import Cluster
-from spark_replica.protocol.list_offsets import (
-    DEBUG_REPLICA_ID,
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-)
+from spark_replica.client import EARLIEST as LOG_START
+from spark_replica.client import LATEST as HIGH_WATERMARK
+from spark_replica.client import Cluster, list_offsets
 from spark_replica.topics import TopicPartition
 
 # Planning a query's start or its AvailableNow target waits this long for a partition
@@ -129,8 +125,8 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             partitions = await subscribed_partitions(cluster, source.subscription)
             if not partitions:
                 return {}
-            earliest = await _offsets(cluster, partitions, EARLIEST_TIMESTAMP)
-            latest = await _offsets(cluster, partitions, LATEST_TIMESTAMP)
+            earliest = await _offsets(cluster, partitions, LOG_START)
+            latest = await _offsets(cluster, partitions, HIGH_WATERMARK)
             return await resolve_offset_spec(
                 cluster,
                 source.starting,
@@ -152,7 +148,7 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         async def target(cluster: Cluster) -> Offsets:
             partitions = await subscribed_partitions(cluster, subscription)
-            return await _offsets(cluster, partitions, LATEST_TIMESTAMP)
+            return await _offsets(cluster, partitions, HIGH_WATERMARK)
 
         self._target = run_with_cluster(
             self.servers(), target, PLANNING_TIMEOUT_S, security=self.source.security
@@ -213,20 +209,20 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if set(begin) - set(partitions):
             await asyncio.sleep(GONE_RECHECK_S)
             partitions = await subscribed_partitions(cluster, subscription)
-        found = await offsets_at(
-            cluster, partitions, LATEST_TIMESTAMP, wait_s=BATCH_PLANNING_WAIT_S, partial=True
+        found = await list_offsets(
+            cluster, partitions, HIGH_WATERMARK, wait_s=BATCH_PLANNING_WAIT_S, partial=True
         )
         high_watermarks = {tp: offset for tp, (offset, _) in found.items()}
         behind = [tp for tp, hw in high_watermarks.items() if tp in begin and begin[tp] > hw]
         log_ends: Offsets = {}
         if behind:
-            ends = await offsets_at(
+            ends = await list_offsets(
                 cluster,
                 behind,
-                LATEST_TIMESTAMP,
+                HIGH_WATERMARK,
                 wait_s=BATCH_PLANNING_WAIT_S,
                 partial=True,
-                replica_id=DEBUG_REPLICA_ID,
+                log_end=True,
             )
             log_ends = {tp: offset for tp, (offset, _) in ends.items()}
         return partitions, high_watermarks, log_ends
@@ -267,5 +263,5 @@ def _min_rows(limit: ReadLimit, option: int | None) -> int | None:
 
 
 async def _offsets(cluster: Cluster, partitions: list[TopicPartition], timestamp: int) -> Offsets:
-    found = await offsets_at(cluster, partitions, timestamp, wait_s=PLANNING_WAIT_S)
+    found = await list_offsets(cluster, partitions, timestamp, wait_s=PLANNING_WAIT_S)
     return {tp: offset for tp, (offset, _) in found.items()}

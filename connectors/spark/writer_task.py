@@ -9,8 +9,9 @@ so a slow partition slows the input rather than filling memory:
 - a batch write (and a stream write with acks other than all) goes through the
   client's producer, which gets its identity from a broker and keeps several batches
   per partition in flight;
-- an exactly-once stream write goes through one SequencedSender per partition, with
-  the task's derived identity (sink_identity, sink_sender).
+- an exactly-once stream write goes through one PartitionSender per partition, on
+  the client's SequencedProducer with the task's derived identity (sink_identity,
+  sink_sender).
 
 The task returns only when every batch is acknowledged; any failure (a non-retriable
 error, or retries exhausted at the delivery timeout) fails the task with the error.
@@ -29,8 +30,15 @@ from connectors.spark.sink_batching import BatchCutter
 from connectors.spark.sink_identity import ProducerIdentity
 from connectors.spark.sink_options import ProducerSettings, SinkOptions
 from connectors.spark.sink_routing import Router, sink_payload
-from connectors.spark.sink_sender import SequencedSender
-from spark_replica.client import Cluster, Producer, parse_bootstrap
+from connectors.spark.sink_sender import PartitionSender
+from spark_replica.client import (
+    ACKS_ALL,
+    Cluster,
+    Producer,
+    RetryPolicy,
+    SequencedProducer,
+    parse_bootstrap,
+)
 from spark_replica.errors import UnknownTopicOrPartitionError
 from spark_replica.records import encode_batch
 from spark_replica.topics import TopicPartition
@@ -108,10 +116,18 @@ class SequencedSenders:
     def __init__(
         self, cluster: Cluster, identity: ProducerIdentity, settings: ProducerSettings
     ) -> None:
-        self._cluster = cluster
+        self._producer = SequencedProducer(
+            cluster,
+            identity.producer_id,
+            identity.epoch,
+            acks=ACKS_ALL,
+            request_timeout_ms=settings.request_timeout_ms,
+            delivery_timeout_ms=settings.delivery_timeout_ms,
+            compression=settings.compression_type,
+            policy=RetryPolicy.from_ms(settings.retry_backoff_ms),
+        )
         self._identity = identity
         self._settings = settings
-        self._connect_lock = asyncio.Lock()
         self._queues: dict[TopicPartition, asyncio.Queue[pa.RecordBatch | None]] = {}
         self._senders: list[asyncio.Task[None]] = []
         self._buffered = 0
@@ -134,14 +150,12 @@ class SequencedSenders:
         queue = self._queues.get(tp)
         if queue is None:
             queue = self._queues[tp] = asyncio.Queue()
-            sender = SequencedSender(
-                self._cluster, tp, self._identity, self._settings, self._connect_lock
-            )
+            sender = PartitionSender(self._producer, tp, self._identity)
             self._senders.append(asyncio.create_task(self._send_all(sender, queue)))
         queue.put_nowait(records)
 
     async def _send_all(
-        self, sender: SequencedSender, queue: asyncio.Queue[pa.RecordBatch | None]
+        self, sender: PartitionSender, queue: asyncio.Queue[pa.RecordBatch | None]
     ) -> None:
         while (records := await queue.get()) is not None:
             try:

@@ -3,13 +3,25 @@
 from spark_replica.client.admin import Admin, PartitionDescription
 from spark_replica.client.cluster import Cluster, bootstrap_from_zookeeper, parse_bootstrap
 from spark_replica.client.connection import BrokerConnection
-from spark_replica.client.consumer import Consumer, ConsumerConfig, FetchedRecords
+from spark_replica.client.consumer import Consumer, ConsumerConfig
+from spark_replica.client.fetched import CREATE_TIME, LOG_APPEND_TIME, FetchedRecords, RecordsLost
+from spark_replica.client.list_offsets import EARLIEST, LATEST, list_offsets
 from spark_replica.client.partitioner import murmur2, partition_for_key
 from spark_replica.client.producer import Producer, ProducerConfig, RecordMetadata, parse_acks
+from spark_replica.client.range_reader import RangeReader
 from spark_replica.client.retry import DEFAULT_RETRY_POLICY, Attempts, RetryPolicy
+from spark_replica.client.sequenced_producer import SendOutcome, SequencedProducer
+from spark_replica.protocol.produce import ACKS_ALL, ACKS_LEADER, ACKS_NONE
 
 __all__ = [
+    "ACKS_ALL",
+    "ACKS_LEADER",
+    "ACKS_NONE",
+    "CREATE_TIME",
     "DEFAULT_RETRY_POLICY",
+    "EARLIEST",
+    "LATEST",
+    "LOG_APPEND_TIME",
     "Admin",
     "Attempts",
     "BrokerConnection",
@@ -20,9 +32,14 @@ __all__ = [
     "PartitionDescription",
     "Producer",
     "ProducerConfig",
+    "RangeReader",
     "RecordMetadata",
+    "RecordsLost",
     "RetryPolicy",
+    "SendOutcome",
+    "SequencedProducer",
     "bootstrap_from_zookeeper",
+    "list_offsets",
     "murmur2",
     "parse_acks",
     "parse_bootstrap",

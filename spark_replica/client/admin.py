@@ -16,7 +16,6 @@ from spark_replica.errors import (
     UnknownTopicOrPartitionError,
     raise_for_code,
 )
-from spark_replica.protocol.list_offsets import DEBUG_REPLICA_ID, LATEST_TIMESTAMP
 from spark_replica.protocol.metadata import NO_LEADER, TopicMetadata
 from spark_replica.protocol.topic_admin import (
     CreatePartitionsRequest,
@@ -28,11 +27,13 @@ from spark_replica.protocol.topic_admin import (
 from spark_replica.topics import TopicPartition
 
 from .cluster import Cluster
-from .consumer import list_offsets_at
+from .list_offsets import LATEST, list_offsets_at
 
 DEFAULT_ADMIN_TIMEOUT_S = 30.0
 # A broker that does not say its offsets within this long shows -1 in a description.
 DESCRIBE_OFFSETS_TIMEOUT_S = 5.0
+# How often a create or delete looks whether the brokers' metadata shows it done yet.
+STATE_POLL_INTERVAL_S = 0.05
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ class Admin:
                 raise TimeoutExpiredError(
                     f"topic {topic!r} has no leader for every partition after {timeout_s:.0f} s"
                 )
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(STATE_POLL_INTERVAL_S)
 
     async def delete_topic(self, topic: str, timeout_s: float = DEFAULT_ADMIN_TIMEOUT_S) -> None:
         """Delete a topic; return once the brokers no longer know it (its name is free)."""
@@ -127,7 +128,7 @@ class Admin:
                 return
             if loop.time() > deadline:
                 raise TimeoutExpiredError(f"topic {topic!r} still exists after {timeout_s:.0f} s")
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(STATE_POLL_INTERVAL_S)
 
     async def list_topics(self) -> list[str]:
         response = await self.cluster.refresh(None)
@@ -157,8 +158,8 @@ class Admin:
             for replica in p.replicas:
                 by_replica[replica].append(tp)
         high_watermarks, *replica_ends = await asyncio.gather(
-            self._offsets(by_leader, -1),
-            *(self._offsets({r: tps}, DEBUG_REPLICA_ID) for r, tps in by_replica.items()),
+            self._offsets(by_leader, log_end=False),
+            *(self._offsets({r: tps}, log_end=True) for r, tps in by_replica.items()),
         )
         log_ends = dict(zip(by_replica, replica_ends, strict=True))
         described: dict[str, list[PartitionDescription]] = defaultdict(list)
@@ -178,13 +179,17 @@ class Admin:
         return dict(described)
 
     async def _offsets(
-        self, by_broker: dict[int, list[TopicPartition]], replica_id: int
+        self, by_broker: dict[int, list[TopicPartition]], *, log_end: bool
     ) -> dict[TopicPartition, int]:
+        """Each broker's HW (or, with `log_end`, its own log end) of the partitions given.
+
+        Not retried: a description shows -1 for a broker that cannot answer now.
+        """
         offsets: dict[TopicPartition, int] = {}
         for broker_id, tps in by_broker.items():
             try:
                 found = await asyncio.wait_for(
-                    list_offsets_at(self.cluster, broker_id, tps, LATEST_TIMESTAMP, replica_id),
+                    list_offsets_at(self.cluster, broker_id, tps, LATEST, log_end=log_end),
                     DESCRIBE_OFFSETS_TIMEOUT_S,
                 )
             except (ReplogError, TimeoutError):

@@ -34,13 +34,13 @@ from spark_replica.topics import TopicPartition
 
 from .connection import BrokerConnection
 from .metadata_freshness import in_turn, merge_topics
+from .retry import DEFAULT_RETRY_POLICY, Attempts, RetryPolicy
 
 if TYPE_CHECKING:
     from spark_replica.security.settings import SecurityConfig
 
 # How long to wait for a topic's metadata to appear before giving up on it.
 DEFAULT_METADATA_WAIT_S = 5.0
-METADATA_RETRY_BACKOFF_S = 0.1
 # A Metadata request is answered at once by a healthy broker; one that takes longer is
 # skipped for a while in favour of the others (it may be paused or overloaded).
 METADATA_REQUEST_TIMEOUT_S = 5.0
@@ -84,14 +84,18 @@ class Cluster:
         client_id: str = "replog",
         metadata_wait_s: float = DEFAULT_METADATA_WAIT_S,
         security: SecurityConfig | None = None,
+        retry_policy: RetryPolicy = DEFAULT_RETRY_POLICY,
     ) -> None:
         self.bootstrap = list(bootstrap)
+        self.retry_policy = retry_policy
         self.security = security
         self.client_id = client_id
         self.metadata_wait_s = metadata_wait_s
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, TopicMetadata] = {}
         self._connections: dict[tuple[int | str, str], BrokerConnection] = {}
+        # Connections being opened: callers that want the same one wait for it.
+        self._connecting: dict[tuple[int | str, str], asyncio.Future[BrokerConnection]] = {}
         self._refresh_lock = asyncio.Lock()
         self._unresponsive_until: dict[tuple[str, int], float] = {}
         self.metadata_source: str | None = None  # host:port that answered the last refresh
@@ -103,14 +107,36 @@ class Cluster:
             raise LeaderNotAvailableError(f"broker {broker_id} is not in the cluster metadata")
         return await self._connect((broker_id, purpose), broker.host, broker.port)
 
+    async def leader_connection(
+        self, tp: TopicPartition, purpose: str = "default"
+    ) -> BrokerConnection:
+        """The connection to `tp`'s leader as the metadata says now (no refresh, no wait)."""
+        return await self.connection(self.leader_for(tp), purpose)
+
     async def _connect(self, key: tuple[int | str, str], host: str, port: int) -> BrokerConnection:
+        """The usable connection for `key`, opened once however many callers ask at once."""
         existing = self._connections.get(key)
         if existing is not None and existing.is_usable:
             return existing
+        opening = self._connecting.get(key)
+        if opening is None:
+            opening = asyncio.ensure_future(self._open(key, host, port))
+            self._connecting[key] = opening
+            opening.add_done_callback(lambda done: self._opened(key, done))
+        # Shielded: one caller giving up must not cancel the others' connection.
+        return await asyncio.shield(opening)
+
+    async def _open(self, key: tuple[int | str, str], host: str, port: int) -> BrokerConnection:
         conn = BrokerConnection(host, port, client_id=self.client_id, security=self.security)
         await conn.connect()
         self._connections[key] = conn
         return conn
+
+    def _opened(self, key: tuple[int | str, str], done: asyncio.Future[BrokerConnection]) -> None:
+        if self._connecting.get(key) is done:
+            del self._connecting[key]
+        if not done.cancelled():
+            done.exception()  # retrieved here in case every caller has given up
 
     def _candidates(self, after: int | None = None) -> list[tuple[tuple[int | str, str], str, int]]:
         """Known brokers (from the one after `after`), then bootstrap ones; unresponsive last."""
@@ -200,16 +226,17 @@ class Cluster:
         moment to reach every broker; like Kafka's clients this waits rather than fail.
         """
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.metadata_wait_s
+        attempts = Attempts(self.retry_policy, loop.time() + self.metadata_wait_s)
         while True:
             if name not in self.topics or self.topics[name].error_code:
                 await self.refresh([name])
             try:
                 return self.topic(name)
             except ReplogError as exc:
-                if not exc.retriable or loop.time() > deadline:
+                delay = attempts.next_delay(exc, loop.time())
+                if delay is None:
                     raise
-            await asyncio.sleep(METADATA_RETRY_BACKOFF_S)
+            await asyncio.sleep(delay)
 
     def partition(self, tp: TopicPartition) -> PartitionMetadata:
         for partition in self.topic(tp.topic).partitions:
@@ -224,6 +251,10 @@ class Cluster:
         return partition.leader
 
     async def close(self) -> None:
+        opening = list(self._connecting.values())
+        for future in opening:
+            future.cancel()
+        await asyncio.gather(*opening, return_exceptions=True)
         connections, self._connections = self._connections, {}
         for conn in connections.values():
             with contextlib.suppress(ReplogError, OSError):

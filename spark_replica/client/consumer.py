@@ -11,46 +11,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import defaultdict
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 
-import pyarrow as pa
-
-from spark_replica.errors import (
-    ConfigError,
-    OffsetOutOfRangeError,
-    ReplogError,
-    error_for_code,
-    raise_for_code,
-)
+from spark_replica.errors import ConfigError, OffsetOutOfRangeError, ReplogError, error_for_code
 from spark_replica.protocol.fetch import FetchPartition, FetchRequest, FetchTopic
-from spark_replica.protocol.list_offsets import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    ListOffsetsPartition,
-    ListOffsetsRequest,
-    ListOffsetsTopic,
-)
-from spark_replica.records import decode_payload, iter_batches, verify_batch
 from spark_replica.topics import TopicPartition
 
 from .cluster import Cluster
+from .consumer_records import ConsumerRecord, iterate_records
+from .fetched import FetchedRecords, take_records
+from .list_offsets import EARLIEST, LATEST, OffsetAndTimestamp, list_offsets
+from .range_reader import OnLost, RangeReader, raise_lost
+from .retry import Attempts, RetryPolicy
 
-
-@dataclass(frozen=True, slots=True)
-class FetchedRecords:
-    """Records of one partition, consecutive from `first_offset`."""
-
-    tp: TopicPartition
-    first_offset: int
-    records: pa.RecordBatch
-
-    @property
-    def next_offset(self) -> int:
-        return self.first_offset + self.records.num_rows
-
-
-# Between offset lookups that failed with a retriable error (after a metadata refresh).
-OFFSETS_RETRY_BACKOFF_S = 0.2
+__all__ = ["Consumer", "ConsumerConfig", "FetchedRecords"]
 
 
 @dataclass(frozen=True)
@@ -61,43 +36,33 @@ class ConsumerConfig:
     partition_max_bytes: int = 16 * 1024 * 1024
     check_crcs: bool = True
     api_timeout_ms: int = 60_000  # Kafka's default.api.timeout.ms
+    retry_backoff_ms: int = 100  # Kafka's retry.backoff.ms
+    retry_backoff_max_ms: int = 1000  # Kafka's retry.backoff.max.ms
 
     def __post_init__(self) -> None:
         for name in ("max_bytes", "partition_max_bytes", "min_bytes", "api_timeout_ms"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
-        if self.max_wait_ms < 0:
-            raise ConfigError(f"max_wait_ms must be 0 or more, not {self.max_wait_ms}")
+        for name in ("max_wait_ms", "retry_backoff_ms", "retry_backoff_max_ms"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be 0 or more, not {getattr(self, name)}")
+        # A maximum below the backoff is refused now rather than at the first retry.
+        RetryPolicy.from_ms(self.retry_backoff_ms, self.retry_backoff_max_ms)
 
-
-async def list_offsets_at(
-    cluster: Cluster,
-    broker_id: int,
-    partitions: list[TopicPartition],
-    timestamp: int,
-    replica_id: int = -1,
-) -> dict[TopicPartition, tuple[int, int]]:
-    """One ListOffsets to one broker; raises the first partition error."""
-    conn = await cluster.connection(broker_id)
-    grouped: dict[str, list[ListOffsetsPartition]] = defaultdict(list)
-    for tp in partitions:
-        grouped[tp.topic].append(ListOffsetsPartition(tp.partition, timestamp))
-    request = ListOffsetsRequest([ListOffsetsTopic(t, ps) for t, ps in grouped.items()], replica_id)
-    response = await conn.send(request)
-    found: dict[TopicPartition, tuple[int, int]] = {}
-    for topic in response.topics:
-        for p in topic.partitions:
-            raise_for_code(p.error_code, p.error_message or "")
-            found[TopicPartition(topic.topic, p.partition)] = (p.offset, p.timestamp)
-    return found
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        return RetryPolicy.from_ms(self.retry_backoff_ms, self.retry_backoff_max_ms)
 
 
 class Consumer:
     def __init__(self, cluster: Cluster, config: ConsumerConfig | None = None) -> None:
         self.cluster = cluster
         self.config = config or ConsumerConfig()
+        self.retry_policy = self.config.retry_policy
         self.positions: dict[TopicPartition, int] = {}
         self.high_watermarks: dict[TopicPartition, int] = {}
+        # Polls in a row that ended in a retriable error: the next one backs off.
+        self._failed_polls = Attempts(self.retry_policy, deadline=float("inf"))
 
     def assign(self, partitions: list[TopicPartition]) -> None:
         self.positions = {tp: self.positions.get(tp, -1) for tp in partitions}
@@ -112,6 +77,16 @@ class Consumer:
     def position(self, tp: TopicPartition) -> int:
         return self.positions[tp]
 
+    def __aiter__(self) -> AsyncIterator[ConsumerRecord]:
+        return iterate_records(self)
+
+    def records(
+        self, *, max_wait_ms: int | None = None, idle_timeout_s: float | None = None
+    ) -> AsyncIterator[ConsumerRecord]:
+        """The assigned partitions' records one at a time (consumer_records.py); with
+        `idle_timeout_s`, ending once none has arrived for that long."""
+        return iterate_records(self, max_wait_ms=max_wait_ms, idle_timeout_s=idle_timeout_s)
+
     async def assign_topic(self, topic: str) -> list[TopicPartition]:
         """Assign every partition of `topic`."""
         metadata = await self.cluster.ensure_topic(topic)
@@ -120,49 +95,71 @@ class Consumer:
         return partitions
 
     async def seek_to_beginning(self, partitions: list[TopicPartition] | None = None) -> None:
-        offsets = await self.list_offsets(partitions or list(self.positions), EARLIEST_TIMESTAMP)
+        offsets = await self.list_offsets(partitions or list(self.positions), EARLIEST)
         for tp, (offset, _) in offsets.items():
             self.positions[tp] = offset
 
     async def seek_to_end(self, partitions: list[TopicPartition] | None = None) -> None:
-        offsets = await self.list_offsets(partitions or list(self.positions), LATEST_TIMESTAMP)
+        offsets = await self.list_offsets(partitions or list(self.positions), LATEST)
         for tp, (offset, _) in offsets.items():
             self.positions[tp] = offset
 
     async def list_offsets(
-        self, partitions: list[TopicPartition], timestamp: int
-    ) -> dict[TopicPartition, tuple[int, int]]:
-        """(offset, timestamp) per partition: -2 earliest, -1 latest (HW), else by time.
+        self, partitions: Iterable[TopicPartition], timestamp: int, *, log_end: bool = False
+    ) -> dict[TopicPartition, OffsetAndTimestamp]:
+        """(offset, timestamp) per partition: EARLIEST, LATEST (the HW), else by time.
 
-        Retriable errors (a leader gone or moving) refresh the metadata and ask again
-        until `api_timeout_ms`, as Kafka's consumer does for its offset lookups: a
-        consumer that starts while a leader dies must ride through it as its fetches do.
+        Asked again while a leader is gone or moving, until `api_timeout_ms`, as Kafka's
+        consumer does for its offset lookups (see list_offsets.list_offsets).
         """
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.config.api_timeout_ms / 1000
-        while True:
-            try:
-                return await self._list_offsets_once(partitions, timestamp)
-            except ReplogError as exc:
-                if not exc.retriable or loop.time() > deadline:
-                    raise
-                await self._refresh_after(exc)
-                await asyncio.sleep(OFFSETS_RETRY_BACKOFF_S)
+        return await list_offsets(
+            self.cluster,
+            partitions,
+            timestamp,
+            wait_s=self.config.api_timeout_ms / 1000,
+            log_end=log_end,
+            policy=self.retry_policy,
+        )
 
-    async def _list_offsets_once(
-        self, partitions: list[TopicPartition], timestamp: int
-    ) -> dict[TopicPartition, tuple[int, int]]:
-        by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
-        for tp in partitions:
-            await self.cluster.ensure_topic(tp.topic)
-            by_leader[self.cluster.leader_for(tp)].append(tp)
-        found: dict[TopicPartition, tuple[int, int]] = {}
-        for leader, tps in by_leader.items():
-            found.update(await list_offsets_at(self.cluster, leader, tps, timestamp))
-        return found
+    def read_range(
+        self,
+        tp: TopicPartition,
+        start: int,
+        end: int,
+        *,
+        on_lost: OnLost = raise_lost,
+        progress_timeout_ms: int | None = None,
+    ) -> RangeReader:
+        """Exactly the records [start, end) of `tp`, as an async iterator of FetchedRecords.
+
+        For ranges planned below the high watermark: the reader follows leader changes
+        and waits while a new leader's HW lags. Records that are gone are reported to
+        `on_lost` (by default raising RecordsLostError). A read that makes no progress
+        for `progress_timeout_ms` (default `api_timeout_ms`) raises TimeoutExpiredError.
+        It does not use or move this consumer's positions.
+        """
+        timeout_ms = (
+            self.config.api_timeout_ms if progress_timeout_ms is None else progress_timeout_ms
+        )
+        return RangeReader(
+            self.cluster,
+            tp,
+            start,
+            end,
+            progress_timeout_s=timeout_ms / 1000,
+            on_lost=on_lost,
+            check_crcs=self.config.check_crcs,
+            max_bytes=self.config.partition_max_bytes,
+            policy=self.retry_policy,
+        )
 
     async def poll(self, max_wait_ms: int | None = None) -> list[FetchedRecords]:
-        """One fetch round from every leader; retriable errors refresh metadata and return."""
+        """One fetch round from every leader.
+
+        A retriable error refreshes the metadata if it says to, and the round returns
+        what the other leaders gave; the next poll first waits as the retry policy says
+        for the number of failed polls in a row (not at all right after a stale leader).
+        """
         unset = [tp for tp, pos in self.positions.items() if pos < 0]
         if unset:
             await self.seek_to_beginning(unset)
@@ -174,7 +171,7 @@ class Consumer:
         except ReplogError as exc:
             if not exc.retriable:
                 raise
-            await self._refresh_after(exc)
+            await self._back_off(exc)
             return []
         wait = self.config.max_wait_ms if max_wait_ms is None else max_wait_ms
         rounds = await asyncio.gather(
@@ -182,20 +179,29 @@ class Consumer:
             return_exceptions=True,
         )
         fetched: list[FetchedRecords] = []
+        failure: ReplogError | None = None
         for outcome in rounds:
             if isinstance(outcome, ReplogError) and outcome.retriable:
-                await self._refresh_after(outcome)
+                failure = outcome if failure is None or outcome.invalid_metadata else failure
             elif isinstance(outcome, BaseException):
                 raise outcome
             else:
                 fetched.extend(outcome)
+        if failure is not None:
+            await self._back_off(failure)
+        else:
+            self._failed_polls.succeeded()
         return fetched
 
-    async def _refresh_after(self, error: ReplogError) -> None:
-        await asyncio.sleep(0.05)
+    async def _back_off(self, error: ReplogError) -> None:
+        """Refresh stale metadata, then wait as the policy says before the next poll."""
         if error.invalid_metadata:
             with contextlib.suppress(ReplogError):
                 await self.cluster.refresh(sorted({tp.topic for tp in self.positions}))
+        loop = asyncio.get_running_loop()
+        delay = self._failed_polls.next_delay(error, loop.time())
+        if delay:
+            await asyncio.sleep(delay)
 
     async def _fetch_from(
         self, leader: int, partitions: list[TopicPartition], max_wait_ms: int
@@ -235,19 +241,6 @@ class Consumer:
         return fetched
 
     def _take_records(self, tp: TopicPartition, data: bytes | memoryview) -> list[FetchedRecords]:
-        position = self.positions[tp]
-        taken = []
-        for header, batch in iter_batches(data, allow_partial_tail=True):
-            if header.next_offset <= position:
-                continue
-            if self.config.check_crcs:
-                verify_batch(batch, header)
-            records = decode_payload(batch)
-            skip = position - header.base_offset
-            if skip > 0:
-                records = records.slice(skip)
-            first = max(position, header.base_offset)
-            taken.append(FetchedRecords(tp, first, records))
-            position = header.next_offset
-        self.positions[tp] = position
-        return taken
+        taken = take_records(tp, data, self.positions[tp], check_crcs=self.config.check_crcs)
+        self.positions[tp] = taken.position
+        return [piece for piece in taken.pieces if isinstance(piece, FetchedRecords)]

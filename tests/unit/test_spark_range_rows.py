@@ -8,10 +8,12 @@ from connectors.spark.partition_reader import (
     COALESCED_ROWS,
     SMALL_BATCH_ROWS,
     RangePartition,
-    RangeReader,
+    RangeRows,
 )
-from spark_replica.client import Cluster
+from spark_replica.client import FetchedRecords
+from spark_replica.client.fetched import take_records
 from spark_replica.records import TIMESTAMP_TYPE_LOG_APPEND, build_batch
+from spark_replica.topics import TopicPartition
 
 TOPIC = "t"
 
@@ -34,9 +36,13 @@ def stored(
     )
 
 
-def reader(start: int, end: int) -> RangeReader:
+def rows_of(fetched: bytes, start: int, end: int) -> list[pa.RecordBatch]:
+    """Spark's rows of [start, end) of a fetch answer, as a task builds them."""
     part = RangePartition(TOPIC, 0, start, end, "127.0.0.1:1", True, False, 1000)
-    return RangeReader(Cluster([("127.0.0.1", 1)]), part)
+    taken = take_records(TopicPartition(TOPIC, 0), fetched, start, end)
+    assert taken.position == end
+    records = [p for p in taken.pieces if isinstance(p, FetchedRecords)]
+    return RangeRows(part).build(records)
 
 
 def test_small_batches_are_joined_and_large_ones_kept_whole_with_exact_offsets() -> None:
@@ -53,9 +59,7 @@ def test_small_batches_are_joined_and_large_ones_kept_whole_with_exact_offsets()
         ]
     )
     end = 17 + large + 3  # the range ends inside the last batch
-    task = reader(1, end)
-    pieces = task._take(fetched)
-    assert pieces is not None
+    pieces = rows_of(fetched, 1, end)
     assert [p.num_rows for p in pieces] == [5, 3, 3, 2, large, 3]
     rows = pa.Table.from_batches(pieces)
     offsets = rows.column("offset").to_pylist()
@@ -65,14 +69,12 @@ def test_small_batches_are_joined_and_large_ones_kept_whole_with_exact_offsets()
     assert [h is not None for h in rows.column("headers").to_pylist()] == [
         6 <= o < 9 for o in offsets
     ]
-    assert task.position == end
 
 
 def test_a_run_of_small_batches_stops_at_sparks_batch_size() -> None:
     size = 1000
     batches = COALESCED_ROWS // size + 2
     fetched = b"".join(stored(i * size, size) for i in range(batches))
-    pieces = reader(0, batches * size)._take(fetched)
-    assert pieces is not None
+    pieces = rows_of(fetched, 0, batches * size)
     assert [p.num_rows for p in pieces] == [COALESCED_ROWS, 2 * size]
     assert pa.Table.from_batches(pieces).column("offset").to_pylist() == list(range(batches * size))

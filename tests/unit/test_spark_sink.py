@@ -547,7 +547,7 @@ def attempt(
     batches_sent: int | None = None,
 ) -> None:
     """One attempt at a task whose input is `values`: cut as the stream writer cuts, then
-    send the first `batches_sent` batches (all when None) as SequencedSender does."""
+    send the first `batches_sent` batches (all when None) as PartitionSender does."""
     cutter = BatchCutter(max_bytes=10**9, max_records=max_records, split_tail=True)
     records = pa.RecordBatch.from_pydict({"value": pa.array(values, pa.int64())})
     batches = cutter.add(records, pa.array([1] * len(values), pa.int64())) + cutter.finish()
