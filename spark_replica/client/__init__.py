@@ -4,6 +4,7 @@ from spark_replica.client.admin import Admin, PartitionDescription
 from spark_replica.client.cluster import Cluster, bootstrap_from_zookeeper, parse_bootstrap
 from spark_replica.client.connection import BrokerConnection
 from spark_replica.client.consumer import Consumer, ConsumerConfig
+from spark_replica.client.consumer_records import ConsumerRecord
 from spark_replica.client.fetched import CREATE_TIME, LOG_APPEND_TIME, FetchedRecords, RecordsLost
 from spark_replica.client.list_offsets import EARLIEST, LATEST, list_offsets
 from spark_replica.client.partitioner import murmur2, partition_for_key
@@ -11,6 +12,7 @@ from spark_replica.client.producer import Producer, ProducerConfig, RecordMetada
 from spark_replica.client.range_reader import RangeReader
 from spark_replica.client.retry import DEFAULT_RETRY_POLICY, Attempts, RetryPolicy
 from spark_replica.client.sequenced_producer import SendOutcome, SequencedProducer
+from spark_replica.client.sync_consumer import SyncConsumer
 from spark_replica.protocol.produce import ACKS_ALL, ACKS_LEADER, ACKS_NONE
 
 __all__ = [
@@ -28,6 +30,7 @@ __all__ = [
     "Cluster",
     "Consumer",
     "ConsumerConfig",
+    "ConsumerRecord",
     "FetchedRecords",
     "PartitionDescription",
     "Producer",
@@ -38,6 +41,7 @@ __all__ = [
     "RetryPolicy",
     "SendOutcome",
     "SequencedProducer",
+    "SyncConsumer",
     "bootstrap_from_zookeeper",
     "list_offsets",
     "murmur2",
