@@ -127,6 +127,7 @@ class SyncConsumer:
 
     def poll_batches(self, timeout: float | None = None) -> list[FetchedRecords]:
         """As `poll`, but the records stay in Arrow batches (no per-record objects)."""
+        self._running()
         require_assignment(self._consumer)
         max_wait_ms = None if timeout is None else max(0, round(timeout * 1000))
         return self._call(self._consumer.poll(max_wait_ms))
@@ -140,6 +141,7 @@ class SyncConsumer:
         """
         idle = IdleTimer(idle_timeout_s, time.monotonic())
         while True:
+            self._running()
             require_assignment(self._consumer)
             fetched = self._call(self._consumer.poll())
             if idle.expired(fetched, time.monotonic()):

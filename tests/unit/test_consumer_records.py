@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 
 import pyarrow as pa
@@ -9,9 +10,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_replica.client.consumer import FetchedRecords
+from spark_replica.client import Cluster, Consumer, FetchedRecords, SyncConsumer
 from spark_replica.client.consumer_records import ConsumerRecord, IdleTimer, deliver, to_records
-from spark_replica.errors import ConfigError
+from spark_replica.errors import ClientClosedError, ConfigError
 from spark_replica.records import HEADER_TYPE, build_batch, decode_payload, encode_batch
 from spark_replica.topics import TopicPartition
 
@@ -192,3 +193,29 @@ def test_the_idle_timer_counts_from_the_last_round_with_records() -> None:
 def test_an_idle_timeout_must_be_positive() -> None:
     with pytest.raises(ConfigError, match="idle_timeout_s"):
         IdleTimer(0, now=0.0)
+
+
+def test_iterating_a_consumer_with_nothing_assigned_is_refused() -> None:
+    consumer = Consumer(Cluster([("127.0.0.1", 9)]))
+
+    async def first() -> ConsumerRecord:
+        return await anext(aiter(consumer))
+
+    with pytest.raises(ConfigError, match="no partitions are assigned"):
+        asyncio.run(first())
+
+
+def test_a_closed_sync_consumer_refuses_calls_and_closes_once() -> None:
+    consumer = SyncConsumer("127.0.0.1:9")  # nothing connects until a call needs it
+    consumer.close()
+    consumer.close()
+    with pytest.raises(ClientClosedError):
+        consumer.poll(timeout=0.1)
+    with pytest.raises(ClientClosedError):
+        consumer.assign([TP])
+    with pytest.raises(ClientClosedError):
+        consumer.seek_to_beginning()
+    with pytest.raises(ClientClosedError):
+        next(iter(consumer))
+    with pytest.raises(ConfigError, match="not host:port"):
+        SyncConsumer("no-port")
