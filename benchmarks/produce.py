@@ -61,6 +61,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import time
 from collections.abc import Callable, Sequence
 
@@ -78,7 +79,9 @@ from spark_replica.client import (
     RecordMetadata,
     parse_acks,
 )
+from spark_replica.client.producer import DEFAULT_BUFFER_MEMORY
 from spark_replica.cluster_dir import PLAINTEXT_MODE, SECURITY_MODES
+from spark_replica.errors import BufferExhaustedError
 from spark_replica.protocol.list_offsets import LATEST_TIMESTAMP
 from spark_replica.records import COMPRESSION_CODECS, encode_batch
 from spark_replica.security.settings import SecurityConfig
@@ -90,6 +93,10 @@ MAX_BATCH_BYTES = LogConfig().max_batch_bytes  # the broker's default batch size
 ARROW_BYTES_PER_RECORD = 17  # value and key offsets, timestamp, validity bits: an upper bound
 BATCH_OVERHEAD_BYTES = 64 * 1024  # batch header and Arrow IPC schema and metadata: ample
 RUN_TIMEOUT_S = 300.0
+DISTINCT_VALUES = 10_000  # --api record cycles through this many values
+YIELD_EVERY = 1_000  # per-record sends between two yields to the event loop
+RATE_TICK_S = 0.001  # --rate: how often the records due are sent
+STALL_MAX_BLOCK_MS = 2_000
 STORED_TIMEOUT_S = 60.0
 
 
@@ -202,30 +209,141 @@ async def send_all(
     return latencies
 
 
-async def send_each_record(
-    producer: Producer, values: pa.Buffer, records: int, record_bytes: int, partitions: int
-) -> list[float]:
-    """Send every record with ``Producer.send``; return each record's latency in seconds."""
-    loop = asyncio.get_running_loop()
-    latencies: list[float] = []
-    futures: list[asyncio.Future[RecordMetadata]] = []
+def distinct_values(values: pa.Buffer, record_bytes: int) -> list[bytes]:
+    """Up to DISTINCT_VALUES different values, cycled through by the per-record sends.
 
-    def timed(sent: float) -> Callable[[asyncio.Future[RecordMetadata]], None]:
-        return lambda _: latencies.append(loop.time() - sent)
-
+    An application has its values in hand when it calls `send`; building them is not the
+    producer's cost, and five million distinct ones would take gigabytes of memory.
+    """
+    count = min(DISTINCT_VALUES, len(values) // record_bytes)
     view = memoryview(values)
+    return [bytes(view[n * record_bytes : (n + 1) * record_bytes]) for n in range(count)]
+
+
+class LatencySample:
+    """Per-record latencies of every `every`-th record, from its due time to its ack."""
+
+    def __init__(self, every: int) -> None:
+        self.every = every
+        self.latencies: list[float] = []
+        self.failures: list[BaseException] = []
+
+    def callback(self, due: float) -> Callable[[RecordMetadata | None, BaseException | None], None]:
+        def delivered(metadata: RecordMetadata | None, error: BaseException | None) -> None:
+            if error is not None:
+                self.failures.append(error)
+            else:
+                self.latencies.append(time.perf_counter() - due)
+
+        return delivered
+
+
+async def send_each_record(
+    producer: Producer, values: list[bytes], records: int, sample: LatencySample
+) -> None:
+    """Send every record with ``Producer.send`` as fast as it takes them."""
+    send = producer.send
+    every = sample.every
+    cycle = len(values)
     for n in range(records):
-        future = producer.send(
-            TOPIC, bytes(view[n * record_bytes : (n + 1) * record_bytes]), partition=n % partitions
-        )
-        future.add_done_callback(timed(loop.time()))
-        futures.append(future)
-        if n % 10_000 == 9_999:
-            await asyncio.sleep(0)  # let full batches go while more are added
+        value = values[n % cycle]
+        if n % every:
+            await send(TOPIC, value)
+        else:
+            await send(TOPIC, value, on_delivery=sample.callback(time.perf_counter()))
+        if n % YIELD_EVERY == 0:
+            await asyncio.sleep(0)  # an application does other things too
     await producer.flush()
-    for future in futures:
-        future.result()
-    return latencies
+
+
+async def send_at_rate(
+    producer: Producer, values: list[bytes], records: int, rate: float, sample: LatencySample
+) -> None:
+    """Offer ``rate`` records/s: each tick sends the records due by then.
+
+    Latency counts from when a record was due, not from when it was sent, so a producer
+    that falls behind shows it in its latency (no coordinated omission).
+    """
+    send = producer.send
+    every = sample.every
+    cycle = len(values)
+    started = time.perf_counter()
+    n = 0
+    while n < records:
+        due_now = min(records, int((time.perf_counter() - started) * rate) + 1)
+        while n < due_now:
+            value = values[n % cycle]
+            if n % every:
+                await send(TOPIC, value)
+            else:
+                due = started + n / rate
+                await send(TOPIC, value, on_delivery=sample.callback(due))
+            n += 1
+        await asyncio.sleep(RATE_TICK_S)
+    await producer.flush()
+
+
+async def stall(
+    producer: Producer, values: list[bytes], brokers: list[int], seconds_before: float
+) -> dict[str, object]:
+    """Send flat out; stop the brokers (SIGSTOP) after ``seconds_before``; send until refused.
+
+    Returns the buffer's peak, the RSS growth from just before the stop to the most seen
+    while blocked, and how long the last send waited before its BufferExhaustedError. The
+    brokers are continued (SIGCONT) before this returns, and the records taken are then
+    delivered.
+    """
+    cycle = len(values)
+    started = time.perf_counter()
+    n = 0
+    while time.perf_counter() - started < seconds_before:
+        await producer.send(TOPIC, values[n % cycle])
+        n += 1
+        if n % YIELD_EVERY == 0:
+            await asyncio.sleep(0)
+    rss_before = rss_bytes()
+    rss_peak = rss_before
+    for pid in brokers:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        while True:
+            waited = time.perf_counter()
+            try:
+                await producer.send(TOPIC, values[n % cycle])
+            except BufferExhaustedError:
+                blocked_s = time.perf_counter() - waited
+                break
+            n += 1
+            if n % YIELD_EVERY == 0:
+                rss_peak = max(rss_peak, rss_bytes())
+                await asyncio.sleep(0)
+        rss_peak = max(rss_peak, rss_bytes())
+    finally:
+        for pid in brokers:
+            os.kill(pid, signal.SIGCONT)
+    await producer.flush()
+    return {
+        "stall_records_taken": n,
+        "buffer_memory": producer.config.buffer_memory,
+        "peak_buffered_bytes": producer.pool.peak_bytes,
+        "rss_growth_bytes": rss_peak - rss_before,
+        "blocked_ms": round(blocked_s * 1000),
+    }
+
+
+async def warm_up(producer: Producer, partitions: int) -> None:
+    """One acknowledged record per partition: producer id, connections and leaders settled."""
+    for partition in range(partitions):
+        await producer.send_records(TOPIC, [b"warm-up"], partition=partition)
+
+
+def rss_bytes() -> int:
+    """This process's resident set size now, from /proc/self/status."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS in /proc/self/status")
 
 
 async def wait_until_stored(
@@ -255,6 +373,8 @@ def producer_config(args: argparse.Namespace) -> ProducerConfig:
         linger_ms=args.linger_ms,
         compression=args.compression,
         max_in_flight_per_partition=args.max_in_flight,
+        buffer_memory=args.buffer_memory,
+        max_block_ms=args.max_block_ms,
     )
 
 
@@ -262,23 +382,39 @@ async def _run(
     bootstrap: list[tuple[str, int]],
     args: argparse.Namespace,
     batches: list[bytes],
-    values: pa.Buffer | None,
+    values: list[bytes] | None,
     security: SecurityConfig | None,
-) -> tuple[float, list[float]]:
-    """Create the topic, then time sending the records; return (seconds, latencies)."""
+    broker_pids: list[int],
+) -> tuple[float, list[float], dict[str, object]]:
+    """Create the topic, then time sending the records; return (seconds, latencies, extra)."""
     cluster = Cluster(bootstrap, client_id="replog-bench-produce", security=security)
     try:
         partitions = await create_topic(cluster, args.partitions, args.rf)
         producer = Producer(cluster, producer_config(args))
+        warmed = 0
+        if values is not None:
+            await warm_up(producer, args.partitions)
+            warmed = args.partitions
         started = time.perf_counter()
+        extra: dict[str, object] = {}
+        records = args.records
         if values is None:
             latencies = await send_all(producer, batches, args.partitions, args.in_flight)
+        elif args.stall is not None:
+            extra = await stall(producer, values, broker_pids, args.stall)
+            records = int(extra["stall_records_taken"])  # type: ignore[call-overload]
+            latencies = [0.0]
         else:
-            latencies = await send_each_record(
-                producer, values, args.records, args.record_bytes, args.partitions
-            )
-        await wait_until_stored(cluster, partitions, args.records)
-        return time.perf_counter() - started, latencies
+            sample = LatencySample(args.latency_every)
+            if args.rate is None:
+                await send_each_record(producer, values, records, sample)
+            else:
+                await send_at_rate(producer, values, records, args.rate, sample)
+            if sample.failures:
+                raise sample.failures[0]
+            latencies = sample.latencies
+        await wait_until_stored(cluster, partitions, records + warmed)
+        return time.perf_counter() - started, latencies, extra
     finally:
         await cluster.close()
 
@@ -308,6 +444,38 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         "--linger-ms", type=int, default=5, help="producer linger, --api record only (5)"
     )
     parser.add_argument(
+        "--rate",
+        type=positive_float,
+        default=None,
+        help="--api record: offer this many records/s at a steady pace (as fast as taken)",
+    )
+    parser.add_argument(
+        "--latency-every",
+        type=positive_int,
+        default=16,
+        help="--api record: time every N-th record's delivery (16)",
+    )
+    parser.add_argument(
+        "--stall",
+        type=positive_float,
+        default=None,
+        metavar="SECONDS",
+        help="--api record: send for SECONDS, then SIGSTOP the brokers and send until "
+        "refused; report the memory held",
+    )
+    parser.add_argument(
+        "--buffer-memory",
+        type=positive_int,
+        default=DEFAULT_BUFFER_MEMORY,
+        help=f"producer buffer_memory in bytes ({DEFAULT_BUFFER_MEMORY})",
+    )
+    parser.add_argument(
+        "--max-block-ms",
+        type=int,
+        default=None,
+        help="producer max_block_ms (60000; 2000 with --stall)",
+    )
+    parser.add_argument(
         "--security",
         choices=SECURITY_MODES,
         default=PLAINTEXT_MODE,
@@ -333,6 +501,12 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--idempotent needs --acks all")
     if args.linger_ms < 0:
         parser.error(f"--linger-ms must be 0 or more, got {args.linger_ms}")
+    if (args.rate or args.stall) and args.api != "record":
+        parser.error("--rate and --stall time the per-record API: add --api record")
+    if args.rate and args.stall:
+        parser.error("--rate and --stall are different runs: choose one")
+    if args.max_block_ms is None:
+        args.max_block_ms = STALL_MAX_BLOCK_MS if args.stall else ProducerConfig.max_block_ms
     return args
 
 
@@ -344,13 +518,15 @@ def main(argv: list[str] | None = None) -> None:
         args.records, args.record_bytes, args.batch_records, args.compression
     )
     wire_bytes = sum(len(batch) for batch in batches)
-    values = random_values(args.records, args.record_bytes) if args.api == "record" else None
+    values = None
+    if args.api == "record":
+        values = distinct_values(random_values(args.records, args.record_bytes), args.record_bytes)
     modes = list(dict.fromkeys([PLAINTEXT_MODE, args.security]))
     runs: dict[str, list[Run]] = {mode: [] for mode in modes}
     for _ in range(args.rounds):
         for mode in modes:
             runs[mode].append(_measure(args, batches, values, mode))
-    seconds, latencies, cpu_seconds = _median(runs[args.security])
+    seconds, latencies, cpu_seconds, extra = _median(runs[args.security])
     plaintext = None if args.security == PLAINTEXT_MODE else _median(runs[PLAINTEXT_MODE])
     latencies_ms = sorted(latency * 1000 for latency in latencies)
     wire_mb_per_s = wire_bytes / MB / seconds
@@ -365,6 +541,7 @@ def main(argv: list[str] | None = None) -> None:
             "compression": args.compression,
             "api": args.api,
             "linger_ms": args.linger_ms if args.api == "record" else None,
+            "rate": args.rate,
             "max_in_flight": args.max_in_flight,
             "record_bytes": args.record_bytes,
             "records": args.records,
@@ -392,11 +569,13 @@ def main(argv: list[str] | None = None) -> None:
             "cpu_ratio_to_plaintext": None
             if plaintext is None
             else round(plaintext[2] / cpu_seconds, 3),
+            **extra,
         }
     )
 
 
-Run = tuple[float, list[float], float]  # seconds, request latencies, CPU seconds
+# seconds, request (or sampled record) latencies, CPU seconds, --stall figures
+Run = tuple[float, list[float], float, dict[str, object]]
 
 
 def _median(runs: list[Run]) -> Run:
@@ -405,18 +584,19 @@ def _median(runs: list[Run]) -> Run:
 
 
 def _measure(
-    args: argparse.Namespace, batches: list[bytes], values: pa.Buffer | None, security: str
+    args: argparse.Namespace, batches: list[bytes], values: list[bytes] | None, security: str
 ) -> Run:
     """One timed run on a fresh cluster of ``args.brokers`` brokers secured as ``security``."""
     with local_cluster(args.brokers, security=security) as cluster:
         pids = [b.pid for b in cluster.brokers if b.pid is not None]
         cpu_before = _cpu_seconds(pids)
-        seconds, latencies = asyncio.run(
+        seconds, latencies, extra = asyncio.run(
             asyncio.wait_for(
-                _run(cluster.bootstrap, args, batches, values, cluster.security), RUN_TIMEOUT_S
+                _run(cluster.bootstrap, args, batches, values, cluster.security, pids),
+                RUN_TIMEOUT_S,
             )
         )
-        return seconds, latencies, _cpu_seconds(pids) - cpu_before
+        return seconds, latencies, _cpu_seconds(pids) - cpu_before, extra
 
 
 def _cpu_seconds(broker_pids: list[int]) -> float:

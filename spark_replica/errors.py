@@ -493,6 +493,13 @@ def code_of(error: BaseException) -> int:
     return UnknownServerError.code
 
 
+class BufferExhaustedError(TimeoutExpiredError):
+    """A producer's send waited max_block_ms for room in buffer.memory and found none.
+
+    The records already sent are still being delivered; this one was not taken.
+    """
+
+
 class RecordsLostError(ReplogError):
     """Records a reader of an exact offset range expected are gone: retention deleted
     them, the log was truncated below them, or their partition was deleted.

@@ -1,35 +1,40 @@
-"""Collecting a producer's records into one open batch per partition: pure logic, no I/O.
+"""A partition's open batch: records collected column by column until they go. Pure logic.
 
 A request per record would cost a round trip, a batch header and an Arrow schema per
-record; like Kafka's RecordAccumulator this holds each partition's records in an open
-batch until it is full (`batch_bytes` of estimated payload, or `batch_records` records)
-or has been open for `linger_s`, trading that much latency for larger requests. Sealed
-batches are handed to the caller at once and never reopened, so records leave in the
-order they were added.
+record; like Kafka's RecordAccumulator a producer holds each partition's records in an
+open batch, with Kafka's meaning of the two settings:
+
+* `batch_size`: the most (estimated) bytes one batch holds. A record that would take
+  the open batch past it closes that batch and starts the next; a record larger than
+  `batch_size` on its own makes a batch of one. `batch_records` caps the record count
+  as well (an Arrow batch's cost has a per-record part too).
+* `linger_ms`: how long a batch that is not full may wait for more records once the
+  partition could send it. A batch is not closed while the partition's in-flight
+  window is full: it keeps filling (up to `batch_size`) until the window has room, so
+  a producer that sends faster than the brokers answer makes larger batches, not a
+  longer queue of small ones.
+
+Records are kept as columns (values, keys, timestamps, headers) because that is what
+the Arrow encoder takes, and because appending to a few lists is the cheapest thing a
+per-record send can do: no object per record. Delivery callbacks are kept beside them
+with their record's index, only for records that have one.
 
 Sizes are estimates of the uncompressed Arrow payload (value, key and header bytes plus
-a fixed per-record overhead for offsets, timestamp and validity bits): with compression
-the batches on the wire are smaller than `batch_bytes`. A record larger than
-`batch_bytes` on its own makes a batch of one.
-
-The caller owns the clock (times are passed in, in seconds of any monotonic clock) and
-the timer: `next_expiry` says when to call `seal_expired`.
+a fixed per-record overhead for offsets, timestamp and validity bits); with compression
+the batches on the wire are smaller.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Generic, TypeVar
-
-from spark_replica.errors import ConfigError
-from spark_replica.topics import TopicPartition
-
-R = TypeVar("R")
+from collections.abc import Callable, Sequence
+from typing import Any
 
 # Arrow bytes per record besides its key, value and headers: two int32 offsets, an int64
 # timestamp, validity bits and a headers list offset. An upper bound, as in benchmarks.
 RECORD_OVERHEAD_BYTES = 17
+
+Headers = list[tuple[str, bytes | None]]
+Callback = Callable[[Any, BaseException | None], None]
 
 
 def estimate_record_bytes(
@@ -44,74 +49,55 @@ def estimate_record_bytes(
     return size
 
 
-@dataclass(slots=True)
-class OpenBatch(Generic[R]):
-    """Records waiting for their partition's batch to fill or to linger out."""
+class OpenBatch:
+    """The records of one partition's batch that is still taking records."""
 
-    opened_at: float
-    records: list[R] = field(default_factory=list)
-    size_bytes: int = 0
+    __slots__ = ("callbacks", "headers", "keys", "opened_at", "size_bytes", "timestamps", "values")
 
-
-class RecordAccumulator(Generic[R]):
-    """One open batch per partition; sealing hands its records back, oldest first."""
-
-    def __init__(self, batch_bytes: int, batch_records: int, linger_s: float) -> None:
-        if batch_bytes <= 0 or batch_records <= 0:
-            raise ConfigError(
-                f"batch_size and batch_records must be positive, not {batch_bytes} and "
-                f"{batch_records}"
-            )
-        if linger_s < 0:
-            raise ConfigError(f"linger_ms must be 0 or more, not {linger_s * 1000:g}")
-        self.batch_bytes = batch_bytes
-        self.batch_records = batch_records
-        self.linger_s = linger_s
-        self._open: dict[TopicPartition, OpenBatch[R]] = {}
+    def __init__(self, opened_at: float) -> None:
+        self.opened_at = opened_at
+        self.values: list[bytes | None] = []
+        self.keys: list[bytes | None] = []
+        self.timestamps: list[int] = []
+        self.headers: list[Headers | None] | None = None  # None while no record has any
+        self.callbacks: list[tuple[int, Callback]] = []  # (record index, callback)
+        self.size_bytes = 0
 
     def __len__(self) -> int:
-        """How many partitions have an open batch."""
-        return len(self._open)
+        return len(self.values)
 
-    def append(self, tp: TopicPartition, record: R, size_bytes: int, now: float) -> list[list[R]]:
-        """Add `record` to `tp`'s open batch; return the batches this sealed, in order.
+    def add(
+        self,
+        value: bytes | None,
+        key: bytes | None,
+        timestamp_ms: int,
+        headers: Headers | None,
+        size_bytes: int,
+        callback: Callback | None,
+        batch_bytes: int,
+    ) -> bool:
+        """Append one record if it fits in `batch_bytes` (an empty batch takes any record).
 
-        The open batch is sealed first if `record` would not fit in it, and the new one
-        is sealed at once if it is full with `record`.
+        False, and nothing appended, if it does not: the caller seals this batch and
+        opens the next. One call per record, so this is the producer's hot path.
         """
-        sealed: list[list[R]] = []
-        current = self._open.get(tp)
-        if current is not None and current.size_bytes + size_bytes > self.batch_bytes:
-            sealed.append(self._open.pop(tp).records)
-            current = None
-        if current is None:
-            current = self._open[tp] = OpenBatch(opened_at=now)
-        current.records.append(record)
-        current.size_bytes += size_bytes
-        if len(current.records) >= self.batch_records or current.size_bytes >= self.batch_bytes:
-            sealed.append(self._open.pop(tp).records)
-        return sealed
+        values = self.values
+        if self.size_bytes + size_bytes > batch_bytes and values:
+            return False
+        if callback is not None:
+            self.callbacks.append((len(values), callback))
+        if headers is not None and self.headers is None:
+            self.headers = [None] * len(values)
+        if self.headers is not None:
+            self.headers.append(headers)
+        values.append(value)
+        self.keys.append(key)
+        self.timestamps.append(timestamp_ms)
+        self.size_bytes += size_bytes
+        return True
 
-    def open_partitions(self) -> list[TopicPartition]:
-        return list(self._open)
+    def is_full(self, batch_bytes: int, batch_records: int) -> bool:
+        return self.size_bytes >= batch_bytes or len(self.values) >= batch_records
 
-    def seal(self, tp: TopicPartition) -> list[R] | None:
-        """Seal `tp`'s open batch now (flush, or a pre-built batch must follow it)."""
-        batch = self._open.pop(tp, None)
-        return None if batch is None else batch.records
-
-    def seal_all(self) -> list[tuple[TopicPartition, list[R]]]:
-        sealed = [(tp, batch.records) for tp, batch in self._open.items()]
-        self._open.clear()
-        return sealed
-
-    def seal_expired(self, now: float) -> list[tuple[TopicPartition, list[R]]]:
-        """Seal every open batch that has lingered `linger_s` by `now`."""
-        expired = [tp for tp, batch in self._open.items() if batch.opened_at + self.linger_s <= now]
-        return [(tp, self._open.pop(tp).records) for tp in expired]
-
-    def next_expiry(self) -> float | None:
-        """When the oldest open batch will have lingered enough; None if none is open."""
-        if not self._open:
-            return None
-        return min(batch.opened_at for batch in self._open.values()) + self.linger_s
+    def lingered(self, linger_s: float, now: float) -> bool:
+        return now >= self.opened_at + linger_s

@@ -6,7 +6,9 @@ sequence, so sequence order is send order, and the window decides, for every ans
 what becomes of the batch and of the ones behind it. The rules keep Kafka's promise:
 never reorder, never duplicate, never lose without telling.
 
-* A retriable error: resend after a backoff, doubling per attempt up to MAX_BACKOFF_S,
+* A retriable error: resend after the client's retry policy's delay (retry.py: at once
+  for the first retry after a stale-leader error, which the caller answers with a
+  metadata refresh; otherwise retry.backoff.ms doubling up to retry.backoff.max.ms),
   while the batch's delivery deadline allows; past it the batch fails, marked
   `expired`, so that the caller can report the timeout along with its cause.
 * The batches behind a failed one were sent against a gap, and the leader refuses them
@@ -51,11 +53,12 @@ from typing import Generic, TypeVar
 from spark_replica import errors
 from spark_replica.errors import ConfigError, InvalidProducerEpochError, OutOfOrderSequenceError
 
+from .retry import RetryPolicy, refreshes_metadata
+
 P = TypeVar("P")
 
 SEQUENCE_SPACE = 2**31  # sequence numbers wrap here, as Kafka's do
 NO_SEQUENCE = -1
-MAX_BACKOFF_S = 1.0
 # The most batches an idempotent producer may have in flight per partition: the leader
 # remembers five batches per producer, so a retry is always of one it can recognise.
 MAX_IDEMPOTENT_IN_FLIGHT = 5
@@ -99,6 +102,7 @@ class WindowBatch(Generic[P]):
     base_sequence: int = NO_SEQUENCE
     state: BatchState = BatchState.IN_FLIGHT
     attempts: int = 0
+    waited: int = 0  # retries that waited a backoff (see retry.py)
     retry_at: float = 0.0
     maybe_appended: bool = False  # some attempt ended without saying whether it landed
     stale_copy: bool = False  # the copy in flight carries a sequence since moved down
@@ -120,7 +124,7 @@ class Failure(Generic[P]):
 class PartitionWindow(Generic[P]):
     """The started, unfinished batches of one partition, in sequence (= send) order."""
 
-    def __init__(self, *, idempotent: bool, max_in_flight: int, retry_backoff_s: float) -> None:
+    def __init__(self, *, idempotent: bool, max_in_flight: int, policy: RetryPolicy) -> None:
         if max_in_flight < 1:
             raise ConfigError(
                 f"max_in_flight_per_partition must be at least 1, not {max_in_flight}"
@@ -132,7 +136,7 @@ class PartitionWindow(Generic[P]):
             )
         self.idempotent = idempotent
         self.max_in_flight = max_in_flight
-        self.retry_backoff_s = retry_backoff_s
+        self.policy = policy
         self.next_sequence = 0
         self.batches: list[WindowBatch[P]] = []
         # A failed batch may or may not be in the log; the batches behind it will tell.
@@ -214,13 +218,13 @@ class PartitionWindow(Generic[P]):
             if batch is self.batches[0] or self.needs_new_identity:
                 return self._renumber_later(batch, error, now)
             # Sent against a gap that an earlier batch's retry may fill.
-            return self._retry_or_fail(batch, error, now, backoff_s=self._backoff(batch))
+            return self._retry_or_fail(batch, error, now, backoff_s=self._backoff(batch, error))
         if sent and not self.needs_new_identity and not isinstance(error, NOT_APPENDED_ERRORS):
             # (Once the leader's numbering is known to differ, no copy in flight can land.)
             batch.maybe_appended = True
         if not getattr(error, "retriable", False):
             return self._fail(batch, error)
-        return self._retry_or_fail(batch, error, now, backoff_s=self._backoff(batch))
+        return self._retry_or_fail(batch, error, now, backoff_s=self._backoff(batch, error))
 
     def _renumber_later(
         self, batch: WindowBatch[P], error: BaseException, now: float
@@ -232,8 +236,12 @@ class PartitionWindow(Generic[P]):
             held.maybe_appended = False
         return self._retry_or_fail(batch, error, now, backoff_s=0.0)
 
-    def _backoff(self, batch: WindowBatch[P]) -> float:
-        return min(self.retry_backoff_s * 2 ** (batch.attempts - 1), MAX_BACKOFF_S)
+    def _backoff(self, batch: WindowBatch[P], error: BaseException) -> float:
+        """The policy's delay before `batch`'s next attempt (`attempts` sent so far)."""
+        if batch.attempts == 1 and refreshes_metadata(error):
+            return 0.0
+        batch.waited += 1
+        return self.policy.waiting_delay_s(batch.waited)
 
     def _retry_or_fail(
         self, batch: WindowBatch[P], error: BaseException, now: float, backoff_s: float

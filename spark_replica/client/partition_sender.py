@@ -1,8 +1,11 @@
 """Sending one partition's batches: the I/O around its PartitionWindow (in_flight.py).
 
 Ownership: a PartitionSender belongs to one Producer and runs on its event loop; its
-queue (sealed batches not yet sent) and its window (batches sent and not finished) are
-touched only there. One task per partition runs while it has work and ends when idle.
+open batch (taking records, accumulator.py), its queue (sealed batches not yet sent)
+and its window (batches sent and not finished) are touched only there. One task per
+partition runs while it has work and ends when idle. The open batch is sealed when
+full, or once it has lingered `linger_ms` while the window has room for it: while the
+window is full it keeps filling, so batches grow with the load (as Kafka's do).
 
 Order on the wire: the leader serves one connection's requests in order, so a
 partition's requests must be written in the order the window starts or resends them.
@@ -22,8 +25,7 @@ batch whose fate is unknown), this partition alone bumps its epoch through
 InitProducerId, once nothing is in flight, and the window numbers its held batches
 from 0 again. The leader's producer state is per partition, so other partitions keep
 the epoch they have; and the new epoch fences any old copy still on its way once a
-batch of the new one has landed. An explicit identity (the Spark sink's, whose epochs
-mean micro-batches) is never bumped: the partition then fails everything sent to it.
+batch of the new one has landed.
 """
 
 from __future__ import annotations
@@ -33,22 +35,31 @@ import contextlib
 import functools
 import logging
 from collections import deque
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
+
+import pyarrow as pa
 
 from spark_replica.errors import (
     ConnectionLostError,
     DuplicateSequenceNumberError,
-    OutOfOrderSequenceError,
     ProtocolError,
     ReplogError,
     error_for_code,
 )
+from spark_replica.protocol.init_producer_id import NO_PRODUCER_EPOCH
 from spark_replica.protocol.produce import ACKS_NONE, ProducePartition, ProduceRequest, ProduceTopic
-from spark_replica.records import build_batch, stamp_producer
+from spark_replica.records import (
+    HEADER_TYPE,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    encode_batch,
+    stamp_producer,
+)
 from spark_replica.topics import TopicPartition
 
+from .accumulator import Callback, Headers, OpenBatch
 from .cluster import Cluster
 from .delivery_timeout import delivery_timeout_error
 from .in_flight import Failure, PartitionWindow, WindowBatch
@@ -62,48 +73,43 @@ logger = logging.getLogger("spark_replica.client.producer")
 ANSWER_GRACE_S = 5.0
 
 
-@dataclass(slots=True)
-class PendingRecord:
-    """One record from Producer.send, waiting in its partition's open batch."""
-
-    value: bytes | None
-    key: bytes | None
-    timestamp_ms: int
-    headers: list[tuple[str, bytes | None]] | None
-    future: asyncio.Future[Any]  # resolved with the record's RecordMetadata
-    appended_at: float
-
-
 @dataclass(eq=False)
 class ProducerBatch:
     """A sealed batch: records still to encode, or a batch encoded by the caller.
 
     `result` gets the base offset the leader assigned (-1 when it is not known: acks=0,
     or a duplicate of a batch appended long ago), or the error that ended it.
+    `records` is dropped once encoded; the delivery callbacks stay until the answer.
     """
 
     tp: TopicPartition
     record_count: int
     created_at: float
     result: asyncio.Future[int]
-    records: list[PendingRecord] | None = None
+    records: OpenBatch | None = None
+    callbacks: list[tuple[int, Callback]] | None = None
+    memory_bytes: int = 0  # what the records reserved in the producer's buffer pool
     encoded: bytes | memoryview | None = None  # memoryview: read-only, see Producer.send_batch
     _stamped: tuple[tuple[int, int, int], memoryview] | None = field(default=None, repr=False)
 
-    def encode(self, compression: str) -> None:
-        """Encode the records, once; errors (bad values) fail this batch only."""
+    def encode(
+        self,
+        compression: str,
+        producer_id: int = NO_PRODUCER_ID,
+        epoch: int = NO_PRODUCER_EPOCH,
+        sequence: int = NO_SEQUENCE,
+    ) -> None:
+        """Encode the records once, stamped with this identity and sequence if given.
+
+        Stamping while encoding spares the copy (and second CRC pass) that stamping an
+        encoded batch costs; `stamped` copies only if the numbers change later.
+        """
         if self.encoded is not None or self.records is None:
             return
-        records = self.records
-        self.encoded = build_batch(
-            [r.value for r in records],
-            keys=[r.key for r in records],
-            timestamps=[r.timestamp_ms for r in records],
-            headers=(
-                None if all(r.headers is None for r in records) else [r.headers for r in records]
-            ),
-            compression=compression,
-        )
+        self.encoded = encode_columns(self.records, compression, producer_id, epoch, sequence)
+        self.records = None
+        if producer_id != NO_PRODUCER_ID:
+            self._stamped = ((producer_id, epoch, sequence), self.encoded)
 
     def stamped(self, producer_id: int, epoch: int, sequence: int) -> memoryview:
         """The encoded batch carrying this identity and sequence (copied once per change)."""
@@ -114,13 +120,43 @@ class ProducerBatch:
         return self._stamped[1]
 
 
+def encode_columns(
+    records: OpenBatch, compression: str, producer_id: int, epoch: int, sequence: int
+) -> memoryview:
+    """One batch of an open batch's columns; the values and keys are bytes or None."""
+    arrays = [
+        pa.array(records.values, pa.binary()),
+        pa.array(records.keys, pa.binary()),
+        pa.array(records.timestamps, pa.int64()),
+    ]
+    names = ["value", "key", "timestamp"]
+    if records.headers is not None:
+        arrays.append(
+            pa.array(
+                [
+                    None if h is None else [{"key": k, "value": v} for k, v in h]
+                    for h in records.headers
+                ],
+                HEADER_TYPE,
+            )
+        )
+        names.append("headers")
+    return encode_batch(
+        pa.RecordBatch.from_arrays(arrays, names=names),
+        compression=compression,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=sequence,
+    )
+
+
 class IdentitySource(Protocol):
     async def shared(self) -> tuple[int, int]:
         """The producer's (producer id, epoch), asking a broker once if need be."""
         ...
 
-    async def replacement(self, current: tuple[int, int]) -> tuple[int, int] | None:
-        """`current` with its epoch bumped, for one partition; None if it is fixed."""
+    async def replacement(self, current: tuple[int, int]) -> tuple[int, int]:
+        """`current` with its epoch bumped, for one partition."""
         ...
 
 
@@ -132,6 +168,7 @@ class PartitionSender:
         config: ProducerConfig,
         identities: IdentitySource,
         connect_lock: asyncio.Lock,
+        track: Callable[[ProducerBatch], None],
     ) -> None:
         self.tp = tp
         self.cluster = cluster
@@ -139,9 +176,10 @@ class PartitionSender:
         self.window: PartitionWindow[ProducerBatch] = PartitionWindow(
             idempotent=config.idempotent,
             max_in_flight=config.max_in_flight_per_partition,
-            retry_backoff_s=config.retry_backoff_ms / 1000,
+            policy=config.retry_policy,
         )
         self.queue: deque[ProducerBatch] = deque()
+        self.open: OpenBatch | None = None  # taking records; not in `queue` yet
         self.identity: tuple[int, int] | None = None
         self._identities = identities
         self._connect_lock = connect_lock
@@ -151,6 +189,49 @@ class PartitionSender:
         self._refresh_needed = False
         self._delivery_timeout_s = config.delivery_timeout_ms / 1000
         self._last_error: BaseException | None = None  # since the last success
+        self._track = track
+        self._linger_s = config.linger_ms / 1000
+        self._batch_bytes = config.batch_size
+        self._batch_records = config.batch_records
+
+    def append(
+        self,
+        value: bytes | None,
+        key: bytes | None,
+        timestamp_ms: int,
+        headers: Headers | None,
+        size_bytes: int,
+        callback: Callback | None,
+    ) -> None:
+        """Add one record to the open batch (the per-record hot path: no I/O, no objects)."""
+        batch = self.open
+        if batch is None or not batch.add(
+            value, key, timestamp_ms, headers, size_bytes, callback, self._batch_bytes
+        ):
+            self.seal_open()
+            batch = self.open = OpenBatch(asyncio.get_running_loop().time())
+            batch.add(value, key, timestamp_ms, headers, size_bytes, callback, self._batch_bytes)
+            self._wake_up()
+        if len(batch.values) >= self._batch_records or batch.size_bytes >= self._batch_bytes:
+            self.seal_open()
+
+    def seal_open(self) -> None:
+        """Close the open batch (full, lingered, flushed) and queue it to be sent."""
+        records, self.open = self.open, None
+        if records is None or not records.values:
+            return
+        result: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        batch = ProducerBatch(
+            self.tp,
+            len(records.values),
+            records.opened_at,
+            result,
+            records=records,
+            callbacks=records.callbacks or None,
+            memory_bytes=records.size_bytes,
+        )
+        self._track(batch)
+        self.enqueue(batch)
 
     def enqueue(self, batch: ProducerBatch) -> None:
         """Queue a sealed batch behind the partition's others and make sure it goes."""
@@ -158,13 +239,16 @@ class PartitionSender:
             _fail(batch, self.window.fatal)
             return
         self.queue.append(batch)
+        self._wake_up()
+
+    def _wake_up(self) -> None:
         self._wake.set()
         if self._task is None:
             self._task = asyncio.create_task(self._run(), name=f"replog-produce-{self.tp}")
 
     async def _run(self) -> None:
         try:
-            while self.queue or self.window.batches:
+            while self.queue or self.window.batches or self.open is not None:
                 self._wake.clear()
                 if not await self._step():
                     await self._sleep()
@@ -178,6 +262,10 @@ class PartitionSender:
         """Do the next thing the partition needs; False if it must wait for an answer."""
         loop = asyncio.get_running_loop()
         now = loop.time()
+        if self.open is not None and (
+            self.window.fatal is not None or self.open.opened_at + self._delivery_timeout_s <= now
+        ):
+            self.seal_open()
         self._expire_queued(now)
         if self.window.fatal is not None:
             self._fail_queued(self.window.fatal)
@@ -197,18 +285,16 @@ class PartitionSender:
             self.window.resend(retry)
             await self._send(retry)
             return True
-        if self.queue and self.window.can_start():
+        if not self.window.can_start():
+            return False
+        if not self.queue and self.open is not None and self.open.lingered(self._linger_s, now):
+            self.seal_open()
+        if self.queue:
             return await self._start_next()
         return False
 
     async def _start_next(self) -> bool:
         batch = self.queue[0]
-        try:
-            batch.encode(self.config.compression)
-        except (ValueError, TypeError, ReplogError) as exc:
-            self.queue.popleft()
-            _fail(batch, exc)
-            return True
         if self.config.idempotent and self.identity is None:
             try:
                 self.identity = await self._identities.shared()
@@ -217,6 +303,15 @@ class PartitionSender:
                 return True
             if not self.queue or self.queue[0] is not batch or not self.window.can_start():
                 return True
+        try:
+            if self.identity is not None and self.config.idempotent:
+                batch.encode(self.config.compression, *self.identity, self.window.next_sequence)
+            else:
+                batch.encode(self.config.compression)
+        except (ValueError, TypeError, pa.ArrowException, ReplogError) as exc:
+            self.queue.popleft()
+            _fail(batch, exc)
+            return True
         self.queue.popleft()
         entry = WindowBatch(batch, batch.record_count, batch.created_at + self._delivery_timeout_s)
         self.window.start(entry)
@@ -224,11 +319,14 @@ class PartitionSender:
         return True
 
     async def _sleep(self) -> None:
-        next_retry = self.window.next_retry_at()
-        if next_retry is None:
+        wake_at = self.window.next_retry_at()
+        if self.open is not None and not self.queue and self.window.can_start():
+            lingered_at = self.open.opened_at + self._linger_s
+            wake_at = lingered_at if wake_at is None else min(wake_at, lingered_at)
+        if wake_at is None:
             await self._wake.wait()
             return
-        delay = next_retry - asyncio.get_running_loop().time()
+        delay = wake_at - asyncio.get_running_loop().time()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._wake.wait(), max(delay, 0))
 
@@ -329,14 +427,6 @@ class PartitionSender:
             fresh = await self._identities.replacement(self.identity)
         except ReplogError:
             await asyncio.sleep(self.config.retry_backoff_ms / 1000)
-            return
-        if fresh is None:
-            fatal = OutOfOrderSequenceError(
-                f"{self.tp}: the leader's sequence numbers for this explicit producer "
-                "identity are not the producer's (a batch may or may not have been "
-                "appended); produce again with a new identity or epoch"
-            )
-            self._report(self.window.stop(fatal))
             return
         logger.info("%s: new producer identity %s, sequences restart at 0", self.tp, fresh)
         self.identity = fresh

@@ -2,13 +2,11 @@
 
 A pipeline moved from Kafka keeps its per-key ordering and co-partitioning only if the
 same key maps to the same partition number, so this is the same hash Kafka's default
-partitioner uses (murmur2, seed 0x9747b28c, sign bit masked). Records without a key are
-spread round-robin.
+partitioner uses (murmur2, seed 0x9747b28c, sign bit masked). Records without a key go
+to a sticky partition (producer.py).
 """
 
 from __future__ import annotations
-
-import itertools
 
 _M = 0x5BD1E995
 _SEED = 0x9747B28C
@@ -43,13 +41,3 @@ def murmur2(data: bytes) -> int:
 
 def partition_for_key(key: bytes, num_partitions: int) -> int:
     return (murmur2(key) & 0x7FFFFFFF) % num_partitions
-
-
-class RoundRobin:
-    """Spreads keyless records over partitions, one after another."""
-
-    def __init__(self) -> None:
-        self._counter = itertools.count()
-
-    def next_partition(self, num_partitions: int) -> int:
-        return next(self._counter) % num_partitions

@@ -1,37 +1,49 @@
 """Producing records: batching per partition, routing to leaders, acks, retries, idempotence.
 
-`send` adds one record to its partition's open batch (accumulator.py) and returns a
-future for its offset; a batch goes when full (`batch_size` bytes, `batch_records`
-records) or after `linger_ms`, and `flush` sends everything open and waits. Batches
-already built (`send_batch`, `send_arrow`) queue behind the open batch of their
-partition, so a partition's records go out in the order they were given.
+`await send(...)` adds one record to its partition's open batch (accumulator.py) and
+returns as soon as the record is taken: it creates no future and no object per record,
+so a loop of sends costs a few microseconds a record. Its outcome arrives through
+`on_delivery(metadata, error)` if given, or through the future `send_future` returns;
+a caller that needs neither learns of failures only from its own bookkeeping (as with
+Kafka's fire-and-forget sends). `flush` sends everything open and waits.
+
+Memory is bounded (Kafka's buffer.memory, buffer_pool.py): each record reserves its
+size until its batch is answered, and a send that finds no room waits for it (it
+awaits; the loop keeps delivering), up to `max_block_ms`, then raises
+BufferExhaustedError. Waiting for a topic's metadata is the other thing a send may
+await. A record it refuses (bad partition, unknown topic, closed producer) raises at
+once; nothing half-taken is left behind.
+
+Batches already built (`send_batch`, `send_arrow`) queue behind the open batch of their
+partition, so a partition's records go out in the order they were given. They are the
+caller's memory and do not count against buffer.memory.
 
 Each partition has a sender (partition_sender.py) with up to
-`max_in_flight_per_partition` batches in flight. A retriable error is retried after a
-backoff until the delivery timeout; a non-retriable one fails the batch's records.
-An idempotent producer (the default: acks=all, idempotence on) numbers each partition's
-batches, and the leader answers a retry of a batch it already has with the original
-offsets, so it never appends a batch twice, and its retries keep the order
-(in_flight.py). Without idempotence (acks=0 or 1, or turned off) a retry after a lost
-answer can append a batch twice, and with more than one batch in flight a retried batch
-can land after a later one, as in Kafka. Neither ever loses a record without failing
-its future.
+`max_in_flight_per_partition` batches in flight. A retriable error is retried until the
+delivery timeout; a non-retriable one fails the batch's records. An idempotent producer
+(the default: acks=all, idempotence on) numbers each partition's batches, and the leader
+answers a retry of a batch it already has with the original offsets, so it never
+appends a batch twice, and its retries keep the order (in_flight.py). Without
+idempotence (acks=0 or 1, or turned off) a retry after a lost answer can append a batch
+twice, and with more than one batch in flight a retried batch can land after a later
+one, as in Kafka. Neither ever loses a record without reporting it to its callback.
 
-The identity of an idempotent producer comes from InitProducerId, or is given
-(`identity=(producer_id, epoch)`): the Spark sink derives one per query and replays a
-failed task's batches with it, numbered from 0 again, and the leader skips every batch
-it already has (DUPLICATE_SEQUENCE_NUMBER for old ones, reported at offset -1).
+Keyless records without a partition go to a sticky partition (see _Route); keyed
+records go by murmur2 of the key, as Kafka's.
 
-Ownership: a Producer lives on one event loop, and everything in it runs there.
+Ownership: a Producer lives on one event loop, and everything in it runs there. Delivery
+callbacks run on that loop and must not block it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
+from time import time_ns
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -41,26 +53,28 @@ from spark_replica.protocol.init_producer_id import (
     NO_PRODUCER_ID,
     InitProducerIdRequest,
 )
+from spark_replica.protocol.metadata import TopicMetadata
 from spark_replica.protocol.produce import ACKS_ALL, ACKS_LEADER, ACKS_NONE
-from spark_replica.records import BatchHeader, encode_batch, now_ms, parse_compression
+from spark_replica.records import BatchHeader, encode_batch, parse_compression
 from spark_replica.topics import TopicPartition
 from spark_replica.transport import Buffer
 
-from .accumulator import RecordAccumulator, estimate_record_bytes
+from .accumulator import RECORD_OVERHEAD_BYTES, Callback, Headers, estimate_record_bytes
+from .buffer_pool import BufferPool, exhausted_error
 from .cluster import Cluster
 from .in_flight import MAX_IDEMPOTENT_IN_FLIGHT
-from .partition_sender import PartitionSender, PendingRecord, ProducerBatch
-from .partitioner import RoundRobin, partition_for_key
+from .partition_sender import PartitionSender, ProducerBatch
+from .partitioner import partition_for_key
+from .retry import RetryPolicy
 
 T = TypeVar("T")
 
-MAX_PRODUCER_ID = 2**63 - 1
-MAX_PRODUCER_EPOCH = 2**15 - 1
+logger = logging.getLogger("spark_replica.client.producer")
 
 ACKS_BY_NAME = {"0": ACKS_NONE, "1": ACKS_LEADER, "all": ACKS_ALL, "-1": ACKS_ALL}
+DEFAULT_BUFFER_MEMORY = 32 * 1024 * 1024  # Kafka's buffer.memory default
 
-Headers = list[tuple[str, bytes | None]]
-DeliveryCallback = Callable[["RecordMetadata | None", "BaseException | None"], None]
+DeliveryCallback = Callback  # (RecordMetadata | None, BaseException | None) -> None
 
 
 def parse_acks(value: str | int) -> int:
@@ -77,13 +91,17 @@ class ProducerConfig:
     As Kafka's producers since 3.0: acks=all and idempotence, with up to 5 batches in
     flight per partition whose retries keep their order. A caller who wants acks=1 or
     acks=0 says so, and then gets no idempotence unless it asks for it (it cannot:
-    idempotence needs acks=all).
+    idempotence needs acks=all). `batch_size`, `linger_ms`, `buffer_memory` and
+    `max_block_ms` mean what Kafka's batch.size, linger.ms, buffer.memory and
+    max.block.ms mean; `batch_size` defaults larger than Kafka's 16 KiB because an
+    Arrow batch's fixed cost (schema, header) wants more records per batch.
     """
 
     acks: int = ACKS_ALL
     request_timeout_ms: int = 30_000
     delivery_timeout_ms: int = 120_000
     retry_backoff_ms: int = 100
+    retry_backoff_max_ms: int = 1_000  # Kafka's retry.backoff.max.ms
     batch_records: int = 10_000
     # Estimated uncompressed payload bytes per batch; well below the broker's 16 MiB limit.
     batch_size: int = 1_000_000
@@ -93,6 +111,16 @@ class ProducerConfig:
     max_in_flight_per_partition: int = 5
     # None: idempotent exactly when acks=all (so by default), as Kafka's producers.
     enable_idempotence: bool | None = None
+    # Bytes of records sent and not yet answered; a send waits for room beyond it.
+    buffer_memory: int = DEFAULT_BUFFER_MEMORY
+    # How long a send waits for room in buffer_memory (or for metadata) before failing.
+    max_block_ms: int = 60_000
+
+    @property
+    def retry_policy(self) -> RetryPolicy:
+        """Kafka's rule: a retry.backoff.ms above the maximum is the maximum, constant."""
+        backoff_ms = min(self.retry_backoff_ms, self.retry_backoff_max_ms)
+        return RetryPolicy(backoff_ms / 1000, self.retry_backoff_max_ms / 1000)
 
     @property
     def idempotent(self) -> bool:
@@ -105,11 +133,18 @@ class ProducerConfig:
             raise ConfigError("enable_idempotence needs acks=all")
         if self.acks not in (ACKS_NONE, ACKS_LEADER, ACKS_ALL):
             raise ConfigError(f"acks={self.acks}: use 0, 1 or -1 (all)")
-        positive = ("request_timeout_ms", "delivery_timeout_ms", "batch_records", "batch_size")
-        for name in (*positive, "max_in_flight_per_partition"):
+        positive = (
+            "request_timeout_ms",
+            "delivery_timeout_ms",
+            "batch_records",
+            "batch_size",
+            "max_in_flight_per_partition",
+            "buffer_memory",
+        )
+        for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
-        for name in ("retry_backoff_ms", "linger_ms"):
+        for name in ("retry_backoff_ms", "retry_backoff_max_ms", "linger_ms", "max_block_ms"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be 0 or more, not {getattr(self, name)}")
         if self.idempotent and self.max_in_flight_per_partition > MAX_IDEMPOTENT_IN_FLIGHT:
@@ -130,10 +165,9 @@ class RecordMetadata:
 class _Identities:
     """Where partition senders get the producer id and epoch they stamp on batches."""
 
-    def __init__(self, cluster: Cluster, explicit: tuple[int, int] | None) -> None:
+    def __init__(self, cluster: Cluster) -> None:
         self._cluster = cluster
-        self._explicit = explicit
-        self._shared = explicit
+        self._shared: tuple[int, int] | None = None
         self._lock = asyncio.Lock()
 
     async def shared(self) -> tuple[int, int]:
@@ -142,9 +176,7 @@ class _Identities:
                 self._shared = await self._init_producer_id()
             return self._shared
 
-    async def replacement(self, current: tuple[int, int]) -> tuple[int, int] | None:
-        if self._explicit is not None:
-            return None
+    async def replacement(self, current: tuple[int, int]) -> tuple[int, int]:
         return await self._init_producer_id(*current)
 
     async def _init_producer_id(
@@ -155,47 +187,51 @@ class _Identities:
         return response.producer_id, response.producer_epoch
 
 
-def _check_identity(identity: tuple[int, int], config: ProducerConfig) -> tuple[int, int]:
-    if not config.idempotent:
-        raise ConfigError("identity needs an idempotent producer (acks=all, idempotence on)")
-    producer_id, epoch = identity
-    if not 0 <= producer_id <= MAX_PRODUCER_ID:
-        raise ConfigError(f"identity producer id {producer_id} is not in 0..2**63-1")
-    if not 0 <= epoch <= MAX_PRODUCER_EPOCH:
-        raise ConfigError(f"identity epoch {epoch} is not in 0..{MAX_PRODUCER_EPOCH}")
-    return producer_id, epoch
+class _Route:
+    """A topic's partition senders as of one metadata answer, and its sticky partition.
+
+    Keyless records go to the sticky partition until `batch_size` bytes have gone there
+    (Kafka's uniform sticky partitioner, KIP-794): full batches, partitions used evenly.
+    """
+
+    __slots__ = ("metadata", "senders", "sticky", "sticky_bytes")
+
+    def __init__(self, metadata: TopicMetadata, senders: list[PartitionSender]) -> None:
+        self.metadata = metadata
+        self.senders = senders
+        self.sticky = 0
+        self.sticky_bytes = 0
+
+    def sticky_sender(self, size_bytes: int, batch_size: int) -> PartitionSender:
+        sender = self.senders[self.sticky]
+        self.sticky_bytes += size_bytes
+        if self.sticky_bytes >= batch_size:
+            self.sticky = (self.sticky + 1) % len(self.senders)
+            self.sticky_bytes = 0
+        return sender
 
 
 class Producer:
     """Batches records per partition and sends them to partition leaders.
 
-    Use `send` per record (await its future, or pass `on_delivery`), then `flush` or
-    `close`; or send many at once with `send_records`, `send_arrow` or `send_batch`.
-    `async with Producer(...)` closes it (flushing first) on the way out. The Cluster
-    is the caller's to close.
+    Use `await send(...)` per record (with `on_delivery`, or `send_future` for a
+    future), then `flush` or `close`; or send many at once with `send_records`,
+    `send_arrow` or `send_batch`. `async with Producer(...)` closes it (flushing first)
+    on the way out. The Cluster is the caller's to close.
     """
 
-    def __init__(
-        self,
-        cluster: Cluster,
-        config: ProducerConfig | None = None,
-        *,
-        identity: tuple[int, int] | None = None,
-    ) -> None:
+    def __init__(self, cluster: Cluster, config: ProducerConfig | None = None) -> None:
         self.cluster = cluster
         self.config = config or ProducerConfig()
-        explicit = None if identity is None else _check_identity(identity, self.config)
-        self._identities = _Identities(cluster, explicit)
-        self._accumulator: RecordAccumulator[PendingRecord] = RecordAccumulator(
-            self.config.batch_size, self.config.batch_records, self.config.linger_ms / 1000
-        )
-        self._round_robin = RoundRobin()
+        self.pool = BufferPool(self.config.buffer_memory)
+        self._batch_size = self.config.batch_size
+        self._identities = _Identities(cluster)
+        self._routes: dict[str, _Route] = {}
         self._senders: dict[TopicPartition, PartitionSender] = {}
         self._connect_lock = asyncio.Lock()
         self._unfinished: set[asyncio.Future[int]] = set()
-        self._awaiting_metadata: dict[str, list[tuple[PendingRecord, int | None]]] = {}
-        self._metadata_tasks: set[asyncio.Task[None]] = set()
-        self._linger_task: asyncio.Task[None] | None = None
+        self._room = asyncio.Event()
+        self.pool.add_listener(self._room.set)
         self._closed = False
 
     async def __aenter__(self) -> Producer:
@@ -211,7 +247,7 @@ class Producer:
 
     # ------------------------------------------------------------------ per record
 
-    def send(
+    async def send(
         self,
         topic: str,
         value: bytes | str | None,
@@ -221,130 +257,151 @@ class Producer:
         headers: Headers | None = None,
         *,
         on_delivery: DeliveryCallback | None = None,
-    ) -> asyncio.Future[RecordMetadata]:
-        """Add one record to its partition's batch; the future gets its offset.
+    ) -> None:
+        """Add one record to its partition's batch; `on_delivery(metadata, error)` follows.
 
-        The partition is `partition`, else murmur2 of the key (as Kafka), else the next
-        one round-robin. `on_delivery(metadata, error)` is called when the future is
-        done, with one of the two set. Errors, a bad partition number included, are
-        reported through the future; only a closed producer or a value or key that is
-        not bytes or str raises here.
+        Returns once the record is taken, which is at once unless buffer.memory is full
+        (then it waits up to max_block_ms) or the topic's metadata is not known yet.
+        The partition is `partition`, else murmur2 of the key (as Kafka), else the
+        sticky one. Raises, with the record not taken: ConfigError for a partition the
+        topic does not have or a value or key that is not bytes or str,
+        BufferExhaustedError, the topic's error, ReplogError once closed.
         """
-        self._check_open()
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[RecordMetadata] = loop.create_future()
-        if on_delivery is not None:
-            future.add_done_callback(_calling(on_delivery))
-        record = PendingRecord(
-            _to_bytes(value, "value"),
-            _to_bytes(key, "key"),
-            now_ms() if timestamp_ms is None else timestamp_ms,
-            headers,
-            future,
-            loop.time(),
-        )
-        waiting = self._awaiting_metadata.get(topic)
-        metadata = self.cluster.topics.get(topic)
-        if waiting is not None:
-            waiting.append((record, partition))
-        elif metadata is None or metadata.error_code:
-            self._awaiting_metadata[topic] = [(record, partition)]
-            task = asyncio.create_task(self._resolve_topic(topic))
-            self._metadata_tasks.add(task)
-            task.add_done_callback(self._metadata_tasks.discard)
+        if self._closed:
+            raise ReplogError("the producer is closed; create a new one to send more")
+        if value.__class__ is not bytes:
+            value = as_bytes(value, "value")
+        if key is not None and key.__class__ is not bytes:
+            key = as_bytes(key, "key")
+        if key is None and headers is None:
+            size = RECORD_OVERHEAD_BYTES + len(value or b"")
         else:
-            self._route(topic, len(metadata.partitions), record, partition)
+            size = estimate_record_bytes(value, key, headers)  # type: ignore[arg-type]
+        if not self.pool.try_reserve(size):
+            await self._wait_for_room(size)
+        route = self._routes.get(topic)
+        if (
+            route is None
+            or route.metadata is not self.cluster.topics.get(topic)
+            or partition is not None
+            or key is not None
+        ):
+            try:
+                sender = await self._sender_for(topic, key, partition, size)  # type: ignore[arg-type]
+            except BaseException:
+                self.pool.release(size)
+                raise
+        else:
+            sender = route.sticky_sender(size, self._batch_size)
+        sender.append(
+            value,  # type: ignore[arg-type]
+            key,  # type: ignore[arg-type]
+            time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms,
+            headers,
+            size,
+            on_delivery,
+        )
+
+    async def _sender_for(
+        self, topic: str, key: bytes | None, partition: int | None, size: int
+    ) -> PartitionSender:
+        """The sender of a record's partition: by number, by key, or the sticky one."""
+        route = self._routes.get(topic)
+        if route is None or route.metadata is not self.cluster.topics.get(topic):
+            route = await self._route(topic)
+        count = len(route.senders)
+        if partition is not None:
+            if not 0 <= partition < count:
+                raise ConfigError(f"topic {topic!r} has partitions 0..{count - 1}, not {partition}")
+            return route.senders[partition]
+        if key is not None:
+            return route.senders[partition_for_key(key, count)]
+        return route.sticky_sender(size, self._batch_size)
+
+    async def send_future(
+        self,
+        topic: str,
+        value: bytes | str | None,
+        key: bytes | str | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+        headers: Headers | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """`send`, returning a future for the record's metadata (one object per record)."""
+        future: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
+        await self.send(
+            topic, value, key, partition, timestamp_ms, headers, on_delivery=_resolving(future)
+        )
         return future
 
-    async def _resolve_topic(self, topic: str) -> None:
-        """Wait for a topic's metadata, then route the records that waited for it, in order."""
-        try:
-            metadata = await self.cluster.ensure_topic(topic)
-        except ReplogError as exc:
-            for record, _ in self._awaiting_metadata.pop(topic, []):
-                if not record.future.done():
-                    record.future.set_exception(exc)
-            return
-        for record, partition in self._awaiting_metadata.pop(topic, []):
-            self._route(topic, len(metadata.partitions), record, partition)
-
-    def _route(self, topic: str, count: int, record: PendingRecord, partition: int | None) -> None:
-        if partition is not None and not 0 <= partition < count:
-            record.future.set_exception(
-                ConfigError(f"topic {topic!r} has partitions 0..{count - 1}, not {partition}")
-            )
-            return
-        if partition is None:
-            if record.key is not None:
-                partition = partition_for_key(record.key, count)
-            else:
-                partition = self._round_robin.next_partition(count)
-        tp = TopicPartition(topic, partition)
-        size = estimate_record_bytes(record.value, record.key, record.headers)
-        now = asyncio.get_running_loop().time()
-        for sealed in self._accumulator.append(tp, record, size, now):
-            self._enqueue_records(tp, sealed)
-        if self._linger_task is None and len(self._accumulator):
-            self._linger_task = asyncio.create_task(self._linger())
-
-    async def _linger(self) -> None:
-        """Seal each open batch once it has waited linger_ms; end when none is open."""
+    async def _wait_for_room(self, size: int) -> None:
+        """Wait for `size` bytes of buffer.memory to be released, up to max_block_ms."""
+        self.pool.check_fits(size)
         loop = asyncio.get_running_loop()
-        try:
-            while (expiry := self._accumulator.next_expiry()) is not None:
-                delay = expiry - loop.time()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                    continue
-                for tp, records in self._accumulator.seal_expired(loop.time()):
-                    self._enqueue_records(tp, records)
-        finally:
-            self._linger_task = None
+        deadline = loop.time() + self.config.max_block_ms / 1000
+        while not self.pool.try_reserve(size):
+            left = deadline - loop.time()
+            if left <= 0:
+                raise exhausted_error(size, self.pool.limit_bytes, self.config.max_block_ms)
+            self._room.clear()
+            try:
+                await asyncio.wait_for(self._room.wait(), left)
+            except TimeoutError:
+                continue
 
-    def _enqueue_records(self, tp: TopicPartition, records: list[PendingRecord]) -> None:
-        batch = self._new_batch(tp, len(records), records[0].appended_at)
-        batch.records = records
-
-        def deliver(result: asyncio.Future[int]) -> None:
-            error = None if result.cancelled() else result.exception()
-            for n, record in enumerate(records):
-                if record.future.done():
-                    continue
-                if error is not None:
-                    record.future.set_exception(error)
-                elif result.cancelled():
-                    record.future.cancel()
-                else:
-                    base = result.result()
-                    offset = -1 if base < 0 else base + n
-                    record.future.set_result(RecordMetadata(tp.topic, tp.partition, offset))
-
-        batch.result.add_done_callback(deliver)
-        self._sender(tp).enqueue(batch)
-
-    def _new_batch(self, tp: TopicPartition, record_count: int, created_at: float) -> ProducerBatch:
-        result: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._unfinished.add(result)
-        result.add_done_callback(self._unfinished.discard)
-        return ProducerBatch(tp, record_count, created_at, result)
+    async def _route(self, topic: str) -> _Route:
+        """The topic's route for its current metadata, waiting for the metadata if need be."""
+        metadata = self.cluster.topics.get(topic)
+        if metadata is None or metadata.error_code:
+            metadata = await asyncio.wait_for(
+                self.cluster.ensure_topic(topic), self.config.max_block_ms / 1000
+            )
+        senders = [self._sender(TopicPartition(topic, p)) for p in range(len(metadata.partitions))]
+        route = self._routes.get(topic)
+        if route is None or len(route.senders) != len(senders):
+            route = self._routes[topic] = _Route(metadata, senders)
+        route.metadata = metadata
+        return route
 
     def _sender(self, tp: TopicPartition) -> PartitionSender:
         sender = self._senders.get(tp)
         if sender is None:
             sender = self._senders[tp] = PartitionSender(
-                tp, self.cluster, self.config, self._identities, self._connect_lock
+                tp, self.cluster, self.config, self._identities, self._connect_lock, self._track
             )
         return sender
+
+    def _track(self, batch: ProducerBatch) -> None:
+        """Follow a sealed batch until answered: flush waits for it, then deliver."""
+        self._unfinished.add(batch.result)
+        batch.result.add_done_callback(lambda result: self._finished(batch, result))
+
+    def _finished(self, batch: ProducerBatch, result: asyncio.Future[int]) -> None:
+        self._unfinished.discard(result)
+        if batch.memory_bytes:
+            self.pool.release(batch.memory_bytes)
+        if not batch.callbacks:
+            return
+        error = asyncio.CancelledError() if result.cancelled() else result.exception()
+        base = -1 if error is not None else result.result()
+        topic, partition = batch.tp
+        for index, callback in batch.callbacks:
+            try:
+                if error is not None:
+                    callback(None, error)
+                else:
+                    offset = -1 if base < 0 else base + index
+                    callback(RecordMetadata(topic, partition, offset), None)
+            except Exception:
+                logger.exception("%s: a delivery callback failed", batch.tp)
 
     async def flush(self) -> None:
         """Send every record given so far, open batches included, and wait for all answers.
 
-        Failures are reported through the records' futures and callbacks, not here.
+        Failures are reported through the records' callbacks and futures, not here.
         """
-        if self._metadata_tasks:
-            await asyncio.wait(set(self._metadata_tasks))
-        for tp, records in self._accumulator.seal_all():
-            self._enqueue_records(tp, records)
+        for sender in self._senders.values():
+            sender.seal_open()
         if self._unfinished:
             await asyncio.wait(set(self._unfinished))
 
@@ -354,11 +411,6 @@ class Producer:
             return
         await self.flush()
         self._closed = True
-        if self._linger_task is not None:
-            self._linger_task.cancel()
-            # wait(), not a suppressed await: a cancellation of *this* task must not be
-            # swallowed along with the linger task's own.
-            await asyncio.wait({self._linger_task})
 
     def _check_open(self) -> None:
         if self._closed:
@@ -381,13 +433,14 @@ class Producer:
 
     def _enqueue_encoded(self, tp: TopicPartition, batch: Buffer) -> asyncio.Future[int]:
         header = BatchHeader.decode(batch)
-        open_records = self._accumulator.seal(tp)
-        if open_records:
-            self._enqueue_records(tp, open_records)
-        pending = self._new_batch(tp, header.record_count, asyncio.get_running_loop().time())
+        sender = self._sender(tp)
+        sender.seal_open()
+        result: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        pending = ProducerBatch(tp, header.record_count, asyncio.get_running_loop().time(), result)
         pending.encoded = _unchangeable(batch)
-        self._sender(tp).enqueue(pending)
-        return pending.result
+        self._track(pending)
+        sender.enqueue(pending)
+        return result
 
     async def send_arrow(
         self, topic: str, partition: int, records: pa.RecordBatch | pa.Table
@@ -423,12 +476,9 @@ class Producer:
         left to linger; the first error of any record is raised once all are answered.
         """
         self._check_open()
-        metadata = await self.cluster.ensure_topic(topic)
-        count = len(metadata.partitions)
-        if partition is not None and not 0 <= partition < count:
-            raise ConfigError(f"topic {topic!r} has partitions 0..{count - 1}, not {partition}")
+        await self._route(topic)
         futures = [
-            self.send(
+            await self.send_future(
                 topic,
                 values[i],
                 None if keys is None else keys[i],
@@ -438,14 +488,9 @@ class Producer:
             )
             for i in range(len(values))
         ]
-        self._seal_topic(topic)
+        for sender in self._routes[topic].senders:
+            sender.seal_open()
         return await _all_or_first_error(futures)
-
-    def _seal_topic(self, topic: str) -> None:
-        for tp in self._accumulator.open_partitions():
-            records = self._accumulator.seal(tp) if tp.topic == topic else None
-            if records:
-                self._enqueue_records(tp, records)
 
 
 def _unchangeable(batch: Buffer) -> bytes | memoryview:
@@ -463,19 +508,22 @@ async def _all_or_first_error(futures: Sequence[asyncio.Future[T]]) -> list[T]:
     return results  # type: ignore[return-value]
 
 
-def _calling(callback: DeliveryCallback) -> Callable[[asyncio.Future[RecordMetadata]], None]:
-    def done(future: asyncio.Future[RecordMetadata]) -> None:
-        if future.cancelled():
-            callback(None, asyncio.CancelledError())
-        elif future.exception() is not None:
-            callback(None, future.exception())
+def _resolving(future: asyncio.Future[Any]) -> DeliveryCallback:
+    """A delivery callback that settles `future` (unless its owner cancelled it)."""
+
+    def delivered(metadata: RecordMetadata | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
         else:
-            callback(future.result(), None)
+            future.set_result(metadata)
 
-    return done
+    return delivered
 
 
-def _to_bytes(item: bytes | str | None, name: str) -> bytes | None:
+def as_bytes(item: object, name: str) -> bytes | None:
+    """A record's value or key as bytes (str as UTF-8); ConfigError naming it otherwise."""
     if item is None or isinstance(item, bytes):
         return item
     if isinstance(item, str):

@@ -91,14 +91,14 @@ class ProducerLoad:
             while not stop.is_set():
                 if self.unanswered < MAX_UNANSWERED:
                     for _ in range(BURST_RECORDS):
-                        self._send(producer, topic, rng)
+                        await self._send(producer, topic, rng)
                 await asyncio.sleep(BURST_INTERVAL_S)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(producer.flush(), drain_s)
         finally:
             await cluster.close()
 
-    def _send(self, producer: Producer, topic: str, rng: random.Random) -> None:
+    async def _send(self, producer: Producer, topic: str, rng: random.Random) -> None:
         key = f"p{self.index}-k{rng.randrange(KEYS_PER_PRODUCER)}".encode()
         entry = _Entry(key, f"p{self.index}-{len(self.entries)}".encode())
         self.entries.append(entry)
@@ -111,7 +111,10 @@ class ProducerLoad:
             else:
                 entry.error = type(error).__name__
 
-        producer.send(topic, entry.value, entry.key, on_delivery=delivered)
+        try:
+            await producer.send(topic, entry.value, entry.key, on_delivery=delivered)
+        except ReplogError as exc:  # not taken (no metadata, no room): as good as failed
+            delivered(None, exc)
 
 
 @dataclass

@@ -1,6 +1,6 @@
-"""The producer client against real brokers: batching, linger, flush, compression,
-several batches in flight through a leader failover, explicit identities, and giving
-up at the delivery timeout when the in-sync replicas are too few."""
+"""The producer client against real brokers: per-record sends with callbacks and futures,
+batching, linger, flush, compression, several batches in flight through a leader
+failover, and giving up at the delivery timeout when the in-sync replicas are too few."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 
 from spark_replica.client import Cluster, Producer, ProducerConfig, RecordMetadata
 from spark_replica.errors import (
+    ConfigError,
     DeliveryTimeoutError,
-    InvalidProducerEpochError,
     NotEnoughReplicasError,
     ReplogError,
 )
@@ -38,8 +38,6 @@ from tests.support import (
 pytestmark = pytest.mark.slow
 
 T = TypeVar("T")
-
-SPARK_SINK_ID = 2**62 + 4242  # the range the Spark sink derives producer ids from
 
 
 def batch_headers(partition_dir: Path) -> list[BatchHeader]:
@@ -66,19 +64,20 @@ async def with_producer(
 
 
 def test_records_are_batched_until_full_or_lingered(broker: BrokerProcess) -> None:
+    """Per-record sends, half with a delivery callback and half with a future."""
     bootstrap = [(broker.host, broker.port)]
-    delivered: list[RecordMetadata] = []
+    delivered: list[tuple[RecordMetadata | None, BaseException | None]] = []
+
+    def on_delivery(metadata: RecordMetadata | None, error: BaseException | None) -> None:
+        delivered.append((metadata, error))
 
     async def work(producer: Producer) -> list[int]:
-        futures = [
-            producer.send(
-                "batched",
-                f"v{i}",
-                partition=0,
-                on_delivery=lambda metadata, error: delivered.append(metadata),
-            )
-            for i in range(95)
-        ]
+        futures = []
+        for i in range(95):
+            if i % 2:
+                await producer.send("batched", f"v{i}", on_delivery=on_delivery)
+            else:
+                futures.append(await producer.send_future("batched", f"v{i}", key=b"k"))
         # Nine full batches go now; the last five records linger until the linger ends.
         metadata = await asyncio.gather(*futures)
         return [m.offset for m in metadata]
@@ -88,8 +87,9 @@ def test_records_are_batched_until_full_or_lingered(broker: BrokerProcess) -> No
         config = ProducerConfig(acks=-1, batch_records=10, linger_ms=300)
         return await with_producer(bootstrap, config, work)
 
-    assert run(scenario()) == list(range(95))
-    assert sorted(m.offset for m in delivered) == list(range(95))
+    assert run(scenario()) == list(range(0, 95, 2))
+    assert [error for _, error in delivered] == [None] * 47
+    assert [m.offset for m, _ in delivered if m is not None] == list(range(1, 95, 2))
     counts = [h.record_count for h in batch_headers(broker.log_dir / "batched-0")]
     assert counts == [10] * 9 + [5]
 
@@ -102,19 +102,22 @@ def test_flush_sends_what_lingers_and_close_refuses_more(broker: BrokerProcess) 
         cluster = Cluster(bootstrap)
         try:
             producer = Producer(cluster, ProducerConfig(acks=-1, linger_ms=600_000))
-            futures = [producer.send("flushed", f"v{i}", key=f"k{i % 7}") for i in range(50)]
+            futures = [
+                await producer.send_future("flushed", f"v{i}", key=f"k{i % 7}") for i in range(50)
+            ]
             await asyncio.sleep(0.2)
             assert not any(f.done() for f in futures), "a long linger holds them back"
             await asyncio.wait_for(producer.flush(), 20)
             assert all(f.done() and f.exception() is None for f in futures)
-            late = producer.send("flushed", "late", partition=1)
+            late = await producer.send_future("flushed", "late", partition=1)
             await asyncio.wait_for(producer.close(), 20)
             assert (await late).offset >= 0, "close flushes first"
             with pytest.raises(ReplogError, match="closed"):
-                producer.send("flushed", "too late")
-            bad = Producer(cluster).send("flushed", "x", partition=7)
-            with pytest.raises(ReplogError, match=r"partitions 0\.\.1"):
-                await bad
+                await producer.send("flushed", "too late")
+            other = Producer(cluster)
+            with pytest.raises(ConfigError, match=r"partitions 0\.\.1"):
+                await other.send("flushed", "x", partition=7)
+            assert other.pool.used_bytes == 0, "a refused record holds no buffer memory"
         finally:
             await cluster.close()
 
@@ -175,7 +178,7 @@ def test_five_in_flight_through_a_leader_kill_keep_order_without_duplicates(
             for i in range(6_000):
                 value = f"r{i}"
                 sent.append(value)
-                futures.append(producer.send("inflight", value, partition=0))
+                futures.append(await producer.send_future("inflight", value, partition=0))
                 if i % 100 == 99:
                     await asyncio.sleep(0)  # let batches go while more are added
                 if i == 2_000:
@@ -189,39 +192,6 @@ def test_five_in_flight_through_a_leader_kill_keep_order_without_duplicates(
     survivors = [(b.host, b.port) for b in brokers.brokers.values() if b.process is not None]
     rows = run(read_everything(survivors, "inflight", len(sent)))
     assert [r["value"].decode() for r in rows] == sent, "once each, in order"
-
-
-def test_a_replay_with_an_explicit_identity_appends_nothing_twice(broker: BrokerProcess) -> None:
-    """What the Spark sink does when a task is retried: the same id, epoch and batches."""
-    bootstrap = [(broker.host, broker.port)]
-    values = [f"task-row-{i}" for i in range(80)]
-    config = ProducerConfig(acks=-1, batch_records=10, max_in_flight_per_partition=5)
-
-    async def write_task(identity: tuple[int, int], rows: list[str]) -> list[int]:
-        cluster = Cluster(bootstrap)
-        try:
-            async with Producer(cluster, config, identity=identity) as producer:
-                sent = await producer.send_records("sink", rows, partition=0)
-                return [m.offset for m in sent]
-        finally:
-            await cluster.close()
-
-    async def scenario() -> None:
-        await create_topic(bootstrap, "sink")
-        assert await write_task((SPARK_SINK_ID, 0), values) == list(range(80))
-        replayed = await write_task((SPARK_SINK_ID, 0), values)
-        # Batches older than the five the leader remembers come back at offset -1.
-        assert replayed == [-1] * 30 + list(range(30, 80))
-        more = await write_task((SPARK_SINK_ID, 1), ["next epoch"])
-        assert more == [80], "a new epoch starts again at sequence 0"
-        with pytest.raises(InvalidProducerEpochError):
-            await write_task((SPARK_SINK_ID, 0), values[:10])
-
-    run(scenario())
-    rows = rows_of(run(consume_all(bootstrap, "sink", 81)))
-    assert [r["value"].decode() for r in rows] == [*values, "next epoch"]
-    producer_ids = {h.producer_id for h in batch_headers(broker.log_dir / "sink-0")}
-    assert producer_ids == {SPARK_SINK_ID}
 
 
 DELIVERY_TIMEOUT_MS = 3000

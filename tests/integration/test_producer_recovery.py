@@ -37,7 +37,7 @@ async def send_in_bursts(producer: Producer, values: list[str]) -> list[BaseExce
     flight; return each one's offset or error."""
     futures = []
     for n, value in enumerate(values):
-        futures.append(producer.send(TOPIC, value, partition=0))
+        futures.append(await producer.send_future(TOPIC, value, partition=0))
         if n % 5 == 4:
             await asyncio.sleep(0.01)
     answers = await asyncio.gather(*futures, return_exceptions=True)

@@ -18,11 +18,13 @@ import pytest
 
 from brokerd.producer_state import Outcome, ProducerStateManager
 from spark_replica.client.in_flight import BatchState, Failure, PartitionWindow, WindowBatch
+from spark_replica.client.retry import RetryPolicy
 from spark_replica.errors import (
     ConnectionLostError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     OutOfOrderSequenceError,
+    RequestTimedOutError,
     UnknownProducerIdError,
 )
 from spark_replica.records import BatchHeader
@@ -30,7 +32,7 @@ from tests.support import idempotent_header
 
 
 def window() -> PartitionWindow[str]:
-    return PartitionWindow(idempotent=True, max_in_flight=5, retry_backoff_s=0.1)
+    return PartitionWindow(idempotent=True, max_in_flight=5, policy=RetryPolicy(0.1, 1.0))
 
 
 def start(w: PartitionWindow[str], name: str, count: int, deadline: float) -> WindowBatch[str]:
@@ -45,7 +47,8 @@ def test_after_an_expiry_of_unknown_outcome_the_batches_behind_go_on_under_their
     waiting = start(w, "waiting", 1, deadline=5.0)
     flying = start(w, "flying", 1, deadline=5.0)
     assert w.on_error(waiting, NotEnoughReplicasAfterAppendError(), now=0.5) == []
-    failures = w.on_error(lost, ConnectionLostError("no answer"), now=0.95)
+    # (A timeout, not a lost connection: that one's first retry would go at once.)
+    failures = w.on_error(lost, RequestTimedOutError("no answer in time"), now=0.95)
     assert [(f.batch, f.expired) for f in failures] == [(lost, True)], "only the expired one"
     assert lost.maybe_appended and w.unresolved and not w.needs_new_identity
     assert not w.can_start(), "nothing new until the ones behind tell whether it landed"
@@ -146,7 +149,7 @@ def test_expiries_and_new_epochs_never_duplicate_or_reorder_and_delivery_resumes
     leader = ProducerStateManager()
     log: list[int] = []
     w: PartitionWindow[int] = PartitionWindow(
-        idempotent=True, max_in_flight=5, retry_backoff_s=0.02
+        idempotent=True, max_in_flight=5, policy=RetryPolicy(0.02, 1.0)
     )
     queue = deque(range(BATCHES))
     counts = {n: rng.randint(1, 4) for n in queue}

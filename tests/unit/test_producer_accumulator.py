@@ -1,4 +1,4 @@
-"""The producer's pure parts: batching, compression codecs, and in-flight ordering.
+"""The producer's pure parts: open batches, compression codecs, and in-flight ordering.
 
 The in-flight window is also run against the broker's own ProducerStateManager through a
 simulated connection that loses answers and refuses requests, to check that retries
@@ -15,16 +15,16 @@ import pyarrow as pa
 import pytest
 
 from brokerd.producer_state import Outcome, ProducerStateManager
-from spark_replica.client.accumulator import RecordAccumulator, estimate_record_bytes
+from spark_replica.client.accumulator import OpenBatch, estimate_record_bytes
 from spark_replica.client.delivery_timeout import delivery_timeout_error
 from spark_replica.client.in_flight import (
-    MAX_BACKOFF_S,
     SEQUENCE_SPACE,
     BatchState,
     PartitionWindow,
     WindowBatch,
 )
 from spark_replica.client.producer import ProducerConfig
+from spark_replica.client.retry import RetryPolicy
 from spark_replica.errors import (
     ConfigError,
     ConnectionLostError,
@@ -49,49 +49,48 @@ from spark_replica.records import (
 from spark_replica.topics import TopicPartition
 from tests.support import idempotent_header
 
+POLICY = RetryPolicy(backoff_s=0.1, max_backoff_s=1.0)
 TP = TopicPartition("t", 0)
 OTHER = TopicPartition("t", 1)
 
 # ------------------------------------------------------------------ accumulator
 
 
-def test_a_batch_is_sealed_when_it_holds_batch_records() -> None:
-    acc: RecordAccumulator[int] = RecordAccumulator(10_000, 3, linger_s=1.0)
-    assert acc.append(TP, 1, 10, now=0) == []
-    assert acc.append(TP, 2, 10, now=0) == []
-    assert acc.append(TP, 3, 10, now=0) == [[1, 2, 3]]
-    assert len(acc) == 0
+def test_an_open_batch_takes_records_as_columns_until_batch_size() -> None:
+    batch = OpenBatch(opened_at=10.0)
+    assert batch.add(b"a", None, 1, None, 60, None, batch_bytes=100)
+    assert not batch.add(b"b", b"k", 2, None, 60, None, batch_bytes=100), "would pass 100"
+    assert batch.add(b"c", b"k", 3, None, 40, None, batch_bytes=100)
+    assert (batch.values, batch.keys, batch.timestamps) == ([b"a", b"c"], [None, b"k"], [1, 3])
+    assert batch.size_bytes == 100 and batch.is_full(batch_bytes=100, batch_records=10)
+    assert batch.headers is None, "no header column while no record has headers"
 
 
-def test_a_record_that_does_not_fit_starts_the_next_batch() -> None:
-    acc: RecordAccumulator[str] = RecordAccumulator(100, 1000, linger_s=1.0)
-    acc.append(TP, "a", 60, now=0)
-    assert acc.append(TP, "b", 60, now=0) == [["a"]]
-    assert acc.append(TP, "huge", 500, now=0) == [["b"], ["huge"]], "alone, and sealed at once"
-    assert acc.append(TP, "c", 40, now=0) == []
-    assert acc.seal(TP) == ["c"]
-    assert acc.seal(TP) is None
+def test_a_record_larger_than_batch_size_makes_a_batch_of_one() -> None:
+    batch = OpenBatch(opened_at=0.0)
+    assert batch.add(b"huge", None, 1, None, 500, None, batch_bytes=100)
+    assert batch.is_full(batch_bytes=100, batch_records=10)
+    assert not batch.add(b"next", None, 1, None, 1, None, batch_bytes=100)
 
 
-def test_batches_linger_per_partition_then_seal() -> None:
-    acc: RecordAccumulator[int] = RecordAccumulator(10_000, 100, linger_s=0.5)
-    assert acc.next_expiry() is None
-    acc.append(TP, 1, 10, now=10.0)
-    acc.append(OTHER, 2, 10, now=10.2)
-    acc.append(TP, 3, 10, now=10.4)
-    assert acc.next_expiry() == pytest.approx(10.5)
-    assert acc.seal_expired(10.49) == []
-    assert acc.seal_expired(10.5) == [(TP, [1, 3])]
-    assert acc.next_expiry() == pytest.approx(10.7)
-    assert acc.seal_all() == [(OTHER, [2])]
-    assert acc.open_partitions() == []
+def test_headers_and_callbacks_are_kept_only_for_the_records_that_have_them() -> None:
+    def callback(metadata: object, error: BaseException | None) -> None:
+        raise AssertionError("not called here")
+
+    batch = OpenBatch(opened_at=0.0)
+    batch.add(b"a", None, 1, None, 1, None, batch_bytes=100)
+    batch.add(b"b", None, 1, [("h", b"x")], 1, callback, batch_bytes=100)
+    batch.add(b"c", None, 1, None, 1, None, batch_bytes=100)
+    assert batch.headers == [None, [("h", b"x")], None]
+    assert batch.callbacks == [(1, callback)]
+    assert len(batch) == 3 and not batch.is_full(batch_bytes=100, batch_records=4)
+    assert batch.is_full(batch_bytes=100, batch_records=3)
 
 
-def test_accumulator_limits_must_be_sensible() -> None:
-    with pytest.raises(ConfigError):
-        RecordAccumulator(0, 1, 0.0)
-    with pytest.raises(ConfigError):
-        RecordAccumulator(1, 1, -0.001)
+def test_an_open_batch_lingers_from_its_first_record() -> None:
+    batch = OpenBatch(opened_at=10.0)
+    assert not batch.lingered(0.5, now=10.49)
+    assert batch.lingered(0.5, now=10.5)
 
 
 def test_record_size_estimate_counts_key_value_and_headers() -> None:
@@ -152,7 +151,7 @@ def test_producer_config_checks_batching_and_in_flight_limits() -> None:
 
 
 def window(max_in_flight: int = 5, idempotent: bool = True) -> PartitionWindow[str]:
-    return PartitionWindow(idempotent=idempotent, max_in_flight=max_in_flight, retry_backoff_s=0.1)
+    return PartitionWindow(idempotent=idempotent, max_in_flight=max_in_flight, policy=POLICY)
 
 
 def started(w: PartitionWindow[str], *counts: int, deadline: float = 100.0) -> list:
@@ -182,9 +181,7 @@ def test_after_a_retriable_failure_the_later_batches_are_resent_in_order_one_by_
     assert w.on_error(second, OutOfOrderSequenceError(), now=0.0) == []
     assert w.on_error(third, UnknownProducerIdError(), now=0.0) == []
     assert not w.can_start(), "no new batch while a retry is pending"
-    assert w.due_retry(0.05) is None
-    assert w.next_retry_at() == pytest.approx(0.1)
-    assert w.due_retry(0.1) is first
+    assert w.due_retry(0.0) is first, "a stale leader's first retry goes after a refresh"
     w.resend(first)
     assert w.due_retry(10.0) is None, "the next one waits for the first to be answered"
     w.on_success(first)
@@ -201,11 +198,22 @@ def test_backoff_doubles_per_attempt_and_is_capped() -> None:
     times = []
     now = 0.0
     for _ in range(6):
-        w.on_error(batch, ConnectionLostError(), now=now)
+        w.on_error(batch, NotEnoughReplicasError("ISR [1]"), now=now)
         times.append(batch.retry_at - now)
         now = batch.retry_at
         w.resend(batch)
-    assert times == pytest.approx([0.1, 0.2, 0.4, 0.8, MAX_BACKOFF_S, MAX_BACKOFF_S])
+    assert times == pytest.approx([0.1, 0.2, 0.4, 0.8, 1.0, 1.0])
+
+
+def test_the_first_retry_after_a_stale_leader_goes_at_once_then_backs_off() -> None:
+    """After a failover the sender refreshes metadata and resends straight away."""
+    w = window()
+    (batch,) = started(w, 1)
+    assert w.on_error(batch, NotLeaderOrFollowerError("moved"), now=5.0) == []
+    assert w.due_retry(5.0) is batch, "no backoff before the first retry"
+    w.resend(batch)
+    w.on_error(batch, NotLeaderOrFollowerError("still moving"), now=6.0)
+    assert batch.retry_at == pytest.approx(6.1), "the second one waits retry.backoff.ms"
 
 
 def test_a_batch_refused_before_append_gives_its_numbers_to_the_ones_behind() -> None:
@@ -305,7 +313,9 @@ def test_lost_answers_and_refusals_never_reorder_duplicate_or_lose(seed: int) ->
     leader = ProducerStateManager()
     log: list[tuple[int, int]] = []  # (batch id, base offset)
     end = 0
-    w: PartitionWindow[int] = PartitionWindow(idempotent=True, max_in_flight=5, retry_backoff_s=0.0)
+    w: PartitionWindow[int] = PartitionWindow(
+        idempotent=True, max_in_flight=5, policy=RetryPolicy(0.0, 0.0)
+    )
     queue = deque(range(60))
     counts = {n: rng.randint(1, 4) for n in queue}
     acked: dict[int, int] = {}
