@@ -208,6 +208,44 @@ def load_average() -> float:
     return round(os.getloadavg()[0], 2)
 
 
+def _cpu_ticks(pid: int, reaped: bool) -> int:
+    """utime + stime of `pid` (with `reaped`, plus its waited-for children's); 0 if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return sum(int(value) for value in fields[11 : 15 if reaped else 13])
+
+
+def _descendants(pid: int) -> list[int]:
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError), open(f"/proc/{pid}/task/{task}/children") as f:
+                for child in map(int, f.read().split()):
+                    found += [child, *_descendants(child)]
+    return found
+
+
+def spark_cpu_seconds() -> tuple[float, float]:
+    """CPU seconds so far of this session's JVM and of its Python workers.
+
+    On a shared machine, the machine's busy time says little about one job; these say
+    where a write's CPU went. The workers are the JVM's descendants (pyspark's daemon and
+    the workers it forks, which it reaps when they end, so their time stays counted).
+    """
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    process: subprocess.Popen[bytes] | None = getattr(gateway, "proc", None)
+    if process is None:
+        return 0.0, 0.0
+    ticks = os.sysconf("SC_CLK_TCK")
+    workers = sum(_cpu_ticks(pid, reaped=True) for pid in _descendants(process.pid))
+    return _cpu_ticks(process.pid, reaped=False) / ticks, workers / ticks
+
+
 def with_cluster(
     bootstrap: list[tuple[str, int]],
     work: Callable[[Cluster], Awaitable[T]],

@@ -1,4 +1,4 @@
-"""Spark write throughput of `format("replog")` against its ceiling; prints one JSON line.
+"""Spark write throughput of `format("replog")` against Parquet's; prints one JSON line.
 
 Starts an embedded ZooKeeper and ``--brokers`` brokers (``_cluster.local_cluster``), creates a
 topic of ``--partitions`` partitions (replication factor 1), starts a local[2] SparkSession,
@@ -15,11 +15,15 @@ What is timed:
   with the sink's defaults (acks=all, idempotent producer per task; keyless records spread
   over the partitions), from the call until it returns, when every batch is acknowledged.
   The topic must then hold every record written.
+* ``parquet_rows_per_s``: ``df.write.parquet`` of the same cached frame, uncompressed,
+  into a temporary directory (removed after each round): what a user who only needs the
+  rows stored would reach for. ``parquet_ratio`` = ``rows_per_s / parquet_rows_per_s``
+  (the issue's goal is 1.0 or more).
 * ``ceiling_rows_per_s``: the same write into ``bench_count`` (``_spark.py``), a
   DataSourceArrowWriter that only counts the Arrow batches Spark hands it. It is what
   Spark's Python data source write path costs with no sink behind it (JVM rows to Arrow,
   Arrow IPC to the Python workers): the upper bound for any Python sink on this machine.
-* ``ratio`` = ``rows_per_s / ceiling_rows_per_s`` (the issue's goal is 0.7 or more).
+  ``ratio`` = ``rows_per_s / ceiling_rows_per_s``.
 * ``fixed_seconds`` / ``ceiling_fixed_seconds``: the same writes of the 20,000-row warm-up
   frame, once warm: what every write job costs whatever it writes (planning, creating the
   writer in a Python worker, starting the tasks, the commit). ``marginal_rows_per_s`` /
@@ -28,23 +32,25 @@ What is timed:
   process without Spark, over the same rows in Arrow batches of Spark's default size
   (10,000 rows), into a second topic: how fast the connector routes, batches, encodes and
   sends on one core when nothing else competes for it.
-* ``cpu_s_per_write`` / ``ceiling_cpu_s_per_write``: CPU seconds the whole machine was
-  busy during one replog / counting write (mean over the rounds). On 2 cores a write
-  cannot take less wall time than half of it: where the ratio goes is in these figures.
-* ``broker_user_s_per_write`` / ``broker_system_s_per_write``: the broker's share, in
-  Python and in the kernel. The kernel part is mostly copying the records into the page
-  cache; it grows when the memory the page cache takes is fresh to the machine (on a
-  virtual machine that hands freed memory back to its host, first use of a page is a
-  fault in the host).
+* ``cpu_s_per_write`` / ``ceiling_cpu_s_per_write`` / ``parquet_cpu_s_per_write``: CPU
+  seconds the whole machine was busy during one write of each kind (mean over the
+  rounds). On 2 cores a write cannot take less wall time than half of it. On a shared
+  machine other work lands in these too; the per-process figures do not:
+  ``jvm_cpu_s_per_write`` (Spark's JVM: reading the cache, rows to Arrow),
+  ``python_cpu_s_per_write`` (the Python workers: reading the Arrow input and the sink's
+  own work) and ``broker_cpu_s_per_write`` (the broker: receiving, appending to the page
+  cache), with the JVM's and the workers' share of the counting write and the JVM's of
+  the Parquet write (Parquet runs no Python). A replog write reaches Parquet's speed only
+  if these add up to no more than Parquet's JVM time.
 
 Spark's start and the first write of each kind are paid by a warm-up of a few thousand
-rows before anything is timed. Then ``--repeat`` rounds run the counting write and the
-replog write once each (the topic ends with ``--repeat`` x ``--rows`` records); the best of
-each kind is reported (the JVM keeps compiling its hot paths over the first large writes,
-and other work on a shared machine comes and goes), and every round's figure is in the
-``*_runs`` lists. ``load_avg_before``/``load_avg_after`` are the machine's 1-minute load
-averages. The machine has 2 cores; Spark runs ``--tasks`` write tasks on them, next to the
-broker.
+rows before anything is timed. Then ``--repeat`` rounds run the Parquet write, the counting
+write and the replog write once each (the topic ends with ``--repeat`` x ``--rows``
+records); the best of each kind is reported (the JVM keeps compiling its hot paths over the
+first large writes, and other work on a shared machine comes and goes), and every round's
+figure is in the ``*_runs`` lists. ``load_avg_before``/``load_avg_after`` are the machine's
+1-minute load averages. The machine has 2 cores; Spark runs ``--tasks`` write tasks on
+them, next to the broker.
 
 Run from the repository root::
 
@@ -55,6 +61,7 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
+import shutil
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -69,6 +76,7 @@ from _spark import (
     load_average,
     marginal_rows_per_s,
     read_count_file,
+    spark_cpu_seconds,
     spark_run,
     stored_records,
     temp_dir,
@@ -121,6 +129,15 @@ def write_replog(frame: DataFrame, servers: str, topic: str) -> float:
         .save()
     )
     return time.perf_counter() - started
+
+
+def write_parquet(frame: DataFrame, path: Path) -> float:
+    """Seconds for ``df.write.parquet`` of ``frame``, uncompressed; the files are removed."""
+    started = time.perf_counter()
+    frame.write.option("compression", "none").mode("overwrite").parquet(str(path))
+    seconds = time.perf_counter() - started
+    shutil.rmtree(path)
+    return seconds
 
 
 def write_count(frame: DataFrame, result: Path) -> tuple[float, int]:
@@ -182,40 +199,57 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+KINDS = ("write", "ceiling", "parquet")
+
+
 @dataclass
 class TimedRuns:
-    """Seconds of every timed write of each kind, and CPU seconds spent during them."""
+    """Seconds of every timed write of each kind, and the CPU seconds each kind took:
+    the machine's, and the JVM's, the Python workers' and the broker's."""
 
-    seconds: dict[str, list[float]] = field(default_factory=lambda: {"write": [], "ceiling": []})
-    machine_cpu: dict[str, float] = field(default_factory=lambda: {"write": 0.0, "ceiling": 0.0})
-    broker_user: float = 0.0
-    broker_system: float = 0.0
+    seconds: dict[str, list[float]] = field(default_factory=lambda: {k: [] for k in KINDS})
+    cpu: dict[str, dict[str, float]] = field(
+        default_factory=lambda: {
+            k: dict.fromkeys(("machine", "jvm", "python", "broker"), 0.0) for k in KINDS
+        }
+    )
 
-    def per_write(self, total: float) -> float:
-        return round(total / len(self.seconds["write"]), 2)
+    def per_write(self, kind: str, part: str) -> float:
+        return round(self.cpu[kind][part] / len(self.seconds[kind]), 2)
+
+
+def _cpu_now(broker_pid: int) -> dict[str, float]:
+    jvm, python = spark_cpu_seconds()
+    return {
+        "machine": machine_cpu_seconds(),
+        "jvm": jvm,
+        "python": python,
+        "broker": sum(process_cpu_seconds(broker_pid)),
+    }
 
 
 def timed_runs(
     spark: SparkSession, servers: str, args: argparse.Namespace, results: Path, broker_pid: int
 ) -> TimedRuns:
-    """``--repeat`` rounds of the ceiling then replog, so that drifting load and the
-    JVM's warming up hit both alike; with the CPU time each kind took."""
+    """``--repeat`` rounds of Parquet, the ceiling, then replog, so that drifting load and
+    the JVM's warming up hit all alike; with the CPU time each kind took."""
     frame = input_frame(spark, args.rows, args.value_bytes, args.tasks)
     runs = TimedRuns()
     try:
         for round_ in range(args.repeat):
-            busy = machine_cpu_seconds()
-            seconds, counted = write_count(frame, results / f"count-{round_}.json")
-            runs.machine_cpu["ceiling"] += machine_cpu_seconds() - busy
-            _check("the counting writer", counted, args.rows)
-            runs.seconds["ceiling"].append(seconds)
-            busy = machine_cpu_seconds()
-            user, system = process_cpu_seconds(broker_pid)
-            runs.seconds["write"].append(write_replog(frame, servers, TOPIC))
-            runs.machine_cpu["write"] += machine_cpu_seconds() - busy
-            user_after, system_after = process_cpu_seconds(broker_pid)
-            runs.broker_user += user_after - user
-            runs.broker_system += system_after - system
+            for kind in KINDS:
+                before = _cpu_now(broker_pid)
+                if kind == "ceiling":
+                    seconds, counted = write_count(frame, results / f"count-{round_}.json")
+                    _check("the counting writer", counted, args.rows)
+                elif kind == "parquet":
+                    seconds = write_parquet(frame, results / "parquet")
+                else:
+                    seconds = write_replog(frame, servers, TOPIC)
+                after = _cpu_now(broker_pid)
+                runs.seconds[kind].append(seconds)
+                for part, value in after.items():
+                    runs.cpu[kind][part] += value - before[part]
     finally:
         frame.unpersist()
     return runs
@@ -230,6 +264,7 @@ def main(argv: list[str] | None = None) -> None:
         with spark_run("replog-bench-spark-write") as spark, temp_dir("replog-spark-") as tmp:
             warmup = input_frame(spark, WARMUP_ROWS, args.value_bytes, args.tasks)
             write_count(warmup, tmp / "warmup-count.json")
+            write_parquet(warmup, tmp / "warmup-parquet")
             write_replog(warmup, servers, WARMUP_TOPIC)
             # Warm now, the same small writes again show the fixed cost of a write job.
             ceiling_fixed, _ = write_count(warmup, tmp / "fixed-count.json")
@@ -263,6 +298,9 @@ def main(argv: list[str] | None = None) -> None:
             "ceiling_seconds": round(args.rows / best["ceiling"], 3),
             "ceiling_rows_per_s": round(best["ceiling"]),
             "ratio": round(best["write"] / best["ceiling"], 3),
+            "parquet_seconds": round(args.rows / best["parquet"], 3),
+            "parquet_rows_per_s": round(best["parquet"]),
+            "parquet_ratio": round(best["write"] / best["parquet"], 3),
             "fixed_seconds": round(fixed, 3),
             "ceiling_fixed_seconds": round(ceiling_fixed, 3),
             "marginal_rows_per_s": marginal_rows_per_s(args.rows, args.rows / best["write"], fixed),
@@ -271,11 +309,17 @@ def main(argv: list[str] | None = None) -> None:
             ),
             "rows_per_s_runs": [round(r) for r in rates["write"]],
             "ceiling_rows_per_s_runs": [round(r) for r in rates["ceiling"]],
+            "parquet_rows_per_s_runs": [round(r) for r in rates["parquet"]],
             "sink_alone_rows_per_s": None if alone_s is None else round(args.rows / alone_s),
-            "cpu_s_per_write": runs.per_write(runs.machine_cpu["write"]),
-            "ceiling_cpu_s_per_write": runs.per_write(runs.machine_cpu["ceiling"]),
-            "broker_user_s_per_write": runs.per_write(runs.broker_user),
-            "broker_system_s_per_write": runs.per_write(runs.broker_system),
+            "cpu_s_per_write": runs.per_write("write", "machine"),
+            "ceiling_cpu_s_per_write": runs.per_write("ceiling", "machine"),
+            "parquet_cpu_s_per_write": runs.per_write("parquet", "machine"),
+            "jvm_cpu_s_per_write": runs.per_write("write", "jvm"),
+            "python_cpu_s_per_write": runs.per_write("write", "python"),
+            "broker_cpu_s_per_write": runs.per_write("write", "broker"),
+            "ceiling_jvm_cpu_s_per_write": runs.per_write("ceiling", "jvm"),
+            "ceiling_python_cpu_s_per_write": runs.per_write("ceiling", "python"),
+            "parquet_jvm_cpu_s_per_write": runs.per_write("parquet", "jvm"),
             "load_avg_before": load_before,
             "load_avg_after": load_average(),
         }
