@@ -106,7 +106,7 @@ class BatchSender:
         await asyncio.gather(*self._outstanding, return_exceptions=True)
 
 
-class SequencedSenders:
+class PartitionSenders:
     """Streaming: one exactly-once sender per partition, fed in order through a queue.
 
     Same contract as BatchSender: `submit` waits while `buffer_bytes` are queued or in
@@ -197,9 +197,9 @@ class WriteTask:
             security=options.security,
         )
         self.exactly_once = identity is not None and config.idempotent
-        self.senders: BatchSender | SequencedSenders
+        self.senders: BatchSender | PartitionSenders
         if identity is not None and self.exactly_once:
-            self.senders = SequencedSenders(self.cluster, identity, settings)
+            self.senders = PartitionSenders(self.cluster, identity, settings)
         else:
             self.senders = BatchSender(Producer(self.cluster, config), settings.buffer_memory)
         # Keyless runs start at the task's partition, moved on by one per micro-batch,
