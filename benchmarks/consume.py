@@ -1,4 +1,4 @@
-"""Consume throughput into pyarrow RecordBatches from one broker on loopback; prints one JSON line.
+"""Consume throughput from one broker on loopback, as Arrow batches or per record; one JSON line.
 
 Starts an embedded ZooKeeper and one broker (``_cluster.local_cluster``), creates a topic with
 ``--partitions`` partitions and replication factor 1, and stops both processes at the end.
