@@ -110,6 +110,10 @@ class Controller:
         # Reports of dead processes, taken by the BROKERS_DIED / CONTROLLER_DIED events.
         self._dead_brokers: list[WatchedBroker] = []
         self._dead_controllers: list[WatchedBroker] = []
+        # The controller seat watched while not the controller, and registrations (broker
+        # id -> broker epoch) of controllers found dead: fenced if this broker wins next.
+        self._watched_seat: zk_store.ControllerSeat | None = None
+        self._dead_registrations: dict[int, int] = {}
         self._brokers_liveness = BrokerLiveness(self._on_broker_dead)
         self._controller_liveness = BrokerLiveness(self._on_controller_dead)
         self.ops: ControllerOps | None = None  # set while this broker is the controller
@@ -254,8 +258,15 @@ class Controller:
         (the epoch's zkVersion fences it); the deletion then wakes every candidate."""
         dead, self._dead_controllers = self._dead_controllers, []
         for controller in dead:
+            self._dead_registrations[controller.broker_id] = controller.epoch
+            seat = self._watched_seat
+            if seat is None or (seat.broker_id, seat.broker_epoch) != (
+                controller.broker_id,
+                controller.epoch,
+            ):
+                continue
             vacated = await asyncio.to_thread(
-                zk_store.vacate_dead_controller_seat, self.zk, controller.epoch
+                zk_store.vacate_dead_controller_seat, self.zk, seat.epoch_zk_version
             )
             if vacated:
                 logger.info(
@@ -267,19 +278,23 @@ class Controller:
         won = await asyncio.to_thread(zk_store.try_become_controller, self.zk, self.broker_id)
         if won is None:
             seat = await asyncio.to_thread(self._watch_controller_znode)
+            if seat is not None and seat.broker_id == self.broker_id:
+                seat = None
+            self._watched_seat = seat
             self._controller_liveness.watch(
                 []
-                if seat is None or seat.broker_id == self.broker_id
+                if seat is None
                 else [
                     WatchedBroker(
                         seat.broker_id,
                         seat.registration.host,
                         seat.registration.port,
-                        seat.epoch_zk_version,
+                        seat.broker_epoch,
                     )
                 ]
             )
             return
+        self._watched_seat = None
         self._controller_liveness.watch([])
         epoch, epoch_zk_version = won
         logger.info("broker %d is the controller, epoch %d", self.broker_id, epoch)
@@ -366,6 +381,13 @@ class Controller:
         self._enqueue(Event.TOPIC_DELETION)  # finish deletions a previous controller began
         self._enqueue(Event.REASSIGNMENT)  # and reassignments
         ctx.live_brokers = await asyncio.to_thread(zk_store.read_live_brokers, self.zk)
+        # A predecessor found dead is not live, though its registration may remain.
+        for broker_id, broker_epoch in self._dead_registrations.items():
+            ctx.fence(broker_id, broker_epoch)
+        self._dead_registrations.clear()
+        ctx.live_brokers = ctx.unfenced(ctx.live_brokers)
+        if ctx.fenced:
+            logger.info("brokers %s died before their sessions expired", sorted(ctx.fenced))
         # Configs read by load_topics below cover the notifications present now.
         ctx.last_config_change = await asyncio.to_thread(zk_store.newest_config_change, self.zk)
         topics = await asyncio.to_thread(topic_store.list_topics, self.zk)

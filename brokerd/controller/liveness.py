@@ -43,8 +43,8 @@ class WatchedBroker:
     broker_id: int
     host: str
     port: int
-    # The registration this watch is about, handed back with the report: the caller
-    # fences with it (a broker epoch, or the controller epoch's zkVersion).
+    # The broker epoch (czxid) of the registration watched, handed back with the report:
+    # what is dead is that incarnation, not a later one with the same id.
     epoch: int
 
 

@@ -88,6 +88,7 @@ class ControllerSeat:
     broker_id: int
     epoch_zk_version: int
     registration: znodes.BrokerRegistration
+    broker_epoch: int  # the czxid of its registration
 
 
 def read_controller_seat(zk: KazooClient) -> ControllerSeat | None:
@@ -105,7 +106,7 @@ def read_controller_seat(zk: KazooClient) -> ControllerSeat | None:
     if registered is None:
         return None
     registration = znodes.BrokerRegistration.decode(broker_id, registered[0])
-    return ControllerSeat(broker_id, epoch[1].version, registration)
+    return ControllerSeat(broker_id, epoch[1].version, registration, registered[1].czxid)
 
 
 def vacate_dead_controller_seat(zk: KazooClient, epoch_zk_version: int) -> bool:
