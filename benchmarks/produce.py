@@ -20,11 +20,35 @@ What is timed, and what is not:
   ListOffsets round trip (with ``--acks 0`` the broker answers nothing, so this poll is what
   tells that everything landed). The producer keeps at most ``--max-in-flight`` of them in
   flight per partition.
-* ``--api record`` times the per-record path instead: every record goes through
-  ``Producer.send`` into the producer's own batches (``--batch-records`` records, ``--linger-ms``),
-  encoded (and compressed) inside the timed part; ``p50_ms``/``p99_ms`` are then per record.
 * ``p50_ms``/``p99_ms``: per-request latency from ``send_batch`` call to its acknowledgement
   (with ``--acks 0``: until the request is written to the socket).
+* ``--api record`` times the per-record path instead, as an application uses it: every record
+  goes through ``await Producer.send(TOPIC, value)`` (no key, no partition: the producer's
+  sticky partitioner spreads them) into the producer's own batches (``--batch-records``
+  records, ``--linger-ms``), encoded (and compressed) inside the timed part. The values are
+  10,000 distinct random ones, made before the clock starts and cycled through (an
+  application has its values in hand; five million distinct ones would take gigabytes).
+  Before the clock starts one record per partition is sent and acknowledged, so the figures
+  are of a producer whose id, connections and leaders are settled. The sender yields to the
+  event loop every 1,000 records, as an application doing other work would.
+  ``p50_ms``/``p99_ms`` are then per record: every ``--latency-every``-th record (16) carries
+  an ``on_delivery`` callback that times it (a callback on every record would time the
+  callbacks). Without ``--rate`` records are offered as fast as ``send`` takes them, so the
+  latency is mostly time spent waiting in a full ``buffer.memory``.
+* ``--rate R`` (with ``--api record``) offers R records/s at a steady pace: every millisecond
+  the records due by then are sent. A record's latency counts from when it was due, not from
+  when ``send`` got to it, so a producer that falls behind shows it (no coordinated omission).
+* ``--stall SECONDS`` (with ``--api record``) shows that memory stays bounded when the brokers
+  stop answering: records are sent flat out for SECONDS, then every broker is paused (SIGSTOP)
+  and records are sent until ``send`` refuses one with BufferExhaustedError, after waiting
+  ``--max-block-ms`` (2,000 here). The brokers are then continued (SIGCONT) and every record
+  taken is checked stored. It prints ``buffer_memory`` (``--buffer-memory``, 32 MiB),
+  ``peak_buffered_bytes`` (the most the producer's buffer ever held, which must not pass
+  ``buffer_memory``), ``rss_growth_bytes`` (this process's resident memory, most seen while
+  paused minus just before the pause: the records' Python objects and encoded batches, which
+  ``buffer_memory`` accounts by payload size), ``blocked_ms`` (how long the refused send
+  waited) and ``stall_records_taken``; ``records`` is then the number taken, and the
+  throughput figures describe a run with a stall in it.
 * ``--security ssl|sasl_plaintext|sasl_ssl`` runs the benchmark twice in one run, each time
   on a fresh cluster with the same batches: first plaintext, then with the brokers secured as
   ``replog up --security`` secures them (TLS, SCRAM-SHA-256 for the client and SCRAM-SHA-512
@@ -53,6 +77,11 @@ Run from the repository root::
     .venv/bin/python benchmarks/produce.py --record-bytes 100 --brokers 3 --rf 3 --acks all
     .venv/bin/python benchmarks/produce.py --brokers 3 --rf 3 --acks all --no-idempotent
     .venv/bin/python benchmarks/produce.py --api record --linger-ms 5 --compression zstd
+    .venv/bin/python benchmarks/produce.py --api record --brokers 3 --rf 3 --acks all --partitions 3
+    .venv/bin/python benchmarks/produce.py --api record --brokers 3 --rf 3 --acks all \
+        --partitions 3 --rate 200000
+    .venv/bin/python benchmarks/produce.py --api record --brokers 3 --rf 3 --acks all \
+        --partitions 3 --stall 2
     .venv/bin/python benchmarks/produce.py --brokers 3 --rf 3 --acks all --security sasl_ssl
 """
 
@@ -520,7 +549,8 @@ def main(argv: list[str] | None = None) -> None:
     wire_bytes = sum(len(batch) for batch in batches)
     values = None
     if args.api == "record":
-        values = distinct_values(random_values(args.records, args.record_bytes), args.record_bytes)
+        distinct = min(args.records, DISTINCT_VALUES)
+        values = distinct_values(random_values(distinct, args.record_bytes), args.record_bytes)
     modes = list(dict.fromkeys([PLAINTEXT_MODE, args.security]))
     runs: dict[str, list[Run]] = {mode: [] for mode in modes}
     for _ in range(args.rounds):
@@ -529,8 +559,9 @@ def main(argv: list[str] | None = None) -> None:
     seconds, latencies, cpu_seconds, extra = _median(runs[args.security])
     plaintext = None if args.security == PLAINTEXT_MODE else _median(runs[PLAINTEXT_MODE])
     latencies_ms = sorted(latency * 1000 for latency in latencies)
-    wire_mb_per_s = wire_bytes / MB / seconds
-    value_mb = args.records * args.record_bytes / MB
+    records = int(extra.get("stall_records_taken", args.records))  # type: ignore[call-overload]
+    wire_mb_per_s = wire_bytes * records / args.records / MB / seconds
+    value_mb = records * args.record_bytes / MB
     emit(
         {
             "bench": "produce",
@@ -544,12 +575,12 @@ def main(argv: list[str] | None = None) -> None:
             "rate": args.rate,
             "max_in_flight": args.max_in_flight,
             "record_bytes": args.record_bytes,
-            "records": args.records,
+            "records": records,
             "batch_records": args.batch_records,
             "partitions": args.partitions,
             "in_flight": args.in_flight,
             "seconds": round(seconds, 3),
-            "records_per_s": round(args.records / seconds),
+            "records_per_s": round(records / seconds),
             "security": args.security,
             "rounds": args.rounds,
             "mb_per_s": round(value_mb / seconds, 1),

@@ -12,6 +12,7 @@ from spark_replica.client.producer import Producer, ProducerConfig, RecordMetada
 from spark_replica.client.range_reader import RangeReader
 from spark_replica.client.retry import DEFAULT_RETRY_POLICY, Attempts, RetryPolicy
 from spark_replica.client.sequenced_producer import SendOutcome, SequencedProducer
+from spark_replica.client.sync import SyncProducer
 from spark_replica.client.sync_consumer import SyncConsumer
 from spark_replica.protocol.produce import ACKS_ALL, ACKS_LEADER, ACKS_NONE
 
@@ -42,6 +43,7 @@ __all__ = [
     "SendOutcome",
     "SequencedProducer",
     "SyncConsumer",
+    "SyncProducer",
     "bootstrap_from_zookeeper",
     "list_offsets",
     "murmur2",

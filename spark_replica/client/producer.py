@@ -47,7 +47,7 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from spark_replica.errors import ConfigError, ReplogError
+from spark_replica.errors import ClientClosedError, ConfigError
 from spark_replica.protocol.init_producer_id import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -268,7 +268,7 @@ class Producer:
         BufferExhaustedError, the topic's error, ReplogError once closed.
         """
         if self._closed:
-            raise ReplogError("the producer is closed; create a new one to send more")
+            self._check_open()
         if value.__class__ is not bytes:
             value = as_bytes(value, "value")
         if key is not None and key.__class__ is not bytes:
@@ -414,7 +414,7 @@ class Producer:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise ReplogError("the producer is closed; create a new one to send more")
+            raise ClientClosedError("the producer is closed; create a new one to send more")
 
     # ------------------------------------------------------------------ batches at once
 

@@ -32,7 +32,7 @@ from collections.abc import Coroutine, Iterable
 from types import TracebackType
 from typing import Any, TypeVar
 
-from spark_replica.errors import ConfigError, ReplogError, TimeoutExpiredError
+from spark_replica.errors import ClientClosedError, ConfigError, TimeoutExpiredError
 from spark_replica.protocol.metadata import TopicMetadata
 from spark_replica.security.settings import SecurityConfig
 
@@ -177,7 +177,7 @@ class SyncProducer:
         limit = self.config.buffer_memory
         with self._lock:
             if self._closed:
-                raise ReplogError("the producer is closed; create a new one to send more")
+                raise ClientClosedError("the producer is closed; create a new one to send more")
             if self._producer.pool.used_bytes + self._handed_bytes + size > limit:
                 self._wait_for_room(size)
             self._pending.append(item)

@@ -8,8 +8,7 @@ import time
 
 import pytest
 
-from spark_replica.client import ProducerConfig, RecordMetadata
-from spark_replica.client.sync import SyncProducer
+from spark_replica.client import ProducerConfig, RecordMetadata, SyncProducer
 from spark_replica.errors import BufferExhaustedError, ConfigError, ReplogError
 from spark_replica.launcher import BrokerProcess
 from tests.support import consume_all, create_topic, rows_of, run
