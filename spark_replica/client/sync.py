@@ -32,7 +32,7 @@ from collections.abc import Coroutine, Iterable
 from types import TracebackType
 from typing import Any, TypeVar
 
-from spark_replica.errors import ClientClosedError, ConfigError, TimeoutExpiredError
+from spark_replica.errors import ClientClosedError, ConfigError, ReplogError, TimeoutExpiredError
 from spark_replica.protocol.metadata import TopicMetadata
 from spark_replica.security.settings import SecurityConfig
 
@@ -165,6 +165,10 @@ class SyncProducer:
 
     def _metadata(self, topic: str) -> TopicMetadata:
         """Wait here for a topic's metadata, up to max_block_ms (Kafka's rule for send)."""
+        if self._on_io_thread():
+            raise TimeoutExpiredError(
+                f"no metadata for topic {topic!r} yet, and a delivery callback cannot wait for it"
+            )
         try:
             return self._call(self._cluster.ensure_topic(topic), self.config.max_block_ms / 1000)
         except TimeoutError:
@@ -190,6 +194,8 @@ class SyncProducer:
         """Wait (holding `_lock`, which waiting releases) until `size` bytes fit."""
         pool = self._producer.pool
         pool.check_fits(size)
+        if self._on_io_thread():  # a callback sending: waiting there would wait for ever
+            raise exhausted_error(size, pool.limit_bytes, 0)
         deadline = time.monotonic() + self.config.max_block_ms / 1000
         while pool.used_bytes + self._handed_bytes + size > pool.limit_bytes:
             left = deadline - time.monotonic()
@@ -224,20 +230,30 @@ class SyncProducer:
 
     def flush(self, timeout_s: float | None = None) -> None:
         """Wait until every record sent so far is answered (or failed, to its callback)."""
+        self._refuse_on_io_thread()
         request = _Flush()
         self._hand_over(request, 0)
         request.done.result(timeout_s)
 
     def close(self, timeout_s: float | None = None) -> None:
-        """Flush, then stop the I/O thread; sends after this raise. Safe to call twice."""
+        """Flush, then stop the I/O thread; sends after this raise. Safe to call twice.
+
+        The final flush is queued in the same step that closes, so no record sent from
+        another thread can land behind it and be dropped.
+        """
+        self._refuse_on_io_thread()
+        request = _Flush()
         with self._lock:
             if self._closed:
                 return
+            self._closed = True
+            self._pending.append(request)
+            wake = len(self._pending) == 1
+        if wake:
+            self._loop.call_soon_threadsafe(self._wake.set)
         try:
-            self.flush(timeout_s)
+            request.done.result(timeout_s)
         finally:
-            with self._lock:
-                self._closed = True
             self._call(self._shut_down(), timeout_s)
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout_s)
@@ -249,6 +265,13 @@ class SyncProducer:
         await asyncio.wait({self._drainer})
         await self._producer.close()
         await self._cluster.close()
+
+    def _on_io_thread(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def _refuse_on_io_thread(self) -> None:
+        if self._on_io_thread():
+            raise ReplogError("flush and close wait for the I/O thread: not from a callback")
 
     def _call(self, work: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
         """Run `work` on the I/O thread's loop and wait for its result here."""

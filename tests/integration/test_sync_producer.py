@@ -89,3 +89,25 @@ def test_send_blocks_on_a_full_buffer_then_raises_and_resumes_delivery(
         finally:
             broker.resume()
     assert errors == [None] * taken, "what was taken is delivered once the broker is back"
+
+
+def test_a_delivery_callback_may_send_but_not_flush(broker: BrokerProcess) -> None:
+    """Callbacks run on the I/O thread: a send from one is taken, a flush is refused."""
+    address = f"{broker.host}:{broker.port}"
+    run(create_topic([(broker.host, broker.port)], "chained"))
+    outcomes: list[object] = []
+
+    def chain(metadata: RecordMetadata | None, error: BaseException | None) -> None:
+        producer.send("chained", "second", on_delivery=lambda m, e: outcomes.append(m))
+        try:
+            producer.flush()
+        except ReplogError as exc:
+            outcomes.append(exc)
+
+    with SyncProducer(address) as producer:
+        producer.send("chained", "first", on_delivery=chain)
+        producer.flush(timeout_s=30)
+        producer.flush(timeout_s=30)  # the second record was sent during the first flush
+    refused, delivered = outcomes
+    assert isinstance(refused, ReplogError) and "not from a callback" in str(refused)
+    assert isinstance(delivered, RecordMetadata) and delivered.offset == 1
