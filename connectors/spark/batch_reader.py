@@ -2,8 +2,9 @@
 
 The driver resolves where each partition starts and ends (offsets, -2/-1, timestamps)
 once, clamps every end to the partition's high watermark (HW) so that only committed
-records are read, and hands Spark one task per range (more with minPartitions). The
-tasks read their ranges on the executors (partition_reader.py).
+records are read, narrows the ranges to what the query's filters admit (pushdown.py),
+and hands Spark one task per range (more with minPartitions). The tasks read their
+ranges on the executors (partition_reader.py).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from pyspark.sql.types import StructType
 
 from connectors.spark.connection import (
@@ -30,6 +31,7 @@ from connectors.spark.offsets import (
     split_ranges,
 )
 from connectors.spark.partition_reader import RangePartition, range_partitions, read_range
+from connectors.spark.pushdown import NO_PUSHDOWN, Pushdown, push_filters, start_at, without
 from connectors.spark.source_options import (
     ASSIGN,
     SourceOptions,
@@ -41,6 +43,7 @@ from spark_replica.client import LATEST as LATEST_TIMESTAMP
 from spark_replica.client import Cluster
 from spark_replica.client import list_offsets as offsets_at
 from spark_replica.errors import ConfigError
+from spark_replica.topics import TopicPartition
 
 # How long planning waits for a partition whose leader is moving before it fails.
 PLANNING_WAIT_S = 30.0
@@ -77,6 +80,12 @@ class ReplogBatchReader(DataSourceReader):
       skips them.
     - includeHeaders (default false); kafkaConsumer.pollTimeoutMs (default 120000): how
       long a task keeps trying while its partition has no leader.
+    - filterPushdown (default false): with true, and the Spark setting
+      spark.sql.python.filterPushdown.enabled=true (without it Spark fails the read),
+      WHERE conditions on topic, partition, offset and timestamp (=, <, <=, >, >=, IN,
+      BETWEEN) narrow what is read: `where("partition = 1 AND offset >= 1000000")`
+      reads only those records. The rows are the same as without pushdown; the options'
+      checks (data loss, start after end) concern only the partitions the filters keep.
 
     Example::
 
@@ -91,13 +100,14 @@ class ReplogBatchReader(DataSourceReader):
     def __init__(self, options: dict[str, str], schema: StructType) -> None:
         self.options = options
         self.source = parse_source_options(options, streaming=False)
+        self.pushdown = NO_PUSHDOWN
         check_schema(schema, self.source.include_headers, self.source.avro)
 
     def partitions(self) -> list[InputPartition]:
         servers = bootstrap_servers(self.options)
 
         async def plan(cluster: Cluster) -> list[OffsetRange]:
-            return await plan_batch(cluster, self.source)
+            return await plan_batch(cluster, self.source, self.pushdown)
 
         ranges = run_with_cluster(servers, plan, PLANNING_TIMEOUT_S, security=self.source.security)
         return range_partitions(ranges, servers, self.source)
@@ -108,16 +118,36 @@ class ReplogBatchReader(DataSourceReader):
         return read_range(partition)
 
 
-async def plan_batch(cluster: Cluster, source: SourceOptions) -> list[OffsetRange]:
-    """The ranges a batch read covers, checked against the cluster as it is now."""
+class PushdownBatchReader(ReplogBatchReader):
+    """A batch read that takes the query's filters (source option filterPushdown=true).
+
+    A class of its own because Spark fails every read whose reader has pushFilters
+    while spark.sql.python.filterPushdown.enabled is off.
+    """
+
+    def pushFilters(self, filters: list[Filter]) -> list[Filter]:
+        self.pushdown, unhandled = push_filters(filters)
+        return unhandled
+
+
+async def plan_batch(
+    cluster: Cluster, source: SourceOptions, pushdown: Pushdown = NO_PUSHDOWN
+) -> list[OffsetRange]:
+    """The ranges a batch read covers, checked against the cluster as it is now.
+
+    Partitions the filters exclude are not asked about at all; offset and timestamp
+    filters narrow the ranges once the options' own checks have passed.
+    """
     subscription = source.subscription
-    partitions = await subscribed_partitions(cluster, subscription)
+    existing = await subscribed_partitions(cluster, subscription)
     if subscription.mode == ASSIGN:
-        missing = sorted(set(subscription.partitions) - set(partitions))
+        missing = sorted(set(subscription.partitions) - set(existing))
         if missing:
             raise ConfigError(f"{ASSIGN} names {missing[0]}, which does not exist")
+    partitions = [tp for tp in existing if pushdown.reads(tp)]
     if not partitions:
         return []
+    excluded = set(existing) - set(partitions)
     earliest = {
         tp: offset
         for tp, (offset, _) in (
@@ -132,7 +162,7 @@ async def plan_batch(cluster: Cluster, source: SourceOptions) -> list[OffsetRang
     }
     start = await resolve_offset_spec(
         cluster,
-        source.starting,
+        without(source.starting, excluded),
         partitions,
         earliest,
         latest,
@@ -142,7 +172,7 @@ async def plan_batch(cluster: Cluster, source: SourceOptions) -> list[OffsetRang
     )
     end = await resolve_offset_spec(
         cluster,
-        source.ending,
+        without(source.ending, excluded),
         partitions,
         earliest,
         latest,
@@ -164,4 +194,24 @@ async def plan_batch(cluster: Cluster, source: SourceOptions) -> list[OffsetRang
                 f"{source.starting.option} starts {tp} at {start[tp]}, after where "
                 f"{source.ending.option} ends it ({end[tp]}; the HW is {latest[tp]})"
             )
-    return split_ranges(offset_ranges(start, end), source.min_partitions)
+    ranges = pushdown.narrow(offset_ranges(start, end))
+    starts = await timestamp_starts(cluster, pushdown, ranges)
+    return split_ranges(start_at(ranges, starts), source.min_partitions)
+
+
+async def timestamp_starts(
+    cluster: Cluster, pushdown: Pushdown, ranges: list[OffsetRange]
+) -> dict[TopicPartition, int]:
+    """Where each range may start given the filters' earliest record time.
+
+    The leader answers with the first offset whose record time is at or after it, so no
+    record before that offset passes the filters. "None below the HW" (-1) narrows
+    nothing: that HW may be a new leader's, still below the range's end.
+    """
+    first_ms = pushdown.first_timestamp_ms
+    if first_ms is None or not ranges:
+        return {}
+    answers = await offsets_at(
+        cluster, sorted({r.tp for r in ranges}), first_ms, wait_s=PLANNING_WAIT_S
+    )
+    return {tp: offset for tp, (offset, _) in answers.items() if offset >= 0}

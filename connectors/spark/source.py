@@ -32,6 +32,14 @@ class ReplogDataSource(DataSource):
             .option("subscribe", "events")
             .load()
 
+        spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
+        spark.read.format("replog")
+            .option("replog.bootstrap.servers", "localhost:9092")
+            .option("subscribe", "events")
+            .option("filterPushdown", "true")
+            .load()
+            .where("partition = 1 AND offset >= 1000000")  # reads only those records
+
         df.write.format("replog")
             .option("replog.bootstrap.servers", "localhost:9092")
             .option("topic", "events")
@@ -50,8 +58,11 @@ class ReplogDataSource(DataSource):
         return source_schema(include_headers(self.options), avro and avro.spark_type)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        from connectors.spark.batch_reader import ReplogBatchReader
+        from connectors.spark.batch_reader import PushdownBatchReader, ReplogBatchReader
+        from connectors.spark.pushdown import filter_pushdown_enabled
 
+        if filter_pushdown_enabled(self.options):
+            return PushdownBatchReader(dict(self.options), schema)
         return ReplogBatchReader(dict(self.options), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
