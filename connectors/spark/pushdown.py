@@ -8,16 +8,16 @@ This module decides, without I/O, what each filter on `topic`, `partition`, `off
 - topic and partition filters choose partitions exactly: a partition is planned only if
   all of them hold for it, so Spark need not evaluate them again;
 - offset filters cut each partition's range down to the offsets they admit, exactly (a
-  short IN list becomes one small range per value; a long one is read as the span
-  from its first to its last value, and then Spark filters the rows);
+  short IN list becomes one range per run of consecutive values; a long one is read as
+  the span from its first to its last value, and then Spark filters the rows);
 - timestamp filters are only a hint: record times need not grow with offsets (only a
   log-append-time topic guarantees it), so the most they allow is to start a range at
   the first offset whose record is at or after the earliest time they admit, which the
   driver asks the partition's leader for. Spark still evaluates them on every row.
 
-Anything else (other columns, NOT, OR, literals of an unexpected type) narrows nothing
-and is left to Spark. The four columns are never null: IS NOT NULL on them holds for
-every row, IS NULL for none.
+Anything else (other columns, <> and the NOTs Spark's optimizer keeps, OR, literals of
+an unexpected type) narrows nothing and is left to Spark. The four columns are never
+null: IS NOT NULL on them holds for every row, IS NULL for none.
 
 Spark calls `pushFilters` only when the session sets
 `spark.sql.python.filterPushdown.enabled=true`, and fails any read whose reader has the
