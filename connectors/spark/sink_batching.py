@@ -25,6 +25,8 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import itertools
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -83,7 +85,7 @@ class BatchCutter:
         if records.num_rows == 0:
             return []
         self._records.append(records)
-        self._sizes.append(sizes)
+        self._sizes.append(sizes if sizes.type == pa.int64() else sizes.cast(pa.int64()))
         self._pending_records += records.num_rows
         self._pending_bytes += pc.sum(sizes).as_py()
         if self._pending_records < self.max_records and self._pending_bytes <= self.max_bytes:
@@ -105,20 +107,32 @@ class BatchCutter:
         return batches[:-1] + pieces
 
     def _cut(self, final: bool) -> list[pa.RecordBatch]:
-        sizes = pa.concat_arrays([s.cast(pa.int64()) for s in self._sizes])
+        pieces = self._sizes
+        sizes = pieces[0] if len(pieces) == 1 else pa.concat_arrays(pieces)
         ends = cut_points(sizes, self.max_bytes, self.max_records, final)
         if not ends:
             return []
-        table = pa.Table.from_batches(self._records)
         batches = []
-        start = 0
-        for end in ends:
-            piece = table.slice(start, end - start).combine_chunks()
-            batches.append(piece.to_batches()[0])
-            start = end
-        rest = table.slice(start)
-        self._records = [b for b in rest.to_batches() if b.num_rows]
-        self._sizes = [sizes.slice(start)] if rest.num_rows else []
-        self._pending_records = rest.num_rows
-        self._pending_bytes = pc.sum(sizes.slice(start)).as_py() or 0
+        for start, end in itertools.pairwise([0, *ends]):
+            parts = self._slices(start, end)
+            batches.append(parts[0] if len(parts) == 1 else pa.concat_batches(parts))
+        done = ends[-1]
+        self._records = self._slices(done, self._pending_records)
+        self._sizes = [sizes.slice(done)] if self._records else []
+        self._pending_records -= done
+        self._pending_bytes = pc.sum(self._sizes[0]).as_py() if self._records else 0
         return batches
+
+    def _slices(self, start: int, end: int) -> list[pa.RecordBatch]:
+        """Pending rows [start, end) as slices of the input pieces, uncopied: a batch held
+        by one piece (the usual case when input chunks and batches line up) is sent as
+        it came; only one spanning pieces is joined."""
+        parts = []
+        first = 0
+        for records in self._records:
+            stop = first + records.num_rows
+            if stop > start and first < end:
+                low = max(start, first) - first
+                parts.append(records.slice(low, min(end, stop) - first - low))
+            first = stop
+        return parts

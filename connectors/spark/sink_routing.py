@@ -31,6 +31,7 @@ Pure: no I/O. The caller looks up partition counts between `topics` and `route`.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -266,6 +267,12 @@ class Router:
             )
             keys = payload.column("key")
             sizes = record_sizes(payload)
+            if (
+                keys.null_count == count
+                and topics.indexes is None
+                and "partition" not in chunk.schema.names
+            ):
+                return self._keyless_runs(payload, sizes, topics.names[0], counts[0])
             if keys.null_count == count:  # no keys at all: nothing to hash
                 chosen = self._place_keyless(keys, sizes, topics, counts)
             elif keys.null_count == 0:
@@ -283,6 +290,42 @@ class Router:
             return self._split(payload, sizes, topics, chosen)
         finally:
             self._rows_seen += count
+
+    def _keyless_runs(
+        self, payload: pa.RecordBatch, sizes: pa.Array, topic: str, partitions: int
+    ) -> list[Routed]:
+        """The slices of a chunk of keyless records for one topic, one per run touched.
+
+        The same placement as `_place_keyless`, found from the run boundaries instead of
+        a partition per record: a chunk usually touches one or two runs, so this costs a
+        few calls however many records it holds.
+        """
+        before = self._keyless_bytes.get(topic, 0)
+        ends = pc.cumulative_sum(sizes)
+        starts = pc.subtract(ends, sizes)  # each record's first byte, from this chunk's
+        total = ends[-1].as_py()
+        first_run = before // self.run_bytes
+        last_run = (before + starts[-1].as_py()) // self.run_bytes
+        cuts = [0]
+        for run in range(first_run + 1, last_run + 1):
+            boundary = _i64(run * self.run_bytes - before)
+            cuts.append(pc.search_sorted(starts, boundary, side="left").as_py())
+        cuts.append(len(payload))
+        self._keyless_bytes[topic] = before + total
+        ranges: list[tuple[int, int, int]] = []  # (start, end, partition)
+        for run, (start, end) in enumerate(itertools.pairwise(cuts), first_run):
+            partition = (run + self.keyless_start) % partitions
+            if start == end:
+                continue  # a record longer than a run: no record starts in this one
+            if ranges and ranges[-1][2] == partition:
+                start = ranges.pop()[0]
+            ranges.append((start, end, partition))
+        return [
+            Routed(
+                topic, partition, payload.slice(start, end - start), sizes.slice(start, end - start)
+            )
+            for start, end, partition in ranges
+        ]
 
     def _place_keyless(
         self, keys: pa.Array, sizes: pa.Array, topics: ChunkTopics, counts: list[int]

@@ -401,6 +401,34 @@ def test_routing_ignores_how_the_input_was_chunked(
     assert sum(len(v) for v in in_one.values()) == len(rows)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.integers(min_value=0, max_value=90), min_size=1, max_size=60),
+    st.lists(st.integers(min_value=1, max_value=25), min_size=1, max_size=8),
+    st.integers(min_value=1, max_value=4),
+    st.integers(min_value=0, max_value=5),
+    st.integers(min_value=1, max_value=80),
+)
+def test_keyless_chunks_are_sliced_by_run_as_records_are_placed_one_by_one(
+    lengths: list[int], cuts: list[int], partitions: int, task_partition: int, run_bytes: int
+) -> None:
+    # A null partition column makes the router place each record on its own; without
+    # it, a keyless chunk is cut at the run boundaries. Both must agree, whatever the
+    # chunking and however many runs a long record spans.
+    values = ["v" * length for length in lengths]
+    plain = chunk_of(value=values)
+    with_column = chunk_of(value=values, partition=[None] * len(values))
+    chunks, start = [], 0
+    for size in [*cuts, len(values)]:
+        if start < len(values):
+            chunks.append(plain.slice(start, size))
+            start += size
+    counts = {"t": partitions}
+    by_record = route_all(Router("t", task_partition, run_bytes), [with_column], counts)
+    by_run = route_all(Router("t", task_partition, run_bytes), chunks, counts)
+    assert by_run == by_record
+
+
 def test_null_topic_without_option_names_the_row() -> None:
     router = Router(None, 0, RUN_BYTES)
     first = chunk_of(value=["a", "b"], topic=["t", "t"])
