@@ -35,6 +35,8 @@ What is timed, and what is not:
   an ``on_delivery`` callback that times it (a callback on every record would time the
   callbacks). Without ``--rate`` records are offered as fast as ``send`` takes them, so the
   latency is mostly time spent waiting in a full ``buffer.memory``.
+* ``--api sync`` times the same through ``SyncProducer.send``, called from a plain thread
+  (not the event loop), with the same warm-up and latency sampling.
 * ``--rate R`` (with ``--api record``) offers R records/s at a steady pace: every millisecond
   the records due by then are sent. A record's latency counts from when it was due, not from
   when ``send`` got to it, so a producer that falls behind shows it (no coordinated omission).
@@ -106,6 +108,7 @@ from spark_replica.client import (
     Producer,
     ProducerConfig,
     RecordMetadata,
+    SyncProducer,
     parse_acks,
 )
 from spark_replica.client.producer import DEFAULT_BUFFER_MEMORY
@@ -285,6 +288,27 @@ async def send_each_record(
     await producer.flush()
 
 
+def sync_warm_up(producer: SyncProducer, partitions: int) -> None:
+    for partition in range(partitions):
+        producer.send_future(TOPIC, b"warm-up", partition=partition).result(STORED_TIMEOUT_S)
+
+
+def send_each_record_sync(
+    producer: SyncProducer, values: list[bytes], records: int, sample: LatencySample
+) -> None:
+    """`send_each_record` through a SyncProducer, from this (non-asyncio) thread."""
+    send = producer.send
+    every = sample.every
+    cycle = len(values)
+    for n in range(records):
+        value = values[n % cycle]
+        if n % every:
+            send(TOPIC, value)
+        else:
+            send(TOPIC, value, on_delivery=sample.callback(time.perf_counter()))
+    producer.flush()
+
+
 async def send_at_rate(
     producer: Producer, values: list[bytes], records: int, rate: float, sample: LatencySample
 ) -> None:
@@ -429,10 +453,27 @@ async def _run(
         records = args.records
         if values is None:
             latencies = await send_all(producer, batches, args.partitions, args.in_flight)
+        elif args.api == "sync":
+            sync_producer = await asyncio.to_thread(
+                SyncProducer, bootstrap, producer_config(args), security=security
+            )
+            sample = LatencySample(args.latency_every)
+            try:
+                await asyncio.to_thread(sync_warm_up, sync_producer, args.partitions)
+                warmed += args.partitions
+                started = time.perf_counter()
+                await asyncio.to_thread(
+                    send_each_record_sync, sync_producer, values, records, sample
+                )
+            finally:
+                await asyncio.to_thread(sync_producer.close)
+            if sample.failures:
+                raise sample.failures[0]
+            latencies = sample.latencies
         elif args.stall is not None:
             extra = await stall(producer, values, broker_pids, args.stall)
             records = int(extra["stall_records_taken"])  # type: ignore[call-overload]
-            latencies = [0.0]
+            latencies = []
         else:
             sample = LatencySample(args.latency_every)
             if args.rate is None:
@@ -465,9 +506,10 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--api",
-        choices=["batch", "record"],
+        choices=["batch", "record", "sync"],
         default="batch",
-        help="send pre-built batches, or every record through Producer.send (batch)",
+        help="send pre-built batches, every record through Producer.send, or every record "
+        "through SyncProducer.send from a plain thread (batch)",
     )
     parser.add_argument(
         "--linger-ms", type=int, default=5, help="producer linger, --api record only (5)"
@@ -548,7 +590,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     wire_bytes = sum(len(batch) for batch in batches)
     values = None
-    if args.api == "record":
+    if args.api in ("record", "sync"):
         distinct = min(args.records, DISTINCT_VALUES)
         values = distinct_values(random_values(distinct, args.record_bytes), args.record_bytes)
     modes = list(dict.fromkeys([PLAINTEXT_MODE, args.security]))
@@ -571,7 +613,7 @@ def main(argv: list[str] | None = None) -> None:
             "idempotent": config.idempotent,
             "compression": args.compression,
             "api": args.api,
-            "linger_ms": args.linger_ms if args.api == "record" else None,
+            "linger_ms": args.linger_ms if args.api != "batch" else None,
             "rate": args.rate,
             "max_in_flight": args.max_in_flight,
             "record_bytes": args.record_bytes,
@@ -585,8 +627,8 @@ def main(argv: list[str] | None = None) -> None:
             "rounds": args.rounds,
             "mb_per_s": round(value_mb / seconds, 1),
             "wire_mb_per_s": round(wire_mb_per_s, 1),
-            "p50_ms": round(percentile(latencies_ms, 50), 2),
-            "p99_ms": round(percentile(latencies_ms, 99), 2),
+            "p50_ms": round(percentile(latencies_ms, 50), 2) if latencies_ms else None,
+            "p99_ms": round(percentile(latencies_ms, 99), 2) if latencies_ms else None,
             "encode_records_per_s": round(args.records / encode_s),
             "loopback_mb_per_s": limits["loopback_mb_per_s"],
             "disk_append_mb_per_s": limits["disk_append_mb_per_s"],

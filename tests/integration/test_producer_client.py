@@ -257,3 +257,39 @@ def test_too_few_in_sync_replicas_fail_at_the_delivery_timeout_naming_the_cause(
     assert cli.returncode == 1, stderr
     assert "not enough in-sync replicas" in stderr and "min.insync.replicas=2" in stderr
     assert "Traceback" not in stderr
+
+
+def test_an_open_batch_keeps_filling_while_the_window_is_full(broker: BrokerProcess) -> None:
+    """Kafka's linger: a batch that could not go yet takes the records sent meanwhile.
+
+    With one batch in flight at a time and the broker paused, the records sent while the
+    first batch waits for its answer make one batch, not one per linger period.
+    """
+    bootstrap = [(broker.host, broker.port)]
+    config = ProducerConfig(acks=1, linger_ms=1, max_in_flight_per_partition=1)
+
+    async def scenario() -> list[int]:
+        await create_topic(bootstrap, "filling")
+        cluster = Cluster(bootstrap)
+        try:
+            producer = Producer(cluster, config)
+            await producer.send_records("filling", ["warm-up"])
+            broker.pause()
+            try:
+                first = await producer.send_future("filling", "first")
+                await asyncio.sleep(0.2)  # sent, and unanswered while the broker is paused
+                later = []
+                for i in range(50):
+                    later.append(await producer.send_future("filling", f"v{i}"))
+                    await asyncio.sleep(0.005)  # five linger periods between two records
+            finally:
+                broker.resume()
+            offsets = [(await first).offset] + [(await f).offset for f in later]
+            await asyncio.wait_for(producer.close(), 30)
+            return offsets
+        finally:
+            await cluster.close()
+
+    assert run(scenario()) == list(range(1, 52))
+    counts = [h.record_count for h in batch_headers(broker.log_dir / "filling-0")]
+    assert counts == [1, 1, 50]
