@@ -42,10 +42,15 @@ from _spark import load_average, spark_run, timed_batch_noop
 from produce import MAX_BATCH_BYTES, TOPIC, build_batches, positive_int, send_all
 from pyspark.sql import DataFrame, SparkSession
 
-from spark_replica.client import Admin, Cluster, Producer, ProducerConfig
-from spark_replica.client.consumer import Consumer
-from spark_replica.protocol.list_offsets import LATEST_TIMESTAMP
-from spark_replica.protocol.produce import ACKS_LEADER
+from spark_replica.client import (
+    LATEST,
+    Admin,
+    Cluster,
+    Producer,
+    ProducerConfig,
+    list_offsets,
+    parse_acks,
+)
 from spark_replica.topics import TopicPartition
 
 SMALL_TOPIC = "small"
@@ -53,6 +58,7 @@ PUSHDOWN_SETTING = "spark.sql.python.filterPushdown.enabled"
 # The large topic is filled by sending these many distinct batches round and round.
 DISTINCT_BATCHES = 8
 FILL_TIMEOUT_S = 600.0
+OFFSETS_WAIT_S = 30.0
 
 
 async def _fill(
@@ -72,7 +78,7 @@ async def _fill(
         admin = Admin(cluster)
         await admin.create_topic(TOPIC, args.partitions, 1)
         await admin.create_topic(SMALL_TOPIC, 1, 1)
-        producer = Producer(cluster, ProducerConfig(acks=ACKS_LEADER))
+        producer = Producer(cluster, ProducerConfig(acks=parse_acks("1")))
         for batch in small:
             await producer.send_batch(SMALL_TOPIC, 0, batch)
         started = time.perf_counter()
@@ -80,7 +86,7 @@ async def _fill(
         seconds = time.perf_counter() - started
         await producer.close()
         tps = [TopicPartition(TOPIC, p) for p in range(args.partitions)]
-        ends = await Consumer(cluster).list_offsets(tps, LATEST_TIMESTAMP)
+        ends = await list_offsets(cluster, tps, LATEST, wait_s=OFFSETS_WAIT_S)
         return seconds, ends[tps[0]][0], sum(offset for offset, _ in ends.values())
     finally:
         await cluster.close()

@@ -40,8 +40,7 @@ from connectors.spark.source_options import (
 )
 from spark_replica.client import EARLIEST as EARLIEST_TIMESTAMP
 from spark_replica.client import LATEST as LATEST_TIMESTAMP
-from spark_replica.client import Cluster
-from spark_replica.client import list_offsets as offsets_at
+from spark_replica.client import Cluster, list_offsets
 from spark_replica.errors import ConfigError
 from spark_replica.topics import TopicPartition
 
@@ -151,13 +150,13 @@ async def plan_batch(
     earliest = {
         tp: offset
         for tp, (offset, _) in (
-            await offsets_at(cluster, partitions, EARLIEST_TIMESTAMP, wait_s=PLANNING_WAIT_S)
+            await list_offsets(cluster, partitions, EARLIEST_TIMESTAMP, wait_s=PLANNING_WAIT_S)
         ).items()
     }
     latest = {
         tp: offset
         for tp, (offset, _) in (
-            await offsets_at(cluster, partitions, LATEST_TIMESTAMP, wait_s=PLANNING_WAIT_S)
+            await list_offsets(cluster, partitions, LATEST_TIMESTAMP, wait_s=PLANNING_WAIT_S)
         ).items()
     }
     start = await resolve_offset_spec(
@@ -211,7 +210,7 @@ async def timestamp_starts(
     first_ms = pushdown.first_timestamp_ms
     if first_ms is None or not ranges:
         return {}
-    answers = await offsets_at(
+    answers = await list_offsets(
         cluster, sorted({r.tp for r in ranges}), first_ms, wait_s=PLANNING_WAIT_S
     )
     return {tp: offset for tp, (offset, _) in answers.items() if offset >= 0}
