@@ -16,7 +16,7 @@ caller's thread counts the bytes handed over and not yet taken by the I/O thread
 would pass the limit; the pool tells it when memory is released. A list being sent is
 counted in both until it is done, which errs on the side of waiting.
 
-Ownership: `_pending` and `_handed_bytes` are guarded by `_lock` (the condition's);
+Ownership: `_pending` and `_handed_bytes` are guarded by `_lock` (`_room` waits on it);
 everything else of the Producer and Cluster lives on the I/O thread's loop. Delivery
 callbacks run on the I/O thread: they must be quick and must not call `flush`/`close`.
 """
@@ -76,7 +76,8 @@ class SyncProducer:
     ) -> None:
         self.config = config or ProducerConfig()
         addresses = parse_bootstrap(bootstrap) if isinstance(bootstrap, str) else list(bootstrap)
-        self._lock = threading.Condition()
+        self._lock = threading.Lock()  # a plain lock: taken once per record
+        self._room = threading.Condition(self._lock)
         self._pending: list[_Record | _Flush] = []
         self._handed_bytes = 0
         self._closed = False
@@ -201,11 +202,11 @@ class SyncProducer:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise exhausted_error(size, pool.limit_bytes, self.config.max_block_ms)
-            self._lock.wait(left)
+            self._room.wait(left)
 
     def _memory_released(self) -> None:
         with self._lock:
-            self._lock.notify_all()
+            self._room.notify_all()
 
     async def _drain(self, producer: Producer) -> None:
         """On the I/O thread: send what the callers handed over, in order, list by list."""
@@ -218,15 +219,28 @@ class SyncProducer:
                 if not items:
                     break
                 handed = 0
+                send = producer.send
                 for item in items:
                     if isinstance(item, _Flush):
                         await _flush_for(producer, item)
-                    else:
-                        handed += item[7]
-                        await _send_one(producer, item)
+                        continue
+                    topic, value, key, partition, timestamp_ms, headers, callback, size = item
+                    handed += size
+                    try:
+                        await send(
+                            topic,
+                            value,
+                            key,
+                            partition,
+                            timestamp_ms,
+                            headers,
+                            on_delivery=callback,
+                        )
+                    except Exception as exc:  # taken by `send` already: tell its callback
+                        _report_unsent(topic, callback, exc)
                 with self._lock:
                     self._handed_bytes -= handed
-                    self._lock.notify_all()
+                    self._room.notify_all()
 
     def flush(self, timeout_s: float | None = None) -> None:
         """Wait until every record sent so far is answered (or failed, to its callback)."""
@@ -283,17 +297,11 @@ class SyncProducer:
             raise
 
 
-async def _send_one(producer: Producer, record: _Record) -> None:
-    topic, value, key, partition, timestamp_ms, headers, callback, _ = record
-    try:
-        await producer.send(
-            topic, value, key, partition, timestamp_ms, headers, on_delivery=callback
-        )
-    except Exception as exc:  # taken by `send` already: its callback must hear of it
-        if callback is None:
-            logger.error("%s: a record was not sent: %s", topic, exc)
-        else:
-            callback(None, exc)
+def _report_unsent(topic: str, callback: DeliveryCallback | None, error: Exception) -> None:
+    if callback is None:
+        logger.error("%s: a record was not sent: %s", topic, error)
+    else:
+        callback(None, error)
 
 
 async def _flush_for(producer: Producer, request: _Flush) -> None:
