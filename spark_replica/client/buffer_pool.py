@@ -36,10 +36,6 @@ class BufferPool:
         """The most ever reserved at once, for benchmarks and tests."""
         return max(self._peak_before_release, self.used_bytes)
 
-    @property
-    def available_bytes(self) -> int:
-        return self.limit_bytes - self.used_bytes
-
     def check_fits(self, size_bytes: int) -> None:
         """Refuse a record that is larger than the whole buffer: waiting cannot help."""
         if size_bytes > self.limit_bytes:

@@ -106,10 +106,11 @@ class ProducerBatch:
         """
         if self.encoded is not None or self.records is None:
             return
-        self.encoded = encode_columns(self.records, compression, producer_id, epoch, sequence)
+        encoded = encode_columns(self.records, compression, producer_id, epoch, sequence)
+        self.encoded = encoded
         self.records = None
         if producer_id != NO_PRODUCER_ID:
-            self._stamped = ((producer_id, epoch, sequence), self.encoded)
+            self._stamped = ((producer_id, epoch, sequence), encoded)
 
     def stamped(self, producer_id: int, epoch: int, sequence: int) -> memoryview:
         """The encoded batch carrying this identity and sequence (copied once per change)."""
@@ -212,7 +213,7 @@ class PartitionSender:
             batch = self.open = OpenBatch(asyncio.get_running_loop().time())
             batch.add(value, key, timestamp_ms, headers, size_bytes, callback, self._batch_bytes)
             self._wake_up()
-        if len(batch.values) >= self._batch_records or batch.size_bytes >= self._batch_bytes:
+        if batch.is_full(self._batch_bytes, self._batch_records):
             self.seal_open()
 
     def seal_open(self) -> None:

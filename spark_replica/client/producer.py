@@ -265,18 +265,16 @@ class Producer:
         The partition is `partition`, else murmur2 of the key (as Kafka), else the
         sticky one. Raises, with the record not taken: ConfigError for a partition the
         topic does not have or a value or key that is not bytes or str,
-        BufferExhaustedError, the topic's error, ReplogError once closed.
+        BufferExhaustedError, the topic's error, ClientClosedError once closed.
         """
         if self._closed:
             self._check_open()
-        if value.__class__ is not bytes:
-            value = as_bytes(value, "value")
-        if key is not None and key.__class__ is not bytes:
-            key = as_bytes(key, "key")
-        if key is None and headers is None:
-            size = RECORD_OVERHEAD_BYTES + len(value or b"")
+        data = value if isinstance(value, bytes) else as_bytes(value, "value")
+        key_data = key if key is None or isinstance(key, bytes) else as_bytes(key, "key")
+        if key_data is None and headers is None:
+            size = RECORD_OVERHEAD_BYTES + len(data or b"")
         else:
-            size = estimate_record_bytes(value, key, headers)  # type: ignore[arg-type]
+            size = estimate_record_bytes(data, key_data, headers)
         if not self.pool.try_reserve(size):
             await self._wait_for_room(size)
         route = self._routes.get(topic)
@@ -284,23 +282,17 @@ class Producer:
             route is None
             or route.metadata is not self.cluster.topics.get(topic)
             or partition is not None
-            or key is not None
+            or key_data is not None
         ):
             try:
-                sender = await self._sender_for(topic, key, partition, size)  # type: ignore[arg-type]
+                sender = await self._sender_for(topic, key_data, partition, size)
             except BaseException:
                 self.pool.release(size)
                 raise
         else:
             sender = route.sticky_sender(size, self._batch_size)
-        sender.append(
-            value,  # type: ignore[arg-type]
-            key,  # type: ignore[arg-type]
-            time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms,
-            headers,
-            size,
-            on_delivery,
-        )
+        timestamp = time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms
+        sender.append(data, key_data, timestamp, headers, size, on_delivery)
 
     async def _sender_for(
         self, topic: str, key: bytes | None, partition: int | None, size: int

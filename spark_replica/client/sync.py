@@ -120,17 +120,15 @@ class SyncProducer:
         """Take one record; blocks only while buffer.memory is full or metadata unknown.
 
         Raises, with the record not taken: ConfigError (a bad partition, value or
-        key), BufferExhaustedError after max_block_ms, the topic's error, ReplogError
-        once closed. Later failures go to `on_delivery`.
+        key), BufferExhaustedError after max_block_ms, the topic's error,
+        ClientClosedError once closed. Later failures go to `on_delivery`.
         """
-        if value.__class__ is not bytes:
-            value = as_bytes(value, "value")
-        if key is not None and key.__class__ is not bytes:
-            key = as_bytes(key, "key")
-        if key is None and headers is None:
-            size = RECORD_OVERHEAD_BYTES + len(value or b"")
+        data = value if isinstance(value, bytes) else as_bytes(value, "value")
+        key_data = key if key is None or isinstance(key, bytes) else as_bytes(key, "key")
+        if key_data is None and headers is None:
+            size = RECORD_OVERHEAD_BYTES + len(data or b"")
         else:
-            size = estimate_record_bytes(value, key, headers)  # type: ignore[arg-type]
+            size = estimate_record_bytes(data, key_data, headers)
         if timestamp_ms is None:
             timestamp_ms = time.time_ns() // 1_000_000
         metadata = self._cluster.topics.get(topic)
@@ -140,8 +138,9 @@ class SyncProducer:
             raise ConfigError(
                 f"topic {topic!r} has partitions 0..{len(metadata.partitions) - 1}, not {partition}"
             )
-        record = (topic, value, key, partition, timestamp_ms, headers, on_delivery, size)
-        self._hand_over(record, size)  # type: ignore[arg-type]
+        self._hand_over(
+            (topic, data, key_data, partition, timestamp_ms, headers, on_delivery, size), size
+        )
 
     def send_future(
         self,
@@ -158,8 +157,8 @@ class SyncProducer:
         def delivered(metadata: RecordMetadata | None, error: BaseException | None) -> None:
             if error is not None:
                 future.set_exception(error)
-            else:
-                future.set_result(metadata)  # type: ignore[arg-type]
+            elif metadata is not None:
+                future.set_result(metadata)
 
         self.send(topic, value, key, partition, timestamp_ms, headers, on_delivery=delivered)
         return future
