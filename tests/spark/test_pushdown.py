@@ -7,6 +7,7 @@ the filters admit.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -197,6 +198,19 @@ def test_partition_and_offset_filters_shrink_the_ranges_read(
     assert narrowed.rdd.getNumPartitions() == 1
     assert load(pushdown_on, pushdown_servers, pushdown=False).rdd.getNumPartitions() == 4
     assert [row.offset for row in narrowed.collect()] == list(range(first, RECORDS_PER_PARTITION))
+
+
+def test_offset_options_may_name_partitions_the_filters_exclude(pushdown_servers: str) -> None:
+    reader = PushdownBatchReader(
+        {
+            **options(pushdown_servers, True),
+            "startingOffsets": json.dumps({EVENTS: {"0": 5, "1": 7}}),
+            "endingOffsets": json.dumps({EVENTS: {"0": 9}}),
+        },
+        source_schema(False),
+    )
+    assert reader.pushFilters([EqualTo(("partition",), 1)]) == []
+    assert ranges(reader) == [(EVENTS, 1, 7, RECORDS_PER_PARTITION)]
 
 
 def test_a_timestamp_filter_starts_each_range_at_the_first_record_that_recent(
