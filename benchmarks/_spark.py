@@ -208,14 +208,14 @@ def load_average() -> float:
     return round(os.getloadavg()[0], 2)
 
 
-def _cpu_ticks(pid: int, reaped: bool) -> int:
-    """utime + stime of `pid` (with `reaped`, plus its waited-for children's); 0 if gone."""
+def _cpu_ticks(pid: int) -> tuple[int, int]:
+    """(utime + stime, the same of its children it has waited for) of `pid`; 0s if gone."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
+            fields = [int(value) for value in stat.read().rsplit(")", 1)[1].split()[11:15]]
     except OSError:
-        return 0
-    return sum(int(value) for value in fields[11 : 15 if reaped else 13])
+        return 0, 0
+    return fields[0] + fields[1], fields[2] + fields[3]
 
 
 def _descendants(pid: int) -> list[int]:
@@ -232,8 +232,9 @@ def spark_cpu_seconds() -> tuple[float, float]:
     """CPU seconds so far of this session's JVM and of its Python workers.
 
     On a shared machine, the machine's busy time says little about one job; these say
-    where a write's CPU went. The workers are the JVM's descendants (pyspark's daemon and
-    the workers it forks, which it reaps when they end, so their time stays counted).
+    where a job's CPU went. The Python side is every process under the JVM (pyspark's
+    daemon, the workers it forks, the data source runners the JVM starts) and the ones
+    that ended, whose time their parent keeps once it has waited for them.
     """
     from pyspark import SparkContext
 
@@ -242,8 +243,9 @@ def spark_cpu_seconds() -> tuple[float, float]:
     if process is None:
         return 0.0, 0.0
     ticks = os.sysconf("SC_CLK_TCK")
-    workers = sum(_cpu_ticks(pid, reaped=True) for pid in _descendants(process.pid))
-    return _cpu_ticks(process.pid, reaped=False) / ticks, workers / ticks
+    jvm, ended = _cpu_ticks(process.pid)
+    workers = ended + sum(sum(_cpu_ticks(pid)) for pid in _descendants(process.pid))
+    return jvm / ticks, workers / ticks
 
 
 def with_cluster(

@@ -17,7 +17,7 @@ What is timed:
   the clock matters. It is what Spark's Python data source path costs with no source
   behind it: the upper bound for any Python source on this machine.
 * ``ratio`` = ``rows_per_s / ceiling_rows_per_s``: the share of that bound the connector
-  reaches (the issue's goal is 0.7 or more).
+  reaches (the issue's goal is 0.9 or more, for this and ``batch_ratio``).
 * ``fixed_seconds`` / ``ceiling_fixed_seconds``: the same stream queries over a topic of
   1,000 records per partition and the memory equivalent, the cost every AvailableNow query
   pays whatever it reads; ``marginal_rows_per_s`` / ``ceiling_marginal_rows_per_s`` are the
@@ -28,6 +28,10 @@ What is timed:
   this process, without Spark, one partition after the other: how fast the connector
   fetches and builds Spark's rows on one core. It also yields the batch sizes that the
   ceiling then reproduces (``yielded_batches``, ``mean_batch_rows``).
+* ``<kind>_jvm_cpu_s`` / ``<kind>_python_cpu_s`` / ``<kind>_broker_cpu_s`` for the kinds
+  ``stream``, ``ceiling``, ``batch`` and ``batch_ceiling``: CPU seconds per query of Spark's
+  JVM, its Python workers and the broker (mean over the rounds). On a shared machine the
+  rates move with other work; these say what each query costs and where.
 * ``fill_rows_per_s``: filling the topic with pre-encoded batches (untimed for the ratios).
 
 Spark's start and the first query of each kind are paid by a warm-up on a small topic and a
@@ -50,14 +54,16 @@ import argparse
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from _cluster import local_cluster
-from _common import emit
+from _common import emit, process_cpu_seconds
 from _spark import (
     MEMORY_FORMAT,
     load_average,
     marginal_rows_per_s,
+    spark_cpu_seconds,
     spark_run,
     temp_dir,
     timed_available_now,
@@ -213,32 +219,51 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+KINDS = ("stream", "ceiling", "batch", "batch_ceiling")
+CPU_PARTS = ("jvm", "python", "broker")
+
+
+def _cpu_now(broker_pid: int) -> dict[str, float]:
+    jvm, python = spark_cpu_seconds()
+    return {"jvm": jvm, "python": python, "broker": sum(process_cpu_seconds(broker_pid))}
+
+
 def timed_runs(
     spark: SparkSession,
     servers: str,
     sizes: list[list[int]],
     args: argparse.Namespace,
     checkpoints: Path,
-) -> dict[str, list[float]]:
+    broker_pid: int,
+) -> tuple[dict[str, list[float]], dict[str, dict[str, float]]]:
     """Seconds of every timed query, ``--repeat`` rounds, each kind alternating with its
-    ceiling so that drifting load and the JVM's warming up hit both alike."""
-    runs: dict[str, list[float]] = {"stream": [], "ceiling": [], "batch": [], "batch_ceiling": []}
+    ceiling so that drifting load and the JVM's warming up hit both alike; and the CPU
+    seconds per query of each kind spent by Spark's JVM, its Python workers and the broker
+    (on a shared machine, where the time went)."""
+    runs: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    cpu = {kind: dict.fromkeys(CPU_PARTS, 0.0) for kind in KINDS}
+
+    def timed(kind: str, query: Callable[..., float], *query_args: object) -> None:
+        before = _cpu_now(broker_pid)
+        runs[kind].append(query(*query_args))
+        for part, value in _cpu_now(broker_pid).items():
+            cpu[kind][part] += (value - before[part]) / args.repeat
+
+    def stream(frame: DataFrame, checkpoint: Path, what: str) -> float:
+        seconds, rows = timed_available_now(frame, checkpoint)
+        _check_rows(what, rows, args.rows)
+        return seconds
+
     for round_ in range(args.repeat):
-        seconds, rows = timed_available_now(
-            memory_frame(spark, sizes, args.value_bytes, True), checkpoints / f"memory-{round_}"
+        memory = memory_frame(spark, sizes, args.value_bytes, True)
+        timed("ceiling", stream, memory, checkpoints / f"memory-{round_}", "the memory stream")
+        replog = replog_frame(spark, servers, TOPIC, True)
+        timed("stream", stream, replog, checkpoints / f"replog-{round_}", "the replog stream")
+        timed(
+            "batch_ceiling", timed_batch_noop, memory_frame(spark, sizes, args.value_bytes, False)
         )
-        _check_rows("the memory stream", rows, args.rows)
-        runs["ceiling"].append(seconds)
-        seconds, rows = timed_available_now(
-            replog_frame(spark, servers, TOPIC, True), checkpoints / f"replog-{round_}"
-        )
-        _check_rows("the replog stream", rows, args.rows)
-        runs["stream"].append(seconds)
-        runs["batch_ceiling"].append(
-            timed_batch_noop(memory_frame(spark, sizes, args.value_bytes, False))
-        )
-        runs["batch"].append(timed_batch_noop(replog_frame(spark, servers, TOPIC, False)))
-    return runs
+        timed("batch", timed_batch_noop, replog_frame(spark, servers, TOPIC, False))
+    return runs, cpu
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -260,7 +285,7 @@ def main(argv: list[str] | None = None) -> None:
         with spark_run("replog-bench-spark-read") as spark, temp_dir("replog-spark-") as tmp:
             warm_up(spark, servers, tmp)
             fixed, ceiling_fixed = fixed_costs(spark, servers, args.partitions, tmp)
-            runs = timed_runs(spark, servers, sizes, args, tmp)
+            runs, cpu = timed_runs(spark, servers, sizes, args, tmp, cluster.broker_pid)
     rates = {kind: [args.rows / seconds for seconds in times] for kind, times in runs.items()}
     best = {kind: max(values) for kind, values in rates.items()}
     yielded = sum(len(s) for s in sizes)
@@ -298,6 +323,11 @@ def main(argv: list[str] | None = None) -> None:
             "mean_batch_rows": round(args.rows / yielded),
             "stored_batch_records": args.batch_records,
             "fill_rows_per_s": round(args.rows / fill_s),
+            **{
+                f"{kind}_{part}_cpu_s": round(cpu[kind][part], 2)
+                for kind in KINDS
+                for part in CPU_PARTS
+            },
             "load_avg_before": load_before,
             "load_avg_after": load_average(),
         }
