@@ -47,7 +47,9 @@ def test_rf3_topic_replicates_to_every_broker(brokers: BrokerFactory) -> None:
         cluster = Cluster(bootstrap)
         try:
             producer = Producer(cluster, ProducerConfig(acks=-1, batch_records=100))
-            await producer.send_records("replicated", [f"v{i}" for i in range(3000)])
+            for partition in range(3):  # keyless records would stick to one partition
+                values = [f"v{i}" for i in range(partition, 3000, 3)]
+                await producer.send_records("replicated", values, partition=partition)
         finally:
             await cluster.close()
 
