@@ -105,9 +105,7 @@ class Broker:
         self.ctx.controller = self._controller
         self._controller.start()
         self._housekeeping = [
-            self._every(
-                self.config.hw_checkpoint_interval_ms, self.replicas.checkpoint_high_watermarks
-            ),
+            self._every(self.config.hw_checkpoint_interval_ms, self.replicas.checkpoint_off_loop),
             self._every(
                 self.config.flush_check_interval_ms, lambda: self.replicas.maybe_flush(now_ms())
             ),
@@ -180,12 +178,16 @@ class Broker:
             if writer is not None:
                 writer.schedule(partition)
 
-    def _every(self, interval_ms: int, work: Callable[[], None]) -> asyncio.Task[None]:
+    def _every(
+        self, interval_ms: int, work: Callable[[], Awaitable[None] | None]
+    ) -> asyncio.Task[None]:
         async def loop() -> None:
             while True:
                 await asyncio.sleep(interval_ms / 1000)
                 try:
-                    work()
+                    pending = work()
+                    if pending is not None:
+                        await pending
                 except Exception:
                     logger.exception("housekeeping failed")
 

@@ -1,6 +1,9 @@
 """The partitions this broker hosts: their logs on disk, their roles, their checkpoints.
 
-Concurrency: owned by the broker's event loop, like the Partitions it holds.
+Concurrency: owned by the broker's event loop, like the Partitions it holds. The one
+exception is writing the HW checkpoint: its fsyncs take tens of milliseconds on a busy
+disk, which on the loop would stall every request, so the periodic write snapshots the
+HWs on the loop and writes the file on a worker thread (`checkpoint_off_loop`).
 
 Log directory layout: one folder per partition named ``<topic>-<partition>``, the HW
 checkpoint file beside them, and the broker's own log file.
@@ -8,7 +11,10 @@ checkpoint file beside them, and the broker's own log file.
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import logging
+import threading
 from pathlib import Path
 
 from brokerd.config import BrokerConfig
@@ -45,6 +51,9 @@ class ReplicaManager:
         self.checkpoint_path = config.log_dir / HW_CHECKPOINT_FILE
         self._created = 0  # a counter of creations; partitions loaded from disk count as 0
         self._births: dict[TopicPartition, int] = {}
+        self._checkpoint_lock = threading.Lock()
+        self._snapshots = itertools.count(1)
+        self._written_snapshot = 0  # guarded by _checkpoint_lock
 
     def partition_dir(self, tp: TopicPartition) -> Path:
         return self.config.log_dir / f"{tp.topic}-{tp.partition}"
@@ -170,8 +179,28 @@ class ReplicaManager:
         return partition
 
     def checkpoint_high_watermarks(self) -> None:
-        offsets = {tp: p.high_watermark for tp, p in self.partitions.items()}
-        write_offsets_checkpoint(self.checkpoint_path, offsets)
+        """Write the HWs now, on the calling thread (start-up and shutdown)."""
+        self._write_checkpoint(*self._snapshot_high_watermarks())
+
+    async def checkpoint_off_loop(self) -> None:
+        """Snapshot the HWs here, on the loop, and write them on a worker thread."""
+        await asyncio.to_thread(self._write_checkpoint, *self._snapshot_high_watermarks())
+
+    def _snapshot_high_watermarks(self) -> tuple[int, dict[TopicPartition, int]]:
+        return next(self._snapshots), {tp: p.high_watermark for tp, p in self.partitions.items()}
+
+    def _write_checkpoint(self, snapshot: int, offsets: dict[TopicPartition, int]) -> None:
+        """Write one snapshot unless a later one is already on disk.
+
+        A periodic write still running on its thread when shutdown writes the final
+        snapshot must neither interleave with it (same temporary file) nor replace it
+        afterwards with older HWs.
+        """
+        with self._checkpoint_lock:
+            if snapshot <= self._written_snapshot:
+                return
+            write_offsets_checkpoint(self.checkpoint_path, offsets)
+            self._written_snapshot = snapshot
 
     def maybe_flush(self, now_ms: int) -> None:
         for partition in self.partitions.values():
