@@ -100,6 +100,8 @@ class Cluster:
         self._unresponsive_until: dict[tuple[str, int], float] = {}
         self.metadata_source: str | None = None  # host:port that answered the last refresh
         self._last_asked: int | None = None  # broker id of the last metadata answer
+        # Per topic, when the latest successful refresh that asked for it started.
+        self._refresh_started: dict[str, float] = {}
 
     async def connection(self, broker_id: int, purpose: str = "default") -> BrokerConnection:
         broker = self.brokers.get(broker_id)
@@ -167,15 +169,34 @@ class Cluster:
         timeout.
         """
         async with self._refresh_lock:
-            response, host, port = await self._ask_in_turn(
-                MetadataRequest(topics), METADATA_REQUEST_TIMEOUT_S
-            )
-            self.metadata_source = f"{host}:{port}"
-            self.apply_metadata(response, complete=topics is None)
-            self._last_asked = next(
-                (b.broker_id for b in response.brokers if (b.host, b.port) == (host, port)), None
-            )
-            return response
+            return await self._refresh_locked(topics)
+
+    async def refresh_if_older(self, topics: list[str], since: float) -> bool:
+        """Refresh `topics` unless a refresh that asked for them started at `since` or later
+        (event loop time); whether this call refreshed.
+
+        Many partitions of a topic learn of a failover at once: the first to ask refreshes,
+        and those queued behind it take its answer instead of asking again.
+        """
+        async with self._refresh_lock:
+            if all(self._refresh_started.get(topic, -1.0) >= since for topic in topics):
+                return False
+            await self._refresh_locked(topics)
+            return True
+
+    async def _refresh_locked(self, topics: list[str] | None) -> MetadataResponse:
+        started = asyncio.get_running_loop().time()
+        response, host, port = await self._ask_in_turn(
+            MetadataRequest(topics), METADATA_REQUEST_TIMEOUT_S
+        )
+        self.metadata_source = f"{host}:{port}"
+        self.apply_metadata(response, complete=topics is None)
+        self._last_asked = next(
+            (b.broker_id for b in response.brokers if (b.host, b.port) == (host, port)), None
+        )
+        for topic in response.topics:
+            self._refresh_started[topic.topic] = started
+        return response
 
     async def send_to_any(self, request: Any, timeout_s: float = METADATA_REQUEST_TIMEOUT_S) -> Any:
         """Send a request any broker can serve (InitProducerId) to one that answers.

@@ -11,6 +11,12 @@ never reorder, never duplicate, never lose without telling.
   metadata refresh; otherwise retry.backoff.ms doubling up to retry.backoff.max.ms),
   while the batch's delivery deadline allows; past it the batch fails, marked
   `expired`, so that the caller can report the timeout along with its cause.
+* A batch waiting its backoff after a stale-leader error is due at once when the
+  metadata names a leader other than the one its latest attempt went to (`on_leader`):
+  the backoff spares a broker that failed, and a new leader has not (Kafka's KIP-951).
+  A crashed leader refuses the immediate first retry, because the metadata refreshed
+  right after the crash still names it; the caller refreshes again while the retry
+  waits, and sends it as soon as the controller's election shows.
 * The batches behind a failed one were sent against a gap, and the leader refuses them
   with OUT_OF_ORDER_SEQUENCE (or UNKNOWN_PRODUCER_ID for a producer it has not seen):
   for any batch but the oldest unanswered one these are retriable too.
@@ -107,6 +113,7 @@ class WindowBatch(Generic[P]):
     maybe_appended: bool = False  # some attempt ended without saying whether it landed
     stale_copy: bool = False  # the copy in flight carries a sequence since moved down
     last_error: BaseException | None = None  # what its latest attempt ended with
+    leader: tuple[int, int] | None = None  # (broker id, leader epoch) its latest attempt went to
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +190,34 @@ class PartitionWindow(Generic[P]):
             return []  # held for their new numbers
         candidates = self.batches[:1] if self.idempotent else self.batches
         return [b for b in candidates if b.state is BatchState.RETRY]
+
+    def awaits_leader(self, now: float) -> bool:
+        """Whether a retry waits its backoff after a stale-leader error (see on_leader)."""
+        return any(
+            batch.retry_at > now and refreshes_metadata(batch.last_error)
+            for batch in self._retry_candidates()
+        )
+
+    def on_leader(self, leader: tuple[int, int], now: float) -> bool:
+        """The metadata names `leader` (broker id, leader epoch) for the partition: a retry
+        waiting after a stale-leader error whose attempt went elsewhere is due now.
+
+        Whether some retry became due. A partition without a leader (a negative id)
+        changes nothing.
+        """
+        if leader[0] < 0:
+            return False
+        moved = False
+        for batch in self._retry_candidates():
+            if (
+                batch.retry_at > now
+                and refreshes_metadata(batch.last_error)
+                and batch.leader is not None
+                and batch.leader != leader
+            ):
+                batch.retry_at = now
+                moved = True
+        return moved
 
     def resend(self, batch: WindowBatch[P]) -> None:
         """`batch` is being sent again, with its current sequence."""

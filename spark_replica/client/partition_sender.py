@@ -15,6 +15,16 @@ before anything can suspend it. The connection is shared by every partition led 
 same broker (Cluster caches it per broker and purpose); the lock around obtaining it
 keeps two partitions from opening two connections at once.
 
+Leader changes: a stale-leader error (NOT_LEADER, a lost or refused connection) makes
+the partition refresh its metadata, and the first retry goes at once. When the leader
+crashed, the controller has not elected another yet, so that retry is refused too and
+waits its backoff; meanwhile the partition asks for metadata again after
+LEADER_POLL_S, then twice as long each time, and sends the retry as soon as a new
+leader shows (in_flight.py's on_leader). A retry that waited its whole backoff is sent
+with metadata asked for after it became due, never with the answer from the moment of
+the error. Refreshes are shared (Cluster.refresh_if_older): the partitions of a topic
+that all lost their leader at once ask once, not once each.
+
 Delivery timeout: a batch is retried until `delivery_timeout_ms` after it was sealed,
 and no attempt asks the broker to wait past that; then its records fail with a
 DeliveryTimeoutError that names the last cause (delivery_timeout.py).
@@ -63,6 +73,7 @@ from .accumulator import Callback, Headers, OpenBatch
 from .cluster import Cluster
 from .delivery_timeout import delivery_timeout_error
 from .in_flight import Failure, PartitionWindow, WindowBatch
+from .retry import refreshes_metadata
 
 if TYPE_CHECKING:
     from .producer import ProducerConfig
@@ -71,6 +82,10 @@ logger = logging.getLogger("spark_replica.client.producer")
 
 # Extra seconds to wait for a produce answer beyond the timeout the broker was given.
 ANSWER_GRACE_S = 5.0
+# After a stale-leader error, the first metadata poll for a new leader; it doubles up
+# to the retry policy's maximum backoff. A crashed leader is replaced within about
+# 100 ms (the brokers notice refused connections), so the first polls catch it.
+LEADER_POLL_S = 0.025
 
 
 @dataclass(eq=False)
@@ -187,7 +202,10 @@ class PartitionSender:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._requests: set[asyncio.Future[Any]] = set()
-        self._refresh_needed = False
+        # Loop time of a stale-leader error not yet followed by a metadata refresh.
+        self._refresh_since: float | None = None
+        self._poll_delay_s = LEADER_POLL_S
+        self._next_poll_at = 0.0
         self._delivery_timeout_s = config.delivery_timeout_ms / 1000
         self._last_error: BaseException | None = None  # since the last success
         self._track = track
@@ -276,13 +294,18 @@ class PartitionSender:
                 return False
             await self._take_new_identity()
             return True
-        if self._refresh_needed:
-            self._refresh_needed = False
-            with contextlib.suppress(ReplogError):
-                await self.cluster.refresh([self.tp.topic])
+        if self._refresh_since is not None:
+            since, self._refresh_since = self._refresh_since, None
+            await self._refresh(since)
+            return True
+        if self.window.awaits_leader(now) and now >= self._next_poll_at:
+            await self._poll_leader()
             return True
         retry = self.window.due_retry(loop.time())
         if retry is not None:
+            if refreshes_metadata(retry.last_error):
+                # Not the metadata of the error's moment if the retry waited since.
+                await self._refresh(retry.retry_at)
             self.window.resend(retry)
             await self._send(retry)
             return True
@@ -293,6 +316,24 @@ class PartitionSender:
         if self.queue:
             return await self._start_next()
         return False
+
+    async def _refresh(self, since: float) -> None:
+        """Refresh the topic's metadata unless a refresh started at `since` or later."""
+        with contextlib.suppress(ReplogError):
+            await self.cluster.refresh_if_older([self.tp.topic], since)
+
+    async def _poll_leader(self) -> None:
+        """Ask for the partition's leader while a retry waits; retry now if it changed."""
+        asked = asyncio.get_running_loop().time()
+        self._next_poll_at = asked + self._poll_delay_s
+        self._poll_delay_s = min(self._poll_delay_s * 2, self.config.retry_policy.max_backoff_s)
+        await self._refresh(asked)
+        try:
+            partition = self.cluster.partition(self.tp)
+        except ReplogError:
+            return
+        # Due as of `asked`: the metadata the retry goes with was asked for then.
+        self.window.on_leader((partition.leader, partition.leader_epoch), asked)
 
     async def _start_next(self) -> bool:
         batch = self.queue[0]
@@ -324,6 +365,8 @@ class PartitionSender:
         if self.open is not None and not self.queue and self.window.can_start():
             lingered_at = self.open.opened_at + self._linger_s
             wake_at = lingered_at if wake_at is None else min(wake_at, lingered_at)
+        if self.window.awaits_leader(asyncio.get_running_loop().time()):
+            wake_at = self._next_poll_at if wake_at is None else min(wake_at, self._next_poll_at)
         if wake_at is None:
             await self._wake.wait()
             return
@@ -340,7 +383,7 @@ class PartitionSender:
             assert self.identity is not None
             data = batch.stamped(*self.identity, entry.base_sequence)
         try:
-            conn = await self._leader_connection()
+            conn = await self._leader_connection(entry)
         except ReplogError as exc:
             self._on_error(entry, exc, sent=False)
             return
@@ -364,9 +407,10 @@ class PartitionSender:
         left_ms = (entry.deadline - asyncio.get_running_loop().time()) * 1000
         return max(1, min(self.config.request_timeout_ms, int(left_ms)))
 
-    async def _leader_connection(self) -> Any:
+    async def _leader_connection(self, entry: WindowBatch[ProducerBatch]) -> Any:
         await self.cluster.ensure_topic(self.tp.topic)
         leader = self.cluster.leader_for(self.tp)
+        entry.leader = (leader, self.cluster.partition(self.tp).leader_epoch)
         async with self._connect_lock:
             return await self.cluster.connection(leader, "produce")
 
@@ -402,10 +446,12 @@ class PartitionSender:
     def _on_error(
         self, entry: WindowBatch[ProducerBatch], error: BaseException, *, sent: bool = True
     ) -> None:
-        if getattr(error, "invalid_metadata", False):
-            self._refresh_needed = True
-        self._last_error = error
         now = asyncio.get_running_loop().time()
+        if refreshes_metadata(error):
+            self._refresh_since = now
+            self._poll_delay_s = LEADER_POLL_S
+            self._next_poll_at = now + LEADER_POLL_S
+        self._last_error = error
         self._report(self.window.on_error(entry, error, now, sent=sent))
         self._wake.set()
 
