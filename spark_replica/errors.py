@@ -402,6 +402,112 @@ class UnacceptableCredentialError(BrokerResponseError):
     code = 93
 
 
+class CoordinatorLoadInProgressError(BrokerResponseError):
+    """The group coordinator is still reading the group's committed offsets; retry."""
+
+    code = 14
+    retriable = True
+
+
+class CoordinatorNotAvailableError(BrokerResponseError):
+    """No live broker can coordinate the group right now; find the coordinator again."""
+
+    code = 15
+    retriable = True
+
+
+class NotCoordinatorError(BrokerResponseError):
+    """This broker does not coordinate that group (any more); find the coordinator again."""
+
+    code = 16
+    retriable = True
+
+
+class IllegalGenerationError(BrokerResponseError):
+    """The member's generation is not the group's: the group rebalanced; rejoin."""
+
+    code = 22
+
+
+class InconsistentGroupProtocolError(BrokerResponseError):
+    """The member's protocol type or assignors share nothing with the group's members."""
+
+    code = 23
+
+
+class InvalidGroupIdError(BrokerResponseError):
+    """The group id is empty or otherwise unusable."""
+
+    code = 24
+
+
+class UnknownMemberIdError(BrokerResponseError):
+    """The coordinator does not know this member (it left, timed out, or the coordinator
+    moved); rejoin with an empty member id."""
+
+    code = 25
+
+
+class InvalidSessionTimeoutError(BrokerResponseError):
+    """The session timeout is outside group.min.session.timeout.ms..group.max.session.timeout.ms."""
+
+    code = 26
+
+
+class RebalanceInProgressError(BrokerResponseError):
+    """The group is rebalancing; rejoin before committing or heartbeating."""
+
+    code = 27
+
+
+class UnsupportedForMessageFormatError(BrokerResponseError):
+    """The records use a message format replog does not accept (only v2 batches)."""
+
+    code = 43
+
+
+class TransactionalIdAuthorizationFailedError(BrokerResponseError):
+    """Transactions (a transactional.id) are not supported by replog."""
+
+    code = 53
+
+
+class NonEmptyGroupError(BrokerResponseError):
+    """The group still has members; stop them before deleting or resetting it."""
+
+    code = 68
+
+
+class GroupIdNotFoundError(BrokerResponseError):
+    """No group of that id exists (no members and no committed offsets)."""
+
+    code = 69
+
+
+class UnsupportedCompressionTypeError(BrokerResponseError):
+    """The batch names a compression codec replog cannot decode."""
+
+    code = 76
+
+
+class MemberIdRequiredError(BrokerResponseError):
+    """Rejoin with the member id this answer assigned (JoinGroup v4+ two-step join)."""
+
+    code = 79
+
+
+class GroupMaxSizeReachedError(BrokerResponseError):
+    """The group has group.max.size members already."""
+
+    code = 81
+
+
+class FencedInstanceIdError(BrokerResponseError):
+    """Another member joined with the same group.instance.id; this one is fenced."""
+
+    code = 82
+
+
 _BY_CODE: dict[int, type[BrokerResponseError]] = {
     cls.code: cls
     for cls in (
@@ -449,6 +555,23 @@ _BY_CODE: dict[int, type[BrokerResponseError]] = {
         ResourceNotFoundError,
         DuplicateResourceError,
         UnacceptableCredentialError,
+        CoordinatorLoadInProgressError,
+        CoordinatorNotAvailableError,
+        NotCoordinatorError,
+        IllegalGenerationError,
+        InconsistentGroupProtocolError,
+        InvalidGroupIdError,
+        UnknownMemberIdError,
+        InvalidSessionTimeoutError,
+        RebalanceInProgressError,
+        UnsupportedForMessageFormatError,
+        TransactionalIdAuthorizationFailedError,
+        NonEmptyGroupError,
+        GroupIdNotFoundError,
+        UnsupportedCompressionTypeError,
+        MemberIdRequiredError,
+        GroupMaxSizeReachedError,
+        FencedInstanceIdError,
     )
 }
 

@@ -19,6 +19,7 @@ from spark_replica.zk import znodes
 
 if TYPE_CHECKING:
     from brokerd.controller.controller import Controller
+    from brokerd.groups.coordinator import GroupCoordinator
     from spark_replica.security.acl import Authorizer
 
 
@@ -42,6 +43,8 @@ class BrokerContext:
     controller: Controller | None = None
     # The ACLs every request is checked against; None when no authorizer is configured.
     authorizer: Authorizer | None = None
+    # The consumer groups this broker coordinates; None while the Kafka listener is off.
+    groups: GroupCoordinator | None = None
 
 
 def answer_each_partition(

@@ -1,0 +1,1 @@
+"""Consumer groups of the Kafka listener: membership, rebalances and committed offsets."""

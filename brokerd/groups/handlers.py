@@ -1,0 +1,7 @@
+"""The group APIs of the Kafka listener, by api key."""
+
+from __future__ import annotations
+
+from brokerd.kafka.request import KafkaHandler
+
+GROUP_HANDLERS: dict[int, KafkaHandler] = {}
