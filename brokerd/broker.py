@@ -23,7 +23,8 @@ from brokerd.controller.zk_store import current_controller
 from brokerd.isr_writer import IsrWriter
 from brokerd.replica_fetcher import ReplicaFetcherManager
 from brokerd.replica_manager import ReplicaManager
-from brokerd.server import RequestServer
+from brokerd.replog_dispatch import ReplogDispatch
+from brokerd.server import Logins, RequestServer
 from brokerd.topic_configs import TopicConfigFollower
 from brokerd.zk_sync import ZooKeeperSync
 from spark_replica.client.connection import BrokerConnection
@@ -57,7 +58,14 @@ class Broker:
                 security.super_users, security.allow_everyone_if_no_acl_found
             )
         self._acl_watcher: AclChangeWatcher | None = None
-        self.server = RequestServer(self.ctx, config.host, config.port, config.max_frame_bytes)
+        self.logins = Logins(self.ctx)
+        self.server = RequestServer(
+            self.ctx,
+            config.host,
+            config.port,
+            config.max_frame_bytes,
+            ReplogDispatch(self.ctx, self.logins),
+        )
         self.stopping = asyncio.Event()
         self._zk: ZooKeeperSync | None = None
         self._controller: Controller | None = None

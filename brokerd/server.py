@@ -1,5 +1,11 @@
 """The broker's network edge: asyncio connections that turn frames into handler calls.
 
+One RequestServer serves one listener, and the same machinery serves both of the
+broker's protocols: replog's own (brokerd/replog_dispatch.py) and Kafka's
+(brokerd/kafka/dispatch.py). What differs between them, reading a request and writing
+its answer, is the listener's Dispatch; everything else here is shared: connection
+limits, the idle sweep, the request budget, TLS, and the SASL exchange (Logins).
+
 Each connection is served by one task that reads a frame, handles it and writes the
 answer before reading the next, so answers leave in request order and a producer's
 batches are appended in the order it sent them. Clients pipeline by sending ahead;
@@ -17,14 +23,14 @@ closed by a periodic sweep (brokerd/connection_limits.py has the rules). The ser
 task owns the table of connections; each connection's task only marks itself busy.
 
 Security is per listener (brokerd/security_config.py): on a TLS listener a client's
-first byte tells a TLS handshake from plaintext, and plaintext gets one answer saying
-TLS is required; on a SASL listener a connection must authenticate before anything else
-(brokerd/authentication.py); with an authorizer every request is checked against the
-ACLs before its handler runs (brokerd/authorization.py).
+first byte tells a TLS handshake from plaintext (the dispatch decides how to refuse
+plaintext); on a SASL listener a connection must authenticate before anything else
+(brokerd/authentication.py). Failed logins are remembered per address by the Logins
+both listeners share, so guessing passwords is as slow on one port as on the other.
 
 Bad input never takes the broker down: a frame whose header cannot be read closes the
-connection; a frame over the size limit gets a MESSAGE_TOO_LARGE answer, then the
-connection closes (its body is never read); anything else gets a typed error answer.
+connection; a frame over the size limit gets the dispatch's refusal (if its protocol
+has one), then the connection closes (its body is never read).
 """
 
 from __future__ import annotations
@@ -35,43 +41,27 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from brokerd.api import HANDLERS, BrokerContext
+from brokerd.api import BrokerContext
 from brokerd.authentication import (
     ANONYMOUS,
-    BEFORE_LOGIN,
     FailedLogins,
     SaslSession,
     principal_of_certificate,
 )
-from brokerd.authorization import check, filter_metadata
 from brokerd.connection_limits import ConnectionLimits, reap_reason, refusal
 from spark_replica.errors import (
     BrokerResponseError,
     ConfigError,
     ConnectionLostError,
-    IllegalSaslStateError,
-    InvalidRequestError,
-    MessageTooLargeError,
     ProtocolError,
     ReplogError,
     RequestTimedOutError,
-    SaslAuthenticationFailedError,
-    UnknownServerError,
-    UnsupportedVersionError,
     ZooKeeperConnectionError,
-    wire_message,
 )
-from spark_replica.protocol import REQUEST_TYPES, is_supported
 from spark_replica.protocol.apis import ApiKey
-from spark_replica.protocol.frames import (
-    Buffer,
-    RequestHeader,
-    ResponseHeader,
-    encode_response,
-)
-from spark_replica.protocol.primitives import Reader, Writer
+from spark_replica.protocol.frames import Buffer
 from spark_replica.security.scram import ScramCredential
 from spark_replica.transport import (
     Frame,
@@ -85,11 +75,11 @@ from spark_replica.zk.security_store import read_credential
 logger = logging.getLogger("brokerd.server")
 
 # api key, api version and correlation id: enough to answer a frame we will not read.
-_FIXED_HEADER_BYTES = 8
+FIXED_HEADER_BYTES = 8
 
 
 @dataclass(eq=False)
-class _Connection:
+class Connection:
     stream: FrameStream
     ip: str
     principal: str = ANONYMOUS
@@ -99,7 +89,7 @@ class _Connection:
 
 
 @dataclass
-class _Answer:
+class Answer:
     """What to write back for one frame, and whether the connection ends after it (and
     how long to wait first: failed logins are answered slowly)."""
 
@@ -107,12 +97,92 @@ class _Answer:
     close_after_s: float | None = None
 
 
+# Close the connection at once, answering nothing.
+CLOSE = Answer(None, 0.0)
+
+
+class LoginRefused(Exception):
+    """A SASL step failed: answer `error`, then close after `close_after_s`."""
+
+    def __init__(self, error: BrokerResponseError, close_after_s: float) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.close_after_s = close_after_s
+
+
+class Logins:
+    """The SASL exchange as both listeners run it: the same users, the same sessions, one
+    record of failures per address."""
+
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
+        security = ctx.config.security
+        self._failed = FailedLogins(security.failed_authentication_delay_ms / 1000)
+
+    def new_session(self) -> SaslSession | None:
+        """A connection's SASL state, or None on a listener without SASL."""
+        security = self.ctx.config.security
+        return SaslSession(security, self._credential) if security.uses_sasl else None
+
+    async def step(self, connection: Connection, api_key: ApiKey, request: Any) -> Any:
+        """Answer one SaslHandshake or SaslAuthenticate (replog's request types); on
+        success the connection takes the authenticated principal."""
+        sasl = connection.sasl
+        assert sasl is not None
+        try:
+            response = await sasl.handle(api_key, request)
+        except BrokerResponseError as exc:
+            delay = self._failed.record(connection.ip, time.monotonic())
+            logger.warning("authentication from %s failed: %s", connection.ip, exc)
+            raise LoginRefused(exc, delay) from exc
+        except ReplogError as exc:
+            # ZooKeeper could not be asked for the credential: the client may retry.
+            logger.warning("cannot authenticate %s now: %s", connection.ip, exc)
+            error = RequestTimedOutError(f"cannot look up credentials now: {exc}")
+            raise LoginRefused(error, 0.0) from exc
+        if sasl.principal is not None:
+            connection.principal = sasl.principal
+        return response
+
+    async def _credential(self, username: str, mechanism: str) -> ScramCredential | None:
+        zk = self.ctx.zk
+        if zk is None:
+            raise ZooKeeperConnectionError("the broker has no ZooKeeper session yet")
+        try:
+            return await asyncio.to_thread(read_credential, zk, username, mechanism)
+        except ConfigError:
+            return None  # a name no znode can have: no such user
+
+
+class Dispatch(Protocol):
+    """One protocol's side of a listener: answers frames, refuses oversized ones."""
+
+    logins: Logins
+
+    async def handle(self, connection: Connection, frame: Frame) -> Answer:
+        """Answer one frame; raise ProtocolError when its header cannot be read (the
+        connection is closed)."""
+        ...
+
+    def oversized_answer(self, frame: OversizedFrame, limit: int) -> list[Buffer] | None:
+        """What to write before closing a connection that sent a frame over `limit`."""
+        ...
+
+
 class RequestServer:
-    def __init__(self, ctx: BrokerContext, host: str, port: int, max_frame_bytes: int) -> None:
+    def __init__(
+        self,
+        ctx: BrokerContext,
+        host: str,
+        port: int,
+        max_frame_bytes: int,
+        dispatch: Dispatch,
+    ) -> None:
         self.ctx = ctx
         self.host = host
         self.port = port
         self.max_frame_bytes = max_frame_bytes
+        self.dispatch = dispatch
         self._server: asyncio.Server | None = None
         config = ctx.config
         self.limits = ConnectionLimits(
@@ -122,12 +192,11 @@ class RequestServer:
             config.socket_request_read_timeout_ms,
         )
         self.budget = RequestBudget(config.queued_max_request_bytes)
-        self._connections: dict[asyncio.Task[None], _Connection] = {}
+        self._connections: dict[asyncio.Task[None], Connection] = {}
         self._sweeper: asyncio.Task[None] | None = None
         self._open_per_ip: collections.Counter[str] = collections.Counter()
         self._refusing = False  # warn once per run of refusals, not per connection
         self.security = config.security
-        self._failed_logins = FailedLogins(config.security.failed_authentication_delay_ms / 1000)
 
     async def start(self) -> int:
         """Listen; return the bound port (useful when asked for port 0)."""
@@ -135,7 +204,7 @@ class RequestServer:
             self.host,
             self.port,
             self.max_frame_bytes,
-            _FIXED_HEADER_BYTES,
+            FIXED_HEADER_BYTES,
             self._on_stream,
             self.budget,
             self.security.server_ssl_context(),
@@ -170,13 +239,12 @@ class RequestServer:
             return
         self._refusing = False
         self._open_per_ip[ip] += 1
-        connection = _Connection(stream, ip)
+        connection = Connection(stream, ip)
         if self.security.uses_tls:
             connection.principal = principal_of_certificate(
                 stream.transport.get_extra_info("peercert")
             )
-        if self.security.uses_sasl:
-            connection.sasl = SaslSession(self.security, self._credential)
+        connection.sasl = self.dispatch.logins.new_session()
         task = asyncio.create_task(self._serve(connection))
         self._connections[task] = connection
         task.add_done_callback(self._forget)
@@ -206,7 +274,7 @@ class RequestServer:
                 logger.info("closing connection from %s: %s", connection.stream.peer, reason)
                 connection.stream.abort()
 
-    async def _serve(self, connection: _Connection) -> None:
+    async def _serve(self, connection: Connection) -> None:
         stream = connection.stream
         try:
             while True:
@@ -217,7 +285,7 @@ class RequestServer:
                 try:
                     connection.busy = True
                     try:
-                        answer = await self._handle(connection, frame)
+                        answer = await self.dispatch.handle(connection, frame)
                     finally:
                         connection.busy = False
                     if answer.buffers is not None:
@@ -236,109 +304,15 @@ class RequestServer:
             stream.close()
 
     async def _refuse_oversized(self, stream: FrameStream, frame: OversizedFrame) -> None:
-        header = Reader(frame.head)
-        header.int16()
-        header.int16()
-        error = MessageTooLargeError(
-            f"request of {frame.size} bytes is over the limit of {self.max_frame_bytes}"
+        buffers = self.dispatch.oversized_answer(frame, self.max_frame_bytes)
+        if buffers is not None:
+            await stream.write(buffers)
+        logger.warning(
+            "closing connection from %s: request of %d bytes is over the limit of %d",
+            stream.peer,
+            frame.size,
+            self.max_frame_bytes,
         )
-        await stream.write(_error_response(header.int32(), error))
-        logger.warning("closing connection from %s: %s", stream.peer, error)
-
-    async def _handle(self, connection: _Connection, frame: Frame) -> _Answer:
-        reader = Reader(frame)
-        header = RequestHeader.read(reader)
-        correlation_id = header.correlation_id
-        if connection.stream.protocol.plaintext_on_tls:
-            error = SaslAuthenticationFailedError(
-                f"this listener requires TLS ({self.security.protocol}): the client connected "
-                "in plaintext; set security.protocol to SSL or SASL_SSL"
-            )
-            logger.info("closing connection from %s: plaintext on a TLS listener", connection.ip)
-            return _Answer(_error_response(correlation_id, error), 0.0)
-        if not is_supported(header.api_key, header.api_version):
-            error = UnsupportedVersionError(
-                f"api key {header.api_key} version {header.api_version} is not supported"
-            )
-            return _Answer(_error_response(correlation_id, error))
-        api_key = ApiKey(header.api_key)
-        try:
-            request = REQUEST_TYPES[api_key].read(reader)
-            reader.expect_end()
-        except ProtocolError as exc:
-            error = InvalidRequestError(f"malformed {api_key.name} request: {exc}")
-            return _Answer(_error_response(correlation_id, error))
-        sasl = connection.sasl
-        if api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
-            if sasl is None:
-                error = IllegalSaslStateError(f"{api_key.name}: this listener does not use SASL")
-                return _Answer(_error_response(correlation_id, error))
-            return await self._authenticate(connection, sasl, api_key, request, correlation_id)
-        if sasl is not None and not sasl.authenticated and api_key not in BEFORE_LOGIN:
-            error = IllegalSaslStateError(
-                f"{api_key.name} before authentication: this listener requires SASL "
-                f"({self.security.protocol}); set security.protocol and the SASL settings"
-            )
-            return _Answer(_error_response(correlation_id, error), 0.0)
-        authorizer = self.ctx.authorizer
-        try:
-            if authorizer is not None:
-                check(authorizer, connection.principal, connection.ip, api_key, request)
-            response = await HANDLERS[api_key](self.ctx, request)
-        except BrokerResponseError as exc:
-            return _Answer(_error_response(correlation_id, exc))
-        except Exception as exc:
-            logger.exception("%s request failed", api_key.name)
-            return _Answer(_error_response(correlation_id, UnknownServerError(repr(exc))))
-        if response is None:
-            return _Answer(None)
-        if authorizer is not None and api_key == ApiKey.METADATA:
-            response = filter_metadata(
-                authorizer, connection.principal, connection.ip, response, request.topics is None
-            )
-        return _Answer(_encode(api_key, correlation_id, response))
-
-    async def _authenticate(
-        self,
-        connection: _Connection,
-        sasl: SaslSession,
-        api_key: ApiKey,
-        request: Any,
-        correlation_id: int,
-    ) -> _Answer:
-        try:
-            response = await sasl.handle(api_key, request)
-        except BrokerResponseError as exc:
-            delay = self._failed_logins.record(connection.ip, time.monotonic())
-            logger.warning("authentication from %s failed: %s", connection.ip, exc)
-            return _Answer(_error_response(correlation_id, exc), delay)
-        except ReplogError as exc:
-            # ZooKeeper could not be asked for the credential: the client may retry.
-            logger.warning("cannot authenticate %s now: %s", connection.ip, exc)
-            error = RequestTimedOutError(f"cannot look up credentials now: {exc}")
-            return _Answer(_error_response(correlation_id, error), 0.0)
-        if sasl.principal is not None:
-            connection.principal = sasl.principal
-        return _Answer(_encode(api_key, correlation_id, response))
-
-    async def _credential(self, username: str, mechanism: str) -> ScramCredential | None:
-        zk = self.ctx.zk
-        if zk is None:
-            raise ZooKeeperConnectionError("the broker has no ZooKeeper session yet")
-        try:
-            return await asyncio.to_thread(read_credential, zk, username, mechanism)
-        except ConfigError:
-            return None  # a name no znode can have: no such user
-
-
-def _encode(api_key: ApiKey, correlation_id: int, response: Any) -> list[Buffer]:
-    body = Writer()
-    try:
-        response.write(body)
-    except ProtocolError as exc:
-        logger.exception("cannot encode the %s response", api_key.name)
-        return _error_response(correlation_id, UnknownServerError(str(exc)))
-    return encode_response(ResponseHeader(correlation_id, 0, None), body)
 
 
 def _ip_of(peer: object) -> str:
@@ -346,7 +320,3 @@ def _ip_of(peer: object) -> str:
     if isinstance(peer, tuple) and peer:
         return str(peer[0])
     return ""
-
-
-def _error_response(correlation_id: int, error: BrokerResponseError) -> list[Buffer]:
-    return encode_response(ResponseHeader(correlation_id, error.code, wire_message(error)), None)
