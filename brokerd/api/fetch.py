@@ -1,8 +1,15 @@
-"""Serving Fetch: whole batches below the HW, long-polling until min_bytes or max_wait."""
+"""Serving Fetch: whole batches below the HW, long-polling until min_bytes or max_wait.
+
+The long poll (`long_poll`) is shared with the Kafka listener's Fetch
+(brokerd/kafka/fetch.py), which reads the same partitions and converts what it reads.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import functools
+from collections.abc import Callable
+from typing import TypeVar
 
 from brokerd.api.context import BrokerContext, answer_each_partition
 from brokerd.partition import Partition
@@ -23,15 +30,24 @@ MAX_WAIT_CAP_MS = 30_000
 # Nor answers more than this, whatever max_bytes says (Kafka's fetch.max.bytes default).
 FETCH_MAX_BYTES = 57_671_680
 
+T = TypeVar("T")
 
-async def handle_fetch(ctx: BrokerContext, request: FetchRequest) -> FetchResponse:
-    """Answer at once if there is data (or an error); else wait for a change, up to max_wait."""
+
+async def long_poll(
+    read_all: Callable[[], tuple[T, int, list[Partition]]], max_wait_ms: int, min_bytes: int
+) -> T:
+    """Answer at once if there is data (or an error); else wait for a change, up to max_wait.
+
+    `read_all` reads every requested partition once and returns the answer, the bytes
+    it holds and the partitions whose change would be worth another read. Both
+    listeners' fetches wait through here.
+    """
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + min(max(request.max_wait_ms, 0), MAX_WAIT_CAP_MS) / 1000
+    deadline = loop.time() + min(max(max_wait_ms, 0), MAX_WAIT_CAP_MS) / 1000
     while True:
-        response, total_bytes, watched = _read_all(ctx, request)
+        response, total_bytes, watched = read_all()
         remaining = deadline - loop.time()
-        if total_bytes >= request.min_bytes or remaining <= 0 or not watched:
+        if total_bytes >= min_bytes or remaining <= 0 or not watched:
             return response
         waiters = [asyncio.ensure_future(p.change_event().wait()) for p in watched]
         try:
@@ -42,8 +58,14 @@ async def handle_fetch(ctx: BrokerContext, request: FetchRequest) -> FetchRespon
             for waiter in waiters:
                 waiter.cancel()
         if not done:
-            response, _, _ = _read_all(ctx, request)
+            response, _, _ = read_all()
             return response
+
+
+async def handle_fetch(ctx: BrokerContext, request: FetchRequest) -> FetchResponse:
+    return await long_poll(
+        functools.partial(_read_all, ctx, request), request.max_wait_ms, request.min_bytes
+    )
 
 
 def _read_all(

@@ -1,5 +1,10 @@
 """Serving Produce: append to led partitions, then wait for the HW when acks=all.
 
+Both listeners produce through the same core (`append_records`, then
+`complete_appends`): replog's handler below, and the Kafka listener's
+(brokerd/kafka/produce.py), which converts Kafka's record batches to stored batches
+first. Only the decoding of the request and the shape of the answer differ.
+
 An acks=all batch is answered success once the HW has passed it over an ISR of at least
 min.insync.replicas members; if the ISR shrank below that after the append, it is
 answered NOT_ENOUGH_REPLICAS_AFTER_APPEND (the records stay, and an idempotent retry is
@@ -14,9 +19,13 @@ remembered batches, so that such an answer never stands for records a failover c
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from brokerd.api.context import BrokerContext, answer_each_partition
 from brokerd.batch_validation import validate_produced
+from brokerd.log import AppendInfo
 from brokerd.partition import Partition
 from spark_replica.errors import (
     BrokerResponseError,
@@ -43,53 +52,91 @@ VALID_ACKS = (ACKS_NONE, ACKS_LEADER, ACKS_ALL)
 # whatever timeout_ms says.
 MAX_PRODUCE_TIMEOUT_MS = 300_000
 
+Records = bytes | bytearray | memoryview
+
 
 def produce_wait_s(timeout_ms: int) -> float:
     """How long an acks=all produce waits for the HW: its timeout, within [0, the cap]."""
     return min(max(timeout_ms, 0), MAX_PRODUCE_TIMEOUT_MS) / 1000
 
 
+@dataclass(slots=True)
+class Appended:
+    """One partition's append, waiting to be answered. `result` is the protocol's
+    partition answer: anything with error_code and error_message attributes."""
+
+    result: Any
+    tp: TopicPartition
+    partition: Partition
+    info: AppendInfo
+
+
+def append_records(
+    ctx: BrokerContext,
+    tp: TopicPartition,
+    records: Records | None,
+    acks: int,
+    now: int,
+    prepare: Callable[[Records], Records],
+) -> tuple[Partition, AppendInfo]:
+    """Append one partition's records as its leader; raise the typed error refusing them.
+
+    `prepare` turns the request's records into stored batches (checking or converting
+    them); it runs only once the partition is known to be led here, so a misrouted
+    request costs no conversion.
+    """
+    if acks not in VALID_ACKS:
+        raise InvalidRequiredAcksError(f"acks={acks}; use 0, 1 or -1 (all)")
+    if not records:
+        raise InvalidRecordError("the partition's record set is empty")
+    partition = ctx.replicas.get_partition(tp)
+    partition.require_leader()
+    info = partition.append_as_leader(prepare(records), acks, now)
+    return partition, info
+
+
+async def complete_appends(appended: list[Appended], acks: int, timeout_ms: int) -> None:
+    """Wait for acks=all appends to commit, and put each failure or old duplicate into
+    its result."""
+    if acks == ACKS_ALL and appended:
+        timeout_s = produce_wait_s(timeout_ms)
+        outcomes = await asyncio.gather(
+            *(a.partition.wait_for_high_watermark(a.info.last_offset, timeout_s) for a in appended),
+            return_exceptions=True,
+        )
+        for append, outcome in zip(appended, outcomes, strict=True):
+            if isinstance(outcome, BrokerResponseError):
+                append.result.error_code = outcome.code
+                append.result.error_message = wire_message(outcome)
+    for append in appended:
+        if append.info.first_offset < 0 and not append.result.error_code:
+            append.result.error_code = DuplicateSequenceNumberError.code
+            append.result.error_message = (
+                f"{append.tp}: the batch repeats sequence numbers appended before the "
+                "producer's remembered batches; it was not appended again"
+            )
+
+
+def _validated(records: Records) -> Records:
+    validate_produced(records)
+    return records
+
+
 async def handle_produce(ctx: BrokerContext, request: ProduceRequest) -> ProduceResponse | None:
     """Answer per partition; with acks=0 answer nothing (the client does not wait)."""
     now = now_ms()
-    waits: list[tuple[ProducePartitionResult, Partition, int]] = []
-    old_duplicates: list[tuple[ProducePartitionResult, TopicPartition]] = []
+    appended: list[Appended] = []
 
     def serve(tp: TopicPartition, entry: ProducePartition, result: ProducePartitionResult) -> None:
-        if request.acks not in VALID_ACKS:
-            raise InvalidRequiredAcksError(f"acks={request.acks}; use 0, 1 or -1 (all)")
-        if not entry.records:
-            raise InvalidRecordError("the partition's record set is empty")
-        partition = ctx.replicas.get_partition(tp)
-        validate_produced(entry.records)
-        info = partition.append_as_leader(entry.records, request.acks, now)
+        partition, info = append_records(ctx, tp, entry.records, request.acks, now, _validated)
         result.base_offset = info.first_offset
         result.log_start_offset = partition.log.log_start_offset
-        if info.first_offset < 0:
-            old_duplicates.append((result, tp))
-        if request.acks == ACKS_ALL:
-            waits.append((result, partition, info.last_offset))
+        appended.append(Appended(result, tp, partition, info))
 
     topics = answer_each_partition(
         request.topics, ProduceTopicResult, ProducePartitionResult, serve
     )
-    if waits:
-        timeout_s = produce_wait_s(request.timeout_ms)
-        outcomes = await asyncio.gather(
-            *(p.wait_for_high_watermark(last, timeout_s) for _, p, last in waits),
-            return_exceptions=True,
-        )
-        for (result, _, _), outcome in zip(waits, outcomes, strict=True):
-            if isinstance(outcome, BrokerResponseError):
-                result.error_code = outcome.code
-                result.error_message = wire_message(outcome)
-    for result, tp in old_duplicates:
-        if not result.error_code:
-            result.error_code = DuplicateSequenceNumberError.code
-            result.error_message = (
-                f"{tp}: the batch repeats sequence numbers appended before the producer's "
-                "remembered batches; it was not appended again"
-            )
+    await complete_appends(appended, request.acks, request.timeout_ms)
     if request.acks == ACKS_NONE:
         return None
     return ProduceResponse(topics)
