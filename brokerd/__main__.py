@@ -1,4 +1,5 @@
-"""`python -m brokerd --broker-id N --port P --log-dir D --zookeeper CONNECT [--config FILE]`."""
+"""`python -m brokerd --broker-id N --port P [--kafka-port K] --log-dir D --zookeeper CONNECT
+[--config FILE]`."""
 
 from __future__ import annotations
 
@@ -19,6 +20,12 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     parser = parser or argparse.ArgumentParser(prog="brokerd", description="a replog broker")
     parser.add_argument("--broker-id", type=int, required=True)
     parser.add_argument("--port", type=int, default=9092, help="0 picks a free port")
+    parser.add_argument(
+        "--kafka-port",
+        type=int,
+        default=-1,
+        help="the Kafka-protocol listener's port: 0 picks a free port, -1 (default) turns it off",
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--log-dir", type=Path, required=True)
     parser.add_argument("--zookeeper", required=True, help="host:port[,host:port][/chroot]")
@@ -52,6 +59,7 @@ def run_broker(args: argparse.Namespace) -> int:
             zookeeper=args.zookeeper,
             host=args.host,
             port=args.port,
+            kafka_port=args.kafka_port,
         ).with_overrides(_settings(args.config, args.override))
     except ReplogError as exc:
         print(f"brokerd: {exc}", file=sys.stderr)

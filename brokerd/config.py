@@ -76,6 +76,7 @@ class BrokerConfig:
     zookeeper: str
     host: str = "127.0.0.1"
     port: int = 9092
+    kafka_port: int = -1  # the Kafka-protocol listener: -1 off, 0 any free port
     log_defaults: LogConfig = field(default_factory=LogConfig)
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     hw_checkpoint_interval_ms: int = 5_000
@@ -110,6 +111,11 @@ class BrokerConfig:
             raise ConfigError(f"broker.id must be 0 or more, not {self.broker_id}")
         if not 0 <= self.port < 65536:
             raise ConfigError(f"port must be between 0 and 65535, not {self.port}")
+        if not -1 <= self.kafka_port < 65536:
+            raise ConfigError(
+                f"kafka port must be -1 (off), 0 (any free port) or a port up to 65535, "
+                f"not {self.kafka_port}"
+            )
         for name in (
             "hw_checkpoint_interval_ms",
             "retention_check_interval_ms",

@@ -41,11 +41,17 @@ class BrokerProcess:
     host: str = "127.0.0.1"
     overrides: dict[str, str] = field(default_factory=dict)
     config_file: Path | None = None  # broker configs with secrets, kept off the command line
+    kafka_port: int = -1  # the Kafka-protocol listener: -1 off
     process: subprocess.Popen[bytes] | None = None
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def kafka_address(self) -> str | None:
+        """`host:port` of the Kafka-protocol listener, None when it is off."""
+        return None if self.kafka_port < 0 else f"{self.host}:{self.kafka_port}"
 
     @property
     def pid(self) -> int | None:
@@ -60,6 +66,8 @@ class BrokerProcess:
             str(self.broker_id),
             "--port",
             str(self.port),
+            "--kafka-port",
+            str(self.kafka_port),
             "--host",
             self.host,
             "--log-dir",

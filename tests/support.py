@@ -63,6 +63,7 @@ class BrokerFactory:
                 self.root / f"broker-{broker_id}",
                 self.zk_connect,
                 overrides={**TEST_BROKER_OVERRIDES, **overrides},
+                kafka_port=free_port(),
             )
             self.brokers[broker_id] = broker
         elif overrides:
@@ -73,6 +74,10 @@ class BrokerFactory:
     @property
     def bootstrap(self) -> list[tuple[str, int]]:
         return [(b.host, b.port) for b in self.brokers.values()]
+
+    def kafka_bootstrap(self) -> str:
+        """The Kafka listeners' `host:port,host:port`, as Kafka clients take bootstrap.servers."""
+        return ",".join(f"{b.host}:{b.kafka_port}" for b in self.brokers.values())
 
     def stop_all(self) -> None:
         for broker in self.brokers.values():

@@ -85,7 +85,12 @@ class RequestBatch:
 
     def _brokers(self, ids: set[int] | None = None) -> list[BrokerInfo]:
         return [
-            BrokerInfo(b.registration.broker_id, b.registration.host, b.registration.port)
+            BrokerInfo(
+                b.registration.broker_id,
+                b.registration.host,
+                b.registration.port,
+                b.registration.kafka_port,
+            )
             for broker_id, b in sorted(self.ctx.live_brokers.items())
             if ids is None or broker_id in ids
         ]

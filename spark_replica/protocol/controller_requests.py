@@ -7,8 +7,9 @@ meant for its previous life (STALE_BROKER_EPOCH).
 
 LeaderAndIsr: per partition the leader, leader epoch, ISR, the zkVersion of its state
 znode (the leader's ISR writes are conditional on it) and the replicas; plus the
-addresses of the leaders named, so followers know where to fetch from, and the INIT flag
-a new controller sets on its first round. Answer: an error code per partition.
+addresses of the leaders named (a broker entry: id, host, replog port, Kafka port or -1),
+so followers know where to fetch from, and the INIT flag a new controller sets on its
+first round. Answer: an error code per partition.
 
 UpdateMetadata: the live brokers and the state of every partition; it replaces the
 broker's metadata cache whole. Answer: an empty body (or a top-level error).
@@ -62,10 +63,11 @@ def _write_broker(w: Writer, b: BrokerInfo) -> None:
     w.int32(b.broker_id)
     w.string(b.host)
     w.int32(b.port)
+    w.int32(b.kafka_port)
 
 
 def _read_broker(r: Reader) -> BrokerInfo:
-    return BrokerInfo(r.int32(), r.required_string(), r.int32())
+    return BrokerInfo(r.int32(), r.required_string(), r.int32(), r.int32())
 
 
 @dataclass(slots=True)

@@ -19,9 +19,13 @@ NO_LEADER = -1
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
+    """A live broker. `kafka_port` (-1: none) travels in the controller's requests only:
+    the replog Metadata response keeps its layout, and the Kafka listener answers with it."""
+
     broker_id: int
     host: str
     port: int
+    kafka_port: int = -1
 
 
 @dataclass(slots=True)

@@ -88,18 +88,69 @@ def _timestamp() -> str:
     return str(int(time.time() * 1000))
 
 
+# The listener names in a registration's `endpoints`, as Kafka names its listeners.
+REPLOG_LISTENER = "REPLOG"
+KAFKA_LISTENER = "KAFKA"
+# Kafka's registration layout with endpoints and the listener -> security protocol map.
+BROKER_REGISTRATION_VERSION = 4
+
+
+def _endpoint(listener: str, host: str, port: int) -> str:
+    return f"{listener}://[{host}]:{port}" if ":" in host else f"{listener}://{host}:{port}"
+
+
+def _endpoint_port(path: str, endpoint: str) -> tuple[str, int]:
+    """`NAME://host:port` -> (NAME, port); Kafka brackets IPv6 hosts."""
+    listener, separator, address = endpoint.partition("://")
+    _, colon, port = address.rpartition(":")
+    if not separator or not colon:
+        raise ZooKeeperError(f"{path} holds the malformed endpoint {endpoint!r}")
+    try:
+        return listener, int(port)
+    except ValueError:
+        raise ZooKeeperError(f"{path} holds the malformed endpoint {endpoint!r}") from None
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerRegistration:
-    """`/brokers/ids/N` (ephemeral): where a live broker listens."""
+    """`/brokers/ids/N` (ephemeral): where a live broker listens.
+
+    Written in Kafka's layout (version 4: `endpoints` and
+    `listener_security_protocol_map`) so that Kafka's tools reading ZooKeeper find the
+    Kafka listener; `host`/`port` stay the replog listener, which is what replog's own
+    readers use. A registration without endpoints (written before the Kafka listener
+    existed) decodes with kafka_port -1: no Kafka listener.
+    """
 
     broker_id: int
     host: str
     port: int
     timestamp: str = field(default_factory=_timestamp)
+    kafka_port: int = -1  # -1: no Kafka-protocol listener
+    security_protocol: str = "PLAINTEXT"  # of both listeners: they share one security config
+
+    @property
+    def listeners(self) -> dict[str, int]:
+        ports = {REPLOG_LISTENER: self.port}
+        if self.kafka_port >= 0:
+            ports[KAFKA_LISTENER] = self.kafka_port
+        return ports
 
     def encode(self) -> bytes:
         return _dump(
-            {"version": VERSION, "host": self.host, "port": self.port, "timestamp": self.timestamp}
+            {
+                "version": BROKER_REGISTRATION_VERSION,
+                "host": self.host,
+                "port": self.port,
+                "jmx_port": -1,
+                "timestamp": self.timestamp,
+                "endpoints": [
+                    _endpoint(name, self.host, port) for name, port in self.listeners.items()
+                ],
+                "listener_security_protocol_map": {
+                    name: self.security_protocol for name in self.listeners
+                },
+            }
         )
 
     @classmethod
@@ -107,7 +158,17 @@ class BrokerRegistration:
         path = broker_path(broker_id)
         value = _load(data, path)
         try:
-            return cls(broker_id, str(value["host"]), int(value["port"]), str(value["timestamp"]))
+            endpoints = [str(e) for e in value.get("endpoints", [])]
+            protocols = dict(value.get("listener_security_protocol_map", {}))
+            ports = dict(_endpoint_port(path, e) for e in endpoints)
+            return cls(
+                broker_id,
+                str(value["host"]),
+                int(value["port"]),
+                str(value["timestamp"]),
+                kafka_port=ports.get(KAFKA_LISTENER, -1),
+                security_protocol=str(protocols.get(REPLOG_LISTENER, "PLAINTEXT")),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise ZooKeeperError(f"{path} lacks a valid {exc}") from exc
 

@@ -1,0 +1,100 @@
+"""A broker's registration carries both listeners in Kafka's layout, and old ones still decode;
+the Kafka port travels in the controller's requests and the broker's flag."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from brokerd.__main__ import build_parser
+from brokerd.config import BrokerConfig
+from spark_replica.errors import ConfigError, ZooKeeperError
+from spark_replica.launcher import BrokerProcess
+from spark_replica.protocol.controller_requests import (
+    ControllerHeader,
+    LeaderAndIsrRequest,
+    UpdateMetadataRequest,
+)
+from spark_replica.protocol.metadata import BrokerInfo
+from spark_replica.protocol.primitives import Reader, Writer
+from spark_replica.zk import znodes
+
+
+def test_registration_writes_kafka_endpoints_and_protocol_map() -> None:
+    registration = znodes.BrokerRegistration(
+        2, "10.0.0.2", 9092, "17", kafka_port=9093, security_protocol="SASL_SSL"
+    )
+    value = json.loads(registration.encode())
+    assert value["host"] == "10.0.0.2" and value["port"] == 9092
+    assert value["endpoints"] == ["REPLOG://10.0.0.2:9092", "KAFKA://10.0.0.2:9093"]
+    assert value["listener_security_protocol_map"] == {"REPLOG": "SASL_SSL", "KAFKA": "SASL_SSL"}
+    assert value["version"] == 4 and value["jmx_port"] == -1
+    assert znodes.BrokerRegistration.decode(2, registration.encode()) == registration
+
+
+def test_registration_without_kafka_listener_names_only_replog() -> None:
+    registration = znodes.BrokerRegistration(1, "h", 9092, "1")
+    value = json.loads(registration.encode())
+    assert value["endpoints"] == ["REPLOG://h:9092"]
+    assert value["listener_security_protocol_map"] == {"REPLOG": "PLAINTEXT"}
+    assert znodes.BrokerRegistration.decode(1, registration.encode()).kafka_port == -1
+
+
+def test_ipv6_hosts_are_bracketed_and_decode() -> None:
+    registration = znodes.BrokerRegistration(1, "::1", 9092, "1", kafka_port=9093)
+    assert json.loads(registration.encode())["endpoints"][1] == "KAFKA://[::1]:9093"
+    assert znodes.BrokerRegistration.decode(1, registration.encode()) == registration
+
+
+def test_a_registration_from_before_the_kafka_listener_still_decodes() -> None:
+    old = b'{"version":1,"host":"h","port":9092,"timestamp":"5"}'
+    decoded = znodes.BrokerRegistration.decode(4, old)
+    assert decoded == znodes.BrokerRegistration(4, "h", 9092, "5")
+    assert decoded.kafka_port == -1 and decoded.security_protocol == "PLAINTEXT"
+
+
+@pytest.mark.parametrize(
+    "endpoints",
+    ['"KAFKA://h:x"', '["KAFKA:h:1"]', '["KAFKA://h"]', '["KAFKA://h:z"]', "5"],
+)
+def test_malformed_endpoints_are_a_zookeeper_error_naming_the_path(endpoints: str) -> None:
+    data = f'{{"host":"h","port":1,"timestamp":"1","endpoints":{endpoints}}}'.encode()
+    with pytest.raises(ZooKeeperError, match="/brokers/ids/3"):
+        znodes.BrokerRegistration.decode(3, data)
+
+
+def test_controller_requests_carry_the_kafka_port() -> None:
+    header = ControllerHeader(1, 2, 3)
+    brokers = [BrokerInfo(1, "h", 9092, 9093), BrokerInfo(2, "h", 9094)]
+    for request in (
+        UpdateMetadataRequest(header, brokers, []),
+        LeaderAndIsrRequest(header, False, [], brokers),
+    ):
+        writer = Writer()
+        request.write(writer)
+        decoded = type(request).read(Reader(writer.getvalue()))
+        assert decoded == request
+        assert [b.kafka_port for b in brokers] == [9093, -1]
+
+
+def test_kafka_port_flag_and_validation(tmp_path) -> None:
+    args = build_parser().parse_args(
+        ["--broker-id", "1", "--log-dir", str(tmp_path), "--zookeeper", "z", "--kafka-port", "0"]
+    )
+    assert args.kafka_port == 0
+    default = build_parser().parse_args(
+        ["--broker-id", "1", "--log-dir", str(tmp_path), "--zookeeper", "z"]
+    )
+    assert default.kafka_port == -1
+    for bad in (-2, 65536):
+        with pytest.raises(ConfigError, match="kafka port"):
+            BrokerConfig(1, tmp_path, "z", kafka_port=bad)
+
+
+def test_launcher_passes_the_kafka_port(tmp_path) -> None:
+    broker = BrokerProcess(1, 9092, tmp_path, "z", kafka_port=9093)
+    command = broker.command()
+    assert command[command.index("--kafka-port") + 1] == "9093"
+    assert broker.kafka_address == "127.0.0.1:9093"
+    assert BrokerProcess(1, 9092, tmp_path, "z").kafka_address is None
