@@ -1,9 +1,10 @@
 """The cluster directory: where `replog up` records the local cluster it started.
 
 `cluster.json` in the directory names the ZooKeeper connect string, the embedded
-ZooKeeper (if `up` started one), every broker with its address, PID and log dir, and
-the security mode (`security.protocol` in lower case; a file without one is plaintext,
-as every cluster was before there was a choice).
+ZooKeeper (if `up` started one), every broker with its address, Kafka-listener port
+(-1: off; a file from before the Kafka listener has none, and its next `up` picks them),
+PID and log dir, and the security mode (`security.protocol` in lower case; a file
+without one is plaintext, as every cluster was before there was a choice).
 Every other command reads it to find the cluster, so it is written atomically (a
 temporary file renamed over the old one): a reader never sees half a file.
 
@@ -54,10 +55,15 @@ class BrokerEntry:
     port: int
     pid: int | None
     log_dir: str
+    kafka_port: int = -1
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def kafka_address(self) -> str | None:
+        return None if self.kafka_port < 0 else f"{self.host}:{self.kafka_port}"
 
     def running(self) -> bool:
         return self.pid is not None and process_running(
@@ -75,6 +81,7 @@ class ClusterInfo:
     brokers: list[BrokerEntry]
     overrides: dict[str, str] = field(default_factory=dict)
     security: str = PLAINTEXT_MODE
+    kafka: bool = True  # whether the brokers run the Kafka-protocol listener
 
     @property
     def secure(self) -> bool:
@@ -90,6 +97,14 @@ class ClusterInfo:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(b.address for b in sorted(self.brokers, key=lambda b: b.id))
+
+    @property
+    def kafka_bootstrap_servers(self) -> str | None:
+        """The Kafka listeners' addresses, None when the cluster runs without them."""
+        addresses = [b.kafka_address for b in sorted(self.brokers, key=lambda b: b.id)]
+        if not self.kafka or None in addresses:
+            return None
+        return ",".join(a for a in addresses if a is not None)
 
     def processes(self) -> list[RecordedProcess]:
         zk = self.embedded_zookeeper
@@ -142,12 +157,18 @@ def _decode(document: dict[str, Any]) -> ClusterInfo:
         else EmbeddedZooKeeperEntry(int(zk["port"]), str(zk["dir"]), _pid(zk["pid"])),
         brokers=[
             BrokerEntry(
-                int(b["id"]), str(b["host"]), int(b["port"]), _pid(b["pid"]), str(b["log_dir"])
+                int(b["id"]),
+                str(b["host"]),
+                int(b["port"]),
+                _pid(b["pid"]),
+                str(b["log_dir"]),
+                int(b.get("kafka_port", -1)),
             )
             for b in document["brokers"]
         ],
         overrides={str(k): str(v) for k, v in document.get("overrides", {}).items()},
         security=security,
+        kafka=bool(document.get("kafka", True)),
     )
 
 
@@ -203,6 +224,26 @@ def running_bootstrap(directory: Path) -> list[tuple[str, int]]:
             f"the cluster in {directory} is not running: run `replog up --dir {directory}`"
         )
     return running
+
+
+def running_kafka_bootstrap(directory: Path) -> str:
+    """The Kafka listeners of the cluster's running brokers, as `host:port,host:port`."""
+    info = load(directory)
+    if info.kafka_bootstrap_servers is None:
+        raise ConfigError(
+            f"the brokers of the cluster in {directory} run no Kafka listener: "
+            f"run `replog down --dir {directory}` and `replog up --dir {directory} --kafka`"
+        )
+    running = [
+        b.kafka_address
+        for b in sorted(info.brokers, key=lambda b: b.id)
+        if b.kafka_address is not None and b.running()
+    ]
+    if not running:
+        raise ConfigError(
+            f"the cluster in {directory} is not running: run `replog up --dir {directory}`"
+        )
+    return ",".join(running)
 
 
 def process_running(pid: int, argv_marker: Sequence[str]) -> bool:

@@ -6,6 +6,10 @@ directory (see spark_replica.cluster_dir) and returns once every broker is regis
 and a controller is elected. The other commands act on what the directory records, by
 PID: nothing here looks for processes by name.
 
+Every broker also serves Kafka's protocol on a port of its own (`up --no-kafka` turns
+that listener off; `--kafka` turns it back on); the ports are recorded like the replog
+ones, and `status` names them (`--get kafka-bootstrap`, for Kafka clients and tools).
+
 `up --security MODE` makes the cluster secure (spark_replica.security.local_cluster): TLS
 and/or SCRAM on the brokers' listener, ACLs on, ZooKeeper znodes writable by the brokers
 and the admin alone. The mode is recorded, so a later `up` or `broker start` runs the
@@ -71,6 +75,12 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "a secure cluster has a CA, an admin super user and ACLs, and writes "
         "admin.properties (client settings for --command-config) into --dir",
     )
+    up.add_argument(
+        "--kafka",
+        action=argparse.BooleanOptionalAction,
+        help="run the Kafka-protocol listener on every broker (default on, or as recorded "
+        "in --dir)",
+    )
     _add_timeout_option(up, "until every broker is registered and a controller elected")
     _add_dir_option(up)
     up.set_defaults(handler=run_up)
@@ -80,8 +90,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     output.add_argument("--json", action="store_true", help="one JSON document")
     output.add_argument(
         "--get",
-        choices=("bootstrap", "zookeeper"),
-        help="print only the bootstrap servers or the ZooKeeper connect string (for scripts)",
+        choices=("bootstrap", "kafka-bootstrap", "zookeeper"),
+        help="print only the bootstrap servers, the Kafka listeners' bootstrap servers or "
+        "the ZooKeeper connect string (for scripts)",
     )
     _add_dir_option(status)
     status.set_defaults(handler=run_status)
@@ -148,6 +159,8 @@ def run_up(args: argparse.Namespace) -> int:
         info = _plan(args)
         _start(args.dir, info, args.timeout, fresh)
     print(f"Cluster ready: bootstrap servers {info.bootstrap_servers}")
+    if info.kafka_bootstrap_servers is not None:
+        print(f"Kafka clients: bootstrap.servers={info.kafka_bootstrap_servers}")
     if info.secure:
         admin = args.dir / cluster_dir.ADMIN_PROPERTIES
         print(f"Security: {info.security}; admin client properties in {admin}")
@@ -164,12 +177,15 @@ def _plan(args: argparse.Namespace) -> ClusterInfo:
         embedded = None
         if args.zookeeper is None:
             embedded = EmbeddedZooKeeperEntry(free_port(), str(root / "zookeeper"), None)
+        kafka = args.kafka is not False
         brokers = [
-            BrokerEntry(i, HOST, free_port(), None, str(root / f"broker-{i}"))
+            BrokerEntry(
+                i, HOST, free_port(), None, str(root / f"broker-{i}"), free_port() if kafka else -1
+            )
             for i in range(1, count + 1)
         ]
         security = PLAINTEXT_MODE if args.security is None else args.security
-        return ClusterInfo(args.zookeeper or "", embedded, brokers, overrides, security)
+        return ClusterInfo(args.zookeeper or "", embedded, brokers, overrides, security, kafka)
     info = cluster_dir.load(directory)
     running = info.running_processes()
     if running:
@@ -196,9 +212,17 @@ def _plan(args: argparse.Namespace) -> ClusterInfo:
         )
     if args.override:
         info.overrides = overrides
+    if args.kafka is not None:
+        info.kafka = args.kafka
     # Keep the recorded ports where they are still free, so scripted addresses keep working.
     for broker in info.brokers:
         broker.port = _port_if_free(broker.port)
+        if not info.kafka:
+            broker.kafka_port = -1
+        else:
+            broker.kafka_port = (
+                free_port() if broker.kafka_port <= 0 else _port_if_free(broker.kafka_port)
+            )
     if info.embedded_zookeeper is not None:
         info.embedded_zookeeper.port = _port_if_free(info.embedded_zookeeper.port)
     return info
@@ -290,6 +314,7 @@ def _broker_process(directory: Path, info: ClusterInfo, entry: BrokerEntry) -> B
         entry.host,
         info.overrides,
         config_file,
+        entry.kafka_port,
     )
 
 
@@ -359,6 +384,11 @@ def _close(zk: KazooClient) -> None:
 
 def run_status(args: argparse.Namespace) -> int:
     info = cluster_dir.load(args.dir)
+    if args.get == "kafka-bootstrap":
+        if info.kafka_bootstrap_servers is None:
+            raise ConfigError(f"the brokers of the cluster in {args.dir} run no Kafka listener")
+        print(info.kafka_bootstrap_servers)
+        return 0
     if args.get is not None:
         print(info.bootstrap_servers if args.get == "bootstrap" else info.zookeeper)
         return 0
@@ -368,6 +398,7 @@ def run_status(args: argparse.Namespace) -> int:
             "id": b.id,
             "host": b.host,
             "port": b.port,
+            "kafka_port": b.kafka_port,
             "pid": b.pid,
             "alive": b.id in registered and b.running(),
         }
@@ -377,6 +408,7 @@ def run_status(args: argparse.Namespace) -> int:
         document = {
             "zookeeper": info.zookeeper,
             "bootstrap_servers": info.bootstrap_servers,
+            "kafka_bootstrap_servers": info.kafka_bootstrap_servers,
             "controller": controller,
             "brokers": brokers,
         }
@@ -390,6 +422,7 @@ def run_status(args: argparse.Namespace) -> int:
         print(f"ZooKeeper:  {info.zookeeper} (embedded, {state})")
     print(f"Controller: {controller}")
     print(f"Bootstrap:  {info.bootstrap_servers}")
+    print(f"Kafka:      {info.kafka_bootstrap_servers or 'off'}")
     print(f"Security:   {info.security}")
     print(f"{'ID':>4}  {'ADDRESS':<21} {'PID':>8}  ALIVE")
     for b in brokers:

@@ -76,20 +76,34 @@ def test_up_status_kill_start_down_and_up_again(local_cluster: LocalCluster) -> 
     document = status(directory)
     info = cluster_dir.load(directory)
     addresses = [f"127.0.0.1:{b.port}" for b in info.brokers]
+    kafka_addresses = [f"127.0.0.1:{b.kafka_port}" for b in info.brokers]
     assert document == {
         "zookeeper": info.zookeeper,
         "bootstrap_servers": ",".join(addresses),
+        "kafka_bootstrap_servers": ",".join(kafka_addresses),
         "controller": document["controller"],
         "brokers": [
-            {"id": b.id, "host": "127.0.0.1", "port": b.port, "pid": b.pid, "alive": True}
+            {
+                "id": b.id,
+                "host": "127.0.0.1",
+                "port": b.port,
+                "kafka_port": b.kafka_port,
+                "pid": b.pid,
+                "alive": True,
+            }
             for b in info.brokers
         ],
     }
+    assert all(b.kafka_port > 0 for b in info.brokers)
     assert [b.id for b in info.brokers] == [1, 2, 3]
     assert document["controller"] in (1, 2, 3)
     table = replog("status", cwd=cwd)
     assert table.returncode == 0 and b"Controller:" in table.stdout
-    for what, expected in (("bootstrap", ",".join(addresses)), ("zookeeper", info.zookeeper)):
+    for what, expected in (
+        ("bootstrap", ",".join(addresses)),
+        ("kafka-bootstrap", ",".join(kafka_addresses)),
+        ("zookeeper", info.zookeeper),
+    ):
         got = replog("status", "--get", what, cwd=cwd)
         assert got.returncode == 0 and got.stdout.decode().strip() == expected
     twice = replog("up", "--dir", str(directory))

@@ -9,6 +9,7 @@ import pytest
 
 from brokerd.__main__ import build_parser
 from brokerd.config import BrokerConfig
+from spark_replica import cluster_dir
 from spark_replica.errors import ConfigError, ZooKeeperError
 from spark_replica.launcher import BrokerProcess
 from spark_replica.protocol.controller_requests import (
@@ -98,3 +99,28 @@ def test_launcher_passes_the_kafka_port(tmp_path) -> None:
     assert command[command.index("--kafka-port") + 1] == "9093"
     assert broker.kafka_address == "127.0.0.1:9093"
     assert BrokerProcess(1, 9092, tmp_path, "z").kafka_address is None
+
+
+def test_cluster_file_remembers_kafka_ports_and_reads_old_files(tmp_path) -> None:
+    info = cluster_dir.ClusterInfo(
+        "zk:1",
+        None,
+        [
+            cluster_dir.BrokerEntry(2, "h", 9094, None, "b2", kafka_port=9095),
+            cluster_dir.BrokerEntry(1, "h", 9092, None, "b1", kafka_port=9093),
+        ],
+    )
+    cluster_dir.save(tmp_path, info)
+    loaded = cluster_dir.load(tmp_path)
+    assert loaded.kafka_bootstrap_servers == "h:9093,h:9095"
+    loaded.kafka = False
+    assert loaded.kafka_bootstrap_servers is None
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / cluster_dir.CLUSTER_FILE).write_text(
+        '{"zookeeper": "zk:1", "embedded_zookeeper": null, "brokers": '
+        '[{"id": 1, "host": "h", "port": 9092, "pid": null, "log_dir": "b1"}]}'
+    )
+    from_before = cluster_dir.load(old)
+    assert from_before.brokers[0].kafka_port == -1 and from_before.kafka
+    assert from_before.kafka_bootstrap_servers is None
