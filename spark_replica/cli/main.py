@@ -13,6 +13,7 @@ from spark_replica.cli import (
     consume,
     demo,
     elect_leaders,
+    groups,
     produce,
     reassign,
     topics,
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_parser(subparsers)
     users.add_parser(subparsers)
     acls.add_parser(subparsers)
+    groups.add_parser(subparsers)
     return parser
 
 

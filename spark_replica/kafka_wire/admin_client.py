@@ -1,0 +1,414 @@
+"""A small asyncio client of the Kafka protocol, for `replog groups`.
+
+It speaks to the brokers' Kafka listeners with the engine's tables, at fixed versions
+the listener serves (no ApiVersions round: it only talks to replog), one request at a
+time per connection: an operator's tool, not a data path. Group requests go to the
+group's coordinator, found with FindCoordinator and found again after
+NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS until a
+deadline; ListOffsets goes to each partition's leader. Broker errors surface as the
+typed errors of spark_replica.errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import ssl
+import time
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from spark_replica.errors import (
+    ConfigError,
+    ConnectionLostError,
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    NotCoordinatorError,
+    ProtocolError,
+    SaslAuthenticationFailedError,
+    TimeoutExpiredError,
+    UnsupportedSaslMechanismError,
+    error_for_code,
+    raise_for_code,
+)
+from spark_replica.kafka_wire.headers import SIZE, decode_response, encode_request
+from spark_replica.kafka_wire.schema import Data
+from spark_replica.security.scram import MECHANISMS, ScramClient, plain_message
+from spark_replica.security.settings import SecurityConfig
+from spark_replica.topics import TopicPartition
+
+T = TypeVar("T")
+
+# api key -> the version this client sends (served by the listener; not flexible where
+# a lower version says all the tool needs).
+METADATA = (3, 8)
+OFFSET_COMMIT = (8, 7)
+OFFSET_FETCH = (9, 5)
+LIST_OFFSETS = (2, 5)
+FIND_COORDINATOR = (10, 2)
+DESCRIBE_GROUPS = (15, 4)
+LIST_GROUPS = (16, 2)
+SASL_HANDSHAKE = (17, 1)
+SASL_AUTHENTICATE = (36, 1)
+DELETE_GROUPS = (42, 1)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+GROUP_KEY_TYPE = 0
+DEFAULT_TIMEOUT_S = 30.0
+RETRY_BACKOFF_S = 0.2
+MAX_RESPONSE_BYTES = 100 * 1024 * 1024
+
+Address = tuple[str, int]
+# The answers of a coordinator that moved or is loading: find it again and retry.
+_COORDINATOR_ERRORS = (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    NotCoordinatorError,
+)
+
+
+def parse_bootstrap_servers(text: str) -> list[Address]:
+    """`host:port,host:port` (Kafka's bootstrap.servers) as addresses."""
+    addresses = []
+    for item in text.split(","):
+        host, colon, port = item.strip().rpartition(":")
+        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(f"bootstrap server {item.strip()!r} is not host:port")
+        addresses.append((host.strip("[]"), int(port)))
+    return addresses
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMember:
+    member_id: str
+    client_id: str
+    host: str
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[GroupMember] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+
+
+class KafkaConnection:
+    """One connection to one broker's Kafka listener; requests are sent one at a time."""
+
+    def __init__(
+        self, address: Address, security: SecurityConfig, client_id: str, timeout_s: float
+    ) -> None:
+        self.address = address
+        self.security = security
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self._correlation_ids = itertools.count(1)
+        self._lock = asyncio.Lock()
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.address[0]}:{self.address[1]}"
+
+    async def connect(self) -> None:
+        context: ssl.SSLContext | None = self.security.client_ssl_context()
+        try:
+            self._reader, self._writer = await asyncio.wait_for(
+                asyncio.open_connection(*self.address, ssl=context), self.timeout_s
+            )
+        except (OSError, TimeoutError) as exc:
+            raise ConnectionLostError(f"cannot connect to {self.name}: {exc}") from exc
+        if self.security.uses_sasl:
+            await self._sasl_login()
+
+    async def call(self, api: tuple[int, int], body: Any) -> Data:
+        """Send one request and return its decoded response body."""
+        api_key, version = api
+        async with self._lock:
+            if self._reader is None or self._writer is None:
+                raise ConnectionLostError(f"connection to {self.name} is closed")
+            correlation_id = next(self._correlation_ids)
+            frame = encode_request(api_key, version, correlation_id, self.client_id, body)
+            try:
+                self._writer.writelines(frame)
+                await self._writer.drain()
+                payload = await asyncio.wait_for(self._read_frame(), self.timeout_s)
+            except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
+                await self.close()
+                raise ConnectionLostError(f"lost connection to {self.name}: {exc!r}") from exc
+        answered, response = decode_response(api_key, version, payload)
+        if answered != correlation_id:
+            await self.close()
+            raise ProtocolError(
+                f"{self.name} answered correlation id {answered}, expected {correlation_id}"
+            )
+        return response
+
+    async def _read_frame(self) -> bytes:
+        assert self._reader is not None
+        (size,) = SIZE.unpack(await self._reader.readexactly(SIZE.size))
+        if not 0 <= size <= MAX_RESPONSE_BYTES:
+            raise ProtocolError(f"{self.name} sent a response frame of {size} bytes")
+        return await self._reader.readexactly(size)
+
+    async def _sasl_login(self) -> None:
+        mechanism = self.security.sasl_mechanism
+        handshake = await self.call(SASL_HANDSHAKE, Data(mechanism=mechanism))
+        if handshake.error_code:
+            raise UnsupportedSaslMechanismError(
+                f"{self.name} does not enable {mechanism} (it offers {handshake.mechanisms})"
+            )
+        username, password = self.security.username or "", self.security.password or ""
+        if mechanism == "PLAIN":
+            await self._authenticate(plain_message(username, password))
+            return
+        if mechanism not in MECHANISMS:
+            raise UnsupportedSaslMechanismError(f"SASL mechanism {mechanism} is not supported")
+        client = ScramClient(mechanism, username, password)
+        first = await self._authenticate(client.first_message())
+        client.verify_server_final(await self._authenticate(client.final_message(first)))
+
+    async def _authenticate(self, auth_bytes: bytes) -> bytes:
+        answer = await self.call(SASL_AUTHENTICATE, Data(auth_bytes=auth_bytes))
+        if answer.error_code:
+            raise SaslAuthenticationFailedError(
+                f"authentication with {self.name} failed: {answer.error_message}"
+            )
+        return bytes(answer.auth_bytes)
+
+    async def close(self) -> None:
+        writer, self._writer, self._reader = self._writer, None, None
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(OSError, ssl.SSLError):
+                await writer.wait_closed()
+
+
+class KafkaAdminClient:
+    """Metadata, groups and offsets through the Kafka listeners of a replog cluster."""
+
+    def __init__(
+        self,
+        bootstrap: list[Address],
+        security: SecurityConfig | None = None,
+        client_id: str = "replog-cli",
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.security = security or SecurityConfig()
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self._connections: dict[Address, KafkaConnection] = {}
+        self.brokers: dict[int, Address] = {}
+
+    async def __aenter__(self) -> KafkaAdminClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        connections, self._connections = self._connections, {}
+        for connection in connections.values():
+            await connection.close()
+
+    async def _connection(self, address: Address) -> KafkaConnection:
+        connection = self._connections.get(address)
+        if connection is None:
+            connection = KafkaConnection(address, self.security, self.client_id, self.timeout_s)
+            await connection.connect()
+            self._connections[address] = connection
+        return connection
+
+    async def _call_any(self, api: tuple[int, int], body: Any) -> Data:
+        """Ask the bootstrap servers (then known brokers) in turn until one answers."""
+        failures = []
+        for address in [*self.bootstrap, *self.brokers.values()]:
+            try:
+                return await (await self._connection(address)).call(api, body)
+            except ConnectionLostError as exc:
+                self._connections.pop(address, None)
+                failures.append(str(exc))
+        raise ConnectionLostError("no Kafka listener answered: " + "; ".join(failures))
+
+    async def _call(self, broker_id: int, api: tuple[int, int], body: Any) -> Data:
+        if broker_id not in self.brokers:
+            await self.metadata([])
+        address = self.brokers.get(broker_id)
+        if address is None:
+            raise ConnectionLostError(f"broker {broker_id} is not in the cluster's metadata")
+        try:
+            return await (await self._connection(address)).call(api, body)
+        except ConnectionLostError:
+            self._connections.pop(address, None)
+            raise
+
+    async def metadata(self, topics: list[str] | None) -> dict[str, dict[int, int]]:
+        """Leader per partition of `topics` (None: every topic); learns the brokers."""
+        requested = None if topics is None else [Data(name=t) for t in topics]
+        answer = await self._call_any(
+            METADATA, Data(topics=requested, allow_auto_topic_creation=False)
+        )
+        self.brokers = {b.node_id: (b.host, b.port) for b in answer.brokers}
+        leaders: dict[str, dict[int, int]] = {}
+        for topic in answer.topics:
+            raise_for_code(topic.error_code, f"topic {topic.name}")
+            leaders[topic.name] = {p.partition_index: p.leader_id for p in topic.partitions}
+        return leaders
+
+    async def find_coordinator(self, group: str) -> int:
+        answer = await self._call_any(FIND_COORDINATOR, Data(key=group, key_type=GROUP_KEY_TYPE))
+        raise_for_code(answer.error_code, answer.error_message or f"group {group}")
+        self.brokers[answer.node_id] = (answer.host, answer.port)
+        return int(answer.node_id)
+
+    async def _with_coordinator(self, group: str, request: Callable[[int], Awaitable[T]]) -> T:
+        """Run `request` against the group's coordinator, finding it again while it moves
+        or loads, until the deadline."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                return await request(await self.find_coordinator(group))
+            except (ConnectionLostError, *_COORDINATOR_ERRORS) as exc:
+                if time.monotonic() > deadline:
+                    raise TimeoutExpiredError(
+                        f"no coordinator of group {group!r} answered within "
+                        f"{self.timeout_s:.0f} s: {exc}"
+                    ) from exc
+                await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def list_groups(self) -> list[GroupListing]:
+        """Every group known to any broker: each coordinator lists only its own."""
+        await self.metadata([])
+        found: dict[str, GroupListing] = {}
+        for broker_id in sorted(self.brokers):
+            answer = await self._call(broker_id, LIST_GROUPS, Data())
+            raise_for_code(answer.error_code, f"listing groups on broker {broker_id}")
+            for group in answer.groups:
+                found[group.group_id] = GroupListing(group.group_id, group.protocol_type)
+        return [found[g] for g in sorted(found)]
+
+    async def describe_group(self, group: str) -> GroupDescription:
+        async def describe(coordinator: int) -> GroupDescription:
+            answer = await self._call(coordinator, DESCRIBE_GROUPS, Data(groups=[group]))
+            (described,) = answer.groups
+            raise_for_code(described.error_code, f"group {group!r}")
+            members = [
+                GroupMember(m.member_id, m.client_id, m.client_host, bytes(m.member_assignment))
+                for m in described.members
+            ]
+            return GroupDescription(
+                described.group_id,
+                described.group_state,
+                described.protocol_type,
+                described.protocol_data,
+                members,
+            )
+
+        return await self._with_coordinator(group, describe)
+
+    async def committed_offsets(self, group: str) -> dict[TopicPartition, int]:
+        """Every committed offset of the group (partitions without one are left out)."""
+
+        async def fetch(coordinator: int) -> dict[TopicPartition, int]:
+            answer = await self._call(coordinator, OFFSET_FETCH, Data(group_id=group, topics=None))
+            raise_for_code(answer.error_code, f"group {group!r}")
+            offsets = {}
+            for topic in answer.topics:
+                for p in topic.partitions:
+                    raise_for_code(p.error_code, f"{topic.name}-{p.partition_index}")
+                    if p.committed_offset >= 0:
+                        offsets[TopicPartition(topic.name, p.partition_index)] = p.committed_offset
+            return offsets
+
+        return await self._with_coordinator(group, fetch)
+
+    async def commit_offsets(self, group: str, offsets: dict[TopicPartition, int]) -> None:
+        """Commit as an admin does: generation -1, no member id (the group must be empty)."""
+        topics = [
+            Data(
+                name=topic,
+                partitions=[
+                    Data(
+                        partition_index=tp.partition, committed_offset=offset, committed_metadata=""
+                    )
+                    for tp, offset in sorted(items)
+                ],
+            )
+            for topic, items in _by_topic(offsets.items()).items()
+        ]
+        body = Data(group_id=group, generation_id=-1, member_id="", topics=topics)
+
+        async def commit(coordinator: int) -> None:
+            answer = await self._call(coordinator, OFFSET_COMMIT, body)
+            errors = [
+                (f"{topic.name}-{p.partition_index}", p.error_code)
+                for topic in answer.topics
+                for p in topic.partitions
+                if p.error_code
+            ]
+            for where, code in errors:
+                raise error_for_code(code, f"committing {where} for group {group!r}")
+
+        await self._with_coordinator(group, commit)
+
+    async def delete_group(self, group: str) -> None:
+        async def delete(coordinator: int) -> None:
+            answer = await self._call(coordinator, DELETE_GROUPS, Data(groups_names=[group]))
+            for result in answer.results:
+                raise_for_code(result.error_code, f"group {group!r}")
+
+        await self._with_coordinator(group, delete)
+
+    async def list_offsets(
+        self, partitions: Iterable[TopicPartition], timestamp: int
+    ) -> dict[TopicPartition, int]:
+        """The offset per partition at `timestamp` (-2 earliest, -1 latest: the high
+        watermark, as consumers see it), asked of each leader; -1 where no record is at or
+        after the timestamp. Partitions whose leader is unknown are left out."""
+        wanted = list(partitions)
+        leaders = await self.metadata(sorted({tp.topic for tp in wanted}))
+        per_leader: dict[int, list[TopicPartition]] = defaultdict(list)
+        for tp in wanted:
+            leader = leaders.get(tp.topic, {}).get(tp.partition, -1)
+            if leader >= 0:
+                per_leader[leader].append(tp)
+        offsets: dict[TopicPartition, int] = {}
+        for leader, owned in per_leader.items():
+            topics = [
+                Data(
+                    name=topic,
+                    partitions=[
+                        Data(partition_index=tp.partition, timestamp=timestamp) for tp, _ in items
+                    ],
+                )
+                for topic, items in _by_topic((tp, None) for tp in owned).items()
+            ]
+            body = Data(replica_id=-1, isolation_level=0, topics=topics)
+            answer = await self._call(leader, LIST_OFFSETS, body)
+            for topic in answer.topics:
+                for p in topic.partitions:
+                    raise_for_code(p.error_code, f"{topic.name}-{p.partition_index}")
+                    offsets[TopicPartition(topic.name, p.partition_index)] = p.offset
+        return offsets
+
+
+def _by_topic(items: Iterable[tuple[TopicPartition, Any]]) -> dict[str, list[Any]]:
+    grouped: dict[str, list[Any]] = defaultdict(list)
+    for tp, value in items:
+        grouped[tp.topic].append((tp, value))
+    return grouped
