@@ -6,17 +6,10 @@ ApiVersions advertises what the codec can read and write and nothing else.
 
 from __future__ import annotations
 
-from importlib import import_module
-from importlib.util import find_spec
-from types import ModuleType
-
-from spark_replica.kafka_wire.messages import admin, core, sasl
+from spark_replica.kafka_wire.messages import admin, core, groups, sasl
 from spark_replica.kafka_wire.schema import Message
 
-_GROUPS = "spark_replica.kafka_wire.messages.groups"
-_MODULES: list[ModuleType] = [core, admin, sasl]
-if find_spec(_GROUPS) is not None:
-    _MODULES.append(import_module(_GROUPS))
+_MODULES = [core, admin, sasl, groups]
 
 REQUESTS: dict[int, Message] = {m.api_key: m for module in _MODULES for m in module.REQUESTS}
 RESPONSES: dict[int, Message] = {m.api_key: m for module in _MODULES for m in module.RESPONSES}
