@@ -1,11 +1,12 @@
 """One broker process: start-up, periodic housekeeping, and a clean shutdown.
 
-Start-up order matters: logs are recovered before the listener opens, and the listener
-is bound before the broker registers in ZooKeeper, so that nobody is routed to a broker
-that cannot answer. Then the controller elector starts; whichever broker wins tells
-this one, through LeaderAndIsr, what to lead and what to follow. Shutdown runs the other
-way: stop the controller and the fetchers, deregister, stop serving, then flush every
-log and write the HW checkpoint.
+Start-up order matters: logs are recovered before the listeners open (replog's, and
+Kafka's when kafka_port is not -1), and both are bound before the broker registers in
+ZooKeeper with both ports, so that nobody is routed to a broker that cannot answer.
+Then the controller elector starts; whichever broker wins tells this one, through
+LeaderAndIsr, what to lead and what to follow. Shutdown runs the other way: stop the
+controller and the fetchers, deregister, stop the group coordinator (members move to
+the next one), stop serving, then flush every log and write the HW checkpoint.
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from brokerd.api import BrokerContext
 from brokerd.config import BrokerConfig
 from brokerd.controller.controller import Controller, RebalanceSettings
 from brokerd.controller.zk_store import current_controller
+from brokerd.groups.coordinator import GroupCoordinator
 from brokerd.isr_writer import IsrWriter
+from brokerd.kafka.dispatch import KafkaDispatch
 from brokerd.replica_fetcher import ReplicaFetcherManager
 from brokerd.replica_manager import ReplicaManager
 from brokerd.replog_dispatch import ReplogDispatch
@@ -66,6 +69,16 @@ class Broker:
             config.max_frame_bytes,
             ReplogDispatch(self.ctx, self.logins),
         )
+        self.kafka_server: RequestServer | None = None
+        if config.kafka_port != -1:
+            self.kafka_server = RequestServer(
+                self.ctx,
+                config.host,
+                config.kafka_port,
+                config.max_frame_bytes,
+                KafkaDispatch(self.ctx, self.logins),
+            )
+            self.ctx.groups = GroupCoordinator(self.ctx)
         self.stopping = asyncio.Event()
         self._zk: ZooKeeperSync | None = None
         self._controller: Controller | None = None
@@ -78,8 +91,13 @@ class Broker:
     async def start(self) -> None:
         self.replicas.load_local_logs(now_ms())
         port = await self.server.start()
+        kafka_port = -1 if self.kafka_server is None else await self.kafka_server.start()
         self.ctx.registration = znodes.BrokerRegistration(
-            self.config.broker_id, self.config.host, port
+            self.config.broker_id,
+            self.config.host,
+            port,
+            kafka_port=kafka_port,
+            security_protocol=self.config.security.protocol,
         )
         self._zk = ZooKeeperSync(
             self.config.zookeeper,
@@ -92,6 +110,8 @@ class Broker:
         )
         zk = await self._zk.connect()
         self.ctx.zk = zk
+        if self.ctx.groups is not None:
+            await self.ctx.groups.start()
         if self.ctx.authorizer is not None:
             self._acl_watcher = AclChangeWatcher(zk, self._reload_acls)
             await asyncio.to_thread(self._acl_watcher.start)
@@ -127,7 +147,13 @@ class Broker:
                 lambda: self.replicas.expire_producers(now_ms()),
             ),
         ]
-        logger.info("broker %d serving on %s:%d", self.config.broker_id, self.config.host, port)
+        logger.info(
+            "broker %d serving on %s:%d (Kafka protocol: %s)",
+            self.config.broker_id,
+            self.config.host,
+            port,
+            "off" if kafka_port == -1 else kafka_port,
+        )
 
     def _reload_acls(self) -> None:
         """Read every ACL again (from kazoo's thread, after a change notification)."""
@@ -216,7 +242,9 @@ class Broker:
             ("ISR writer", self.ctx.isr_writer.stop() if self.ctx.isr_writer else None),
             ("topic configs", self._topic_configs.stop() if self._topic_configs else None),
             ("ZooKeeper session", self._zk.stop() if self._zk else None),
+            ("group coordinator", self.ctx.groups.stop() if self.ctx.groups else None),
             ("listener", self.server.close()),
+            ("Kafka listener", self.kafka_server.close() if self.kafka_server else None),
         ]
         for name, step in steps:
             if step is None:

@@ -1,0 +1,120 @@
+"""Kafka's Fetch: the same partitions and long poll as replog's, answered in v2 batches.
+
+Reads are replog's (whole batches below the HW, from the batch holding the fetch
+offset; brokerd/api/fetch.py waits for min_bytes or max_wait); each stored batch is
+converted to a Kafka batch with the same base offset, leader epoch, producer fields and
+timestamps, through a cache of converted batches (fetch_cache.py) that every consumer of
+this broker shares. One cache per process: a process is one broker.
+
+There are no transactions, so read_committed and read_uncommitted read the same, the
+last stable offset is the HW and no transaction is ever aborted. There are no fetch
+sessions either: every fetch names its partitions and gets session id 0, which Kafka's
+clients take as "full fetches from now on". Replicas fetch over the replog listener,
+never here: a fetch with a replica id is refused.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from brokerd.api.context import BrokerContext
+from brokerd.api.fetch import FETCH_MAX_BYTES, long_poll
+from brokerd.kafka.authorization import authorize_topic, topic_denied
+from brokerd.kafka.fetch_cache import BatchKey, FetchCache
+from brokerd.kafka.partitions import serve_partition
+from brokerd.kafka.request import KafkaRequest
+from brokerd.partition import Partition
+from spark_replica.errors import BrokerResponseError, InvalidFetchSizeError, InvalidRequestError
+from spark_replica.kafka_wire.convert import replog_batch_to_kafka
+from spark_replica.kafka_wire.schema import Data
+from spark_replica.records import iter_batches
+from spark_replica.security.acl import Operation
+from spark_replica.topics import TopicPartition
+
+CONSUMER_REPLICA_ID = -1
+FETCH_CACHE = FetchCache()
+
+
+async def handle_fetch(ctx: BrokerContext, request: KafkaRequest) -> Data:
+    body = request.body
+    denied: dict[str, BrokerResponseError | None] = {}
+    for topic in body.topics:
+        if body.replica_id != CONSUMER_REPLICA_ID:
+            denied[topic.topic] = InvalidRequestError(
+                f"replica {body.replica_id} fetches on the Kafka listener; replicas fetch "
+                "over the replog listener"
+            )
+        elif not authorize_topic(ctx, request, Operation.READ, topic.topic):
+            denied[topic.topic] = topic_denied(request, Operation.READ, topic.topic)
+        else:
+            denied[topic.topic] = None
+    read_all = functools.partial(_read_all, ctx, body, denied, FETCH_CACHE)
+    return await long_poll(read_all, body.max_wait_ms, body.min_bytes)
+
+
+def _read_all(
+    ctx: BrokerContext,
+    body: Data,
+    denied: dict[str, BrokerResponseError | None],
+    cache: FetchCache,
+) -> tuple[Data, int, list[Partition]]:
+    """Read every requested partition once; also the stored bytes read and what to watch."""
+    remaining = min(body.max_bytes, FETCH_MAX_BYTES)
+    total = 0
+    watched: list[Partition] = []
+    responses = []
+    for topic in body.topics:
+        results = []
+        for entry in topic.partitions:
+            result = Data(
+                partition_index=entry.partition,
+                error_code=0,
+                high_watermark=-1,
+                last_stable_offset=-1,
+                log_start_offset=-1,
+                aborted_transactions=[],
+                preferred_read_replica=-1,
+                records=None,
+            )
+
+            def serve(tp: TopicPartition, entry: Data = entry, result: Data = result) -> None:
+                nonlocal remaining, total
+                if body.max_bytes <= 0 or entry.partition_max_bytes <= 0:
+                    raise InvalidFetchSizeError(
+                        f"max_bytes must be positive (request {body.max_bytes}, "
+                        f"partition {entry.partition_max_bytes})"
+                    )
+                partition = ctx.replicas.get_partition(tp)
+                stored = b""
+                if remaining > 0:
+                    stored = partition.read(
+                        entry.fetch_offset,
+                        min(entry.partition_max_bytes, remaining),
+                        current_leader_epoch=entry.current_leader_epoch,
+                        for_replica=False,
+                    )
+                else:
+                    partition.require_leader()
+                    partition.check_leader_epoch(entry.current_leader_epoch)
+                remaining -= len(stored)
+                total += len(stored)
+                result.records = _converted(cache, tp, stored)
+                result.high_watermark = partition.high_watermark
+                result.last_stable_offset = partition.high_watermark
+                result.log_start_offset = partition.log.log_start_offset
+                watched.append(partition)
+
+            serve_partition(topic.topic, entry.partition, result, denied[topic.topic], serve)
+            results.append(result)
+        responses.append(Data(topic=topic.topic, partitions=results))
+    response = Data(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
+    return response, total, watched
+
+
+def _converted(cache: FetchCache, tp: TopicPartition, stored: bytes) -> list[bytes]:
+    """Stored batches as Kafka batches, written by reference one after the other."""
+    converted = []
+    for header, batch in iter_batches(stored):
+        key = BatchKey(tp.topic, tp.partition, header.base_offset, header.leader_epoch, header.crc)
+        converted.append(cache.get_or_convert(key, functools.partial(replog_batch_to_kafka, batch)))
+    return converted

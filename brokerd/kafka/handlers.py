@@ -1,0 +1,29 @@
+"""The data and admin APIs of the Kafka listener, by api key (groups are brokerd/groups)."""
+
+from __future__ import annotations
+
+from brokerd.kafka.configs import handle_describe_configs
+from brokerd.kafka.fetch import handle_fetch
+from brokerd.kafka.metadata import handle_metadata
+from brokerd.kafka.offsets import handle_list_offsets, handle_offset_for_leader_epoch
+from brokerd.kafka.produce import handle_produce
+from brokerd.kafka.producer_id import handle_init_producer_id
+from brokerd.kafka.request import KafkaHandler
+from brokerd.kafka.topic_admin import (
+    handle_create_partitions,
+    handle_create_topics,
+    handle_delete_topics,
+)
+
+DATA_HANDLERS: dict[int, KafkaHandler] = {
+    0: handle_produce,
+    1: handle_fetch,
+    2: handle_list_offsets,
+    3: handle_metadata,
+    19: handle_create_topics,
+    20: handle_delete_topics,
+    22: handle_init_producer_id,
+    23: handle_offset_for_leader_epoch,
+    32: handle_describe_configs,
+    37: handle_create_partitions,
+}

@@ -1,0 +1,38 @@
+"""Kafka's InitProducerId: replog's producer ids, for idempotent producers only.
+
+The ids come from the same allocator as the replog listener's (brokerd/api/
+init_producer_id.py), so both kinds of producers share one id space and one producer
+state per partition. Transactions are not served: a transactional id is refused with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED and a message naming transactions, which Kafka's
+clients report as a fatal error of the transactional producer (an id that authorizes
+nothing), rather than one they would retry.
+"""
+
+from __future__ import annotations
+
+from brokerd.api.context import BrokerContext
+from brokerd.api.init_producer_id import handle_init_producer_id as allocate
+from brokerd.kafka.partitions import SERVING_ERRORS
+from brokerd.kafka.request import KafkaRequest
+from spark_replica.errors import TransactionalIdAuthorizationFailedError, code_of
+from spark_replica.kafka_wire.schema import Data
+from spark_replica.protocol.init_producer_id import InitProducerIdRequest
+
+
+async def handle_init_producer_id(ctx: BrokerContext, request: KafkaRequest) -> Data:
+    body = request.body
+    answer = Data(throttle_time_ms=0, error_code=0, producer_id=-1, producer_epoch=-1)
+    if body.transactional_id is not None:
+        answer.error_code = TransactionalIdAuthorizationFailedError.code
+        return answer
+    try:
+        allocated = await allocate(
+            ctx,
+            InitProducerIdRequest(producer_id=body.producer_id, producer_epoch=body.producer_epoch),
+        )
+    except SERVING_ERRORS as exc:
+        answer.error_code = code_of(exc)
+        return answer
+    answer.producer_id = allocated.producer_id
+    answer.producer_epoch = allocated.producer_epoch
+    return answer
