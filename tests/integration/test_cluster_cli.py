@@ -106,6 +106,8 @@ def test_up_status_kill_start_down_and_up_again(local_cluster: LocalCluster) -> 
     ):
         got = replog("status", "--get", what, cwd=cwd)
         assert got.returncode == 0 and got.stdout.decode().strip() == expected
+    no_groups = replog("groups", "list", cwd=cwd)
+    assert no_groups.returncode == 0 and no_groups.stdout == b"", no_groups.stderr
     twice = replog("up", "--dir", str(directory))
     assert twice.returncode == 2 and b"still running" in twice.stderr
 
