@@ -61,6 +61,11 @@ _INTERVAL_KEYS = {
     "queued.max.request.bytes": "queued_max_request_bytes",
     "connections.max.idle.ms": "connections_max_idle_ms",
     "socket.request.read.timeout.ms": "socket_request_read_timeout_ms",
+    "group.min.session.timeout.ms": "group_min_session_timeout_ms",
+    "group.max.session.timeout.ms": "group_max_session_timeout_ms",
+    "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
+    "group.max.size": "group_max_size",
+    "offset.metadata.max.bytes": "offset_metadata_max_bytes",
 }
 
 _BOOLEAN_KEYS = {
@@ -104,6 +109,13 @@ class BrokerConfig:
     # replog's own (Kafka has none): how long a request's bytes may take to arrive once
     # its first byte has, so that a sender trickling bytes cannot hold a connection.
     socket_request_read_timeout_ms: int = 30_000
+    # Consumer groups, with Kafka's defaults except the initial rebalance delay (Kafka's
+    # is 3 s): a new group waits this long for more members before its first generation.
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 300
+    group_max_size: int = 2**31 - 1
+    offset_metadata_max_bytes: int = 4096
     security: BrokerSecurity = field(default_factory=BrokerSecurity)
 
     def __post_init__(self) -> None:
@@ -134,6 +146,9 @@ class BrokerConfig:
             "queued_max_request_bytes",
             "connections_max_idle_ms",
             "socket_request_read_timeout_ms",
+            "group_min_session_timeout_ms",
+            "group_max_size",
+            "offset_metadata_max_bytes",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
@@ -142,6 +157,16 @@ class BrokerConfig:
                 f"queued.max.request.bytes={self.queued_max_request_bytes} must be at least "
                 f"socket.request.max.bytes={self.max_frame_bytes}, or the largest request "
                 "could never be read"
+            )
+        if not 0 <= self.group_initial_rebalance_delay_ms <= self.group_max_session_timeout_ms:
+            raise ConfigError(
+                "group.initial.rebalance.delay.ms must be between 0 and "
+                f"group.max.session.timeout.ms, not {self.group_initial_rebalance_delay_ms}"
+            )
+        if self.group_max_session_timeout_ms < self.group_min_session_timeout_ms:
+            raise ConfigError(
+                f"group.max.session.timeout.ms={self.group_max_session_timeout_ms} must be at "
+                f"least group.min.session.timeout.ms={self.group_min_session_timeout_ms}"
             )
         if not 0 <= self.leader_imbalance_per_broker_percentage <= 100:
             raise ConfigError(

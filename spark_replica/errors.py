@@ -423,6 +423,12 @@ class NotCoordinatorError(BrokerResponseError):
     retriable = True
 
 
+class OffsetMetadataTooLargeError(BrokerResponseError):
+    """The metadata committed with an offset is over offset.metadata.max.bytes."""
+
+    code = 12
+
+
 class IllegalGenerationError(BrokerResponseError):
     """The member's generation is not the group's: the group rebalanced; rejoin."""
 
@@ -558,6 +564,7 @@ _BY_CODE: dict[int, type[BrokerResponseError]] = {
         CoordinatorLoadInProgressError,
         CoordinatorNotAvailableError,
         NotCoordinatorError,
+        OffsetMetadataTooLargeError,
         IllegalGenerationError,
         InconsistentGroupProtocolError,
         InvalidGroupIdError,

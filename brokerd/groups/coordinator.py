@@ -1,19 +1,401 @@
-"""The group coordinator of one broker."""
+"""The group coordinator of one broker: membership state machines driven by the loop's
+clock, and committed offsets kept in ZooKeeper.
+
+Owned by the broker's event loop: every group's `Group` (brokerd/groups/membership.py),
+its waiting JoinGroup/SyncGroup futures and its timer live here and are touched only
+on the loop. ZooKeeper calls run on worker threads (asyncio.to_thread); one lock per
+group keeps its commits in the order they were answered.
+
+Which groups this broker coordinates follows the metadata cache (coordinator_choice):
+whenever the controller's UpdateMetadata moves a group elsewhere, the group is dropped
+here and its waiting requests are answered NOT_COORDINATOR, so its members find the new
+coordinator and rejoin there.
+
+Committed offsets are not cached: OffsetFetch reads ZooKeeper. A coordinator that lost
+a group and got it back may otherwise answer offsets another coordinator has since
+overwritten; fetches come once per assignment, so the read is cheap where it matters.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
+
+from brokerd.groups.coordinator_choice import coordinator_for
+from brokerd.groups.membership import (
+    ErrorType,
+    Group,
+    GroupLimits,
+    GroupState,
+    JoinRequest,
+    JoinResult,
+    Replies,
+    SyncResult,
+)
+from spark_replica.errors import (
+    CoordinatorNotAvailableError,
+    GroupIdNotFoundError,
+    InvalidGroupIdError,
+    InvalidSessionTimeoutError,
+    NonEmptyGroupError,
+    NotCoordinatorError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
+from spark_replica.protocol.metadata import BrokerInfo
+from spark_replica.topics import TopicPartition
+from spark_replica.zk import group_store
+from spark_replica.zk.group_store import CommittedOffset
 
 if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+
     from brokerd.api.context import BrokerContext
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class MemberSummary:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """What DescribeGroups answers: protocol and member details only once Stable."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol_name: str
+    members: list[MemberSummary] = field(default_factory=list)
+
+
+@dataclass
+class _Entry:
+    group: Group
+    join_waiters: dict[str, asyncio.Future[JoinResult]] = field(default_factory=dict)
+    sync_waiters: dict[str, asyncio.Future[SyncResult]] = field(default_factory=dict)
+    timer: asyncio.TimerHandle | None = None
+    commit_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
 
 class GroupCoordinator:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
+        self._groups: dict[str, _Entry] = {}
+        self._running = False
+        # The metadata cache's broker map when ownership was last checked: a new map
+        # means an UpdateMetadata arrived and groups may have moved.
+        self._seen_brokers: object = None
 
     async def start(self) -> None:
         """Begin serving the groups this broker coordinates."""
+        self._running = True
 
     async def stop(self) -> None:
         """Stop every group's timers; members find the next coordinator."""
+        self._running = False
+        for group_id in list(self._groups):
+            self._drop(group_id)
+
+    # -- where groups live ---------------------------------------------------------
+
+    @property
+    def _limits(self) -> GroupLimits:
+        config = self.ctx.config
+        return GroupLimits(
+            max_size=config.group_max_size,
+            initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+        )
+
+    def _live_brokers(self) -> dict[int, BrokerInfo]:
+        """Brokers a Kafka client can reach: live, with a Kafka listener; this one too."""
+        brokers = {b.broker_id: b for b in self.ctx.metadata.brokers.values() if b.kafka_port >= 0}
+        own = self.ctx.registration
+        if own is not None and own.kafka_port >= 0:
+            brokers[own.broker_id] = BrokerInfo(own.broker_id, own.host, own.port, own.kafka_port)
+        return brokers
+
+    def coordinator(self, group_id: str) -> BrokerInfo:
+        """The broker coordinating the group; CoordinatorNotAvailable if none can."""
+        brokers = self._live_brokers()
+        chosen = coordinator_for(group_id, brokers)
+        if chosen is None or not self._running:
+            raise CoordinatorNotAvailableError(f"no broker can coordinate group {group_id!r} now")
+        return brokers[chosen]
+
+    def _is_mine(self, group_id: str) -> bool:
+        own = self.ctx.registration
+        brokers = self._live_brokers()
+        return own is not None and coordinator_for(group_id, brokers) == own.broker_id
+
+    def _zk(self) -> KazooClient:
+        if self.ctx.zk is None:
+            raise CoordinatorNotAvailableError("the coordinator has no ZooKeeper session yet")
+        return self.ctx.zk
+
+    def _check(self, group_id: str) -> None:
+        """Raise unless this broker may serve the group now."""
+        if not group_id:
+            raise InvalidGroupIdError("the group id is empty")
+        if not self._running or self.ctx.registration is None:
+            raise CoordinatorNotAvailableError("the group coordinator is not running")
+        self._forget_moved_groups()
+        if not self._is_mine(group_id):
+            raise NotCoordinatorError(
+                f"broker {self.ctx.registration.broker_id} does not coordinate group {group_id!r}"
+            )
+
+    def _forget_moved_groups(self) -> None:
+        brokers = self.ctx.metadata.brokers
+        if brokers is self._seen_brokers:
+            return
+        self._seen_brokers = brokers
+        for group_id in [g for g in self._groups if not self._is_mine(g)]:
+            self._drop(group_id)
+
+    def _drop(self, group_id: str) -> None:
+        entry = self._groups.pop(group_id)
+        if entry.timer is not None:
+            entry.timer.cancel()
+        self._deliver(entry, entry.group.abandon())
+        for waiters in (entry.join_waiters, entry.sync_waiters):
+            for future in waiters.values():
+                if not future.done():
+                    future.set_exception(NotCoordinatorError("the coordinator moved"))
+            waiters.clear()
+
+    def _entry(self, group_id: str, *, create: bool) -> _Entry | None:
+        entry = self._groups.get(group_id)
+        if entry is None and create:
+            entry = self._groups[group_id] = _Entry(Group(group_id, self._limits))
+        return entry
+
+    # -- time and delivery -------------------------------------------------------------
+
+    @staticmethod
+    def _now_ms() -> float:
+        return time.monotonic() * 1000.0
+
+    def _after(self, group_id: str, entry: _Entry, replies: Replies) -> None:
+        """Deliver what a call completed for other members and re-arm the group's timer."""
+        self._deliver(entry, replies)
+        if entry.timer is not None:
+            entry.timer.cancel()
+            entry.timer = None
+        deadline = entry.group.next_deadline_ms()
+        if deadline is not None:
+            delay = max(0.0, deadline - self._now_ms()) / 1000.0
+            loop = asyncio.get_running_loop()
+            entry.timer = loop.call_later(delay, self._tick, group_id)
+
+    def _tick(self, group_id: str) -> None:
+        entry = self._groups.get(group_id)
+        if entry is None:
+            return
+        entry.timer = None
+        self._after(group_id, entry, entry.group.tick(self._now_ms()))
+
+    @staticmethod
+    def _deliver(entry: _Entry, replies: Replies) -> None:
+        for member_id, join in replies.joins.items():
+            _resolve(entry.join_waiters.pop(member_id, None), join)
+        for member_id, sync in replies.syncs.items():
+            _resolve(entry.sync_waiters.pop(member_id, None), sync)
+
+    async def _wait(
+        self, waiters: dict[str, asyncio.Future[T]], member_id: str, answer: T | None, stale: T
+    ) -> T:
+        """The caller's answer: at once, or once another call completes it. An earlier
+        request of the same member still waiting gets `stale`: the client gave it up."""
+        _resolve(waiters.pop(member_id, None), stale)
+        if answer is not None:
+            return answer
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        waiters[member_id] = future
+        return await future
+
+    # -- membership ----------------------------------------------------------------
+
+    async def join(self, group_id: str, request: JoinRequest) -> JoinResult:
+        self._check(group_id)
+        config = self.ctx.config
+        if not (
+            config.group_min_session_timeout_ms
+            <= request.session_timeout_ms
+            <= config.group_max_session_timeout_ms
+        ):
+            raise InvalidSessionTimeoutError(
+                f"session timeout {request.session_timeout_ms} ms is outside "
+                f"{config.group_min_session_timeout_ms}..{config.group_max_session_timeout_ms} ms "
+                "(group.min/max.session.timeout.ms)"
+            )
+        entry = self._entry(group_id, create=True)
+        assert entry is not None
+        replies = entry.group.join(request, self._now_ms())
+        self._after(group_id, entry, replies)
+        stale = JoinResult(replies.member_id, RebalanceInProgressError)
+        return await self._wait(entry.join_waiters, replies.member_id, replies.own_join, stale)
+
+    async def sync(
+        self,
+        group_id: str,
+        member_id: str,
+        generation: int,
+        group_instance_id: str | None,
+        assignments: dict[str, bytes],
+        protocol_type: str | None,
+        protocol_name: str | None,
+    ) -> SyncResult:
+        self._check(group_id)
+        entry = self._member_entry(group_id)
+        replies = entry.group.sync(
+            member_id,
+            generation,
+            group_instance_id,
+            assignments,
+            self._now_ms(),
+            protocol_type,
+            protocol_name,
+        )
+        self._after(group_id, entry, replies)
+        stale = SyncResult(RebalanceInProgressError)
+        return await self._wait(entry.sync_waiters, member_id, replies.own_sync, stale)
+
+    def _member_entry(self, group_id: str) -> _Entry:
+        """The group's entry, for a request from a member: a group unknown here (never
+        joined, or the coordinator moved) has no members to answer."""
+        entry = self._entry(group_id, create=False)
+        if entry is None:
+            raise UnknownMemberIdError(f"group {group_id!r} has no members here; rejoin")
+        return entry
+
+    def heartbeat(
+        self, group_id: str, member_id: str, generation: int, group_instance_id: str | None
+    ) -> ErrorType | None:
+        self._check(group_id)
+        entry = self._member_entry(group_id)
+        error = entry.group.heartbeat(member_id, generation, group_instance_id, self._now_ms())
+        self._after(group_id, entry, Replies())
+        return error
+
+    def leave(
+        self, group_id: str, members: Sequence[tuple[str, str | None]]
+    ) -> list[ErrorType | None]:
+        self._check(group_id)
+        entry = self._member_entry(group_id)
+        errors, replies = entry.group.leave(members, self._now_ms())
+        self._after(group_id, entry, replies)
+        return errors
+
+    # -- offsets -------------------------------------------------------------------
+
+    async def commit(
+        self,
+        group_id: str,
+        member_id: str,
+        generation: int,
+        group_instance_id: str | None,
+        commits: Mapping[TopicPartition, CommittedOffset],
+    ) -> None:
+        """Store the commits in ZooKeeper before answering; raises the group's error."""
+        self._check(group_id)
+        entry = self._entry(group_id, create=generation < 0 and member_id == "")
+        if entry is None:
+            raise UnknownMemberIdError(f"group {group_id!r} has no members here; rejoin")
+        error = entry.group.check_commit(member_id, generation, group_instance_id, self._now_ms())
+        self._after(group_id, entry, Replies())
+        if error is not None:
+            raise error(f"group {group_id!r} refused the commit of member {member_id!r}")
+        if not commits:
+            return
+        zk = self._zk()
+        async with entry.commit_lock:
+            await _off_loop(group_store.write_offsets, zk, group_id, commits)
+
+    async def committed(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
+        self._check(group_id)
+        return await _off_loop(group_store.read_offsets, self._zk(), group_id)
+
+    # -- administration -------------------------------------------------------------
+
+    async def describe(self, group_id: str) -> GroupSummary:
+        self._check(group_id)
+        entry = self._entry(group_id, create=False)
+        if entry is None or entry.group.state is GroupState.DEAD:
+            has_offsets = await _off_loop(group_store.group_exists, self._zk(), group_id)
+            state = GroupState.EMPTY if has_offsets else GroupState.DEAD
+            return GroupSummary(group_id, state.value, "", "")
+        group = entry.group
+        stable = group.state is GroupState.STABLE
+        protocol = group.protocol_name or ""
+        members = [
+            MemberSummary(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                metadata=m.metadata_for(protocol) if stable else b"",
+                assignment=m.assignment if stable else b"",
+            )
+            for m in group.members.values()
+        ]
+        return GroupSummary(
+            group_id,
+            group.state.value,
+            group.protocol_type or "",
+            protocol if stable else "",
+            members,
+        )
+
+    async def list_groups(self) -> list[tuple[str, str, str]]:
+        """(group id, protocol type, state) of the groups coordinated here: those with
+        members or a state in memory, and those with offsets in ZooKeeper."""
+        if not self._running or self.ctx.registration is None:
+            raise CoordinatorNotAvailableError("the group coordinator is not running")
+        self._forget_moved_groups()
+        listed = {
+            group_id: (group_id, entry.group.protocol_type or "", entry.group.state.value)
+            for group_id, entry in self._groups.items()
+            if entry.group.state is not GroupState.DEAD
+        }
+        for group_id in await _off_loop(group_store.list_groups, self._zk()):
+            if group_id not in listed and group_id and self._is_mine(group_id):
+                listed[group_id] = (group_id, "", GroupState.EMPTY.value)
+        return sorted(listed.values())
+
+    async def delete(self, group_id: str) -> None:
+        """Delete the group's offsets; NON_EMPTY_GROUP while it has members."""
+        self._check(group_id)
+        entry = self._entry(group_id, create=False)
+        if entry is None:
+            removed = await _off_loop(group_store.delete_group, self._zk(), group_id)
+            if not removed:
+                raise GroupIdNotFoundError(f"group {group_id!r} does not exist")
+            return
+        if not entry.group.is_empty():
+            raise NonEmptyGroupError(
+                f"group {group_id!r} has {len(entry.group.members)} members; stop them first"
+            )
+        async with entry.commit_lock:
+            await _off_loop(group_store.delete_group, self._zk(), group_id)
+        entry.group.delete()
+        self._drop(group_id)
+
+
+def _resolve(future: asyncio.Future[T] | None, value: T) -> None:
+    if future is not None and not future.done():
+        future.set_result(value)
+
+
+async def _off_loop(function: Callable[..., T], *args: object) -> T:
+    return await asyncio.to_thread(function, *args)

@@ -1,7 +1,403 @@
-"""The group APIs of the Kafka listener, by api key."""
+"""The group APIs of the Kafka listener, by api key: requests in, the coordinator's
+answers out, errors where each response layout has room for them.
+
+Authorization follows Kafka (brokerd/kafka/authorization.py): FindCoordinator,
+DescribeGroups and OffsetFetch need Describe on the group, the membership APIs and
+OffsetCommit Read, DeleteGroups Delete; OffsetCommit also needs Read on each topic and
+OffsetFetch Describe. Byte fields are copied out of the request frame before the
+coordinator keeps them: the frame's buffer is reused for the next request.
+"""
 
 from __future__ import annotations
 
-from brokerd.kafka.request import KafkaHandler
+import time
+from typing import TYPE_CHECKING
 
-GROUP_HANDLERS: dict[int, KafkaHandler] = {}
+from brokerd.groups.coordinator import GroupCoordinator
+from brokerd.groups.membership import ErrorType, JoinRequest
+from brokerd.kafka.authorization import (
+    authorize_cluster,
+    authorize_group,
+    authorize_topic,
+    group_denied,
+    topic_denied,
+)
+from brokerd.kafka.request import KafkaHandler, KafkaRequest
+from spark_replica.errors import (
+    BrokerResponseError,
+    CoordinatorNotAvailableError,
+    InvalidRequestError,
+    OffsetMetadataTooLargeError,
+    UnknownTopicOrPartitionError,
+    ZooKeeperError,
+    code_of,
+    wire_message,
+)
+from spark_replica.kafka_wire.schema import Data
+from spark_replica.security.acl import Operation
+from spark_replica.topics import TopicPartition
+from spark_replica.zk.group_store import CommittedOffset
+
+if TYPE_CHECKING:
+    from brokerd.api.context import BrokerContext
+
+GROUP_KEY_TYPE = 0
+NO_OFFSET = -1
+# Errors a handler answers in place of a result: typed broker errors, and ZooKeeper
+# failing under a commit or fetch (a lost session answers REQUEST_TIMED_OUT: retry).
+_ANSWERED = (BrokerResponseError, ZooKeeperError)
+
+
+def _groups(ctx: BrokerContext) -> GroupCoordinator:
+    if ctx.groups is None:
+        raise CoordinatorNotAvailableError("this broker runs no group coordinator")
+    return ctx.groups
+
+
+def _code(error: ErrorType | None) -> int:
+    return 0 if error is None else error.code
+
+
+# -- FindCoordinator ---------------------------------------------------------------
+
+
+async def handle_find_coordinator(ctx: BrokerContext, request: KafkaRequest) -> Data:
+    body = request.body
+    keys = body.coordinator_keys if request.version >= 4 else [body.key]
+    found = [_find(ctx, request, key, body.key_type) for key in keys]
+    if request.version >= 4:
+        return Data(throttle_time_ms=0, coordinators=found)
+    only = found[0]
+    return Data(
+        throttle_time_ms=0,
+        error_code=only.error_code,
+        error_message=only.error_message,
+        node_id=only.node_id,
+        host=only.host,
+        port=only.port,
+    )
+
+
+def _find(ctx: BrokerContext, request: KafkaRequest, key: str, key_type: int) -> Data:
+    answer = Data(key=key, node_id=-1, host="", port=-1, error_code=0, error_message=None)
+    try:
+        if key_type != GROUP_KEY_TYPE:
+            raise InvalidRequestError(
+                "replog coordinates consumer groups only; transactions are not supported"
+            )
+        if not authorize_group(ctx, request, Operation.DESCRIBE, key):
+            raise group_denied(request, Operation.DESCRIBE, key)
+        broker = _groups(ctx).coordinator(key)
+    except BrokerResponseError as exc:
+        answer.error_code = code_of(exc)
+        answer.error_message = wire_message(exc)
+        return answer
+    answer.node_id, answer.host, answer.port = broker.broker_id, broker.host, broker.kafka_port
+    return answer
+
+
+# -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup -------------------------------------------
+
+
+async def handle_join_group(ctx: BrokerContext, request: KafkaRequest) -> Data:
+    body = request.body
+    flexible_names = request.version >= 7
+    answer = Data(
+        throttle_time_ms=0,
+        error_code=0,
+        generation_id=-1,
+        protocol_type=None,
+        protocol_name=None if flexible_names else "",
+        leader="",
+        member_id=body.member_id,
+        members=[],
+    )
+    if not authorize_group(ctx, request, Operation.READ, body.group_id):
+        answer.error_code = group_denied(request, Operation.READ, body.group_id).code
+        return answer
+    # v0 has no rebalance timeout: the session timeout bounds the rebalance, as in Kafka.
+    rebalance_timeout = body.rebalance_timeout_ms
+    if rebalance_timeout <= 0:
+        rebalance_timeout = body.session_timeout_ms
+    join = JoinRequest(
+        member_id=body.member_id,
+        group_instance_id=body.group_instance_id,
+        client_id=request.client_id or "",
+        client_host=f"/{request.client_host}",
+        session_timeout_ms=body.session_timeout_ms,
+        rebalance_timeout_ms=rebalance_timeout
+        if rebalance_timeout > 0
+        else body.session_timeout_ms,
+        protocol_type=body.protocol_type,
+        protocols=[(p.name, bytes(p.metadata)) for p in body.protocols],
+        require_known_member_id=request.version >= 4,
+    )
+    try:
+        result = await _groups(ctx).join(body.group_id, join)
+    except _ANSWERED as exc:
+        answer.error_code = code_of(exc)
+        return answer
+    answer.error_code = _code(result.error)
+    answer.member_id = result.member_id
+    if result.error is not None:
+        return answer
+    answer.generation_id = result.generation
+    answer.protocol_type = result.protocol_type
+    answer.protocol_name = result.protocol_name if flexible_names else result.protocol_name or ""
+    answer.leader = result.leader
+    answer.members = [
+        Data(member_id=member_id, group_instance_id=instance, metadata=metadata)
+        for member_id, instance, metadata in result.members
+    ]
+    return answer
+
+
+async def handle_sync_group(ctx: BrokerContext, request: KafkaRequest) -> Data:
+    body = request.body
+    answer = Data(
+        throttle_time_ms=0, error_code=0, protocol_type=None, protocol_name=None, assignment=b""
+    )
+    if not authorize_group(ctx, request, Operation.READ, body.group_id):
+        answer.error_code = group_denied(request, Operation.READ, body.group_id).code
+        return answer
+    assignments = {a.member_id: bytes(a.assignment) for a in body.assignments}
+    try:
+        result = await _groups(ctx).sync(
+            body.group_id,
+            body.member_id,
+            body.generation_id,
+            body.group_instance_id,
+            assignments,
+            body.protocol_type,
+            body.protocol_name,
+        )
+    except _ANSWERED as exc:
+        answer.error_code = code_of(exc)
+        return answer
+    answer.error_code = _code(result.error)
+    if result.error is None:
+        answer.protocol_type = result.protocol_type
+        answer.protocol_name = result.protocol_name
+        answer.assignment = result.assignment
+    return answer
+
+
+async def handle_heartbeat(ctx: BrokerContext, request: KafkaRequest) -> Data:
+    body = request.body
+    if not authorize_group(ctx, request, Operation.READ, body.group_id):
+        return Data(
+            throttle_time_ms=0,
+            error_code=group_denied(request, Operation.READ, body.group_id).code,
+        )
+    try:
+        error = _groups(ctx).heartbeat(
+            body.group_id, body.member_id, body.generation_id, body.group_instance_id
+        )
+    except _ANSWERED as exc:
+        return Data(throttle_time_ms=0, error_code=code_of(exc))
+    return Data(throttle_time_ms=0, error_code=_code(error))
+
+
+async def handle_leave_group(ctx: BrokerContext, request: KafkaRequest) -> Data:
+    body = request.body
+    if request.version >= 3:
+        leaving = [(m.member_id, m.group_instance_id) for m in body.members]
+    else:
+        leaving = [(body.member_id, None)]
+    answer = Data(throttle_time_ms=0, error_code=0, members=[])
+    if not authorize_group(ctx, request, Operation.READ, body.group_id):
+        answer.error_code = group_denied(request, Operation.READ, body.group_id).code
+        return answer
+    try:
+        errors = _groups(ctx).leave(body.group_id, leaving)
+    except _ANSWERED as exc:
+        answer.error_code = code_of(exc)
+        return answer
+    if request.version < 3:
+        answer.error_code = _code(errors[0])
+        return answer
+    answer.members = [
+        Data(member_id=member_id, group_instance_id=instance, error_code=_code(error))
+        for (member_id, instance), error in zip(leaving, errors, strict=True)
+    ]
+    return answer
+
+
+# -- OffsetCommit, OffsetFetch --------------------------------------------------------
+
+
+async def handle_offset_commit(ctx: BrokerContext, request: KafkaRequest) -> Data:
+    body = request.body
+    group_allowed = authorize_group(ctx, request, Operation.READ, body.group_id)
+    now_ms = int(time.time() * 1000)
+    max_metadata = ctx.config.offset_metadata_max_bytes
+    accepted: list[Data] = []  # the partitions answered by the commit's outcome
+    commits: dict[TopicPartition, CommittedOffset] = {}
+    topics = []
+    for topic in body.topics:
+        topic_allowed = authorize_topic(ctx, request, Operation.READ, topic.name)
+        answer = Data(name=topic.name, partitions=[])
+        for entry in topic.partitions:
+            tp = TopicPartition(topic.name, entry.partition_index)
+            metadata = entry.committed_metadata or ""
+            error: BrokerResponseError | None = None
+            if not group_allowed:
+                error = group_denied(request, Operation.READ, body.group_id)
+            elif not topic_allowed:
+                error = topic_denied(request, Operation.READ, topic.name)
+            elif tp not in ctx.metadata.partitions:
+                error = UnknownTopicOrPartitionError(f"{tp} does not exist")
+            elif len(metadata.encode("utf-8", "surrogateescape")) > max_metadata:
+                error = OffsetMetadataTooLargeError(
+                    f"metadata over offset.metadata.max.bytes={max_metadata}"
+                )
+            partition = Data(partition_index=entry.partition_index, error_code=0)
+            if error is None:
+                commits[tp] = CommittedOffset(
+                    entry.committed_offset, entry.committed_leader_epoch, metadata, now_ms
+                )
+                accepted.append(partition)
+            else:
+                partition.error_code = error.code
+            answer.partitions.append(partition)
+        topics.append(answer)
+    if group_allowed:
+        try:
+            await _groups(ctx).commit(
+                body.group_id, body.member_id, body.generation_id, body.group_instance_id, commits
+            )
+        except _ANSWERED as exc:
+            for partition in accepted:
+                partition.error_code = code_of(exc)
+    return Data(throttle_time_ms=0, topics=topics)
+
+
+async def handle_offset_fetch(ctx: BrokerContext, request: KafkaRequest) -> Data:
+    body = request.body
+    answer = Data(throttle_time_ms=0, error_code=0, topics=[])
+    group_error: BaseException | None = None
+    committed: dict[TopicPartition, CommittedOffset] = {}
+    if not authorize_group(ctx, request, Operation.DESCRIBE, body.group_id):
+        group_error = group_denied(request, Operation.DESCRIBE, body.group_id)
+    else:
+        try:
+            committed = await _groups(ctx).committed(body.group_id)
+        except _ANSWERED as exc:
+            group_error = exc
+    if group_error is not None and request.version >= 2:
+        answer.error_code = code_of(group_error)
+        return answer
+    if body.topics is None:
+        wanted: dict[str, list[int]] = {}
+        for tp in sorted(committed):
+            if authorize_topic(ctx, request, Operation.DESCRIBE, tp.topic):
+                wanted.setdefault(tp.topic, []).append(tp.partition)
+    else:
+        wanted = {t.name: list(t.partition_indexes) for t in body.topics}
+    for name, partitions in wanted.items():
+        denied = group_error is None and not authorize_topic(ctx, request, Operation.DESCRIBE, name)
+        topic = Data(name=name, partitions=[])
+        for index in partitions:
+            found = committed.get(TopicPartition(name, index))
+            partition = Data(
+                partition_index=index,
+                committed_offset=NO_OFFSET,
+                committed_leader_epoch=-1,
+                metadata="",
+                error_code=0,
+            )
+            if group_error is not None:
+                partition.error_code = code_of(group_error)
+            elif denied:
+                partition.error_code = topic_denied(request, Operation.DESCRIBE, name).code
+            elif found is not None:
+                partition.committed_offset = found.offset
+                partition.committed_leader_epoch = found.leader_epoch
+                partition.metadata = found.metadata
+            topic.partitions.append(partition)
+        answer.topics.append(topic)
+    return answer
+
+
+# -- DescribeGroups, ListGroups, DeleteGroups -------------------------------------------
+
+
+async def handle_describe_groups(ctx: BrokerContext, request: KafkaRequest) -> Data:
+    described = []
+    for group_id in request.body.groups:
+        entry = Data(
+            error_code=0,
+            group_id=group_id,
+            group_state="",
+            protocol_type="",
+            protocol_data="",
+            members=[],
+        )
+        try:
+            if not authorize_group(ctx, request, Operation.DESCRIBE, group_id):
+                raise group_denied(request, Operation.DESCRIBE, group_id)
+            summary = await _groups(ctx).describe(group_id)
+        except _ANSWERED as exc:
+            entry.error_code = code_of(exc)
+            described.append(entry)
+            continue
+        entry.group_state = summary.state
+        entry.protocol_type = summary.protocol_type
+        entry.protocol_data = summary.protocol_name
+        entry.members = [
+            Data(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata,
+                member_assignment=m.assignment,
+            )
+            for m in summary.members
+        ]
+        described.append(entry)
+    return Data(throttle_time_ms=0, groups=described)
+
+
+async def handle_list_groups(ctx: BrokerContext, request: KafkaRequest) -> Data:
+    states = {s.lower() for s in request.body.states_filter}
+    try:
+        listed = await _groups(ctx).list_groups()
+    except _ANSWERED as exc:
+        return Data(throttle_time_ms=0, error_code=code_of(exc), groups=[])
+    everything = authorize_cluster(ctx, request, Operation.DESCRIBE)
+    groups = [
+        Data(group_id=group_id, protocol_type=protocol_type, group_state=state)
+        for group_id, protocol_type, state in listed
+        if (not states or state.lower() in states)
+        and (everything or authorize_group(ctx, request, Operation.DESCRIBE, group_id))
+    ]
+    return Data(throttle_time_ms=0, error_code=0, groups=groups)
+
+
+async def handle_delete_groups(ctx: BrokerContext, request: KafkaRequest) -> Data:
+    results = []
+    for group_id in request.body.groups_names:
+        result = Data(group_id=group_id, error_code=0)
+        try:
+            if not authorize_group(ctx, request, Operation.DELETE, group_id):
+                raise group_denied(request, Operation.DELETE, group_id)
+            await _groups(ctx).delete(group_id)
+        except _ANSWERED as exc:
+            result.error_code = code_of(exc)
+        results.append(result)
+    return Data(throttle_time_ms=0, results=results)
+
+
+GROUP_HANDLERS: dict[int, KafkaHandler] = {
+    8: handle_offset_commit,
+    9: handle_offset_fetch,
+    10: handle_find_coordinator,
+    11: handle_join_group,
+    12: handle_heartbeat,
+    13: handle_leave_group,
+    14: handle_sync_group,
+    15: handle_describe_groups,
+    16: handle_list_groups,
+    42: handle_delete_groups,
+}

@@ -162,6 +162,12 @@ def delete_group(zk: KazooClient, group_id: str) -> bool:
     return True
 
 
+def group_exists(zk: KazooClient, group_id: str) -> bool:
+    """Whether the group has committed offsets."""
+    with translated():
+        return zk.exists(offsets_path(group_id)) is not None
+
+
 def list_groups(zk: KazooClient) -> list[str]:
     """The ids of the groups with committed offsets."""
     return sorted(unquote(name) for name in children_if_present(zk, CONSUMERS_PATH))
