@@ -26,8 +26,8 @@ from brokerd.kafka.request import KafkaHandler, KafkaRequest
 from spark_replica.errors import (
     BrokerResponseError,
     CoordinatorNotAvailableError,
-    InvalidRequestError,
     OffsetMetadataTooLargeError,
+    TransactionalIdAuthorizationFailedError,
     UnknownTopicOrPartitionError,
     ZooKeeperError,
     code_of,
@@ -82,7 +82,7 @@ def _find(ctx: BrokerContext, request: KafkaRequest, key: str, key_type: int) ->
     answer = Data(key=key, node_id=-1, host="", port=-1, error_code=0, error_message=None)
     try:
         if key_type != GROUP_KEY_TYPE:
-            raise InvalidRequestError(
+            raise TransactionalIdAuthorizationFailedError(
                 "replog coordinates consumer groups only; transactions are not supported"
             )
         if not authorize_group(ctx, request, Operation.DESCRIBE, key):
