@@ -80,6 +80,10 @@ def test_sasl_ssl_cluster_through_the_cli(tmp_path: Path) -> None:
         _round_trip(cluster, "secure", ["a", "b", "c"])
         _assert_private_files(cluster.dir)
         _assert_znodes_closed_to_anonymous(cluster, "secure", credentials=True)
+        assert _ok("groups", "list", "--dir", str(cluster.dir)) == ""  # Kafka port: SASL_SSL
+        kafka = _ok("status", "--get", "kafka-bootstrap", "--dir", str(cluster.dir)).strip()
+        anonymous_kafka = replog("groups", "list", "--bootstrap-server", kafka, "--timeout", "10")
+        assert anonymous_kafka.returncode != 0
 
         refused = replog("topics", "list", "--bootstrap", cluster.bootstrap)
         assert refused.returncode != 0
