@@ -1,0 +1,100 @@
+"""Kafka's record batches v2 to replog's stored batches and back.
+
+Both keep the same 61-byte header (spark_replica.records), so a conversion keeps base
+offset, leader epoch, producer id/epoch, base sequence, record count, first and max
+timestamps and the timestamp type, and rewrites the payload, the codec bits and the CRC:
+varint records (maybe compressed with a Kafka codec) one way, an Arrow IPC stream (maybe
+with Arrow buffer compression) the other.
+
+The broker runs these on every produced and every fetched record, so they read and
+write whole columns (record_batch, record_writer) rather than records. What a produce
+request holds is checked as Kafka's broker checks it, and what comes out passes the
+checks replog's leader applies to its own clients' batches
+(brokerd.batch_validation). This module does no I/O.
+"""
+
+from __future__ import annotations
+
+from spark_replica.errors import CorruptMessageError, CorruptRecordError
+from spark_replica.kafka_wire.compression import (
+    DEFAULT_MAX_RECORDS_BYTES,
+    codec_name,
+    decompress,
+)
+from spark_replica.kafka_wire.record_batch import (
+    decode_records,
+    iter_kafka_batches,
+    read_header,
+)
+from spark_replica.kafka_wire.record_writer import KEPT_ATTRIBUTES, build_batch, encode_records
+from spark_replica.records import (
+    BatchHeader,
+    decode_payload,
+    encode_batch,
+    iter_batches,
+    parse_compression,
+)
+
+
+def kafka_to_replog(
+    records: bytes | bytearray | memoryview,
+    store_codec: str = "none",
+    max_records_bytes: int = DEFAULT_MAX_RECORDS_BYTES,
+) -> bytes:
+    """Kafka v2 batches as a producer sent them (one or more) -> replog batches, concatenated.
+
+    Raises CorruptMessageError (framing, CRC-32C, a codec that fails to decompress,
+    varints running past the batch, record count mismatch),
+    UnsupportedForMessageFormatError (magic 0/1), InvalidRecordError (transactional or
+    control batches; offset deltas not 0..n-1; record count and last offset delta
+    disagree; a header key not UTF-8), UnsupportedCompressionTypeError (codec bits 5-7),
+    RecordListTooLargeError (a batch decompressing to more than `max_records_bytes`).
+    store_codec: "none" | "lz4" | "zstd", the Arrow IPC buffer compression of the
+    stored batches (ConfigError otherwise).
+    """
+    store_codec = parse_compression(store_codec, "store_codec")
+    converted = []
+    for batch in iter_kafka_batches(records):
+        header = batch.header
+        buffer, size = decompress(batch.codec_bits, batch.records, max_records_bytes)
+        columns = decode_records(buffer, size, header)
+        stored = encode_batch(
+            columns,
+            base_offset=header.base_offset,
+            leader_epoch=header.leader_epoch,
+            attributes=header.attributes & KEPT_ATTRIBUTES,
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            compression=store_codec,
+        )
+        converted.append(stored)
+    return b"".join(converted)
+
+
+def replog_batch_to_kafka(batch: bytes | bytearray | memoryview) -> bytes:
+    """One whole stored batch -> one uncompressed Kafka v2 batch holding the same records."""
+    try:
+        header = BatchHeader.decode(batch)
+        records = decode_payload(batch)
+    except CorruptRecordError as exc:
+        raise CorruptMessageError(str(exc)) from exc
+    return build_batch(header, encode_records(records, header.first_timestamp))
+
+
+def replog_to_kafka(batches: bytes | bytearray | memoryview) -> bytes:
+    """Stored replog batches (whole, as Partition.read returns them) -> Kafka v2 batches.
+
+    Uncompressed, with the same base offsets, epochs, producer fields and timestamps.
+    """
+    try:
+        stored = list(iter_batches(batches))
+    except CorruptRecordError as exc:
+        raise CorruptMessageError(str(exc)) from exc
+    return b"".join(replog_batch_to_kafka(batch) for _, batch in stored)
+
+
+def kafka_codec(records: bytes | bytearray | memoryview) -> str:
+    """The codec of the first Kafka batch in `records`: "none", "gzip", "snappy", "lz4", "zstd"."""
+    header = read_header(memoryview(records).cast("B"), 0)
+    return codec_name(header.attributes & 0x07)
