@@ -33,7 +33,7 @@ _FLOAT64 = struct.Struct(">d")
 # Kafka refuses strings longer than Short.MAX_VALUE bytes in both encodings.
 MAX_STRING_BYTES = 32767
 # Byte fields at least this long reach the socket by reference rather than copied.
-LARGE_FIELD_BYTES = 16 * 1024
+LARGE_FIELD_BYTES = 8 * 1024
 ZERO_UUID = uuid.UUID(int=0)
 _UVARINT_MAX_BYTES = 5
 _VARLONG_MAX_BYTES = 10

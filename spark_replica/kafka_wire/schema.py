@@ -148,17 +148,27 @@ class Field:
 class _Codec:
     """One struct's fields compiled for one version."""
 
-    __slots__ = ("base", "fresh_lists", "read_steps", "read_tags", "write_steps", "write_tags")
+    __slots__ = (
+        "base",
+        "flexible",
+        "fresh_lists",
+        "read_steps",
+        "read_tags",
+        "write_steps",
+        "write_tags",
+    )
 
     def __init__(self, fields: Sequence[Field], version: int, flexible: bool) -> None:
         self.base: dict[str, Any] = {}
         fresh: list[tuple[str, list[Any]]] = []
         regular: list[Field] = []
-        self.read_tags: dict[int, tuple[str, Read]] | None = {} if flexible else None
+        self.flexible = flexible
+        self.read_tags: dict[int, tuple[str, Read]] = {}
         write_tags: list[tuple[int, str, Any, Write]] = []
         for field in fields:
             # A tagged field exists only where it is tagged: Kafka never sends it untagged.
-            is_tagged = field.tag is not None
+            tag = field.tag
+            is_tagged = tag is not None
             present = _in(field.versions, version) and (
                 not is_tagged or (flexible and _in(field.tagged, version))
             )
@@ -169,11 +179,10 @@ class _Codec:
                     self.base[field.attr] = field.default
             if not present:
                 continue
-            if is_tagged:
+            if tag is not None:
                 read, write = _field_codec(field, version, flexible)
-                assert self.read_tags is not None and field.tag is not None
-                self.read_tags[field.tag] = (field.attr, read)
-                write_tags.append((field.tag, field.attr, field.default, write))
+                self.read_tags[tag] = (field.attr, read)
+                write_tags.append((tag, field.attr, field.default, write))
             else:
                 regular.append(field)
         self.fresh_lists = tuple(fresh)
@@ -186,7 +195,7 @@ class _Codec:
             values[attr] = list(default)
         for step in self.read_steps:
             step(reader, values)
-        if self.read_tags is not None:
+        if self.flexible:
             _read_tagged(reader, self.read_tags, values)
         data = Data.__new__(Data)
         data.__dict__ = values
@@ -195,7 +204,7 @@ class _Codec:
     def encode(self, writer: Writer, obj: Any) -> None:
         for step in self.write_steps:
             step(writer, obj)
-        if self.read_tags is not None:
+        if self.flexible:
             _write_tagged(writer, self.write_tags, obj)
 
 

@@ -173,8 +173,8 @@ def test_request_header_v2_and_round_trip() -> None:
     header, body = decode_request(frame[4:])
     assert header == RequestHeader(18, 3, 7, "cli")
     assert (body.client_software_name, body.client_software_version) == ("n", "1")
-    # v2 header: tagged fields after the (classic) client id
-    assert frame[4:][8:13] == b"\x00\x03cli" and frame[4:][13] == 0
+    # Header v2: the client id stays a classic string, then an empty tagged-field section.
+    assert frame[12:18] == b"\x00\x03cli\x00"
 
 
 def test_request_header_v1_has_no_tagged_fields() -> None:
