@@ -10,6 +10,8 @@ import pytest
 from brokerd.__main__ import build_parser
 from brokerd.config import BrokerConfig
 from spark_replica import cluster_dir
+from spark_replica.cli.cluster import _plan as cluster_plan
+from spark_replica.cli.main import build_parser as build_replog_parser
 from spark_replica.errors import ConfigError, ZooKeeperError
 from spark_replica.launcher import BrokerProcess
 from spark_replica.protocol.controller_requests import (
@@ -124,3 +126,20 @@ def test_cluster_file_remembers_kafka_ports_and_reads_old_files(tmp_path) -> Non
     from_before = cluster_dir.load(old)
     assert from_before.brokers[0].kafka_port == -1 and from_before.kafka
     assert from_before.kafka_bootstrap_servers is None
+
+
+def _up_args(directory, *argv: str):
+    return build_replog_parser().parse_args(["up", "--dir", str(directory), *argv])
+
+
+def test_up_plans_kafka_ports_unless_told_not_to(tmp_path) -> None:
+    fresh = cluster_plan(_up_args(tmp_path / "a", "--brokers", "2", "--zookeeper", "z:1"))
+    assert fresh.kafka and all(b.kafka_port > 0 for b in fresh.brokers)
+    off = cluster_plan(_up_args(tmp_path / "b", "--no-kafka", "--zookeeper", "z:1"))
+    assert not off.kafka and {b.kafka_port for b in off.brokers} == {-1}
+    assert off.kafka_bootstrap_servers is None
+    cluster_dir.save(tmp_path / "b", off)
+    again = cluster_plan(_up_args(tmp_path / "b"))
+    assert not again.kafka, "a recorded cluster keeps its choice"
+    turned_on = cluster_plan(_up_args(tmp_path / "b", "--kafka"))
+    assert turned_on.kafka and all(b.kafka_port > 0 for b in turned_on.brokers)
