@@ -54,11 +54,15 @@ def _stop_all(brokers: list[BrokerProcess], zookeeper: EmbeddedZooKeeper) -> Non
 
 @contextlib.contextmanager
 def local_cluster(
-    brokers: int = 1, overrides: dict[str, str] | None = None, security: str = PLAINTEXT_MODE
+    brokers: int = 1,
+    overrides: dict[str, str] | None = None,
+    security: str = PLAINTEXT_MODE,
+    kafka: bool = False,
 ) -> Iterator[LocalCluster]:
     """Start ZooKeeper and brokers 1..``brokers`` on loopback; yield how to reach them.
 
-    ``overrides`` are broker configs (``--override key=value``) given to every broker.
+    ``overrides`` are broker configs (``--override key=value``) given to every broker;
+    ``kafka`` gives every broker a Kafka-protocol listener on a free port as well.
     """
     if brokers < 1:
         raise ValueError(f"a cluster needs at least one broker, not {brokers}")
@@ -80,6 +84,7 @@ def local_cluster(
                     zookeeper.connect_string,
                     overrides=dict(overrides or {}),
                     config_file=None if files is None else files.broker_config_file(broker_id),
+                    kafka_port=free_port() if kafka else -1,
                 )
                 for broker_id in ids
             ]
