@@ -282,9 +282,13 @@ class Group:
         was_leader = self.leader == old.member_id
         if was_leader:
             self.leader = member_id
-        unchanged = old.protocols == member.protocols
         replies.member_id = member_id
-        if self.state is GroupState.STABLE and unchanged and not was_leader:
+        # Its metadata may differ (a restarted consumer owns nothing yet); only a change
+        # of the group's protocol needs the leader to assign anew.
+        same_protocol = bool(self._candidate_protocols()) and (
+            self._select_protocol() == self.protocol_name
+        )
+        if self.state is GroupState.STABLE and same_protocol and not was_leader:
             replies.own_join = self._join_result(member_id, include_members=False)
             return replies
         member.awaiting_join = True

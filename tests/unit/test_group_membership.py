@@ -344,3 +344,38 @@ def test_abandon_answers_every_waiter(method: str) -> None:
     a = group.join(request(client="a"), 0.0).member_id
     replies = getattr(group, method)()
     assert replies.joins[a].error.code == 16
+
+
+def test_static_restart_with_new_metadata_keeps_the_generation() -> None:
+    # A restarted consumer's metadata differs (it owns no partitions yet); only a change
+    # of the group's selected protocol calls for a rebalance, as in Kafka.
+    group = make_group()
+    leader = group.join(request(client="a", instance="i-a"), 0.0).member_id
+    group.sync(leader, 1, "i-a", {}, 0.0)
+    follower = group.join(request(client="b", instance="i-b"), 1.0).member_id
+    group.join(request(leader, client="a", instance="i-a"), 1.0)
+    group.sync(follower, 2, "i-b", {}, 2.0)
+    group.sync(leader, 2, "i-a", {leader: b"p0", follower: b"p1"}, 2.0)
+    restarted = group.join(
+        request(client="b", instance="i-b", protocols=(("range", b"owns nothing"),)), 3.0
+    )
+    assert restarted.own_join is not None and restarted.own_join.generation == 2
+    assert group.state is GroupState.STABLE
+    switched = group.join(
+        request(client="b", instance="i-b", protocols=(("roundrobin", b""), ("range", b""))),
+        4.0,
+    )
+    assert switched.own_join is not None and switched.own_join.generation == 2
+
+
+def test_static_restart_that_changes_the_protocol_rebalances() -> None:
+    group = make_group()
+    prefs = (("range", b""), ("roundrobin", b""))
+    leader = group.join(request(client="a", instance="i-a", protocols=prefs), 0.0).member_id
+    group.sync(leader, 1, "i-a", {}, 0.0)
+    follower = group.join(request(client="b", instance="i-b", protocols=prefs), 1.0).member_id
+    group.join(request(leader, client="a", instance="i-a", protocols=prefs), 1.0)
+    group.sync(follower, 2, "i-b", {}, 2.0)
+    group.sync(leader, 2, "i-a", {}, 2.0)
+    only_rr = group.join(request(client="b", instance="i-b", protocols=(("roundrobin", b""),)), 3.0)
+    assert only_rr.own_join is None and group.state is GroupState.PREPARING_REBALANCE
