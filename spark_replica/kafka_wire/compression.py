@@ -11,6 +11,7 @@ what any client sends. Output goes into a buffer of the limit plus one byte, all
 but not touched (the kernel maps pages as they are written), and cramjam refuses to
 write past a buffer's end, so a bomb costs at most the limit in memory. The buffer also
 leaves record_batch.PADDING zero bytes after the output for its vectorised reads.
+A first, smaller buffer is tried first (see FIRST_TRY_BYTES).
 
 This module does no I/O.
 """
@@ -32,6 +33,11 @@ from spark_replica.kafka_wire.record_batch import PADDING, padded
 CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
 # Uncompressed records of one batch the broker will hold in memory at most.
 DEFAULT_MAX_RECORDS_BYTES = 64 * 1024 * 1024
+# The first buffer tried: large enough for most batches (a few times their compressed
+# size), small enough to come from reused heap memory. Only a batch that overflows it
+# is decompressed again into a buffer of the whole limit, whose fresh pages cost more.
+FIRST_TRY_BYTES = 1024 * 1024
+FIRST_TRY_RATIO = 16
 XERIAL_MAGIC = b"\x82SNAPPY\x00"
 _XERIAL_HEADER_SIZE = 16  # magic, int32 version, int32 compatible version
 _XERIAL_BLOCK_LENGTH = struct.Struct(">i")
@@ -65,27 +71,28 @@ def decompress(
     name = codec_name(bits)
     if bits == 0:  # already in memory: nothing to bound
         return padded(data), len(data)
-    out = np.empty(limit + 1 + PADDING, np.uint8)
-    window = out[: limit + 1]
-    try:
-        if bits == 2:
-            size = _snappy_into(data, window)
-        else:
-            size = int(_DECOMPRESS_INTO[bits](data, window))
-    except cramjam.DecompressionError as exc:
-        if "whole buffer" in str(exc) or "smaller than required" in str(exc):
-            raise _too_large(name, limit) from None
-        raise CorruptMessageError(f"{name} records do not decompress: {exc}") from None
-    if size > limit:
-        raise _too_large(name, limit)
-    out[size : size + PADDING] = 0
-    return out, size
-
-
-def _too_large(name: str, limit: int) -> RecordListTooLargeError:
-    return RecordListTooLargeError(
+    first_try = min(limit, max(FIRST_TRY_BYTES, FIRST_TRY_RATIO * len(data)))
+    for capacity in dict.fromkeys((first_try, limit)):
+        out = np.empty(capacity + 1 + PADDING, np.uint8)
+        size = _decompress_into(bits, name, data, out[: capacity + 1])
+        if size <= capacity:
+            out[size : size + PADDING] = 0
+            return out, size
+    raise RecordListTooLargeError(
         f"{name} records decompress to more than {limit} bytes, the most one batch may hold"
     )
+
+
+def _decompress_into(bits: int, name: str, data: memoryview, window: np.ndarray) -> int:
+    """Decompress into `window`; its size, or one more than it holds when it overflows."""
+    try:
+        if bits == 2:
+            return _snappy_into(data, window)
+        return int(_DECOMPRESS_INTO[bits](data, window))
+    except cramjam.DecompressionError as exc:
+        if "whole buffer" in str(exc) or "smaller than required" in str(exc):
+            return len(window) + 1
+        raise CorruptMessageError(f"{name} records do not decompress: {exc}") from None
 
 
 def _snappy_into(data: memoryview, out: np.ndarray) -> int:

@@ -10,9 +10,9 @@ from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBat
 
 from brokerd.batch_validation import validate_produced
 from spark_replica.errors import CorruptMessageError, RecordListTooLargeError
-from spark_replica.kafka_wire.compression import XERIAL_MAGIC
+from spark_replica.kafka_wire.compression import FIRST_TRY_BYTES, FIRST_TRY_RATIO, XERIAL_MAGIC
 from spark_replica.kafka_wire.convert import kafka_codec, kafka_to_replog, replog_to_kafka
-from spark_replica.records import HEADER_SIZE, compute_crc
+from spark_replica.records import HEADER_SIZE, compute_crc, decode_payload
 
 BASE_TS = 1_700_000_000_000
 RECORDS = [
@@ -111,3 +111,23 @@ def test_records_decompressing_to_exactly_the_limit_are_accepted() -> None:
     validate_produced(stored)
     with pytest.raises(RecordListTooLargeError):
         kafka_to_replog(recompressed(4, compressed), max_records_bytes=len(records) - 1)
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4])
+def test_records_overflowing_the_first_buffer_are_decompressed_again(codec: int) -> None:
+    """2 MB of zeros compress far past FIRST_TRY_RATIO and overflow FIRST_TRY_BYTES."""
+    builder = DefaultRecordBatchBuilder(
+        magic=2,
+        compression_type=codec,
+        is_transactional=0,
+        producer_id=-1,
+        producer_epoch=-1,
+        base_sequence=-1,
+        batch_size=1 << 30,
+    )
+    for offset in range(2000):
+        builder.append(offset, timestamp=BASE_TS, key=None, value=bytes(1000), headers=[])
+    records = bytes(builder.build())
+    assert max(FIRST_TRY_BYTES, FIRST_TRY_RATIO * len(records)) < 2000 * 1000
+    payload = decode_payload(kafka_to_replog(records))
+    assert payload.column("value").to_pylist() == [bytes(1000)] * 2000
