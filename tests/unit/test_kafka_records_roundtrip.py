@@ -25,6 +25,7 @@ from spark_replica.records import (
     BatchHeader,
     build_batch,
     decode_payload,
+    encode_batch,
     iter_batches,
     set_base_offset,
     set_leader_epoch,
@@ -186,8 +187,6 @@ def test_batches_written_by_replog_clients_read_as_kafka() -> None:
     struct_type = pa.struct([("key", pa.string()), ("value", pa.binary())])
     headers = pa.array([[{"key": None, "value": b"v"}]], pa.list_(struct_type))
     columns = {"value": pa.array([b"v"]), "timestamp": pa.array([BASE_TS]), "headers": headers}
-    from spark_replica.records import encode_batch
-
     unnamed = encode_batch(pa.RecordBatch.from_pydict(columns))
     assert kafka_records(replog_to_kafka(unnamed)) == [(BASE_TS, None, b"v", [("", b"v")])]
 
