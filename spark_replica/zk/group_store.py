@@ -68,7 +68,7 @@ class CommittedOffset:
 
 
 def _znode_name(name: str) -> str:
-    encoded = quote(name, safe="")
+    encoded = quote(name, safe="", errors="surrogateescape")
     return encoded.replace(".", "%2E") if encoded in (".", "..") else encoded
 
 
@@ -92,7 +92,7 @@ def read_offsets(zk: KazooClient, group_id: str) -> dict[TopicPartition, Committ
     """Every committed offset of the group (none if it has none)."""
     paths: dict[TopicPartition, str] = {}
     for topic_name in children_if_present(zk, offsets_path(group_id)):
-        topic = unquote(topic_name)
+        topic = unquote(topic_name, errors="surrogateescape")
         for partition in children_if_present(zk, topic_offsets_path(group_id, topic)):
             if partition.isdigit():
                 tp = TopicPartition(topic, int(partition))
@@ -170,4 +170,6 @@ def group_exists(zk: KazooClient, group_id: str) -> bool:
 
 def list_groups(zk: KazooClient) -> list[str]:
     """The ids of the groups with committed offsets."""
-    return sorted(unquote(name) for name in children_if_present(zk, CONSUMERS_PATH))
+    return sorted(
+        unquote(name, errors="surrogateescape") for name in children_if_present(zk, CONSUMERS_PATH)
+    )

@@ -57,7 +57,7 @@ SEED_RECORDS = 200
 MAX_FRAME_BYTES = 64 * 1024
 SCRATCH = "fuzz-scratch"
 PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
-OFFSET_FETCH, FIND_COORDINATOR, HEARTBEAT, SYNC_GROUP = 9, 10, 12, 14
+OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, HEARTBEAT, SYNC_GROUP = 8, 9, 10, 12, 14
 # Kafka's codec numbers in the batch attributes (bits 0-2), and the bits around them.
 CODECS = (0, 1, 2, 3, 4)
 TRANSACTIONAL_BIT = 0x10
@@ -512,3 +512,48 @@ def test_exact_refusals_keep_the_connection_where_kafka_does(brokers: BrokerFact
         answered, code, served = parse_api_versions_v0(read_frame(sock))
         assert (answered, code) == (8, 0)
         assert PRODUCE in served and FETCH in served
+
+
+def raw_string(data: bytes) -> bytes:
+    return struct.pack(">h", len(data)) + data
+
+
+def test_group_ids_that_are_not_utf8_get_answers(brokers: BrokerFactory) -> None:
+    """A group id is any bytes on Kafka's wire; one that is not UTF-8 (read with
+    surrogateescape) is answered like any other, not a handler failure and a close.
+    Found by the fuzz above: OffsetFetch of such a group failed in the offset store."""
+    broker = brokers.start(1)
+    make_topic(brokers, SCRATCH, 2, rf=1)
+    address = (broker.host, broker.kafka_port)
+    group = raw_string(b"fuzz-\xff\xfe-group")
+    topic = string(SCRATCH)
+    requests = [
+        (FIND_COORDINATOR, 0, group),
+        (OFFSET_FETCH, 1, group + array([topic + array([struct.pack(">i", 0)])])),
+        (
+            OFFSET_COMMIT,
+            2,
+            group
+            + struct.pack(">i", -1)
+            + string("")
+            + struct.pack(">q", -1)
+            + array([topic + array([struct.pack(">iq", 0, 5) + string("m")])]),
+        ),
+        (OFFSET_FETCH, 1, group + array([topic + array([struct.pack(">i", 0)])])),
+        (HEARTBEAT, 0, group + struct.pack(">i", 1) + string("no-such-member")),
+    ]
+    for correlation_id, (key, version, body) in enumerate(requests):
+        frames = exchange(address, frame(key, version, correlation_id, body))
+        assert len(frames) == 1, f"api {key}: {len(frames)} answers"
+        assert struct.unpack_from(">i", frames[0]) == (correlation_id,)
+    committed = frames_offset(exchange(address, frame(OFFSET_FETCH, 1, 99, requests[1][2])))
+    assert committed == 5
+    served_versions(address)
+
+
+def frames_offset(frames: list[bytes]) -> int:
+    """The committed offset in a one-partition OffsetFetch v1 answer."""
+    (payload,) = frames
+    (length,) = struct.unpack_from(">h", payload, 8)
+    _, offset = struct.unpack_from(">iq", payload, 8 + 2 + length + 4)
+    return offset
