@@ -99,6 +99,7 @@ def test_idempotent_producer_through_a_leader_kill_then_group_consumer_resumes_f
                 kafka_cluster.brokers[victim].kill()
         flush(producer, timeout_s=120)
     assert deliveries.failed == []
+    assert leader_of(bootstrap, topic, 0) not in (victim, -1), "partition 0 moved"
     acked = by_key(deliveries.acked)
     assert len(acked) == RECORDS
     assert {r.partition for r in acked.values()} == set(range(PARTITIONS))

@@ -14,7 +14,9 @@ records seeded before the run are all still there, unchanged.
 Where the plan fixes an answer, it is checked exactly: an unknown api key or an
 unsupported version gets the correlation id and UNSUPPORTED_VERSION (35); ApiVersions
 of a version above the served range gets the v0 layout with 35 and the list (KIP-511);
-a Produce of a broken batch gets a non-zero error for its partition and stores nothing.
+a Produce of a broken batch gets a non-zero error for its partition and stores nothing;
+a mutated or random body that still decodes (the wire tables are the oracle of that) is
+answered, since a close then means a handler failed on what it was given.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
+from spark_replica.errors import ProtocolError
+from spark_replica.kafka_wire.primitives import Reader
+from spark_replica.kafka_wire.versions import REQUESTS
 from tests.kafka.clients import (
     API_VERSIONS_KEY,
     SOCKET_TIMEOUT_S,
@@ -334,6 +339,35 @@ def expect_produce_refused(correlation_id: int) -> Callable[[list[bytes]], None]
     return check
 
 
+def expect_answer_if_served(
+    key: int, version: int, body: bytes, correlation_id: int
+) -> Callable[[list[bytes]], None] | None:
+    """A body that decodes (A's tables are the oracle of what decodes) must be answered:
+    a closed connection then means a handler failed on what it was given. Produce with
+    acks=0 has no answer."""
+    try:
+        request = REQUESTS[key].decode(version, Reader(body))
+    except ProtocolError:
+        return None
+    if key == PRODUCE and request.acks == 0:
+        return None
+
+    def check(frames: list[bytes]) -> None:
+        assert len(frames) == 1, f"a decodable request got {len(frames)} answers"
+        assert struct.unpack_from(">i", frames[0]) == (correlation_id,)
+
+    return check
+
+
+def oracle_check(
+    key: int, version: int, body: bytes, correlation_id: int
+) -> Callable[[list[bytes]], None] | None:
+    # ApiVersions v3's sample carries its header's tagged fields in front of the body.
+    if key == API_VERSIONS_KEY:
+        return None
+    return expect_answer_if_served(key, version, body, correlation_id)
+
+
 def answered_in_order(correlation_ids: list[int]) -> Callable[[list[bytes]], None]:
     """Every frame answered is the next request's, in order (the broker may stop early)."""
 
@@ -406,9 +440,11 @@ def make_case(rng: random.Random, served: dict[int, tuple[int, int]]) -> Case:
     if kind == "mutated":
         # Fetch keeps its first 8 bytes (replica id, max wait 0): a mutated wait would
         # park the request, which is a valid request, not bad input.
+        body = mutate(body, rng, keep=8 if key == FETCH else 0)
         return Case(
             f"mutated api {key} v{version}",
-            frame(key, version, correlation_id, mutate(body, rng, keep=8 if key == FETCH else 0)),
+            frame(key, version, correlation_id, body),
+            oracle_check(key, version, body, correlation_id),
         )
     if kind == "truncated":
         whole = frame(key, version, correlation_id, body)
@@ -420,9 +456,11 @@ def make_case(rng: random.Random, served: dict[int, tuple[int, int]]) -> Case:
             )
         return Case(f"unfinished api {key} v{version} at {cut}", whole[:cut])
     if kind == "garbage-body":
+        body = rng.randbytes(rng.randint(0, 200))
         return Case(
             f"garbage api {key} v{version}",
-            frame(key, version, correlation_id, rng.randbytes(rng.randint(0, 200))),
+            frame(key, version, correlation_id, body),
+            oracle_check(key, version, body, correlation_id),
         )
     if kind == "bad-batch":
         what, batch = broken_batch(rng)
