@@ -57,7 +57,7 @@ from tests.support import BrokerFactory
 pytestmark = pytest.mark.slow
 
 SEED = 13
-CASES = 1500
+CASES = 3000
 SEED_RECORDS = 200
 MAX_FRAME_BYTES = 64 * 1024
 SCRATCH = "fuzz-scratch"
