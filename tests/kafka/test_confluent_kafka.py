@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from tests.kafka.clients import (
     CLIENT_TIMEOUT_S,
@@ -53,6 +53,14 @@ def headers_of(i: int) -> Headers:
     if i % 7 == 0:
         headers.append(("nothing", None))
     return headers
+
+
+def wait_for_deliveries(producer: Producer, deliveries: Deliveries) -> None:
+    """Until the first delivery reports are in (polling as often as possible)."""
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    while not deliveries.acked:
+        assert time.monotonic() < deadline, f"nothing acknowledged in {CLIENT_TIMEOUT_S} s"
+        producer.poll(0.001)
 
 
 def consumer_config(bootstrap: str, group: str) -> dict[str, object]:
@@ -96,6 +104,10 @@ def test_idempotent_producer_through_a_leader_kill_then_group_consumer_resumes_f
             if i % 1000 == 0:
                 producer.poll(0)
             if i == RECORDS // 2:
+                # Killed as soon as the first records are acknowledged, with the rest of
+                # the first half queued or in flight: those are retried to the new leader
+                # with their sequences, and the second half goes there.
+                wait_for_deliveries(producer, deliveries)
                 kafka_cluster.brokers[victim].kill()
         flush(producer, timeout_s=120)
     assert deliveries.failed == []
