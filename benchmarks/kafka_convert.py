@@ -85,7 +85,7 @@ def main() -> None:
     total = args.batches * args.records
     emit(
         {
-            "benchmark": "kafka_convert",
+            "bench": "kafka_convert",
             "records": total,
             "records_per_batch": args.records,
             "key_bytes": KEY_BYTES,
