@@ -31,8 +31,8 @@ _LOG_DEFAULT_KEYS = {
     "message.max.bytes": "max_batch_bytes",
 }
 
-# topic config key -> LogConfig field
-_TOPIC_KEYS = {
+# topic config key -> the LogConfig field holding its effective value
+TOPIC_LOG_FIELDS = {
     "segment.bytes": "segment_bytes",
     "segment.ms": "segment_ms",
     "retention.bytes": "retention_bytes",
@@ -213,7 +213,7 @@ class BrokerConfig:
     def log_config_for(self, topic_configs: Mapping[str, str]) -> LogConfig:
         """The LogConfig of a topic: broker defaults with the topic's overrides applied."""
         parsed = parse_topic_configs(topic_configs)
-        fields = {_TOPIC_KEYS[k]: v for k, v in parsed.items() if k in _TOPIC_KEYS}
+        fields = {TOPIC_LOG_FIELDS[k]: v for k, v in parsed.items() if k in TOPIC_LOG_FIELDS}
         return replace(self.log_defaults, **fields)
 
     def min_insync_for(self, topic_configs: Mapping[str, str]) -> int:

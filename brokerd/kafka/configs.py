@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from brokerd.api.context import BrokerContext
+from brokerd.config import TOPIC_LOG_FIELDS
 from brokerd.kafka.authorization import (
     authorize_cluster,
     authorize_topic,
@@ -41,18 +42,6 @@ DEFAULT_CONFIG = 5
 # What a flush setting without a limit is written as (Kafka's Long.MAX_VALUE).
 NO_LIMIT = str(2**63 - 1)
 
-# Topic config -> the LogConfig field holding its effective value.
-_LOG_FIELDS = {
-    "segment.bytes": "segment_bytes",
-    "segment.ms": "segment_ms",
-    "retention.bytes": "retention_bytes",
-    "retention.ms": "retention_ms",
-    "index.interval.bytes": "index_interval_bytes",
-    "flush.messages": "flush_messages",
-    "flush.ms": "flush_ms",
-    "max.message.bytes": "max_batch_bytes",
-}
-
 
 def _entry(name: str, value: str, source: int, read_only: bool) -> Data:
     return Data(
@@ -73,7 +62,7 @@ def topic_configs(ctx: BrokerContext, overrides: dict[str, str]) -> list[Data]:
     config = ctx.config
     log_config = config.log_config_for(overrides)
     values: dict[str, str] = {}
-    for name, attr in _LOG_FIELDS.items():
+    for name, attr in TOPIC_LOG_FIELDS.items():
         value = getattr(log_config, attr)
         values[name] = NO_LIMIT if value is None else str(value)
     values["min.insync.replicas"] = str(config.min_insync_for(overrides))
