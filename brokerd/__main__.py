@@ -26,6 +26,13 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         default=-1,
         help="the Kafka-protocol listener's port: 0 picks a free port, -1 (default) turns it off",
     )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=-1,
+        help="serve Prometheus metrics over HTTP on this port: 0 picks a free port, "
+        "-1 (default) turns it off",
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--log-dir", type=Path, required=True)
     parser.add_argument("--zookeeper", required=True, help="host:port[,host:port][/chroot]")
@@ -60,6 +67,7 @@ def run_broker(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             kafka_port=args.kafka_port,
+            metrics_port=args.metrics_port,
         ).with_overrides(_settings(args.config, args.override))
     except ReplogError as exc:
         print(f"brokerd: {exc}", file=sys.stderr)

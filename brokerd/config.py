@@ -82,6 +82,7 @@ class BrokerConfig:
     host: str = "127.0.0.1"
     port: int = 9092
     kafka_port: int = -1  # the Kafka-protocol listener: -1 off, 0 any free port
+    metrics_port: int = -1  # Prometheus metrics over HTTP: -1 off, 0 any free port
     log_defaults: LogConfig = field(default_factory=LogConfig)
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     hw_checkpoint_interval_ms: int = 5_000
@@ -127,6 +128,11 @@ class BrokerConfig:
             raise ConfigError(
                 f"kafka port must be -1 (off), 0 (any free port) or a port up to 65535, "
                 f"not {self.kafka_port}"
+            )
+        if not -1 <= self.metrics_port < 65536:
+            raise ConfigError(
+                f"metrics port must be -1 (off), 0 (any free port) or a port up to 65535, "
+                f"not {self.metrics_port}"
             )
         for name in (
             "hw_checkpoint_interval_ms",

@@ -42,6 +42,7 @@ class BrokerProcess:
     overrides: dict[str, str] = field(default_factory=dict)
     config_file: Path | None = None  # broker configs with secrets, kept off the command line
     kafka_port: int = -1  # the Kafka-protocol listener: -1 off
+    metrics_port: int = -1  # Prometheus metrics over HTTP: -1 off
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -52,6 +53,11 @@ class BrokerProcess:
     def kafka_address(self) -> str | None:
         """`host:port` of the Kafka-protocol listener, None when it is off."""
         return None if self.kafka_port < 0 else f"{self.host}:{self.kafka_port}"
+
+    @property
+    def metrics_url(self) -> str | None:
+        """Where the broker serves Prometheus text, None when metrics are off."""
+        return None if self.metrics_port < 0 else f"http://{self.host}:{self.metrics_port}/metrics"
 
     @property
     def pid(self) -> int | None:
@@ -68,6 +74,8 @@ class BrokerProcess:
             str(self.port),
             "--kafka-port",
             str(self.kafka_port),
+            "--metrics-port",
+            str(self.metrics_port),
             "--host",
             self.host,
             "--log-dir",
