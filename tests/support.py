@@ -64,6 +64,7 @@ class BrokerFactory:
                 self.zk_connect,
                 overrides={**TEST_BROKER_OVERRIDES, **overrides},
                 kafka_port=free_port(),
+                metrics_port=free_port(),
             )
             self.brokers[broker_id] = broker
         elif overrides:
