@@ -68,7 +68,7 @@ def _cluster(operation: Operation) -> Rule:
     return lambda request: Needs(cluster=operation)
 
 
-_RULES: dict[ApiKey, Rule] = {
+_RULES: dict[int, Rule] = {
     ApiKey.PRODUCE: lambda r: Needs(topic=Operation.WRITE, topics=_topics(r)),
     ApiKey.FETCH: _replica_or(Operation.READ),
     ApiKey.LIST_OFFSETS: _replica_or(Operation.DESCRIBE),

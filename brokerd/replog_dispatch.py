@@ -59,6 +59,7 @@ class ReplogDispatch:
         header = RequestHeader.read(reader)
         correlation_id = header.correlation_id
         security = self.ctx.config.security
+        error: BrokerResponseError
         if connection.stream.protocol.plaintext_on_tls:
             error = SaslAuthenticationFailedError(
                 f"this listener requires TLS ({security.protocol}): the client connected "

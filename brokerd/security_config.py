@@ -13,6 +13,7 @@ import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from spark_replica.errors import ConfigError
 from spark_replica.security.scram import MECHANISMS
@@ -173,7 +174,7 @@ class BrokerSecurity:
 
     def with_settings(self, settings: Mapping[str, str]) -> BrokerSecurity:
         """Apply Kafka-named settings (keys in KEYS); ConfigError on a bad value."""
-        fields: dict[str, object] = {}
+        fields: dict[str, Any] = {}
         for key, raw in settings.items():
             value = raw.strip()
             if key == "listener.security.protocol":

@@ -512,8 +512,13 @@ async def _peek_first_byte(transport: asyncio.Transport) -> int | None:
     loop = asyncio.get_running_loop()
     with socket.fromfd(raw.fileno(), raw.family, raw.type) as peer:
         peer.setblocking(False)
-        readable = loop.create_future()
-        loop.add_reader(peer.fileno(), lambda: readable.done() or readable.set_result(None))
+        readable: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:
+            if not readable.done():
+                readable.set_result(None)
+
+        loop.add_reader(peer.fileno(), wake)
         try:
             await readable
             data = peer.recv(1, socket.MSG_PEEK)

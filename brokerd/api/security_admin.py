@@ -193,7 +193,8 @@ async def handle_alter_user_scram_credentials(
     ctx: BrokerContext, request: AlterUserScramCredentialsRequest
 ) -> AlterUserScramCredentialsResponse:
     changes: dict[str, list[ScramDeletion | ScramUpsertion]] = {}
-    for change in [*request.deletions, *request.upsertions]:
+    requested: list[ScramDeletion | ScramUpsertion] = [*request.deletions, *request.upsertions]
+    for change in requested:
         changes.setdefault(change.user, []).append(change)
 
     def alter(zk: KazooClient) -> list[UserAlterationResult]:

@@ -570,8 +570,8 @@ class Group:
     def tick(self, now_ms: float) -> Replies:
         """Expire sessions and unused member ids, and complete a rebalance whose wait is over."""
         replies = Replies()
-        for member_id, deadline in list(self.pending_members.items()):
-            if now_ms >= deadline:
+        for member_id, join_deadline in list(self.pending_members.items()):
+            if now_ms >= join_deadline:
                 del self.pending_members[member_id]
         for member in list(self.members.values()):
             deadline = member.session_deadline_ms()

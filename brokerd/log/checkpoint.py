@@ -8,18 +8,18 @@ replaces the file atomically, so a crash leaves either the old or the new checkp
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from brokerd.log.directory import fsync_directory
 from spark_replica.errors import ProtocolError
+from spark_replica.topics import TopicPartition
 
 HW_CHECKPOINT_FILE = "replication-offset-checkpoint"
 CHECKPOINT_VERSION = 0
 
-TopicPartition = tuple[str, int]
 
-
-def write_offsets_checkpoint(path: Path, offsets: dict[TopicPartition, int]) -> None:
+def write_offsets_checkpoint(path: Path, offsets: Mapping[TopicPartition, int]) -> None:
     """Write `offsets` to `path` atomically and durably (file, then directory, fsynced)."""
     lines = [str(CHECKPOINT_VERSION), str(len(offsets))]
     lines += [
@@ -63,7 +63,7 @@ def read_offsets_checkpoint(path: Path) -> dict[TopicPartition, int]:
             raise ProtocolError(f"{path}: line {line_number}: expected 'topic partition offset'")
         topic, partition, offset = fields
         try:
-            key = (topic, int(partition))
+            key = TopicPartition(topic, int(partition))
             value = int(offset)
         except ValueError as exc:
             raise ProtocolError(f"{path}: line {line_number}: {exc}") from exc

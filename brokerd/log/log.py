@@ -198,6 +198,7 @@ class Log:
         """
         if leader_epoch is not None and not assign_offsets:
             raise ValueError("leader_epoch is stamped only when the log assigns offsets")
+        data: bytearray | memoryview
         data, spans = self._validate(batches)
         if assign_offsets:
             data, spans = self._stamp(data, spans, leader_epoch)

@@ -55,7 +55,9 @@ class ReplogDataSource(DataSource):
         from connectors.spark.source_options import include_headers
 
         avro = codec_from_options(self.options)
-        return source_schema(include_headers(self.options), avro and avro.spark_type)
+        return source_schema(
+            include_headers(self.options), avro.spark_type if avro is not None else None
+        )
 
     def reader(self, schema: StructType) -> DataSourceReader:
         from connectors.spark.batch_reader import PushdownBatchReader, ReplogBatchReader

@@ -143,7 +143,9 @@ class Cluster:
     def _candidates(self, after: int | None = None) -> list[tuple[tuple[int | str, str], str, int]]:
         """Known brokers (from the one after `after`), then bootstrap ones; unresponsive last."""
         known = [self.brokers[broker_id] for broker_id in in_turn(self.brokers, after)]
-        candidates = [((b.broker_id, "default"), b.host, b.port) for b in known]
+        candidates: list[tuple[tuple[int | str, str], str, int]] = [
+            ((b.broker_id, "default"), b.host, b.port) for b in known
+        ]
         candidates += [((f"{h}:{p}", "bootstrap"), h, p) for h, p in self.bootstrap]
         now = asyncio.get_running_loop().time()
         return sorted(

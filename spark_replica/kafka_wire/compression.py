@@ -88,7 +88,8 @@ def _decompress_into(bits: int, name: str, data: memoryview, window: np.ndarray)
     try:
         if bits == 2:
             return _snappy_into(data, window)
-        return int(_DECOMPRESS_INTO[bits](data, window))
+        # numpy types ndarray.__buffer__ on Python 3.12+ only; it is a buffer on 3.11 too.
+        return int(_DECOMPRESS_INTO[bits](data, window))  # type: ignore[arg-type]
     except cramjam.DecompressionError as exc:
         if "whole buffer" in str(exc) or "smaller than required" in str(exc):
             return len(window) + 1
@@ -117,4 +118,4 @@ def _snappy_block_into(block: memoryview, out: np.ndarray) -> int:
     """One raw snappy block; its declared length is checked before anything is written."""
     if cramjam.snappy.decompress_raw_len(block) > len(out):
         raise cramjam.DecompressionError("smaller than required")
-    return int(cramjam.snappy.decompress_raw_into(block, out))
+    return int(cramjam.snappy.decompress_raw_into(block, out))  # type: ignore[arg-type]  # see _decompress_into

@@ -322,8 +322,8 @@ def _read_headers(
     for record in active.tolist():
         end = int(ends[record])
         position = int(pos[record])
-        for index in range(int(first[record]) + round_, int(first[record] + counts[record])):
-            position = _read_header(view, position, end, headers, index)
+        for header_index in range(int(first[record]) + round_, int(first[record] + counts[record])):
+            position = _read_header(view, position, end, headers, header_index)
         pos[record] = position
     return headers, pos
 
@@ -375,7 +375,7 @@ def decode_records(buf: np.ndarray, size: int, header: BatchHeader) -> pa.Record
     is the batch's max timestamp, as Kafka's readers take it.
     """
     count = header.record_count
-    view = memoryview(buf)
+    view = memoryview(buf)  # type: ignore[arg-type]  # numpy types ndarray.__buffer__ on 3.12+ only
     starts, ends = _record_bodies(view, size, count)
     timestamp_deltas, pos = _read_varints(buf, starts + 1, _VARLONG_BYTES)
     offset_deltas, pos = _read_varints(buf, pos, _VARINT_BYTES)

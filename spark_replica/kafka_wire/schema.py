@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_replica.errors import ProtocolError
 from spark_replica.kafka_wire.primitives import ZERO_UUID, Reader, Writer
@@ -46,6 +46,14 @@ class Data:
     def __repr__(self) -> str:
         inner = ", ".join(f"{key}={value!r}" for key, value in self.__dict__.items())
         return f"Data({inner})"
+
+    if TYPE_CHECKING:
+        # Fields come from message tables at run time, so the checker cannot know them;
+        # declared for it only, so a missing attribute still raises AttributeError (which
+        # the encoder's getattr(obj, name, default) relies on).
+        def __getattr__(self, name: str) -> Any: ...
+
+        def __setattr__(self, name: str, value: Any) -> None: ...
 
 
 def snake_case(name: str) -> str:

@@ -5,6 +5,8 @@ are tested with plain values. Connections (client) and the server (broker) live
 elsewhere.
 """
 
+from typing import Any, Protocol
+
 from spark_replica.protocol.acls import (
     CreateAclsRequest,
     CreateAclsResponse,
@@ -37,6 +39,7 @@ from spark_replica.protocol.offsets_for_leader_epoch import (
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
 )
+from spark_replica.protocol.primitives import Reader
 from spark_replica.protocol.produce import ProduceRequest, ProduceResponse
 from spark_replica.protocol.sasl import (
     SaslAuthenticateRequest,
@@ -57,8 +60,18 @@ from spark_replica.protocol.topic_admin import (
     TopicResultsResponse,
 )
 
+
+class MessageType(Protocol):
+    """A request or response class, as the dispatchers use it: decoded from a frame body.
+
+    Each API's class has its own return type; the tables mix them, so it is Any here.
+    """
+
+    def read(self, r: Reader, /) -> Any: ...
+
+
 # The response type of each API key.
-RESPONSE_TYPES = {
+RESPONSE_TYPES: dict[ApiKey, MessageType] = {
     ApiKey.PRODUCE: ProduceResponse,
     ApiKey.FETCH: FetchResponse,
     ApiKey.LIST_OFFSETS: ListOffsetsResponse,
@@ -83,7 +96,7 @@ RESPONSE_TYPES = {
 }
 
 # The request type of each API key.
-REQUEST_TYPES = {
+REQUEST_TYPES: dict[ApiKey, MessageType] = {
     ApiKey.PRODUCE: ProduceRequest,
     ApiKey.FETCH: FetchRequest,
     ApiKey.LIST_OFFSETS: ListOffsetsRequest,
