@@ -1,5 +1,11 @@
-"""`python -m brokerd --broker-id N --port P [--kafka-port K] --log-dir D --zookeeper CONNECT
-[--config FILE]`."""
+"""`python -m brokerd [--config server.properties] [--broker-id N --port P --log-dir D
+--zookeeper CONNECT ...]`.
+
+Settings come from three places, each winning over the next: flags (`--broker-id`,
+`--port`, ... and `--override key=value`), the properties file given with `--config`
+(Kafka's server.properties names; see brokerd.server_properties), and the defaults. The
+identity flags are needed only where the file does not give them.
+"""
 
 from __future__ import annotations
 
@@ -8,80 +14,170 @@ import asyncio
 import logging
 import sys
 from pathlib import Path
+from typing import TypeVar
 
 from brokerd.broker import Broker
 from brokerd.config import BrokerConfig
-from spark_replica.errors import ReplogError
+from brokerd.logging_setup import (
+    DEFAULT_BACKUP_COUNT,
+    DEFAULT_LEVEL,
+    DEFAULT_MAX_BYTES,
+    LogSettings,
+    configure_broker_logging,
+)
+from brokerd.server_properties import parse_server_properties
+from spark_replica.errors import ConfigError, ReplogError
 from spark_replica.security.settings import load_properties
 from spark_replica.topic_config import parse_assignments
+
+DEFAULT_PORT = 9092
+DEFAULT_HOST = "127.0.0.1"
+OFF = -1
+
+T = TypeVar("T")
+
+log = logging.getLogger("brokerd")
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="brokerd", description="a replog broker")
-    parser.add_argument("--broker-id", type=int, required=True)
-    parser.add_argument("--port", type=int, default=9092, help="0 picks a free port")
+    parser.add_argument(
+        "--broker-id", type=int, help="the broker's id (required unless --config gives broker.id)"
+    )
+    parser.add_argument(
+        "--port",
+        type=int,
+        help="the replog listener's port, 0 picks a free port (default 9092, or the REPLOG "
+        "listener in --config)",
+    )
     parser.add_argument(
         "--kafka-port",
         type=int,
-        default=-1,
-        help="the Kafka-protocol listener's port: 0 picks a free port, -1 (default) turns it off",
+        help="the Kafka-protocol listener's port: 0 picks a free port, -1 turns it off "
+        "(default -1, or the KAFKA listener in --config)",
     )
     parser.add_argument(
         "--metrics-port",
         type=int,
-        default=-1,
         help="serve Prometheus metrics over HTTP on this port: 0 picks a free port, "
-        "-1 (default) turns it off",
+        "-1 turns it off (default -1, or metrics.port in --config)",
     )
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--log-dir", type=Path, required=True)
-    parser.add_argument("--zookeeper", required=True, help="host:port[,host:port][/chroot]")
+    parser.add_argument(
+        "--host",
+        help="the address to bind and register (default 127.0.0.1, or the listeners' host "
+        "in --config)",
+    )
+    parser.add_argument(
+        "--log-dir", type=Path, help="the data directory (required unless --config gives log.dirs)"
+    )
+    parser.add_argument(
+        "--zookeeper",
+        metavar="CONNECT",
+        help="host:port[,host:port][/chroot] (required unless --config gives zookeeper.connect)",
+    )
     parser.add_argument(
         "--config",
         type=Path,
         metavar="FILE",
-        help="a properties file of broker configs (secrets go here, not on the command line); "
-        "--override wins over it",
+        help="a server.properties file in Kafka's names (secrets go here, not on the command "
+        "line); flags and --override win over it (default: none)",
     )
     parser.add_argument(
         "--override",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a broker config such as log.segment.bytes=1048576 (repeatable)",
+        help="a broker config such as log.segment.bytes=1048576, as in --config "
+        "(repeatable; default: none)",
+    )
+    parser.add_argument(
+        "--log-level",
+        metavar="LEVEL",
+        help=f"the broker log's level: DEBUG, INFO, WARN, ERROR (default {DEFAULT_LEVEL}, "
+        "or broker.log.level in --config)",
+    )
+    parser.add_argument(
+        "--logger",
+        action="append",
+        default=[],
+        metavar="NAME=LEVEL",
+        help="one logger's level, e.g. brokerd.controller=DEBUG (repeatable; also "
+        "broker.log.logger.NAME in --config; default: none)",
+    )
+    parser.add_argument(
+        "--log-max-bytes",
+        metavar="BYTES",
+        help=f"rotate broker.log when it reaches this size (default {DEFAULT_MAX_BYTES}, "
+        "or broker.log.max.bytes in --config)",
+    )
+    parser.add_argument(
+        "--log-backup-count",
+        metavar="N",
+        help=f"rotated files kept: broker.log.1 to .N (default {DEFAULT_BACKUP_COUNT}, "
+        "or broker.log.backup.count in --config)",
     )
     return parser
 
 
-def _settings(config_file: Path | None, overrides: list[str]) -> dict[str, str]:
-    settings = {} if config_file is None else load_properties(config_file)
-    return settings | parse_assignments(overrides)
+def resolve(args: argparse.Namespace) -> tuple[BrokerConfig, LogSettings, tuple[str, ...]]:
+    """The broker's config, its log settings and the file's ignored Kafka keys."""
+    settings = {} if args.config is None else load_properties(args.config)
+    file = parse_server_properties(settings | parse_assignments(args.override))
+    kafka_port = _first(args.kafka_port, file.kafka_port, OFF)
+    config = BrokerConfig(
+        broker_id=_required(args.broker_id, file.broker_id, "--broker-id", "broker.id"),
+        log_dir=_required(args.log_dir, file.log_dir, "--log-dir", "log.dirs").resolve(),
+        zookeeper=_required(args.zookeeper, file.zookeeper, "--zookeeper", "zookeeper.connect"),
+        host=_first(args.host, file.host, DEFAULT_HOST),
+        port=_replog_port(args.port, file.port, kafka_port),
+        kafka_port=kafka_port,
+        metrics_port=_first(args.metrics_port, file.metrics_port, OFF),
+    ).with_overrides(file.broker_configs)
+    log_settings = LogSettings().with_properties(file.log_settings)
+    log_settings = log_settings.with_flags(
+        args.log_max_bytes, args.log_backup_count, args.log_level, args.logger
+    )
+    return config, log_settings, file.ignored
+
+
+def _first(flag: T | None, from_file: T | None, default: T) -> T:
+    if flag is not None:
+        return flag
+    return default if from_file is None else from_file
+
+
+def _required(flag: T | None, from_file: T | None, option: str, key: str) -> T:
+    value = flag if flag is not None else from_file
+    if value is None:
+        raise ConfigError(f"give {option}, or {key} in the --config file")
+    return value
+
+
+def _replog_port(flag: int | None, from_file: int | None, kafka_port: int) -> int:
+    """A Kafka listener on 9092 (Kafka's own default, as in `PLAINTEXT://:9092`) leaves
+    the replog listener no default port: say so rather than fail to bind."""
+    if flag is None and from_file is None and kafka_port == DEFAULT_PORT:
+        raise ConfigError(
+            f"listeners puts the Kafka listener on {DEFAULT_PORT}, replog's default port: add "
+            "REPLOG://host:port (replog's own protocol, for its client and Spark) or give --port"
+        )
+    return _first(flag, from_file, DEFAULT_PORT)
 
 
 def run_broker(args: argparse.Namespace) -> int:
     try:
-        config = BrokerConfig(
-            broker_id=args.broker_id,
-            log_dir=args.log_dir.resolve(),
-            zookeeper=args.zookeeper,
-            host=args.host,
-            port=args.port,
-            kafka_port=args.kafka_port,
-            metrics_port=args.metrics_port,
-        ).with_overrides(_settings(args.config, args.override))
-    except ReplogError as exc:
+        config, log_settings, ignored = resolve(args)
+        config.log_dir.mkdir(parents=True, exist_ok=True)
+        configure_broker_logging(log_settings, config.log_file, config.broker_id)
+    except (ReplogError, OSError) as exc:
         print(f"brokerd: {exc}", file=sys.stderr)
         return 2
-    config.log_dir.mkdir(parents=True, exist_ok=True)
-    logging.basicConfig(
-        filename=config.log_file,
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    for key in ignored:
+        log.warning("%s is a Kafka broker config that replog does not use; ignored", key)
     try:
         asyncio.run(Broker(config).run())
     except ReplogError as exc:
-        logging.getLogger("brokerd").error("broker failed: %s", exc)
+        log.error("broker failed: %s", exc)
         print(f"brokerd: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from brokerd.log import LogConfig
 from brokerd.security_config import KEYS as SECURITY_KEYS
@@ -73,6 +74,11 @@ _BOOLEAN_KEYS = {
     "controlled.shutdown.enable": "controlled_shutdown_enable",
 }
 
+# Every key `with_overrides` takes.
+BROKER_CONFIG_KEYS = frozenset(
+    [*_LOG_DEFAULT_KEYS, *_INTERVAL_KEYS, "min.insync.replicas", *_BOOLEAN_KEYS, *SECURITY_KEYS]
+)
+
 
 @dataclass(frozen=True)
 class BrokerConfig:
@@ -134,6 +140,18 @@ class BrokerConfig:
                 f"metrics port must be -1 (off), 0 (any free port) or a port up to 65535, "
                 f"not {self.metrics_port}"
             )
+        listeners = [
+            ("replog", self.port),
+            ("kafka", self.kafka_port),
+            ("metrics", self.metrics_port),
+        ]
+        taken: dict[int, str] = {}
+        for name, port in listeners:
+            if port > 0 and port in taken:
+                raise ConfigError(
+                    f"the {taken[port]} and {name} listeners cannot share port {port}"
+                )
+            taken.setdefault(port, name)
         for name in (
             "hw_checkpoint_interval_ms",
             "retention_check_interval_ms",
@@ -186,8 +204,9 @@ class BrokerConfig:
 
     def with_overrides(self, overrides: Mapping[str, str]) -> BrokerConfig:
         """Apply Kafka-named `key=value` overrides; an unknown key is a ConfigError."""
-        log_fields: dict[str, object] = {}
-        broker_fields: dict[str, object] = {}
+        # Values of several field types, each parsed for its key above.
+        log_fields: dict[str, Any] = {}
+        broker_fields: dict[str, Any] = {}
         security_settings: dict[str, str] = {}
         for key, raw in overrides.items():
             if key in SECURITY_KEYS:
@@ -201,16 +220,8 @@ class BrokerConfig:
             elif key in _BOOLEAN_KEYS:
                 broker_fields[_BOOLEAN_KEYS[key]] = _parse_bool(key, raw)
             else:
-                known = sorted(
-                    [
-                        *_LOG_DEFAULT_KEYS,
-                        *_INTERVAL_KEYS,
-                        "min.insync.replicas",
-                        *_BOOLEAN_KEYS,
-                        *SECURITY_KEYS,
-                    ]
-                )
-                raise ConfigError(f"unknown broker config {key!r}; known: {', '.join(known)}")
+                known = ", ".join(sorted(BROKER_CONFIG_KEYS))
+                raise ConfigError(f"unknown broker config {key!r}; known: {known}")
         log_defaults = replace(self.log_defaults, **log_fields)
         if security_settings:
             broker_fields["security"] = self.security.with_settings(security_settings)

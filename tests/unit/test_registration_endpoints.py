@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from brokerd.__main__ import build_parser
+from brokerd.__main__ import build_parser, resolve
 from brokerd.config import BrokerConfig
 from spark_replica import cluster_dir
 from spark_replica.cli.cluster import _plan as cluster_plan
@@ -89,7 +89,7 @@ def test_kafka_port_flag_and_validation(tmp_path) -> None:
     default = build_parser().parse_args(
         ["--broker-id", "1", "--log-dir", str(tmp_path), "--zookeeper", "z"]
     )
-    assert default.kafka_port == -1
+    assert resolve(default)[0].kafka_port == -1  # flags left out fall back to the defaults
     for bad in (-2, 65536):
         with pytest.raises(ConfigError, match="kafka port"):
             BrokerConfig(1, tmp_path, "z", kafka_port=bad)

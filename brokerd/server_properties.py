@@ -1,0 +1,308 @@
+"""Kafka's `server.properties`, read into what a replog broker takes (pure: no file I/O).
+
+An operator's Kafka file should work with as few edits as possible, and no setting may
+pass unread by mistake. So every key falls in exactly one of these groups:
+
+- identity: `broker.id`, `log.dirs` (or `log.dir`; one directory), `zookeeper.connect`,
+  `listeners`, and replog's `metrics.port` (Kafka has no such key; -1 off, 0 any port);
+- Kafka's broker configs that replog implements (brokerd.config.BROKER_CONFIG_KEYS), plus
+  `log.retention.hours|minutes` and `log.roll.hours`, turned into their `.ms` key with
+  Kafka's precedence (ms, then minutes, then hours);
+- the broker's own log: `broker.log.*` (brokerd.logging_setup);
+- Kafka keys replog knows but has no use for (thread pools, socket buffers, the internal
+  topics' settings...): accepted, and the broker logs one warning line for each;
+- Kafka keys whose meaning replog cannot honour: a ConfigError saying what to do instead;
+- anything else, a typo most likely: a ConfigError naming the key.
+
+Listeners. replog binds two protocols on one host: its own (which replog's client and
+Spark use) and Kafka's. In `listeners`, `REPLOG://host:port` is the first, `KAFKA://host:port`
+the second. A listener named after a security protocol, as in Kafka's own file
+(`PLAINTEXT://:9092`, `SSL://...`, `SASL_SSL://...`), keeps Kafka's meaning: Kafka clients
+connect there. It is the Kafka listener, and its name sets `listener.security.protocol`,
+which both listeners share. An empty host means the broker's `--host` (default
+127.0.0.1); the entries must not name different hosts.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from brokerd.config import BROKER_CONFIG_KEYS, BrokerConfig
+from brokerd.logging_setup import PROPERTY_PREFIX as LOG_PREFIX
+from brokerd.logging_setup import LogSettings
+from brokerd.security_config import KEYS as SECURITY_KEYS
+from brokerd.security_config import PROTOCOLS
+from spark_replica.errors import ConfigError
+from spark_replica.zk.session import split_connect_string
+
+METRICS_PORT_KEY = "metrics.port"
+LISTENERS_KEY = "listeners"
+IDENTITY_KEYS = ("broker.id", "log.dirs", "log.dir", "zookeeper.connect", LISTENERS_KEY)
+REPLOG_LISTENER = "REPLOG"
+KAFKA_LISTENER = "KAFKA"
+SECURITY_PROTOCOL_KEY = "listener.security.protocol"
+
+# Kafka's time keys in coarser units: (key, milliseconds per unit), finest first.
+_TIME_SYNONYMS = {
+    "log.retention.ms": (
+        ("log.retention.ms", 1),
+        ("log.retention.minutes", 60_000),
+        ("log.retention.hours", 3_600_000),
+    ),
+    "log.roll.ms": (("log.roll.ms", 1), ("log.roll.hours", 3_600_000)),
+}
+_COARSE_TIME_KEYS = frozenset(
+    key for synonyms in _TIME_SYNONYMS.values() for key, unit in synonyms if unit > 1
+)
+
+IGNORED_KEYS = frozenset(
+    {
+        "auto.create.topics.enable",
+        "background.threads",
+        "broker.id.generation.enable",
+        "broker.rack",
+        "compression.type",
+        "default.replication.factor",
+        "delete.topic.enable",
+        "inter.broker.protocol.version",
+        "log.cleaner.enable",
+        "log.cleanup.policy",
+        "log.index.size.max.bytes",
+        "log.message.format.version",
+        "log.preallocate",
+        "log.segment.delete.delay.ms",
+        "metric.reporters",
+        "metrics.num.samples",
+        "metrics.recording.level",
+        "metrics.sample.window.ms",
+        "num.io.threads",
+        "num.network.threads",
+        "num.partitions",
+        "num.recovery.threads.per.data.dir",
+        "num.replica.fetchers",
+        "offsets.retention.minutes",
+        "offsets.topic.num.partitions",
+        "offsets.topic.replication.factor",
+        "queued.max.requests",
+        "replica.fetch.max.bytes",
+        "replica.fetch.wait.max.ms",
+        "replica.socket.receive.buffer.bytes",
+        "replica.socket.timeout.ms",
+        "reserved.broker.max.id",
+        "socket.receive.buffer.bytes",
+        "socket.send.buffer.bytes",
+        "transaction.state.log.min.isr",
+        "transaction.state.log.num.partitions",
+        "transaction.state.log.replication.factor",
+        "zookeeper.connection.timeout.ms",
+    }
+)
+
+_LISTENER_ADVICE = (
+    "replog's listeners share one security protocol: name it with "
+    f"{SECURITY_PROTOCOL_KEY} or by a listener named after it (SSL://host:port)"
+)
+REFUSED_KEYS = {
+    "advertised.listeners": "replog registers the address it binds: set it in listeners",
+    "listener.security.protocol.map": _LISTENER_ADVICE,
+    "inter.broker.listener.name": "brokers talk to each other on the REPLOG listener",
+    "security.inter.broker.protocol": _LISTENER_ADVICE,
+    "unclean.leader.election.enable": "set it per topic: replog configs alter",
+    "port": "Kafka removed it in 3.0: use listeners",
+    "host.name": "Kafka removed it in 3.0: use listeners",
+}
+
+
+@dataclass(frozen=True)
+class ServerProperties:
+    """A properties file's settings by group; None where the file is silent."""
+
+    broker_id: int | None = None
+    log_dir: Path | None = None
+    zookeeper: str | None = None
+    host: str | None = None
+    port: int | None = None
+    kafka_port: int | None = None
+    metrics_port: int | None = None
+    broker_configs: dict[str, str] = field(default_factory=dict)
+    log_settings: dict[str, str] = field(default_factory=dict)
+    ignored: tuple[str, ...] = ()
+
+    @property
+    def identity_keys(self) -> list[str]:
+        """Which identity settings the file gave (for refusing them where N brokers share it)."""
+        given = {
+            "broker.id": self.broker_id,
+            "log.dirs": self.log_dir,
+            "zookeeper.connect": self.zookeeper,
+            LISTENERS_KEY: self.port if self.port is not None else self.kafka_port,
+            METRICS_PORT_KEY: self.metrics_port,
+        }
+        return [key for key, value in given.items() if value is not None]
+
+
+def parse_server_properties(properties: Mapping[str, str]) -> ServerProperties:
+    """Sort and check every key; ConfigError on the first bad or unknown one."""
+    broker_configs: dict[str, str] = {}
+    log_settings: dict[str, str] = {}
+    ignored: list[str] = []
+    for key, value in properties.items():
+        if key in IDENTITY_KEYS or key == METRICS_PORT_KEY or key in _COARSE_TIME_KEYS:
+            continue
+        if key in BROKER_CONFIG_KEYS:
+            broker_configs[key] = value
+        elif key.startswith(LOG_PREFIX):
+            log_settings[key] = value
+        elif key in IGNORED_KEYS:
+            ignored.append(key)
+        elif key in REFUSED_KEYS:
+            raise ConfigError(f"{key} is not supported: {REFUSED_KEYS[key]}")
+        else:
+            raise ConfigError(_unknown(key))
+    for target, synonyms in _TIME_SYNONYMS.items():
+        for key, unit in synonyms:
+            if key in properties:
+                broker_configs[target] = _in_ms(key, properties[key], unit)
+                break
+    host, port, kafka_port, protocol = parse_listeners(properties.get(LISTENERS_KEY, ""))
+    if protocol is not None:
+        configured = broker_configs.get(SECURITY_PROTOCOL_KEY, protocol).strip().upper()
+        if configured != protocol:
+            raise ConfigError(
+                f"listeners names a {protocol} listener but {SECURITY_PROTOCOL_KEY}="
+                f"{configured}: replog's listeners share one security protocol"
+            )
+        broker_configs[SECURITY_PROTOCOL_KEY] = protocol
+    zookeeper = properties.get("zookeeper.connect")
+    if zookeeper is not None:
+        split_connect_string(zookeeper)
+    return ServerProperties(
+        broker_id=_optional_int(properties, "broker.id"),
+        log_dir=_log_dir(properties),
+        zookeeper=zookeeper,
+        host=host,
+        port=port,
+        kafka_port=kafka_port,
+        metrics_port=_optional_int(properties, METRICS_PORT_KEY),
+        broker_configs=broker_configs,
+        log_settings=log_settings,
+        ignored=tuple(ignored),
+    )
+
+
+def parse_listeners(text: str) -> tuple[str | None, int | None, int | None, str | None]:
+    """`NAME://host:port,...` -> (host, replog port, Kafka port, security protocol), None
+    for what the value does not say."""
+    hosts: set[str] = set()
+    ports: dict[str, int] = {}
+    protocol: str | None = None
+    for entry in (e.strip() for e in text.split(",")):
+        if not entry:
+            continue
+        name, separator, address = entry.partition("://")
+        host, colon, port_text = address.rpartition(":")
+        if not separator or not colon:
+            raise ConfigError(f"listeners entry {entry!r} is not NAME://host:port")
+        name = name.strip().upper()
+        if name in PROTOCOLS:
+            protocol = name
+            role = KAFKA_LISTENER
+        elif name in (REPLOG_LISTENER, KAFKA_LISTENER):
+            role = name
+        else:
+            raise ConfigError(
+                f"listeners entry {entry!r}: name it REPLOG (replog's protocol), KAFKA or a "
+                f"security protocol ({', '.join(PROTOCOLS)}; both Kafka's protocol)"
+            )
+        if role in ports:
+            raise ConfigError(f"listeners names more than one {role} listener: {text!r}")
+        ports[role] = _port(entry, port_text)
+        if host := host.strip().removeprefix("[").removesuffix("]"):
+            hosts.add(host)
+    if len(hosts) > 1:
+        raise ConfigError(
+            f"listeners names the hosts {', '.join(sorted(hosts))}: a replog broker binds "
+            "all its listeners on one host"
+        )
+    return (
+        hosts.pop() if hosts else None,
+        ports.get(REPLOG_LISTENER),
+        ports.get(KAFKA_LISTENER),
+        protocol,
+    )
+
+
+def cluster_configs(properties: Mapping[str, str]) -> tuple[dict[str, str], tuple[str, ...]]:
+    """The settings every broker of a local cluster shares, checked, and the ignored keys.
+
+    `replog up` gives each broker its identity and ports, and `up --security` writes the
+    security settings, so shared settings naming any of them are refused. Values are
+    checked here, so that a bad one stops `up` before it starts anything.
+    """
+    parsed = parse_server_properties(properties)
+    identity = parsed.identity_keys
+    if identity:
+        raise ConfigError(
+            f"{', '.join(identity)} cannot be shared by every broker: `replog up` gives each "
+            "broker its id, log dir, ZooKeeper and ports; leave them out of --config"
+        )
+    security = sorted(k for k in parsed.broker_configs if k in SECURITY_KEYS)
+    if security:
+        raise ConfigError(
+            f"{', '.join(security)}: `replog up --security MODE` sets up the cluster's "
+            "security; leave security settings out of --config"
+        )
+    BrokerConfig(0, Path("."), "localhost:2181").with_overrides(parsed.broker_configs)
+    LogSettings().with_properties(parsed.log_settings)
+    kept = {k: v for k, v in properties.items() if k not in parsed.ignored}
+    return kept, parsed.ignored
+
+
+def _unknown(key: str) -> str:
+    known = [*IDENTITY_KEYS, METRICS_PORT_KEY, *BROKER_CONFIG_KEYS, *_COARSE_TIME_KEYS]
+    known += [*IGNORED_KEYS, *REFUSED_KEYS]
+    close = difflib.get_close_matches(key, known, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    return f"unknown broker config {key!r}{hint}"
+
+
+def _optional_int(properties: Mapping[str, str], key: str) -> int | None:
+    raw = properties.get(key)
+    return None if raw is None else _int(key, raw)
+
+
+def _int(key: str, raw: str) -> int:
+    try:
+        return int(raw.strip())
+    except ValueError:
+        raise ConfigError(f"{key}={raw!r}: not an integer") from None
+
+
+def _in_ms(key: str, raw: str, unit: int) -> str:
+    """Kafka's -1 (no limit) stays -1 in every unit."""
+    value = _int(key, raw)
+    return str(value if value < 0 else value * unit)
+
+
+def _port(entry: str, text: str) -> int:
+    try:
+        port = int(text.strip())
+    except ValueError:
+        port = -1
+    if not 0 <= port < 65536:
+        raise ConfigError(f"listeners entry {entry!r}: the port must be between 0 and 65535")
+    return port
+
+
+def _log_dir(properties: Mapping[str, str]) -> Path | None:
+    key = "log.dirs" if "log.dirs" in properties else "log.dir"
+    raw = properties.get(key)
+    if raw is None:
+        return None
+    dirs = [d.strip() for d in raw.split(",") if d.strip()]
+    if len(dirs) != 1:
+        raise ConfigError(f"{key}={raw!r}: a replog broker keeps its logs in one directory")
+    return Path(dirs[0])

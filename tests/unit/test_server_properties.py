@@ -1,0 +1,162 @@
+"""Kafka's server.properties read into replog's settings: plain values, no processes."""
+
+from __future__ import annotations
+
+import re
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import pytest
+
+from brokerd.config import BrokerConfig
+from brokerd.server_properties import cluster_configs, parse_listeners, parse_server_properties
+from spark_replica.errors import ConfigError
+
+
+def raises(message: str) -> AbstractContextManager[object]:
+    return pytest.raises(ConfigError, match=re.escape(message))
+
+
+# The settings of the server.properties Kafka ships for ZooKeeper mode, comments left out.
+KAFKA_DEFAULT_FILE = {
+    "broker.id": "0",
+    "num.network.threads": "3",
+    "num.io.threads": "8",
+    "socket.send.buffer.bytes": "102400",
+    "socket.receive.buffer.bytes": "102400",
+    "socket.request.max.bytes": "104857600",
+    "log.dirs": "/tmp/kafka-logs",
+    "num.partitions": "1",
+    "num.recovery.threads.per.data.dir": "1",
+    "offsets.topic.replication.factor": "1",
+    "transaction.state.log.replication.factor": "1",
+    "transaction.state.log.min.isr": "1",
+    "log.retention.hours": "168",
+    "log.segment.bytes": "1073741824",
+    "log.retention.check.interval.ms": "300000",
+    "zookeeper.connect": "localhost:2181",
+    "zookeeper.connection.timeout.ms": "18000",
+    "group.initial.rebalance.delay.ms": "0",
+}
+
+
+def test_kafkas_own_file_is_read_with_its_unused_keys_ignored() -> None:
+    parsed = parse_server_properties(KAFKA_DEFAULT_FILE)
+    assert parsed.broker_id == 0
+    assert parsed.log_dir == Path("/tmp/kafka-logs")
+    assert parsed.zookeeper == "localhost:2181"
+    assert parsed.port is None and parsed.kafka_port is None and parsed.metrics_port is None
+    assert parsed.ignored == (
+        "num.network.threads",
+        "num.io.threads",
+        "socket.send.buffer.bytes",
+        "socket.receive.buffer.bytes",
+        "num.partitions",
+        "num.recovery.threads.per.data.dir",
+        "offsets.topic.replication.factor",
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.min.isr",
+        "zookeeper.connection.timeout.ms",
+    )
+    assert parsed.broker_configs["log.retention.ms"] == str(168 * 3_600_000)
+    config = BrokerConfig(0, Path("/d"), "localhost:2181").with_overrides(parsed.broker_configs)
+    assert config.log_defaults.retention_ms == 168 * 3_600_000
+    assert config.max_frame_bytes == 104857600
+    assert config.group_initial_rebalance_delay_ms == 0
+
+
+def test_retention_takes_the_finest_unit_given_and_minus_one_stays_unlimited() -> None:
+    both = {"log.retention.hours": "1", "log.retention.minutes": "5"}
+    assert parse_server_properties(both).broker_configs["log.retention.ms"] == "300000"
+    finest = both | {"log.retention.ms": "1234"}
+    assert parse_server_properties(finest).broker_configs["log.retention.ms"] == "1234"
+    unlimited = parse_server_properties({"log.retention.hours": "-1"})
+    assert unlimited.broker_configs["log.retention.ms"] == "-1"
+    assert parse_server_properties({"log.roll.hours": "2"}).broker_configs == {
+        "log.roll.ms": "7200000"
+    }
+    with raises("log.retention.hours='a week'"):
+        parse_server_properties({"log.retention.hours": "a week"})
+
+
+def test_listeners_map_to_the_replog_and_kafka_ports() -> None:
+    assert parse_listeners("REPLOG://127.0.0.2:9092,KAFKA://127.0.0.2:9093") == (
+        "127.0.0.2",
+        9092,
+        9093,
+        None,
+    )
+    # Kafka's own meaning: Kafka clients connect to PLAINTEXT://:9092.
+    assert parse_listeners("PLAINTEXT://:9092") == (None, None, 9092, "PLAINTEXT")
+    assert parse_listeners("replog://[::1]:1,SASL_SSL://[::1]:2") == ("::1", 1, 2, "SASL_SSL")
+    parsed = parse_server_properties({"listeners": "REPLOG://:7000,SSL://:7001"})
+    assert (parsed.port, parsed.kafka_port) == (7000, 7001)
+    assert parsed.broker_configs == {"listener.security.protocol": "SSL"}
+
+
+@pytest.mark.parametrize(
+    ("listeners", "message"),
+    [
+        ("REPLOG://h:1,REPLOG://h:2", "more than one REPLOG"),
+        ("PLAINTEXT://h:1,KAFKA://h:2", "more than one KAFKA"),
+        ("INTERNAL://h:1", "name it REPLOG"),
+        ("REPLOG://h", "not NAME://host:port"),
+        ("h:9092", "not NAME://host:port"),
+        ("REPLOG://h:70000", "between 0 and 65535"),
+        ("REPLOG://a:1,KAFKA://b:2", "one host"),
+    ],
+)
+def test_bad_listeners_are_named(listeners: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        parse_listeners(listeners)
+
+
+def test_a_listener_protocol_must_agree_with_the_security_protocol_key() -> None:
+    same = {"listeners": "SSL://:1", "listener.security.protocol": "ssl"}
+    assert parse_server_properties(same).broker_configs["listener.security.protocol"] == "SSL"
+    with raises("share one security protocol"):
+        parse_server_properties({"listeners": "SSL://:1", "listener.security.protocol": "SASL_SSL"})
+
+
+def test_unknown_keys_are_errors_naming_them() -> None:
+    with raises("'log.segment.byte' (did you mean log.segment.bytes?)"):
+        parse_server_properties({"log.segment.byte": "1"})
+    with raises("unknown broker config 'no.such.thing'"):
+        parse_server_properties({"no.such.thing": "1"})
+    with raises("advertised.listeners is not supported"):
+        parse_server_properties({"advertised.listeners": "PLAINTEXT://h:1"})
+
+
+def test_identity_and_log_settings() -> None:
+    parsed = parse_server_properties(
+        {
+            "log.dir": "/data",
+            "metrics.port": "0",
+            "broker.log.level": "DEBUG",
+            "broker.log.logger.brokerd.zk": "WARN",
+        }
+    )
+    assert parsed.log_dir == Path("/data") and parsed.metrics_port == 0
+    assert parsed.log_settings == {
+        "broker.log.level": "DEBUG",
+        "broker.log.logger.brokerd.zk": "WARN",
+    }
+    with raises("one directory"):
+        parse_server_properties({"log.dirs": "/a,/b"})
+    with raises("broker.id='one'"):
+        parse_server_properties({"broker.id": "one"})
+    with raises("ZooKeeper connect string"):
+        parse_server_properties({"zookeeper.connect": "nohost"})
+
+
+def test_a_shared_cluster_file_refuses_identity_and_security() -> None:
+    kept, ignored = cluster_configs({"log.retention.hours": "1", "num.io.threads": "8"})
+    assert kept == {"log.retention.hours": "1"} and ignored == ("num.io.threads",)
+    with raises("broker.id, listeners cannot be shared"):
+        cluster_configs({"broker.id": "1", "listeners": "REPLOG://:1"})
+    with raises("broker config log.segment.bytes='big': not an integer"):
+        cluster_configs({"log.segment.bytes": "big"})
+    with raises("broker.log.level='LOUD' is not a log level"):
+        cluster_configs({"broker.log.level": "LOUD"})
+    with raises("sasl.jaas.config: `replog up --security"):
+        cluster_configs({"sasl.jaas.config": "x"})
