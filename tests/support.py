@@ -383,3 +383,83 @@ def secure_cluster(
         for process in seen:
             if process.pid is not None and process.running():
                 os.kill(process.pid, signal.SIGKILL)
+
+
+# --------------------------------------------------------------------------- console
+
+CONSOLE_START_TIMEOUT_S = 30.0
+
+
+def http_get(url: str, path: str, method: str = "GET") -> tuple[int, str, bytes]:
+    """(status, content type, body) of one request to `url` (http://host:port), no proxy."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    address = urlsplit(url)
+    connection = http.client.HTTPConnection(address.hostname or "", address.port, timeout=10)
+    try:
+        connection.request(method, path)
+        response = connection.getresponse()
+        return response.status, response.getheader("Content-Type") or "", response.read()
+    finally:
+        connection.close()
+
+
+@contextlib.contextmanager
+def running_console(*args: str) -> Iterator[str]:
+    """`replog console ARGS` on a free port as a subprocess; yields its URL once it answers,
+    and stops it (SIGTERM, then SIGKILL) afterwards."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "spark_replica.cli.main", "console", "--port", str(port), *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + CONSOLE_START_TIMEOUT_S
+        while True:
+            if process.poll() is not None:
+                _, stderr = process.communicate()
+                raise AssertionError(f"console exited {process.returncode}: {stderr.decode()}")
+            with contextlib.suppress(OSError):
+                if http_get(url, "/")[0] == 200:
+                    break
+            if time.monotonic() > deadline:
+                raise AssertionError(f"console not serving within {CONSOLE_START_TIMEOUT_S} s")
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+        process.stdout.close()  # type: ignore[union-attr]
+        process.stderr.close()  # type: ignore[union-attr]
+
+
+# --------------------------------------------------------------------------- broker run
+
+
+def run_broker_command(
+    brokers: BrokerFactory, broker_id: int, log_dir: Path, *args: str
+) -> BrokerProcess:
+    """Start `replog broker run ARGS` as an operator would (any flags, `--config`), wait
+    until broker `broker_id` (whose data are in `log_dir`) registers, and leave it to the
+    factory to stop."""
+    log_dir.mkdir(parents=True, exist_ok=True)
+    broker = BrokerProcess(broker_id, 0, log_dir, brokers.zk_connect)
+    brokers.brokers[broker_id] = broker
+    with (log_dir / "broker.stderr").open("ab") as stderr:
+        broker.process = subprocess.Popen(
+            [sys.executable, "-m", "spark_replica.cli.main", "broker", "run", *args],
+            stdin=subprocess.DEVNULL,
+            stdout=stderr,
+            stderr=stderr,
+            start_new_session=True,
+        )
+    broker.wait_registered(CLI_TIMEOUT_S)
+    return broker

@@ -1,0 +1,137 @@
+"""The little HTTP/1.1 the console speaks, as bytes in and bytes out (no sockets here).
+
+The console answers GET and HEAD of a handful of fixed paths and closes the connection
+after each answer, so a request is only its head: the request line and headers, at most
+MAX_HEAD_BYTES. Bodies are never read. Going the other way, the console scrapes the
+brokers' /metrics with HTTP/1.0 (the server then closes after the body and never
+chunks it), and `parse_response` reads that answer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from http import HTTPStatus
+
+from spark_replica.errors import ProtocolError, ReplogError
+
+# The request line and headers of one request; browsers send well under 8 KiB.
+MAX_HEAD_BYTES = 16 * 1024
+MAX_HEADERS = 100
+HEAD_END = b"\r\n\r\n"
+ALLOWED_METHODS = ("GET", "HEAD")
+
+
+class HttpRequestError(ReplogError):
+    """A request the console cannot serve; `status` is the HTTP answer it gets."""
+
+    def __init__(self, status: HTTPStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str  # without the query string
+    headers: dict[str, str]  # names lower-cased
+
+
+def parse_request_head(head: bytes) -> Request:
+    """The request line and headers (up to and including the blank line) -> Request."""
+    if len(head) > MAX_HEAD_BYTES:
+        raise HttpRequestError(
+            HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
+            f"request head over {MAX_HEAD_BYTES} bytes",
+        )
+    try:
+        text = head.decode("ascii")
+    except UnicodeDecodeError:
+        raise HttpRequestError(HTTPStatus.BAD_REQUEST, "request head is not ASCII") from None
+    lines = text.removesuffix("\r\n\r\n").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+        raise HttpRequestError(HTTPStatus.BAD_REQUEST, f"malformed request line {lines[0]!r}")
+    method, target, _ = parts
+    if len(lines) - 1 > MAX_HEADERS:
+        raise HttpRequestError(
+            HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, f"over {MAX_HEADERS} headers"
+        )
+    headers = {}
+    for line in lines[1:]:
+        name, colon, value = line.partition(":")
+        if not colon or not name or name != name.strip():
+            raise HttpRequestError(HTTPStatus.BAD_REQUEST, f"malformed header line {line!r}")
+        headers[name.lower()] = value.strip()
+    if method not in ALLOWED_METHODS:
+        raise HttpRequestError(
+            HTTPStatus.METHOD_NOT_ALLOWED, f"{method} not allowed: the console is read-only"
+        )
+    if not target.startswith("/"):
+        raise HttpRequestError(HTTPStatus.BAD_REQUEST, f"request target {target!r} is not a path")
+    return Request(method, target.partition("?")[0], headers)
+
+
+@dataclass(frozen=True)
+class Response:
+    status: HTTPStatus
+    content_type: str
+    body: bytes
+
+    def encode(self, *, head_only: bool = False) -> bytes:
+        """The whole answer, headers included; `head_only` for a HEAD request."""
+        headers = [
+            f"HTTP/1.1 {self.status.value} {self.status.phrase}",
+            f"Content-Type: {self.content_type}",
+            f"Content-Length: {len(self.body)}",
+            "Cache-Control: no-store",
+            "X-Content-Type-Options: nosniff",
+            # Everything the page uses is served from here: no CDN, no inline script.
+            "Content-Security-Policy: default-src 'self'; img-src 'self' data:",
+            "Connection: close",
+        ]
+        if self.status == HTTPStatus.METHOD_NOT_ALLOWED:
+            headers.append("Allow: " + ", ".join(ALLOWED_METHODS))
+        head = ("\r\n".join(headers) + "\r\n\r\n").encode("ascii")
+        return head if head_only else head + self.body
+
+
+def error_response(status: HTTPStatus, message: str) -> Response:
+    return Response(status, "text/plain; charset=utf-8", f"{status.phrase}: {message}\n".encode())
+
+
+def metrics_request(host: str, port: int, path: str) -> bytes:
+    return (
+        f"GET {path} HTTP/1.0\r\nHost: {host}:{port}\r\nAccept: text/plain\r\n"
+        "User-Agent: replog-console\r\n\r\n"
+    ).encode("ascii")
+
+
+def parse_response(data: bytes) -> tuple[int, bytes]:
+    """A whole HTTP/1.x answer read to its end -> (status code, body).
+
+    With a Content-Length the body is cut to it; without one it runs to the end, as
+    HTTP/1.0 says. A truncated or malformed answer is a ProtocolError.
+    """
+    head, separator, body = data.partition(HEAD_END)
+    if not separator:
+        raise ProtocolError("HTTP answer ends before its headers do")
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+        raise ProtocolError(f"malformed HTTP status line {lines[0]!r}")
+    length = None
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length":
+            if not value.strip().isdigit():
+                raise ProtocolError(f"malformed Content-Length {value.strip()!r}")
+            length = int(value)
+        elif name.strip().lower() == "transfer-encoding":
+            raise ProtocolError(
+                f"unexpected Transfer-Encoding {value.strip()!r} in an HTTP/1.0 answer"
+            )
+    if length is not None:
+        if len(body) < length:
+            raise ProtocolError(f"HTTP body cut short: {len(body)} of {length} bytes")
+        body = body[:length]
+    return int(parts[1]), body

@@ -1,0 +1,223 @@
+// The replog console page: polls the console's JSON and redraws. Read-only, no libraries.
+"use strict";
+
+const POLL_MS = 1500;
+const CHART_WIDTH = 300;
+const CHART_HEIGHT = 100;
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+// Element builder: text goes in through textContent, never as HTML (topic names are data).
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === null || value === undefined || value === false) continue;
+    if (name === "class") node.className = value;
+    else node.setAttribute(name, value === true ? "" : String(value));
+  }
+  for (const child of children) {
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function svg(tag, attrs) {
+  const node = document.createElementNS(SVG_NS, tag);
+  for (const [name, value] of Object.entries(attrs)) node.setAttribute(name, String(value));
+  return node;
+}
+
+function bytes(perSecond) {
+  const units = ["B/s", "KB/s", "MB/s", "GB/s"];
+  let value = perSecond;
+  let unit = 0;
+  while (value >= 1000 && unit < units.length - 1) {
+    value /= 1000;
+    unit += 1;
+  }
+  return `${value.toFixed(value < 10 && unit > 0 ? 1 : 0)} ${units[unit]}`;
+}
+
+function messages(perSecond) {
+  return `${perSecond < 10 ? perSecond.toFixed(1) : Math.round(perSecond)} msg/s`;
+}
+
+const FORMAT = { bytes_in: bytes, bytes_out: bytes, messages_in: messages };
+
+function show(id, text) {
+  const node = document.getElementById(id);
+  node.hidden = !text;
+  node.textContent = text || "";
+}
+
+function card(label, value, bad, id) {
+  return el("div", { class: bad ? "card bad" : "card", id },
+    el("span", { class: "value" }, value), el("span", { class: "label" }, label));
+}
+
+function renderSummary(doc) {
+  const s = doc.summary;
+  const controller = doc.controller === null ? "none" : `broker ${doc.controller}`;
+  document.getElementById("summary").replaceChildren(
+    card("brokers alive", `${s.brokers_alive} / ${s.brokers}`, s.brokers_alive < s.brokers,
+      "summary-brokers"),
+    card("controller", controller, doc.controller === null, "summary-controller"),
+    card("topics", s.topics, false, "summary-topics"),
+    card("partitions", s.partitions, false, "summary-partitions"),
+    card("under-replicated", s.under_replicated, s.under_replicated > 0,
+      "summary-under-replicated"),
+    card("offline", s.offline, s.offline > 0, "summary-offline"),
+  );
+}
+
+function renderBrokers(doc, rates) {
+  const perBroker = (rates && rates.brokers) || {};
+  const rows = doc.brokers.map((b) => {
+    const r = perBroker[String(b.id)];
+    const rate = (series) => (r ? FORMAT[series](r[series]) : "–");
+    return el("tr", {
+      "data-broker": b.id,
+      "data-alive": b.alive,
+      "data-controller": b.controller,
+      class: b.alive ? null : "dead",
+    },
+    el("td", {}, b.id),
+    el("td", {}, b.host === null ? "unknown" : `${b.host}:${b.port}`),
+    el("td", {}, el("span", { class: b.alive ? "badge alive" : "badge dead" },
+      b.alive ? "alive" : "dead")),
+    el("td", {}, b.controller ? el("span", { class: "badge controller" }, "controller") : ""),
+    el("td", { class: "num" }, rate("bytes_in")),
+    el("td", { class: "num" }, rate("bytes_out")),
+    el("td", { class: "num" }, rate("messages_in")));
+  });
+  document.querySelector("#brokers tbody").replaceChildren(...rows);
+}
+
+function partitionState(p) {
+  if (p.offline) return "offline";
+  if (p.under_replicated) return "under-replicated";
+  return "ok";
+}
+
+function renderPartitions(doc) {
+  const rows = [];
+  for (const topic of doc.topics) {
+    for (const p of topic.partitions) {
+      const state = partitionState(p);
+      rows.push(el("tr", {
+        "data-topic": topic.topic,
+        "data-partition": p.partition,
+        "data-leader": p.leader === null ? "" : p.leader,
+        "data-isr": p.isr.join(","),
+        "data-hw": p.high_watermark === null ? "" : p.high_watermark,
+        "data-state": state,
+        class: [p.under_replicated && "under-replicated", p.offline && "offline"]
+          .filter(Boolean).join(" ") || null,
+      },
+      el("td", {}, topic.topic),
+      el("td", { class: "num" }, p.partition),
+      el("td", { class: "num" }, p.leader === null ? "none" : p.leader),
+      el("td", {}, p.replicas.join(", ")),
+      el("td", {}, p.isr.join(", ")),
+      el("td", { class: "num" }, p.high_watermark === null ? "?" : p.high_watermark),
+      el("td", {}, state)));
+    }
+  }
+  document.querySelector("#partitions tbody").replaceChildren(...rows);
+  document.getElementById("no-topics").hidden = rows.length > 0;
+}
+
+function renderChart(series, points) {
+  const chart = document.getElementById(`chart-${series}`);
+  const values = points.map((p) => p[series]);
+  const top = Math.max(1, ...values);
+  const step = values.length > 1 ? CHART_WIDTH / (values.length - 1) : 0;
+  const coords = values.map((v, i) =>
+    `${(i * step).toFixed(1)},${(CHART_HEIGHT - (v / top) * (CHART_HEIGHT - 4)).toFixed(1)}`);
+  const shapes = [];
+  if (coords.length > 1) {
+    const area = [`0,${CHART_HEIGHT}`, ...coords, `${CHART_WIDTH},${CHART_HEIGHT}`].join(" ");
+    shapes.push(svg("polygon", { points: area }));
+    shapes.push(svg("polyline", { points: coords.join(" ") }));
+  }
+  chart.replaceChildren(...shapes);
+  chart.dataset.points = String(values.length);
+  chart.dataset.latest = values.length ? String(values[values.length - 1]) : "";
+  chart.dataset.max = String(top);
+  const caption = chart.closest("figure").querySelector(".now");
+  caption.textContent = values.length ? FORMAT[series](values[values.length - 1]) : "–";
+}
+
+function renderRates(doc) {
+  const charts = document.getElementById("charts");
+  charts.classList.toggle("unavailable", !doc.available);
+  charts.dataset.available = String(doc.available);
+  const errors = Object.values(doc.errors || {});
+  show("rates-unavailable", doc.available ? errors.join("; ") : doc.reason);
+  for (const series of doc.series) renderChart(series, doc.points);
+}
+
+function lagTable(query) {
+  const rows = (query.partitions || []).map((p) => el("tr", {
+    "data-topic": p.topic, "data-partition": p.partition, "data-lag": p.lag ?? "",
+  },
+  el("td", {}, p.topic),
+  el("td", { class: "num" }, p.partition),
+  el("td", { class: "num" }, p.committed ?? "–"),
+  el("td", { class: "num" }, p.high_watermark ?? "?"),
+  el("td", { class: "num" }, p.lag ?? "?")));
+  return el("table", {},
+    el("thead", {}, el("tr", {}, el("th", {}, "topic"), el("th", { class: "num" }, "partition"),
+      el("th", { class: "num" }, "committed"), el("th", { class: "num" }, "high watermark"),
+      el("th", { class: "num" }, "lag"))),
+    el("tbody", {}, ...rows));
+}
+
+function renderLag(doc) {
+  const blocks = doc.queries.map((q) => {
+    const block = el("div", { class: "lag-query", "data-checkpoint": q.checkpoint },
+      el("h3", {}, q.checkpoint));
+    if (q.error) {
+      block.append(el("p", { class: "error lag-error" }, `lag unavailable: ${q.error}`));
+    } else {
+      const batch = q.batch_id === null || q.batch_id === undefined ? "none yet" : q.batch_id;
+      block.append(el("p", { class: "note" },
+        `last committed batch: ${batch}; total lag: ${q.total_lag ?? "?"} records`));
+      block.append(lagTable(q));
+    }
+    return block;
+  });
+  if (!blocks.length) {
+    blocks.push(el("p", { class: "note" }, "No queries: start the console with --checkpoint DIR."));
+  }
+  document.getElementById("lag").replaceChildren(...blocks);
+}
+
+async function getJson(path) {
+  const response = await fetch(path, { cache: "no-store" });
+  if (!response.ok) throw new Error(`${path}: HTTP ${response.status}`);
+  return response.json();
+}
+
+async function poll() {
+  const status = document.getElementById("status");
+  try {
+    const [cluster, rates, lag] = await Promise.all(
+      ["/api/cluster", "/api/rates", "/api/lag"].map(getJson));
+    renderSummary(cluster);
+    show("cluster-error", cluster.error);
+    renderBrokers(cluster, rates);
+    renderPartitions(cluster);
+    renderRates(rates);
+    renderLag(lag);
+    status.classList.remove("stale");
+    const read = new Date(cluster.updated_ms).toLocaleTimeString();
+    status.textContent = `read from ${cluster.source} at ${read}`;
+  } catch (error) {
+    status.classList.add("stale");
+    status.textContent = `console unreachable (${error.message}); showing the last data`;
+  } finally {
+    setTimeout(poll, POLL_MS);
+  }
+}
+
+poll();
