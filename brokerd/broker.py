@@ -1,8 +1,9 @@
 """One broker process: start-up, periodic housekeeping, and a clean shutdown.
 
 Start-up order matters: logs are recovered before the listeners open (replog's, and
-Kafka's when kafka_port is not -1), and both are bound before the broker registers in
-ZooKeeper with both ports, so that nobody is routed to a broker that cannot answer.
+Kafka's when kafka_port is not -1, and the metrics' HTTP one when metrics_port is not
+-1), and all are bound before the broker registers in ZooKeeper with their ports, so
+that nobody is routed to a broker that cannot answer.
 Then the controller elector starts; whichever broker wins tells this one, through
 LeaderAndIsr, what to lead and what to follow. Shutdown runs the other way: stop the
 controller and the fetchers, deregister, stop the group coordinator (members move to
@@ -24,6 +25,13 @@ from brokerd.controller.zk_store import current_controller
 from brokerd.groups.coordinator import GroupCoordinator
 from brokerd.isr_writer import IsrWriter
 from brokerd.kafka.dispatch import KafkaDispatch
+from brokerd.metrics import (
+    KAFKA_LISTENER,
+    REPLOG_LISTENER,
+    BrokerMetrics,
+    BrokerStateCollector,
+    MetricsServer,
+)
 from brokerd.replica_fetcher import ReplicaFetcherManager
 from brokerd.replica_manager import ReplicaManager
 from brokerd.replog_dispatch import ReplogDispatch
@@ -47,7 +55,8 @@ SHUTDOWN_STEP_TIMEOUT_S = 5.0
 class Broker:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self.replicas = ReplicaManager(config)
+        self.metrics = BrokerMetrics()
+        self.replicas = ReplicaManager(config, self.metrics)
         security = config.security
         self.ctx = BrokerContext(
             config,
@@ -68,6 +77,7 @@ class Broker:
             config.port,
             config.max_frame_bytes,
             ReplogDispatch(self.ctx, self.logins),
+            self.metrics.listener(REPLOG_LISTENER),
         )
         self.kafka_server: RequestServer | None = None
         if config.kafka_port != -1:
@@ -77,8 +87,19 @@ class Broker:
                 config.kafka_port,
                 config.max_frame_bytes,
                 KafkaDispatch(self.ctx, self.logins),
+                self.metrics.listener(KAFKA_LISTENER),
             )
             self.ctx.groups = GroupCoordinator(self.ctx)
+        self.metrics_server: MetricsServer | None = None
+        if config.metrics_port != -1:
+            self.metrics.registry.register(
+                BrokerStateCollector(
+                    self.replicas, lambda: self._controller, lambda: self.metrics.zookeeper_state
+                )
+            )
+            self.metrics_server = MetricsServer(
+                self.metrics.registry, config.host, config.metrics_port
+            )
         self.stopping = asyncio.Event()
         self._zk: ZooKeeperSync | None = None
         self._controller: Controller | None = None
@@ -92,12 +113,14 @@ class Broker:
         self.replicas.load_local_logs(now_ms())
         port = await self.server.start()
         kafka_port = -1 if self.kafka_server is None else await self.kafka_server.start()
+        metrics_port = -1 if self.metrics_server is None else await self.metrics_server.start()
         self.ctx.registration = znodes.BrokerRegistration(
             self.config.broker_id,
             self.config.host,
             port,
             kafka_port=kafka_port,
             security_protocol=self.config.security.protocol,
+            metrics_port=metrics_port,
         )
         self._zk = ZooKeeperSync(
             self.config.zookeeper,
@@ -107,6 +130,7 @@ class Broker:
             self._on_registered,
             self.config.zookeeper_session_timeout_ms / 1000,
             self.config.security.zookeeper_login,
+            self.metrics.zookeeper_state_changed,
         )
         zk = await self._zk.connect()
         self.ctx.zk = zk
@@ -115,7 +139,7 @@ class Broker:
         if self.ctx.authorizer is not None:
             self._acl_watcher = AclChangeWatcher(zk, self._reload_acls)
             await asyncio.to_thread(self._acl_watcher.start)
-        self.ctx.isr_writer = IsrWriter(zk, self.config.broker_id)
+        self.ctx.isr_writer = IsrWriter(zk, self.config.broker_id, self.metrics)
         self.ctx.isr_writer.start()
         # Before registering: recovered partitions get their topic's config before they
         # can be asked to lead.
@@ -128,7 +152,11 @@ class Broker:
             self.config.leader_imbalance_per_broker_percentage,
         )
         self._controller = Controller(
-            self.config.broker_id, zk, rebalance, self.config.security.inter_broker()
+            self.config.broker_id,
+            zk,
+            rebalance,
+            self.config.security.inter_broker(),
+            self.metrics,
         )
         self.ctx.controller = self._controller
         self._controller.start()
@@ -148,11 +176,12 @@ class Broker:
             ),
         ]
         logger.info(
-            "broker %d serving on %s:%d (Kafka protocol: %s)",
+            "broker %d serving on %s:%d (Kafka protocol: %s, metrics: %s)",
             self.config.broker_id,
             self.config.host,
             port,
             "off" if kafka_port == -1 else kafka_port,
+            "off" if metrics_port == -1 else metrics_port,
         )
 
     def _reload_acls(self) -> None:
@@ -245,6 +274,7 @@ class Broker:
             ("group coordinator", self.ctx.groups.stop() if self.ctx.groups else None),
             ("listener", self.server.close()),
             ("Kafka listener", self.kafka_server.close() if self.kafka_server else None),
+            ("metrics listener", self.metrics_server.close() if self.metrics_server else None),
         ]
         for name, step in steps:
             if step is None:

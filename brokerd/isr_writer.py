@@ -25,6 +25,7 @@ import logging
 
 from kazoo.client import KazooClient
 
+from brokerd.metrics.registry import BrokerMetrics
 from brokerd.partition import Partition
 from spark_replica.errors import ZnodeMissingError, ZnodeVersionError, ZooKeeperConnectionError
 from spark_replica.topics import TopicPartition
@@ -72,9 +73,10 @@ def notify_isr_change(
 
 
 class IsrWriter:
-    def __init__(self, zk: KazooClient, broker_id: int) -> None:
+    def __init__(self, zk: KazooClient, broker_id: int, metrics: BrokerMetrics) -> None:
         self.zk = zk
         self.broker_id = broker_id
+        self.metrics = metrics
         self._pending: dict[TopicPartition, Partition] = {}
         self._stepped_down: list[TopicPartition] = []
         self._wakeup = asyncio.Event()
@@ -137,5 +139,6 @@ class IsrWriter:
             return False
         held_state, version = held
         logger.info("%s: ISR now %s (zkVersion %d)", partition.tp, held_state.isr, version)
+        self.metrics.isr_changed(partition.isr, held_state.isr)
         partition.apply_isr(held_state.isr, version)
         return True

@@ -235,7 +235,9 @@ class Partition:
                 f"(leader: {self.leader_id})"
             )
 
-    def append_as_leader(self, records: bytes | memoryview, acks: int, now_ms: int) -> AppendInfo:
+    def append_as_leader(
+        self, records: bytes | bytearray | memoryview, acks: int, now_ms: int
+    ) -> AppendInfo:
         """Append as leader; a retried idempotent batch is answered without appending.
 
         A retry of one of the producer's remembered batches gets its original offsets
@@ -271,7 +273,7 @@ class Partition:
         self._notify()
         return info
 
-    def _idempotent_batch(self, records: bytes | memoryview) -> BatchHeader | None:
+    def _idempotent_batch(self, records: bytes | bytearray | memoryview) -> BatchHeader | None:
         """The header of the request's batch if it is idempotent, else None.
 
         An idempotent producer sends one batch per partition per request, as Kafka's

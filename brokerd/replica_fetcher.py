@@ -138,8 +138,8 @@ class ReplicaFetcher:
         if not pending:
             return
         grouped: dict[str, list[EpochQuery]] = defaultdict(list)
-        for followed in pending:
-            p = followed.partition
+        for waiting in pending:
+            p = waiting.partition
             grouped[p.tp.topic].append(
                 EpochQuery(p.tp.partition, p.log.epoch_cache.latest_epoch, p.leader_epoch)
             )
@@ -233,9 +233,9 @@ class ReplicaFetcherManager:
     def follow(
         self, partition: Partition, leader_id: int, address: tuple[str, int], needs_truncation: bool
     ) -> None:
-        for other_id, fetcher in self.fetchers.items():
+        for other_id, other in self.fetchers.items():
             if other_id != leader_id:
-                fetcher.remove(partition.tp)
+                other.remove(partition.tp)
         fetcher = self.fetchers.get(leader_id)
         if fetcher is not None and fetcher.address != address:
             fetcher.remove(partition.tp)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from brokerd.config import BrokerConfig
 from brokerd.log import HW_CHECKPOINT_FILE, Log, read_offsets_checkpoint, write_offsets_checkpoint
+from brokerd.metrics.registry import BrokerMetrics
 from brokerd.partition import Partition
 from spark_replica.errors import (
     FencedLeaderEpochError,
@@ -45,8 +46,11 @@ def parse_partition_dir(name: str) -> TopicPartition | None:
 
 
 class ReplicaManager:
-    def __init__(self, config: BrokerConfig) -> None:
+    def __init__(self, config: BrokerConfig, metrics: BrokerMetrics | None = None) -> None:
         self.config = config
+        # The broker's metrics (a set of its own when none is given): like Kafka's
+        # ReplicaManager, this is where produced bytes and ISR changes are counted.
+        self.metrics = BrokerMetrics() if metrics is None else metrics
         self.partitions: dict[TopicPartition, Partition] = {}
         self.checkpoint_path = config.log_dir / HW_CHECKPOINT_FILE
         self._created = 0  # a counter of creations; partitions loaded from disk count as 0
@@ -151,6 +155,10 @@ class ReplicaManager:
                 f"{partition.tp}: already at leader epoch {state.leader_epoch}; ignored"
             )
         if state.leader == self.config.broker_id:
+            if partition.is_leader:
+                # The controller changed the ISR of a partition led here (a replica died):
+                # a change of this leader's ISR like one it writes itself.
+                self.metrics.isr_changed(partition.isr, state.isr)
             partition.make_leader(
                 state.leader_epoch,
                 state.isr,
@@ -171,6 +179,8 @@ class ReplicaManager:
         partition.stop()
         partition.log.delete()
         logger.info("deleted the log of %s", tp)
+        if all(other.topic != tp.topic for other in self.partitions):
+            self.metrics.forget_topic(tp.topic)
 
     def get_partition(self, tp: TopicPartition) -> Partition:
         partition = self.partitions.get(tp)

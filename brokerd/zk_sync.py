@@ -6,6 +6,10 @@ on the loop then reads the assignments in a worker thread and hands them to the 
 coalescing bursts of changes into one read. Leadership does not come from here: it
 comes from the controller's LeaderAndIsr requests.
 
+The session's state (connected, suspended, lost) is reported as it changes to
+`on_session_state`, with whether the loss was this broker's own doing (closing at
+shutdown) rather than an expiry; the metrics count the expiries.
+
 The registration is an ephemeral znode, so it disappears when the session ends. Its
 czxid is this incarnation's broker epoch. After a lost session (expired, e.g. a long
 pause) the broker registers again as soon as kazoo has a new session, with a new epoch.
@@ -52,6 +56,7 @@ class ZooKeeperSync:
         on_registered: Callable[[int], None],
         session_timeout_s: float,
         digest: str | None = None,
+        on_session_state: Callable[[str, bool], None] | None = None,
     ) -> None:
         self.connect_string = connect_string
         self.digest = digest
@@ -60,6 +65,7 @@ class ZooKeeperSync:
         self.marker = marker
         self.on_registered = on_registered
         self.session_timeout_s = session_timeout_s
+        self.on_session_state = on_session_state
         self.zk: KazooClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._changed = asyncio.Event()
@@ -70,14 +76,16 @@ class ZooKeeperSync:
 
     async def connect(self) -> KazooClient:
         self._loop = asyncio.get_running_loop()
-        self.zk = await asyncio.to_thread(
+        zk = await asyncio.to_thread(
             connect,
             self.connect_string,
             session_timeout_s=self.session_timeout_s,
             digest=self.digest,
         )
-        self.zk.add_listener(self._on_session_state)
-        return self.zk
+        self.zk = zk
+        zk.add_listener(self._on_session_state)
+        self._on_session_state(zk.state)
+        return zk
 
     async def start(self) -> None:
         """Drop the logs of partitions no longer assigned here, register, follow changes.
@@ -192,6 +200,9 @@ class ZooKeeperSync:
         return True
 
     def _on_session_state(self, state: str) -> None:
+        if self.on_session_state is not None:
+            # self.zk is set to None just before the session is closed on purpose.
+            self.on_session_state(state, self.zk is None)
         if state == KazooState.CONNECTED:
             self._connected_at = time.monotonic()
         if state == KazooState.LOST:

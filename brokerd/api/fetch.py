@@ -2,6 +2,10 @@
 
 The long poll (`long_poll`) is shared with the Kafka listener's Fetch
 (brokerd/kafka/fetch.py), which reads the same partitions and converts what it reads.
+
+The bytes of records sent to consumers are counted per topic once the answer is final
+(a long poll may read more than once); replicas' fetches are not (Kafka counts those
+as replication, not BytesOut).
 """
 
 from __future__ import annotations
@@ -63,9 +67,15 @@ async def long_poll(
 
 
 async def handle_fetch(ctx: BrokerContext, request: FetchRequest) -> FetchResponse:
-    return await long_poll(
+    response = await long_poll(
         functools.partial(_read_all, ctx, request), request.max_wait_ms, request.min_bytes
     )
+    if request.replica_id == CONSUMER_REPLICA_ID:
+        for topic in response.topics:
+            sent = sum(len(p.records) for p in topic.partitions)
+            if sent:
+                ctx.replicas.metrics.fetched(topic.topic, sent)
+    return response
 
 
 def _read_all(

@@ -83,7 +83,8 @@ def append_records(
 
     `prepare` turns the request's records into stored batches (checking or converting
     them); it runs only once the partition is known to be led here, so a misrouted
-    request costs no conversion.
+    request costs no conversion. The records are counted in the topic's metrics as
+    received (bytes on the wire) and as appended (a retried duplicate adds none).
     """
     if acks not in VALID_ACKS:
         raise InvalidRequiredAcksError(f"acks={acks}; use 0, 1 or -1 (all)")
@@ -92,6 +93,8 @@ def append_records(
     partition = ctx.replicas.get_partition(tp)
     partition.require_leader()
     info = partition.append_as_leader(prepare(records), acks, now)
+    appended = info.record_count if info.bytes_appended else 0
+    ctx.replicas.metrics.produced(tp.topic, len(records), appended)
     return partition, info
 
 

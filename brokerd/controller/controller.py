@@ -56,6 +56,7 @@ from brokerd.controller.topic_events import (
     on_topic_deletion,
 )
 from brokerd.controller.zk_store import ControllerMovedError
+from brokerd.metrics.registry import BrokerMetrics
 from spark_replica.errors import NotControllerError
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import topic_store, znodes
@@ -101,9 +102,11 @@ class Controller:
         zk: KazooClient,
         rebalance: RebalanceSettings | None = None,
         security: SecurityConfig | None = None,
+        metrics: BrokerMetrics | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.zk = zk
+        self.metrics = BrokerMetrics() if metrics is None else metrics
         self.rebalance = rebalance or RebalanceSettings()
         self._rebalance_timer: asyncio.Task[None] | None = None
         self._shutdown_requests: list[ShutdownRequest] = []
@@ -300,7 +303,7 @@ class Controller:
         logger.info("broker %d is the controller, epoch %d", self.broker_id, epoch)
         ctx = ControllerContext(self.broker_id, epoch, epoch_zk_version)
         self._generation += 1
-        self.ops = ControllerOps(self.zk, ctx, self.channel, self._watch_topic)
+        self.ops = ControllerOps(self.zk, ctx, self.channel, self._watch_topic, self.metrics)
         await self._on_elected(self.ops)
 
     def _watch_controller_znode(self) -> zk_store.ControllerSeat | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
@@ -21,6 +22,7 @@ from brokerd.controller.channel import ControllerChannel, RequestBatch
 from brokerd.controller.context import ControllerContext
 from brokerd.controller.decisions import StateWrite, next_state
 from brokerd.controller.states import PartitionState, ReplicaState
+from brokerd.metrics.registry import BrokerMetrics
 from spark_replica.protocol.controller_requests import (
     ControllerHeader,
     StopReplicaRequest,
@@ -43,6 +45,7 @@ class ControllerOps:
     channel: ControllerChannel
     # Watches a topic's assignment znode for this controllership (controller.py).
     watch_topic: Callable[[str], None]
+    metrics: BrokerMetrics
 
     def mark_replicas(
         self, partitions: list[TopicPartition], brokers: set[int] | None, target: ReplicaState
@@ -64,9 +67,13 @@ class ControllerOps:
         """Decide and write new states for `partitions`; return those whose state changed.
 
         A write that conflicts (someone wrote the znode since we read it) is re-read and
-        decided again, at most MAX_DECISION_ROUNDS times.
+        decided again, at most MAX_DECISION_ROUNDS times. Its time, from the first
+        decision to the last write, is the leader election time of the metrics (when
+        anything was written).
         """
         ctx = self.ctx
+        started = time.monotonic()
+        unclean = 0
         changed: list[TopicPartition] = []
         pending = [tp for tp in partitions if tp in ctx.assignments]
         for _ in range(MAX_DECISION_ROUNDS):
@@ -92,18 +99,23 @@ class ControllerOps:
             if refused:
                 logger.warning("refused partition transitions to ONLINE: %s", refused)
             changed.extend(outcome.written)
-            self._count_unclean(writes, outcome.written)
+            unclean += self._count_unclean(writes, outcome.written)
             if not outcome.conflicts:
                 break
             ctx.leadership.update(
                 await asyncio.to_thread(zk_store.read_states, self.zk, outcome.conflicts)
             )
             pending = outcome.conflicts
+        if changed:
+            self.metrics.leader_election((time.monotonic() - started) * 1000, unclean)
         return changed
 
-    def _count_unclean(self, writes: list[StateWrite], written: Collection[TopicPartition]) -> None:
+    def _count_unclean(self, writes: list[StateWrite], written: Collection[TopicPartition]) -> int:
+        """Log each unclean election written; return how many there were."""
+        count = 0
         for write in writes:
             if write.unclean and write.tp in written:
+                count += 1
                 self.ctx.unclean_elections += 1
                 logger.warning(
                     "unclean leader election for %s: %d leads (%d so far)",
@@ -111,6 +123,7 @@ class ControllerOps:
                     write.state.leader,
                     self.ctx.unclean_elections,
                 )
+        return count
 
     async def delete_replicas(self, on_broker: dict[int, list[TopicPartition]]) -> list[int]:
         """StopReplica(delete) for the given replicas of each live broker; those that

@@ -96,7 +96,7 @@ class StateTable(Generic[K, S]):
 
     def __init__(self, default: S, initial: Mapping[K, S] | None = None) -> None:
         """``initial`` loads states read back on controller failover, unchecked."""
-        self._default = default
+        self._default: S = default
         self._states: dict[K, S] = dict(initial or {})
 
     def get(self, key: K) -> S:

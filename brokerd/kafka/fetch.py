@@ -10,7 +10,8 @@ There are no transactions, so read_committed and read_uncommitted read the same,
 last stable offset is the HW and no transaction is ever aborted. There are no fetch
 sessions either: every fetch names its partitions and gets session id 0, which Kafka's
 clients take as "full fetches from now on". Replicas fetch over the replog listener,
-never here: a fetch with a replica id is refused.
+never here: a fetch with a replica id is refused. The converted bytes sent are counted
+per topic (BytesOut) once the answer is final.
 """
 
 from __future__ import annotations
@@ -49,7 +50,12 @@ async def handle_fetch(ctx: BrokerContext, request: KafkaRequest) -> Data:
         else:
             denied[topic.topic] = None
     read_all = functools.partial(_read_all, ctx, body, denied, FETCH_CACHE)
-    return await long_poll(read_all, body.max_wait_ms, body.min_bytes)
+    response: Data = await long_poll(read_all, body.max_wait_ms, body.min_bytes)
+    for topic in response.responses:
+        sent = sum(len(batch) for p in topic.partitions if p.records for batch in p.records)
+        if sent:
+            ctx.replicas.metrics.fetched(topic.topic, sent)
+    return response
 
 
 def _read_all(

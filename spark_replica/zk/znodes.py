@@ -119,7 +119,9 @@ class BrokerRegistration:
     `listener_security_protocol_map`) so that Kafka's tools reading ZooKeeper find the
     Kafka listener; `host`/`port` stay the replog listener, which is what replog's own
     readers use. A registration without endpoints (written before the Kafka listener
-    existed) decodes with kafka_port -1: no Kafka listener.
+    existed) decodes with kafka_port -1: no Kafka listener. `metrics_port` is where the
+    broker serves Prometheus text (a top-level field beside Kafka's `jmx_port`, for
+    tools that find brokers in ZooKeeper); older registrations decode with -1: off.
     """
 
     broker_id: int
@@ -128,6 +130,7 @@ class BrokerRegistration:
     timestamp: str = field(default_factory=_timestamp)
     kafka_port: int = -1  # -1: no Kafka-protocol listener
     security_protocol: str = "PLAINTEXT"  # of both listeners: they share one security config
+    metrics_port: int = -1  # -1: no metrics over HTTP
 
     @property
     def listeners(self) -> dict[str, int]:
@@ -143,6 +146,7 @@ class BrokerRegistration:
                 "host": self.host,
                 "port": self.port,
                 "jmx_port": -1,
+                "metrics_port": self.metrics_port,
                 "timestamp": self.timestamp,
                 "endpoints": [
                     _endpoint(name, self.host, port) for name, port in self.listeners.items()
@@ -168,6 +172,7 @@ class BrokerRegistration:
                 str(value["timestamp"]),
                 kafka_port=ports.get(KAFKA_LISTENER, -1),
                 security_protocol=str(protocols.get(REPLOG_LISTENER, "PLAINTEXT")),
+                metrics_port=int(value.get("metrics_port", -1)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ZooKeeperError(f"{path} lacks a valid {exc}") from exc

@@ -1,0 +1,143 @@
+"""The state gauges, computed from the broker's own state when Prometheus scrapes.
+
+Nothing here is kept up to date as things change: each scrape walks the partitions
+this broker hosts (and, on the controller, the controller's model of the cluster) once,
+on the event loop that owns them, so every value in one scrape comes from the same
+moment and the request paths pay nothing for it. The rules for what counts as under-
+replicated, offline and so on are health.py's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from brokerd.metrics.health import ClusterHealth, cluster_health, leader_health
+from brokerd.metrics.registry import SESSION_STATES
+
+if TYPE_CHECKING:
+    from brokerd.controller.controller import Controller
+    from brokerd.replica_manager import ReplicaManager
+
+PARTITION_LABELS = ["topic", "partition"]
+NO_CLUSTER = ClusterHealth(topics=0, partitions=0, offline=0, preferred_imbalance=0)
+
+
+class BrokerStateCollector(Collector):
+    def __init__(
+        self,
+        replicas: ReplicaManager,
+        controller: Callable[[], Controller | None],
+        zookeeper_state: Callable[[], str],
+    ) -> None:
+        self._replicas = replicas
+        self._controller = controller
+        self._zookeeper_state = zookeeper_state
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._replica_metrics()
+        yield from self._controller_metrics()
+        yield self._session_state()
+
+    def _replica_metrics(self) -> Iterator[Metric]:
+        def per_partition(name: str, documentation: str) -> GaugeMetricFamily:
+            return GaugeMetricFamily(name, documentation, labels=PARTITION_LABELS)
+
+        size = per_partition("kafka_log_log_size", "Bytes of the partition's log on disk.")
+        segments = per_partition("kafka_log_log_numlogsegments", "Segments of the log.")
+        end = per_partition("kafka_log_log_logendoffset", "The offset the next record gets.")
+        start = per_partition("kafka_log_log_logstartoffset", "The first offset in the log.")
+        high_watermark = per_partition(
+            "kafka_cluster_partition_highwatermark", "Offsets below this are committed."
+        )
+        under_replicated = per_partition(
+            "kafka_cluster_partition_underreplicated",
+            "1 if the ISR of this led partition is smaller than its replica list.",
+        )
+        under_min_isr = per_partition(
+            "kafka_cluster_partition_underminisr",
+            "1 if the ISR of this led partition is smaller than min.insync.replicas.",
+        )
+        partitions = leaders = under_replicated_count = under_min_isr_count = 0
+        for tp, partition in self._replicas.partitions.items():
+            labels = [tp.topic, str(tp.partition)]
+            log = partition.log
+            partitions += 1
+            size.add_metric(labels, log.size_bytes)
+            segments.add_metric(labels, log.segment_count)
+            end.add_metric(labels, log.log_end_offset)
+            start.add_metric(labels, log.log_start_offset)
+            high_watermark.add_metric(labels, partition.high_watermark)
+            if not partition.is_leader:
+                continue
+            leaders += 1
+            health = leader_health(
+                len(partition.isr), len(partition.replicas), partition.min_insync_replicas
+            )
+            under_replicated.add_metric(labels, int(health.under_replicated))
+            under_min_isr.add_metric(labels, int(health.under_min_isr))
+            under_replicated_count += health.under_replicated
+            under_min_isr_count += health.under_min_isr
+        yield from (size, segments, end, start, high_watermark, under_replicated, under_min_isr)
+        for name, documentation, value in (
+            ("partitioncount", "Partitions hosted by this broker.", partitions),
+            ("leadercount", "Partitions led by this broker.", leaders),
+            (
+                "underreplicatedpartitions",
+                "Partitions led here whose ISR is smaller than their replica list.",
+                under_replicated_count,
+            ),
+            (
+                "underminisrpartitioncount",
+                "Partitions led here whose ISR is smaller than min.insync.replicas.",
+                under_min_isr_count,
+            ),
+        ):
+            yield GaugeMetricFamily(
+                f"kafka_server_replicamanager_{name}", documentation, value=value
+            )
+
+    def _controller_metrics(self) -> Iterator[Metric]:
+        controller = self._controller()
+        ops = None if controller is None else controller.ops
+        health = NO_CLUSTER
+        if ops is not None:
+            ctx = ops.ctx
+            leaders = {tp: state.leader for tp, state in ctx.leadership.items()}
+            health = cluster_health(ctx.assignments, leaders, ctx.live_brokers)
+        for name, documentation, value in (
+            ("activecontrollercount", "1 on the active controller, else 0.", int(ops is not None)),
+            (
+                "offlinepartitionscount",
+                "Partitions without a live leader (counted by the controller only).",
+                health.offline,
+            ),
+            (
+                "preferredreplicaimbalancecount",
+                "Partitions not led by their preferred replica (controller only).",
+                health.preferred_imbalance,
+            ),
+            (
+                "globalpartitioncount",
+                "Partitions in the cluster (controller only).",
+                health.partitions,
+            ),
+            ("globaltopiccount", "Topics in the cluster (controller only).", health.topics),
+        ):
+            yield GaugeMetricFamily(
+                f"kafka_controller_kafkacontroller_{name}", documentation, value=value
+            )
+
+    def _session_state(self) -> Metric:
+        current = self._zookeeper_state()
+        family = GaugeMetricFamily(
+            "kafka_server_sessionexpirelistener_sessionstate",
+            "1 for the current state of this broker's ZooKeeper session.",
+            labels=["state"],
+        )
+        for state in SESSION_STATES:
+            family.add_metric([state], int(state == current))
+        return family

@@ -1,0 +1,122 @@
+"""GET /metrics over HTTP/1.x, served on the broker's own event loop.
+
+The broker's state is owned by its loop, so the scrape runs there too: the collectors
+read partitions and the controller's model without locks, and no thread is added.
+This is all the HTTP a scraper needs, and no more: one request per connection, whose
+head must arrive within READ_TIMEOUT_S and fit in MAX_REQUEST_BYTES (a body, if sent,
+is ignored); the answer carries `Connection: close` and the connection is closed.
+Anything but GET /metrics is refused with its status code (404, 405, 400, 431).
+
+Parsing and answering are pure functions (`parse_request_line`, `answer_for`), apart
+from the small shell that reads and writes the socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from http import HTTPStatus
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+logger = logging.getLogger("brokerd.metrics")
+
+METRICS_PATH = "/metrics"
+MAX_REQUEST_BYTES = 8 * 1024
+READ_TIMEOUT_S = 10.0
+WRITE_TIMEOUT_S = 10.0
+TEXT = "text/plain; charset=utf-8"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestLine:
+    method: str
+    path: str  # without the query string
+
+
+def parse_request_line(head: bytes) -> RequestLine | None:
+    """The method and path of an HTTP/1.x request head; None if it is not one."""
+    line = head.split(b"\r\n", 1)[0]
+    try:
+        method, target, version = line.decode("ascii").split(" ")
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not version.startswith("HTTP/1.") or not method.isalpha() or not target.startswith("/"):
+        return None
+    return RequestLine(method, target.split("?", 1)[0])
+
+
+def response(status: HTTPStatus, body: bytes, content_type: str = TEXT, *extra: str) -> bytes:
+    head = [
+        f"HTTP/1.1 {status.value} {status.phrase}",
+        f"Content-Type: {content_type}",
+        f"Content-Length: {len(body)}",
+        "Connection: close",
+        *extra,
+    ]
+    return ("\r\n".join(head) + "\r\n\r\n").encode("ascii") + body
+
+
+def answer_for(request: RequestLine | None, registry: CollectorRegistry) -> bytes:
+    """The whole answer to one request head."""
+    if request is None:
+        return response(HTTPStatus.BAD_REQUEST, b"not an HTTP/1.x request\n")
+    if request.path != METRICS_PATH:
+        return response(HTTPStatus.NOT_FOUND, f"only {METRICS_PATH} is served here\n".encode())
+    if request.method != "GET":
+        return response(HTTPStatus.METHOD_NOT_ALLOWED, b"use GET\n", TEXT, "Allow: GET")
+    return response(HTTPStatus.OK, generate_latest(registry), CONTENT_TYPE_LATEST)
+
+
+class MetricsServer:
+    """Owned by the broker's event loop."""
+
+    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
+        self._registry = registry
+        self._host = host
+        self._port = port
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> int:
+        """Listen; return the bound port (useful when asked for port 0)."""
+        self._server = await asyncio.start_server(
+            self._serve, self._host, self._port, limit=MAX_REQUEST_BYTES
+        )
+        port: int = self._server.sockets[0].getsockname()[1]
+        return port
+
+    async def close(self) -> None:
+        if self._server is None:
+            return
+        self._server.close()
+        for writer in list(self._writers):
+            writer.transport.abort()
+        await self._server.wait_closed()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._writers.add(writer)
+        try:
+            try:
+                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
+            except asyncio.LimitOverrunError:
+                writer.write(
+                    response(
+                        HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
+                        f"a request head is at most {MAX_REQUEST_BYTES} bytes\n".encode(),
+                    )
+                )
+            else:
+                writer.write(answer_for(parse_request_line(head), self._registry))
+            await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_S)
+        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
+            pass  # the scraper went away or stalled: nothing to answer
+        except Exception:
+            logger.exception("answering a metrics request failed")
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
