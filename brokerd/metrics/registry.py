@@ -1,25 +1,31 @@
-"""A broker's event metrics: counters and histograms bumped where things happen.
+"""A broker's event metrics: counts and latencies added to where things happen.
 
 One BrokerMetrics per broker, with its own CollectorRegistry (never the process-wide
 default, so that brokers built in one process, as unit tests do, never share counts).
 State (partition counts, offsets, ISR health, the controller's view) is not kept here:
 the scrape-time collector (collector.py) reads it from the broker when asked.
 
-Names are Kafka's MBean names lower-cased and underscored; prometheus-client adds
-`_total` to counters. Hot paths (every request, every produced or fetched partition)
-cost a dict lookup and an increment: the labelled children are created once and
-cached, and nothing is done per record.
+Names are Kafka's MBean names lower-cased and underscored; counters get `_total`.
 
-Thread-safety: the counters lock internally, so kazoo's threads may call
-`zookeeper_state_changed`; everything else is called on the event loop.
+Hot paths (every request, every produced or fetched partition) add to plain integers
+held per label set (found with one dict lookup) and the traffic collector below turns
+them into Prometheus families when scraped: no lock and no label lookup per request,
+nothing per record. That is safe because both the adding and the scraping run on the
+broker's event loop. Rare events (ISR changes, elections, session expiries) use
+prometheus-client's own thread-safe metrics: kazoo's threads report session states.
 """
 
 from __future__ import annotations
 
+import bisect
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kazoo.client import KazooState
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from brokerd.metrics.api_names import KAFKA_API_NAMES, UNKNOWN_API, api_name
 from brokerd.metrics.health import isr_change
@@ -38,44 +44,112 @@ KAFKA_LISTENER = "KAFKA"
 SESSION_STATES = ("connected", "suspended", "lost")
 
 
-class ListenerRequests:
-    """One listener's request count and latency, per API."""
+class Latencies:
+    """A histogram of one label set, as plain numbers (owned by the event loop)."""
 
-    def __init__(self, listener: str, count: Counter, total_time_ms: Histogram) -> None:
+    __slots__ = ("buckets", "count", "total_ms")
+
+    def __init__(self) -> None:
+        self.buckets = [0] * (len(REQUEST_BUCKETS_MS) + 1)  # the last one: above them all
+        self.count = 0
+        self.total_ms = 0.0
+
+    def observe(self, elapsed_ms: float) -> None:
+        self.buckets[bisect.bisect_left(REQUEST_BUCKETS_MS, elapsed_ms)] += 1
+        self.count += 1
+        self.total_ms += elapsed_ms
+
+    def cumulative(self) -> list[tuple[str, float]]:
+        """Prometheus's buckets: (le, observations at or below it), +Inf last."""
+        bounds = [floatToGoString(b) for b in REQUEST_BUCKETS_MS] + ["+Inf"]
+        running, cumulative = 0, []
+        for bound, count in zip(bounds, self.buckets, strict=True):
+            running += count
+            cumulative.append((bound, float(running)))
+        return cumulative
+
+
+class ListenerRequests:
+    """One listener's requests: a Latencies per API (its count is the request count)."""
+
+    def __init__(self, listener: str, table: dict[tuple[str, str], Latencies]) -> None:
         self._listener = listener
-        self._count = count
-        self._total_time_ms = total_time_ms
-        self._children: dict[int, tuple[Counter, Histogram]] = {}
+        self._table = table  # shared by the listeners: (request, listener) -> Latencies
+        self._by_key: dict[int, Latencies] = {}
 
     def record(self, api_key: int, elapsed_ms: float) -> None:
-        children = self._children.get(api_key)
-        if children is None:
-            children = self._new_children(api_key)
-        count, total_time_ms = children
-        count.inc()
-        total_time_ms.observe(elapsed_ms)
+        latencies = self._by_key.get(api_key)
+        if latencies is None:
+            latencies = self._latencies_for(api_key)
+        latencies.observe(elapsed_ms)
 
-    def _new_children(self, api_key: int) -> tuple[Counter, Histogram]:
+    def _latencies_for(self, api_key: int) -> Latencies:
         # Unserved keys all share the -1 slot: a fuzzer cannot grow this dict.
         slot = api_key if api_key in KAFKA_API_NAMES else -1
-        children = self._children.get(slot)
-        if children is None:
+        latencies = self._by_key.get(slot)
+        if latencies is None:
             name = api_name(api_key) if slot != -1 else UNKNOWN_API
-            children = (
-                self._count.labels(request=name, listener=self._listener),
-                self._total_time_ms.labels(request=name, listener=self._listener),
-            )
-            self._children[slot] = children
-        return children
+            latencies = self._table.setdefault((name, self._listener), Latencies())
+            self._by_key[slot] = latencies
+        return latencies
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class TopicTraffic:
-    """The labelled children of one topic's BrokerTopicMetrics."""
+    """One topic's BrokerTopicMetrics, as plain counts (owned by the event loop)."""
 
-    bytes_in: Counter
-    bytes_out: Counter
-    messages_in: Counter
+    bytes_in: int = 0
+    bytes_out: int = 0
+    messages_in: int = 0
+
+
+class TrafficCollector(Collector):
+    """The request and topic counts, as Prometheus families, at scrape time."""
+
+    def __init__(
+        self, requests: dict[tuple[str, str], Latencies], topics: dict[str, TopicTraffic]
+    ) -> None:
+        self._requests = requests
+        self._topics = topics
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._request_families()
+        yield from self._topic_families()
+
+    def _request_families(self) -> Iterator[Metric]:
+        labels = ["request", "listener"]
+        count = CounterMetricFamily(
+            "kafka_network_requestmetrics_requests",
+            "Requests answered, per API and listener.",
+            labels=labels,
+        )
+        time_ms = HistogramMetricFamily(
+            "kafka_network_requestmetrics_totaltimems",
+            "Time from a request being taken up to its answer being written (ms).",
+            labels=labels,
+        )
+        for (request, listener), latencies in sorted(self._requests.items()):
+            count.add_metric([request, listener], latencies.count)
+            time_ms.add_metric([request, listener], latencies.cumulative(), latencies.total_ms)
+        yield count
+        yield time_ms
+
+    def _topic_families(self) -> Iterator[Metric]:
+        def per_topic(name: str, documentation: str) -> CounterMetricFamily:
+            return CounterMetricFamily(
+                f"kafka_server_brokertopicmetrics_{name}", documentation, labels=["topic"]
+            )
+
+        bytes_in = per_topic("bytesin", "Bytes of records produced to partitions led here.")
+        bytes_out = per_topic("bytesout", "Bytes of records sent to consumers (not replicas).")
+        messages_in = per_topic(
+            "messagesin", "Records appended by producers to partitions led here."
+        )
+        for topic, traffic in sorted(self._topics.items()):
+            bytes_in.add_metric([topic], traffic.bytes_in)
+            bytes_out.add_metric([topic], traffic.bytes_out)
+            messages_in.add_metric([topic], traffic.messages_in)
+        yield from (bytes_in, bytes_out, messages_in)
 
 
 class BrokerMetrics:
@@ -103,73 +177,37 @@ class BrokerMetrics:
             buckets=ELECTION_BUCKETS_MS,
             registry=registry,
         )
-        self._requests = Counter(
-            "kafka_network_requestmetrics_requests",
-            "Requests answered, per API and listener.",
-            ["request", "listener"],
-            registry=registry,
-        )
-        self._request_time_ms = Histogram(
-            "kafka_network_requestmetrics_totaltimems",
-            "Time from a request's arrival to its answer being written (ms).",
-            ["request", "listener"],
-            buckets=REQUEST_BUCKETS_MS,
-            registry=registry,
-        )
-        self._bytes_in = Counter(
-            "kafka_server_brokertopicmetrics_bytesin",
-            "Bytes of records produced to partitions led here, as received.",
-            ["topic"],
-            registry=registry,
-        )
-        self._bytes_out = Counter(
-            "kafka_server_brokertopicmetrics_bytesout",
-            "Bytes of records sent to consumers (not replicas), as sent.",
-            ["topic"],
-            registry=registry,
-        )
-        self._messages_in = Counter(
-            "kafka_server_brokertopicmetrics_messagesin",
-            "Records appended by producers to partitions led here.",
-            ["topic"],
-            registry=registry,
-        )
         self.zookeeper_expires = Counter(
             "kafka_server_sessionexpirelistener_zookeeperexpires",
             "ZooKeeper sessions of this broker that were lost (expired).",
             registry=registry,
         )
+        self._requests: dict[tuple[str, str], Latencies] = {}
         self._topics: dict[str, TopicTraffic] = {}
+        registry.register(TrafficCollector(self._requests, self._topics))
         self.zookeeper_state = "lost"  # no session until the broker connects
 
     def listener(self, name: str) -> ListenerRequests:
         """The request metrics of one listener (REPLOG or KAFKA)."""
-        return ListenerRequests(name, self._requests, self._request_time_ms)
+        return ListenerRequests(name, self._requests)
 
-    def topic(self, topic: str) -> TopicTraffic:
+    def _topic(self, topic: str) -> TopicTraffic:
         traffic = self._topics.get(topic)
         if traffic is None:
-            traffic = TopicTraffic(
-                self._bytes_in.labels(topic=topic),
-                self._bytes_out.labels(topic=topic),
-                self._messages_in.labels(topic=topic),
-            )
-            self._topics[topic] = traffic
+            traffic = self._topics[topic] = TopicTraffic()
         return traffic
 
     def produced(self, topic: str, wire_bytes: int, records_appended: int) -> None:
-        traffic = self.topic(topic)
-        traffic.bytes_in.inc(wire_bytes)
-        traffic.messages_in.inc(records_appended)
+        traffic = self._topic(topic)
+        traffic.bytes_in += wire_bytes
+        traffic.messages_in += records_appended
 
     def fetched(self, topic: str, wire_bytes: int) -> None:
-        self.topic(topic).bytes_out.inc(wire_bytes)
+        self._topic(topic).bytes_out += wire_bytes
 
     def forget_topic(self, topic: str) -> None:
-        """Drop a deleted topic's series (Kafka removes its topic metrics too)."""
-        if self._topics.pop(topic, None) is not None:
-            for family in (self._bytes_in, self._bytes_out, self._messages_in):
-                family.remove(topic)
+        """Drop a topic's series once no partition of it is here (as Kafka does)."""
+        self._topics.pop(topic, None)
 
     def isr_changed(self, before: list[int], after: list[int]) -> None:
         """The ISR of a partition this broker leads went from `before` to `after`."""

@@ -75,6 +75,13 @@ def produce_over_kafka(bootstrap: str, topic: str, partition: int) -> None:
     assert kafka.flush(20) == 0
 
 
+def leaders(bootstrap: list[tuple[str, int]], topic: str) -> dict[int, int]:
+    """Partition -> leader broker id, from metadata."""
+    return {
+        int(str(p["partition"])): int(str(p["leader"])) for p in run(leadership(bootstrap, topic))
+    }
+
+
 def scrape_all(brokers: list[BrokerProcess]) -> dict[int, Scrape]:
     return {b.broker_id: Scrape(b) for b in brokers}
 
@@ -89,7 +96,7 @@ def test_metrics_follow_a_broker_kill_and_its_return(brokers: BrokerFactory) -> 
     everyone = list(brokers.brokers.values())
     run(create(bootstrap, "replicated", partitions=3, rf=3))
     run(create(bootstrap, "single", partitions=1, rf=1))
-    victim_id = int(run(leadership(bootstrap, "single"))[0]["leader"])  # type: ignore[call-overload]
+    victim_id = leaders(bootstrap, "single")[0]
     victim = brokers.brokers[victim_id]
     survivors = [b for b in everyone if b is not victim]
 
@@ -109,9 +116,7 @@ def test_metrics_follow_a_broker_kill_and_its_return(brokers: BrokerFactory) -> 
     assert len(run(read_everything(bootstrap, "replicated", RECORDS + KAFKA_RECORDS))) == (
         RECORDS + KAFKA_RECORDS
     )
-    placement = {
-        int(p["partition"]): int(p["leader"]) for p in run(leadership(bootstrap, "replicated"))
-    }  # type: ignore[call-overload]
+    placement = leaders(bootstrap, "replicated")
     leader0 = brokers.brokers[placement[0]]
     p0 = {"topic": "replicated", "partition": "0"}
 
@@ -179,6 +184,9 @@ def test_metrics_follow_a_broker_kill_and_its_return(brokers: BrokerFactory) -> 
             scrape.total("kafka_cluster_partition_underreplicated", topic="replicated") == led_here
         )
     assert sum(s.value(f"{RM}isrshrinks_total") for s in after_kill.values()) > shrinks_before
+    controller = next(s for s in after_kill.values() if s.value(f"{KC}activecontrollercount"))
+    elections = "kafka_controller_controllerstats_leaderelectionrateandtimems_count"
+    assert controller.value(elections) >= 1
     expands_before = sum(s.value(f"{RM}isrexpands_total") for s in after_kill.values())
 
     brokers.start(victim_id)
@@ -195,3 +203,29 @@ def test_metrics_follow_a_broker_kill_and_its_return(brokers: BrokerFactory) -> 
     returned = after_return[victim_id]
     assert returned.value("kafka_server_sessionexpirelistener_sessionstate", state="connected") == 1
     assert returned.value("kafka_log_log_logendoffset", **p0) == RECORDS
+
+
+def test_an_unclean_election_is_counted_by_the_controller(brokers: BrokerFactory) -> None:
+    start_cluster(brokers, count=2)
+    bootstrap = brokers.bootstrap
+    run(create(bootstrap, "dirty", rf=2, **{"unclean.leader.election.enable": "true"}))
+    leader_id = leaders(bootstrap, "dirty")[0]
+    leader = brokers.brokers[leader_id]
+    follower_id = 3 - leader_id
+    brokers.brokers[follower_id].kill()
+    eventually(
+        lambda: Scrape(leader).value(f"{RM}underreplicatedpartitions") == 1,
+        "the follower out of the ISR",
+    )
+    leader.kill()
+    returned = brokers.start(follower_id)  # the only live replica, never in sync since
+
+    def elected() -> Scrape | None:
+        scrape = Scrape(returned)
+        return scrape if scrape.value(f"{RM}leadercount") == 1 else None
+
+    scrape = eventually(elected, "the returned follower leading")
+    stats = "kafka_controller_controllerstats_"
+    assert scrape.value(f"{stats}uncleanleaderelections_total") == 1
+    assert scrape.value(f"{stats}leaderelectionrateandtimems_count") >= 1
+    assert scrape.value(f"{KC}offlinepartitionscount") == 0

@@ -85,7 +85,16 @@ def test_requests_are_counted_per_api_and_listener_and_unknown_keys_share_one_se
     assert (
         sample(metrics, f"{histogram}_bucket", request="Produce", listener="REPLOG", le="5.0") == 2
     )
-    assert len(requests._children) == 3  # Produce, Metadata and the one unknown slot
+    for key in range(1000, 2000):  # a fuzzer's made-up keys
+        requests.record(key, 1.0)
+    series = [
+        sample
+        for family in metrics.registry.collect()
+        for sample in family.samples
+        if sample.name == total and sample.labels["listener"] == "REPLOG"
+    ]
+    assert len(series) == 3  # Produce, Metadata and Unknown
+    assert sample(metrics, total, request=UNKNOWN_API, listener="REPLOG") == 1003
 
 
 def test_topic_traffic_and_forgetting_a_topic() -> None:
