@@ -3,8 +3,9 @@
 `cluster.json` in the directory names the ZooKeeper connect string, the embedded
 ZooKeeper (if `up` started one), every broker with its address, Kafka-listener port
 (-1: off; a file from before the Kafka listener has none, and its next `up` picks them),
-PID and log dir, and the security mode (`security.protocol` in lower case; a file
-without one is plaintext, as every cluster was before there was a choice).
+metrics port (likewise), PID and log dir, and the security mode (`security.protocol` in
+lower case; a file without one is plaintext, as every cluster was before there was a
+choice).
 Every other command reads it to find the cluster, so it is written atomically (a
 temporary file renamed over the old one): a reader never sees half a file.
 
@@ -56,6 +57,7 @@ class BrokerEntry:
     pid: int | None
     log_dir: str
     kafka_port: int = -1
+    metrics_port: int = -1
 
     @property
     def address(self) -> str:
@@ -64,6 +66,11 @@ class BrokerEntry:
     @property
     def kafka_address(self) -> str | None:
         return None if self.kafka_port < 0 else f"{self.host}:{self.kafka_port}"
+
+    @property
+    def metrics_url(self) -> str | None:
+        """Where the broker serves Prometheus text, None when metrics are off."""
+        return None if self.metrics_port < 0 else f"http://{self.host}:{self.metrics_port}/metrics"
 
     def running(self) -> bool:
         return self.pid is not None and process_running(
@@ -82,6 +89,7 @@ class ClusterInfo:
     overrides: dict[str, str] = field(default_factory=dict)
     security: str = PLAINTEXT_MODE
     kafka: bool = True  # whether the brokers run the Kafka-protocol listener
+    metrics: bool = True  # whether the brokers serve Prometheus metrics
 
     @property
     def secure(self) -> bool:
@@ -163,12 +171,14 @@ def _decode(document: dict[str, Any]) -> ClusterInfo:
                 _pid(b["pid"]),
                 str(b["log_dir"]),
                 int(b.get("kafka_port", -1)),
+                int(b.get("metrics_port", -1)),
             )
             for b in document["brokers"]
         ],
         overrides={str(k): str(v) for k, v in document.get("overrides", {}).items()},
         security=security,
         kafka=bool(document.get("kafka", True)),
+        metrics=bool(document.get("metrics", True)),
     )
 
 

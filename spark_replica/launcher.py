@@ -7,7 +7,9 @@ real broker processes the same way and stops each by its own PID.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -23,6 +25,8 @@ from spark_replica.zk.session import connect
 
 BROKER_START_TIMEOUT_S = 60.0
 BROKER_STOP_TIMEOUT_S = 30.0
+
+log = logging.getLogger("replog.launcher")
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -102,10 +106,12 @@ class BrokerProcess:
         finally:
             zk.stop()
             zk.close()
+        command = self.command()
+        log.info("starting broker %d: %s", self.broker_id, shlex.join(command))
         stderr = open(self.log_dir / "broker.stderr", "ab")  # noqa: SIM115 - the child's
         try:
             self.process = subprocess.Popen(
-                self.command(),
+                command,
                 stdin=subprocess.DEVNULL,
                 stdout=stderr,
                 stderr=stderr,
@@ -128,6 +134,7 @@ class BrokerProcess:
                     )
                 stat = zk.exists(path)
                 if stat is not None and stat.czxid != stale_czxid:
+                    log.info("broker %d registered in ZooKeeper", self.broker_id)
                     return
                 if time.monotonic() > deadline:
                     raise TimeoutExpiredError(

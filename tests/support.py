@@ -463,3 +463,13 @@ def run_broker_command(
         )
     broker.wait_registered(CLI_TIMEOUT_S)
     return broker
+
+
+def kafka_broker_configs(kafka_bootstrap: str, broker_id: int) -> dict[str, str]:
+    """A broker's configs as Kafka's DescribeConfigs (confluent-kafka's AdminClient) sees them."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    resource = ConfigResource("broker", str(broker_id))
+    described = admin.describe_configs([resource], request_timeout=30)[resource].result(timeout=30)
+    return {name: entry.value for name, entry in described.items()}

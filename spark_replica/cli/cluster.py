@@ -9,6 +9,12 @@ PID: nothing here looks for processes by name.
 Every broker also serves Kafka's protocol on a port of its own (`up --no-kafka` turns
 that listener off; `--kafka` turns it back on); the ports are recorded like the replog
 ones, and `status` names them (`--get kafka-bootstrap`, for Kafka clients and tools).
+Likewise every broker serves Prometheus metrics on a recorded port (`up --no-metrics`
+turns that off), and `status --json` gives each broker's `metrics_url`.
+
+`up --config FILE` reads broker configs in Kafka's server.properties names
+(brokerd.server_properties) that every broker shares; they are recorded with the
+`--override` ones (which win over the file) for every later `up` and `broker start`.
 
 `up --security MODE` makes the cluster secure (spark_replica.security.local_cluster): TLS
 and/or SCRAM on the brokers' listener, ACLs on, ZooKeeper znodes writable by the brokers
@@ -31,6 +37,7 @@ from pathlib import Path
 from kazoo.client import KazooClient
 
 from spark_replica import cluster_dir
+from spark_replica.cli.progress import waiting
 from spark_replica.cluster_dir import (
     PLAINTEXT_MODE,
     SECURITY_MODES,
@@ -42,6 +49,7 @@ from spark_replica.errors import ConfigError, ReplogError, TimeoutExpiredError, 
 from spark_replica.launcher import BROKER_STOP_TIMEOUT_S, BrokerProcess, free_port
 from spark_replica.security import local_cluster
 from spark_replica.security.local_cluster import LocalSecurity
+from spark_replica.security.settings import load_properties
 from spark_replica.topic_config import parse_assignments
 from spark_replica.zk import znodes
 from spark_replica.zk.embedded import PID_FILE, STOP_TIMEOUT_S, EmbeddedZooKeeper
@@ -60,13 +68,26 @@ NO_CONTROLLER = -1
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     up = subparsers.add_parser("up", help="start ZooKeeper and N brokers in the background")
     up.add_argument("--brokers", type=int, help="how many (default 3, or as recorded in --dir)")
-    up.add_argument("--zookeeper", metavar="CONNECT", help="use it instead of an embedded one")
+    up.add_argument(
+        "--zookeeper",
+        metavar="CONNECT",
+        help="use it instead of an embedded one (default: an embedded one, or as recorded)",
+    )
+    up.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="broker configs every broker shares, in Kafka's server.properties names "
+        "(no broker.id, listeners, log.dirs or security settings), recorded for later `up` "
+        "and `broker start` (default: as recorded in --dir)",
+    )
     up.add_argument(
         "--override",
         action="append",
         default=[],
         metavar="KEY=VALUE",
-        help="a config of every broker, recorded for later `up` and `broker start`",
+        help="a config of every broker, winning over --config, recorded for later `up` and "
+        "`broker start` (repeatable; default: as recorded in --dir)",
     )
     up.add_argument(
         "--security",
@@ -81,18 +102,24 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         help="run the Kafka-protocol listener on every broker (default on, or as recorded "
         "in --dir)",
     )
+    up.add_argument(
+        "--metrics",
+        action=argparse.BooleanOptionalAction,
+        help="serve Prometheus metrics over HTTP from every broker (default on, or as "
+        "recorded in --dir)",
+    )
     _add_timeout_option(up, "until every broker is registered and a controller elected")
     _add_dir_option(up)
     up.set_defaults(handler=run_up)
 
     status = subparsers.add_parser("status", help="the cluster in --dir: who runs, who leads")
     output = status.add_mutually_exclusive_group()
-    output.add_argument("--json", action="store_true", help="one JSON document")
+    output.add_argument("--json", action="store_true", help="one JSON document (default: a table)")
     output.add_argument(
         "--get",
         choices=("bootstrap", "kafka-bootstrap", "zookeeper"),
         help="print only the bootstrap servers, the Kafka listeners' bootstrap servers or "
-        "the ZooKeeper connect string (for scripts)",
+        "the ZooKeeper connect string, for scripts (default: everything)",
     )
     _add_dir_option(status)
     status.set_defaults(handler=run_status)
@@ -137,7 +164,10 @@ def _add_dir_option(parser: argparse.ArgumentParser) -> None:
 
 def _add_timeout_option(parser: argparse.ArgumentParser, what: str) -> None:
     parser.add_argument(
-        "--timeout", type=_seconds, default=DEFAULT_TIMEOUT_S, help=f"seconds to wait {what}"
+        "--timeout",
+        type=_seconds,
+        default=DEFAULT_TIMEOUT_S,
+        help=f"seconds to wait {what} (default {DEFAULT_TIMEOUT_S:.0f})",
     )
 
 
@@ -170,7 +200,7 @@ def run_up(args: argparse.Namespace) -> int:
 def _plan(args: argparse.Namespace) -> ClusterInfo:
     """The cluster to start: the recorded one (fresh processes, same data) or a new one."""
     directory: Path = args.dir
-    overrides = parse_assignments(args.override)
+    overrides = _shared_configs(args)
     if not cluster_dir.exists(directory):
         count = DEFAULT_BROKERS if args.brokers is None else args.brokers
         root = directory.resolve()
@@ -178,14 +208,23 @@ def _plan(args: argparse.Namespace) -> ClusterInfo:
         if args.zookeeper is None:
             embedded = EmbeddedZooKeeperEntry(free_port(), str(root / "zookeeper"), None)
         kafka = args.kafka is not False
+        metrics = args.metrics is not False
         brokers = [
             BrokerEntry(
-                i, HOST, free_port(), None, str(root / f"broker-{i}"), free_port() if kafka else -1
+                i,
+                HOST,
+                free_port(),
+                None,
+                str(root / f"broker-{i}"),
+                free_port() if kafka else -1,
+                free_port() if metrics else -1,
             )
             for i in range(1, count + 1)
         ]
         security = PLAINTEXT_MODE if args.security is None else args.security
-        return ClusterInfo(args.zookeeper or "", embedded, brokers, overrides, security, kafka)
+        return ClusterInfo(
+            args.zookeeper or "", embedded, brokers, overrides or {}, security, kafka, metrics
+        )
     info = cluster_dir.load(directory)
     running = info.running_processes()
     if running:
@@ -210,22 +249,45 @@ def _plan(args: argparse.Namespace) -> ClusterInfo:
             f"the cluster in {directory} was set up with --security {info.security}: "
             "leave out --security or use another --dir"
         )
-    if args.override:
+    if overrides is not None:
         info.overrides = overrides
     if args.kafka is not None:
         info.kafka = args.kafka
+    if args.metrics is not None:
+        info.metrics = args.metrics
     # Keep the recorded ports where they are still free, so scripted addresses keep working.
     for broker in info.brokers:
         broker.port = _port_if_free(broker.port)
         if not info.kafka:
             broker.kafka_port = -1
         else:
-            broker.kafka_port = (
-                free_port() if broker.kafka_port <= 0 else _port_if_free(broker.kafka_port)
-            )
+            broker.kafka_port = _recorded_port(broker.kafka_port)
+        broker.metrics_port = _recorded_port(broker.metrics_port) if info.metrics else -1
     if info.embedded_zookeeper is not None:
         info.embedded_zookeeper.port = _port_if_free(info.embedded_zookeeper.port)
     return info
+
+
+def _shared_configs(args: argparse.Namespace) -> dict[str, str] | None:
+    """`--config` with `--override` on top, checked; None when neither is given (the
+    recorded ones stay)."""
+    from brokerd.server_properties import cluster_configs
+
+    if args.config is None and not args.override:
+        return None
+    from_file = {} if args.config is None else load_properties(args.config)
+    configs, ignored = cluster_configs(from_file | parse_assignments(args.override))
+    for key in ignored:
+        print(
+            f"replog up: {key} is a Kafka broker config replog does not use; ignored",
+            file=sys.stderr,
+        )
+    return configs
+
+
+def _recorded_port(port: int) -> int:
+    """A port picked for a listener that had none (-1), else the recorded one if free."""
+    return free_port() if port <= 0 else _port_if_free(port)
 
 
 def _port_if_free(port: int) -> int:
@@ -248,33 +310,40 @@ def _start(directory: Path, info: ClusterInfo, timeout_s: float, fresh: bool) ->
     zookeeper: EmbeddedZooKeeper | None = None
     brokers: list[BrokerProcess] = []
     try:
-        if info.embedded_zookeeper is not None:
-            entry = info.embedded_zookeeper
-            zookeeper = EmbeddedZooKeeper(entry.port, Path(entry.dir), HOST)
-            zookeeper.start(_remaining(deadline))
-            assert zookeeper.process is not None
-            entry.pid = zookeeper.process.pid
-            info.zookeeper = zookeeper.connect_string
+        with waiting("starting the cluster") as progress:
+            if info.embedded_zookeeper is not None:
+                progress.update("starting ZooKeeper")
+                entry = info.embedded_zookeeper
+                zookeeper = EmbeddedZooKeeper(entry.port, Path(entry.dir), HOST)
+                zookeeper.start(_remaining(deadline))
+                assert zookeeper.process is not None
+                entry.pid = zookeeper.process.pid
+                info.zookeeper = zookeeper.connect_string
+                cluster_dir.save(directory, info)
+                print(f"ZooKeeper on {info.zookeeper} (pid {entry.pid})", flush=True)
+            if security is not None:
+                own_server = info.embedded_zookeeper is not None
+                written = local_cluster.prepare_zookeeper(
+                    info.zookeeper, security, own_server=own_server
+                )
+                for login in written:
+                    print(f"SCRAM credential {login} written to ZooKeeper", flush=True)
+            stale_controller = _controller_czxid(info.zookeeper, _remaining(deadline))
+            progress.update(f"waiting for {len(info.brokers)} brokers to register")
+            brokers = [_broker_process(directory, info, b) for b in info.brokers]
+            with ThreadPoolExecutor(len(brokers)) as pool:
+                started = [pool.submit(b.start, _remaining(deadline)) for b in brokers]
+                for future in started:
+                    future.result()
+            for broker_entry, process in zip(info.brokers, brokers, strict=True):
+                broker_entry.pid = process.pid
+                print(
+                    f"broker {broker_entry.id} on {broker_entry.address} (pid {broker_entry.pid})",
+                    flush=True,
+                )
             cluster_dir.save(directory, info)
-            print(f"ZooKeeper on {info.zookeeper} (pid {entry.pid})", flush=True)
-        if security is not None:
-            own_server = info.embedded_zookeeper is not None
-            written = local_cluster.prepare_zookeeper(
-                info.zookeeper, security, own_server=own_server
-            )
-            for login in written:
-                print(f"SCRAM credential {login} written to ZooKeeper", flush=True)
-        stale_controller = _controller_czxid(info.zookeeper, _remaining(deadline))
-        brokers = [_broker_process(directory, info, b) for b in info.brokers]
-        with ThreadPoolExecutor(len(brokers)) as pool:
-            started = [pool.submit(b.start, _remaining(deadline)) for b in brokers]
-            for future in started:
-                future.result()
-        for recorded, process in zip(info.brokers, brokers, strict=True):
-            recorded.pid = process.pid
-            print(f"broker {recorded.id} on {recorded.address} (pid {recorded.pid})", flush=True)
-        cluster_dir.save(directory, info)
-        controller = _wait_for_controller(info, brokers, stale_controller, deadline, timeout_s)
+            progress.update("waiting for a controller")
+            controller = _wait_for_controller(info, brokers, stale_controller, deadline, timeout_s)
         print(f"controller: broker {controller}")
     except BaseException:
         if zookeeper is not None or brokers:
@@ -315,6 +384,7 @@ def _broker_process(directory: Path, info: ClusterInfo, entry: BrokerEntry) -> B
         info.overrides,
         config_file,
         entry.kafka_port,
+        entry.metrics_port,
     )
 
 
@@ -399,6 +469,7 @@ def run_status(args: argparse.Namespace) -> int:
             "host": b.host,
             "port": b.port,
             "kafka_port": b.kafka_port,
+            "metrics_url": b.metrics_url,
             "pid": b.pid,
             "alive": b.id in registered and b.running(),
         }
@@ -424,11 +495,12 @@ def run_status(args: argparse.Namespace) -> int:
     print(f"Bootstrap:  {info.bootstrap_servers}")
     print(f"Kafka:      {info.kafka_bootstrap_servers or 'off'}")
     print(f"Security:   {info.security}")
-    print(f"{'ID':>4}  {'ADDRESS':<21} {'PID':>8}  ALIVE")
+    print(f"{'ID':>4}  {'ADDRESS':<21} {'PID':>8}  ALIVE  METRICS")
     for b in brokers:
         address = f"{b['host']}:{b['port']}"
         pid = "-" if b["pid"] is None else b["pid"]
-        print(f"{b['id']:>4}  {address:<21} {pid:>8}  {'yes' if b['alive'] else 'no'}")
+        alive = "yes" if b["alive"] else "no"
+        print(f"{b['id']:>4}  {address:<21} {pid:>8}  {alive:<5}  {b['metrics_url'] or 'off'}")
     return 0
 
 
@@ -454,14 +526,16 @@ def run_down(args: argparse.Namespace) -> int:
     with cluster_dir.locked(directory):
         info = cluster_dir.load(directory)
         brokers = [b for b in info.brokers if b.running()]
-        cluster_dir.stop_processes(brokers, signal.SIGTERM, BROKER_STOP_TIMEOUT_S)
-        stopped = [f"broker {b.id}" for b in brokers]
-        zk = info.embedded_zookeeper
-        if zk is not None:
-            if zk.running():
-                cluster_dir.stop_processes([zk], signal.SIGTERM, STOP_TIMEOUT_S)
-                stopped.append("ZooKeeper")
-            (Path(zk.dir) / PID_FILE).unlink(missing_ok=True)
+        with waiting(f"stopping {len(brokers)} brokers") as progress:
+            cluster_dir.stop_processes(brokers, signal.SIGTERM, BROKER_STOP_TIMEOUT_S)
+            stopped = [f"broker {b.id}" for b in brokers]
+            zk = info.embedded_zookeeper
+            if zk is not None:
+                if zk.running():
+                    progress.update("stopping ZooKeeper")
+                    cluster_dir.stop_processes([zk], signal.SIGTERM, STOP_TIMEOUT_S)
+                    stopped.append("ZooKeeper")
+                (Path(zk.dir) / PID_FILE).unlink(missing_ok=True)
         for recorded in info.processes():
             recorded.pid = None
         cluster_dir.save(directory, info)
@@ -481,7 +555,8 @@ def run_broker_action(args: argparse.Namespace) -> int:
         if not entry.running():
             raise ConfigError(f"broker {entry.id} of the cluster in {directory} is not running")
         signum = signal.SIGTERM if args.action == "stop" else signal.SIGKILL
-        cluster_dir.stop_processes([entry], signum, BROKER_STOP_TIMEOUT_S)
+        with waiting(f"waiting for broker {entry.id} to exit"):
+            cluster_dir.stop_processes([entry], signum, BROKER_STOP_TIMEOUT_S)
         cluster_dir.save(directory, info)
     print(f"Broker {args.id} {'stopped' if args.action == 'stop' else 'killed'}.")
     return 0
@@ -500,7 +575,8 @@ def _restart(directory: Path, info: ClusterInfo, entry: BrokerEntry, timeout_s: 
         )
     process = _broker_process(directory, info, entry)
     try:
-        process.start(timeout_s)
+        with waiting(f"waiting for broker {entry.id} to register"):
+            process.start(timeout_s)
     except BaseException:
         process.stop()
         raise

@@ -88,6 +88,7 @@ def test_up_status_kill_start_down_and_up_again(local_cluster: LocalCluster) -> 
                 "host": "127.0.0.1",
                 "port": b.port,
                 "kafka_port": b.kafka_port,
+                "metrics_url": f"http://127.0.0.1:{b.metrics_port}/metrics",
                 "pid": b.pid,
                 "alive": True,
             }

@@ -6,25 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient, ConfigResource
 from kazoo.client import KazooClient
 
 from spark_replica.launcher import free_port
 from spark_replica.zk import znodes
 from spark_replica.zk.session import connect
-from tests.support import BrokerFactory, replog, run_broker_command
+from tests.support import BrokerFactory, kafka_broker_configs, replog, run_broker_command
 
 
 def write_properties(path: Path, settings: dict[str, str]) -> Path:
     path.write_text("# a Kafka-style file\n" + "".join(f"{k}={v}\n" for k, v in settings.items()))
     return path
-
-
-def broker_configs(kafka_address: str, broker_id: int) -> dict[str, str]:
-    admin = AdminClient({"bootstrap.servers": kafka_address})
-    resource = ConfigResource("broker", str(broker_id))
-    described = admin.describe_configs([resource], request_timeout=30)[resource].result(timeout=30)
-    return {name: entry.value for name, entry in described.items()}
 
 
 def registration(zk_connect: str, broker_id: int) -> znodes.BrokerRegistration:
@@ -64,7 +56,7 @@ def test_the_file_overrides_defaults_and_flags_override_the_file(
 
     registered = registration(zk_connect, 4)
     assert (registered.port, registered.kafka_port) == (flag_port, kafka_port)
-    configs = broker_configs(f"127.0.0.1:{kafka_port}", 4)
+    configs = kafka_broker_configs(f"127.0.0.1:{kafka_port}", 4)
     assert configs["log.retention.ms"] == str(2 * 3_600_000), "the file beats the default"
     assert configs["log.segment.bytes"] == "3145728", "--override beats the file"
     log = (log_dir / "broker.log").read_text()
