@@ -33,7 +33,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         action="append",
         required=True,
         metavar="DIR",
-        help="a query's checkpointLocation; repeat for several queries (required)",
+        help="a query's checkpointLocation, a local directory; repeat for several queries "
+        "(required)",
     )
     add_json_flag(parser)
     add_connection_options(parser)
@@ -60,11 +61,12 @@ def run(args: argparse.Namespace) -> int:
         print_json([lag.as_json() for lag in lags])
     else:
         for lag in lags:
-            _print(lag)
+            print_lag(lag)
     return 0
 
 
-def _print(lag: QueryLag) -> None:
+def print_lag(lag: QueryLag) -> None:
+    """One query's lag as a table titled with its checkpoint, batch and total lag."""
     if lag.batch_id is None:
         print(f"{lag.checkpoint}: no micro-batch committed yet")
         return

@@ -56,13 +56,14 @@ def run_available_now(
 
 
 def replog_lag_json(
-    capsys: pytest.CaptureFixture[str], servers: str, checkpoint: Path
-) -> dict[str, object]:
+    capsys: pytest.CaptureFixture[str], servers: str, *checkpoints: Path
+) -> list[dict]:
     capsys.readouterr()
-    assert main(["lag", "--bootstrap", servers, "--checkpoint", str(checkpoint), "--json"]) == 0
-    [document] = json.loads(capsys.readouterr().out)
-    assert isinstance(document, dict)
-    return document
+    flags = [flag for checkpoint in checkpoints for flag in ("--checkpoint", str(checkpoint))]
+    assert main(["lag", "--bootstrap", servers, *flags, "--json"]) == 0
+    documents = json.loads(capsys.readouterr().out)
+    assert isinstance(documents, list)
+    return documents
 
 
 def latest_offset(progress: StreamingQueryProgress | None) -> dict:
@@ -90,7 +91,7 @@ def test_lag_of_a_stopped_query_and_latest_offsets_in_progress(
 
     for partition in (0, 1):
         topics.produce(topic_name, [f"more{i}" for i in range(MORE)], partition=partition)
-    lag = replog_lag_json(capsys, bootstrap_servers, checkpoint)
+    [lag] = replog_lag_json(capsys, bootstrap_servers, checkpoint)
     assert lag == {
         "checkpoint": str(checkpoint),
         "batch_id": 0,
@@ -115,5 +116,14 @@ def test_lag_of_a_stopped_query_and_latest_offsets_in_progress(
     first = query.recentProgress[0]
     assert sum(json.loads(first.sources[0].endOffset)[topic_name].values()) == 10 + MORE
     assert latest_offset(first) == {topic_name: {"0": 4 + MORE, "1": 6 + MORE}}
-    lag = replog_lag_json(capsys, bootstrap_servers, checkpoint)
-    assert lag["total_lag"] == 0
+    # With a second checkpoint whose topic the cluster does not have: its HW is unknown.
+    gone = tmp_path / "gone"
+    (gone / "offsets").mkdir(parents=True)
+    (gone / "commits").mkdir()
+    (gone / "offsets" / "0").write_text('v1\n{"batchWatermarkMs":0}\n{"gone-topic": {"0": 3}}')
+    (gone / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}')
+    lag, other = replog_lag_json(capsys, bootstrap_servers, checkpoint, gone)
+    assert (lag["batch_id"], lag["total_lag"]) == (2, 0)
+    assert other["partitions"] == [
+        {"topic": "gone-topic", "partition": 0, "committed": 3, "high_watermark": None, "lag": None}
+    ]

@@ -4,10 +4,12 @@ layout pyspark 4.3 writes: which batch counts, several sources, and what is refu
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
+from spark_replica.cli.lag import print_lag
 from spark_replica.cli.main import main
 from spark_replica.errors import ConfigError
 from spark_replica.query_lag import (
@@ -156,3 +158,19 @@ def test_cli_names_a_bad_checkpoint_before_asking_any_broker(
     argv = ["lag", "--bootstrap", "127.0.0.1:1", "--checkpoint", str(good)]
     assert main([*argv, "--checkpoint", str(missing)]) == 2
     assert capsys.readouterr().err == f"replog: checkpoint {missing} does not exist\n"
+
+
+def test_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    print_lag(QueryLag("/cp", None, []))
+    assert capsys.readouterr().out == "/cp: no micro-batch committed yet\n"
+    print_lag(
+        QueryLag("/cp", 4, [PartitionLag("a", 0, 3, 10, 7), PartitionLag("a", 1, 3, None, None)])
+    )
+    lines = capsys.readouterr().out.splitlines()
+    assert "/cp (batch 4, total lag 7)" in lines[0]
+    cells = [re.findall(r"[^│┃\s]+", line) for line in lines if line[0] in "│┃"]
+    assert cells == [
+        ["TOPIC", "PARTITION", "COMMITTED", "HW", "LAG"],
+        ["a", "0", "3", "10", "7"],
+        ["a", "1", "3", "-", "-"],
+    ]
