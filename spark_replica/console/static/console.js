@@ -10,9 +10,9 @@ const SVG_NS = "http://www.w3.org/2000/svg";
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [name, value] of Object.entries(attrs)) {
-    if (value === null || value === undefined || value === false) continue;
+    if (value === null || value === undefined) continue;
     if (name === "class") node.className = value;
-    else node.setAttribute(name, value === true ? "" : String(value));
+    else node.setAttribute(name, String(value));
   }
   for (const child of children) {
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
@@ -143,8 +143,13 @@ function renderChart(series, points) {
   chart.dataset.points = String(values.length);
   chart.dataset.latest = values.length ? String(values[values.length - 1]) : "";
   chart.dataset.max = String(top);
-  const caption = chart.closest("figure").querySelector(".now");
-  caption.textContent = values.length ? FORMAT[series](values[values.length - 1]) : "–";
+  const figure = chart.closest("figure");
+  figure.querySelector(".now").textContent =
+    values.length ? FORMAT[series](values[values.length - 1]) : "–";
+  const span = points.length > 1 ? points[points.length - 1].t - points[0].t : 0;
+  const seconds = Math.round(span / 1000);
+  figure.querySelector(".scale").textContent =
+    values.length ? `peak ${FORMAT[series](Math.max(...values))} over the last ${seconds} s` : "";
 }
 
 function renderRates(doc) {

@@ -1,0 +1,140 @@
+"""`replog console` against a live 3-broker cluster: what /api/cluster, /api/rates and
+/api/lag say, through ZooKeeper and through --bootstrap only, and what it refuses."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from spark_replica.zk.session import connect
+from tests.support import (
+    BrokerFactory,
+    controller_id,
+    create,
+    http_get,
+    produce,
+    run,
+    running_console,
+    start_cluster,
+)
+
+DEADLINE_S = 30.0
+
+
+def get_json(url: str, path: str) -> dict:
+    status, content_type, body = http_get(url, path)
+    assert (status, content_type) == (200, "application/json")
+    return json.loads(body)
+
+
+def wait_for_document(url: str, path: str, check) -> dict:
+    """The first document at `path` that passes `check`, polled until DEADLINE_S."""
+    deadline = time.monotonic() + DEADLINE_S
+    while True:
+        document = get_json(url, path)
+        if check(document):
+            return document
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} never passed the check; last: {document}")
+        time.sleep(0.3)
+
+
+def hw_reached(topic: str, partition: int, hw: int):
+    def check(document: dict) -> bool:
+        for t in document["topics"]:
+            for p in t["partitions"]:
+                if (t["topic"], p["partition"]) == (topic, partition):
+                    return p["high_watermark"] == hw
+        return False
+
+    return check
+
+
+@pytest.mark.slow
+def test_console_shows_the_cluster_from_zookeeper(
+    brokers: BrokerFactory, zk_connect: str, tmp_path: Path
+) -> None:
+    start_cluster(brokers)
+    run(create(brokers.bootstrap, "orders", partitions=2))
+    run(produce(brokers.bootstrap, "orders", ["a", "b", "c"]))
+    zk = connect(zk_connect)
+    try:
+        controller = controller_id(zk)
+    finally:
+        zk.stop()
+        zk.close()
+    missing = tmp_path / "no-such-checkpoint"
+
+    with running_console("--zookeeper", zk_connect, "--checkpoint", str(missing)) as url:
+        cluster = wait_for_document(url, "/api/cluster", hw_reached("orders", 0, 3))
+        assert cluster["source"] == "zookeeper"
+        assert cluster["error"] is None
+        assert cluster["controller"] == controller
+        assert [
+            (b["id"], b["alive"], b["controller"], b["port"], b["metrics_url"])
+            for b in cluster["brokers"]
+        ] == [
+            (i, True, i == controller, brokers.brokers[i].port, brokers.brokers[i].metrics_url)
+            for i in (1, 2, 3)
+        ]
+        [orders] = cluster["topics"]
+        assert [p["partition"] for p in orders["partitions"]] == [0, 1]
+        for p in orders["partitions"]:
+            assert sorted(p["replicas"]) == [1, 2, 3]
+            assert p["leader"] in p["replicas"]
+            assert sorted(p["isr"]) == [1, 2, 3]
+            assert (p["under_replicated"], p["offline"]) == (False, False)
+        assert orders["partitions"][1]["high_watermark"] == 0
+        assert cluster["summary"]["under_replicated"] == 0
+
+        # Rates are increases between scrapes: produce once the console has a baseline.
+        wait_for_document(url, "/api/rates", lambda d: len(d["points"]) > 0)
+        run(produce(brokers.bootstrap, "orders", [f"record-{i}" for i in range(500)]))
+        rates = wait_for_document(
+            url, "/api/rates", lambda d: any(p["messages_in"] > 0 for p in d["points"])
+        )
+        assert rates["available"] is True, rates["reason"]
+        assert rates["series"] == ["bytes_in", "bytes_out", "messages_in"]
+        assert any(p["bytes_in"] > 0 for p in rates["points"])
+        assert rates["errors"] == {}
+
+        lag = wait_for_document(
+            url, "/api/lag", lambda d: d["queries"][0]["error"] != "not read yet"
+        )
+        [query] = lag["queries"]
+        assert query["checkpoint"] == str(missing)
+        assert str(missing) in query["error"]
+
+        for path in ("/nope", "/api/nope", "/api/cluster/x", "/static/../pyproject.toml"):
+            assert http_get(url, path)[0] == 404, path
+        assert http_get(url, "/api/cluster", method="POST")[0] == 405
+        assert http_get(url, "/api/cluster", method="DELETE")[0] == 405
+        status, content_type, page = http_get(url, "/")
+        assert (status, content_type) == (200, "text/html; charset=utf-8")
+        assert b'id="brokers"' in page
+
+
+@pytest.mark.slow
+def test_console_with_bootstrap_only_shows_the_brokers_but_no_rates(
+    brokers: BrokerFactory,
+) -> None:
+    start_cluster(brokers)
+    run(create(brokers.bootstrap, "t", partitions=1))
+    bootstrap = ",".join(f"{host}:{port}" for host, port in brokers.bootstrap)
+
+    with running_console("--bootstrap", bootstrap) as url:
+        cluster = wait_for_document(url, "/api/cluster", hw_reached("t", 0, 0))
+        assert cluster["source"] == "bootstrap"
+        assert [(b["id"], b["alive"], b["metrics_url"]) for b in cluster["brokers"]] == [
+            (1, True, None),
+            (2, True, None),
+            (3, True, None),
+        ]
+        assert sum(b["controller"] for b in cluster["brokers"]) == 1
+        rates = get_json(url, "/api/rates")
+        assert rates["available"] is False
+        assert "--zookeeper" in rates["reason"]
+        assert get_json(url, "/api/lag")["queries"] == []
