@@ -75,7 +75,13 @@ async def _serve(args: argparse.Namespace, zk: KazooClient | None) -> None:
     cluster = open_cluster(args)
     try:
         console = Console(ClusterSource(cluster, zk), args.checkpoint, args.interval)
-        server = await ConsoleServer(console).start(args.host, args.port)
+        try:
+            server = await ConsoleServer(console).start(args.host, args.port)
+        except OSError as exc:
+            where = f"{args.host}:{args.port}"
+            raise ConfigError(
+                f"cannot serve the console on {where}: {exc.strerror or exc}"
+            ) from exc
         async with server:
             host, port = server.sockets[0].getsockname()[:2]
             shown = f"[{host}]" if ":" in host else host

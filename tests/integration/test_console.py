@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import time
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from tests.support import (
     create,
     http_get,
     produce,
+    replog,
     run,
     running_console,
     start_cluster,
@@ -138,3 +140,16 @@ def test_console_with_bootstrap_only_shows_the_brokers_but_no_rates(
         assert rates["available"] is False
         assert "--zookeeper" in rates["reason"]
         assert get_json(url, "/api/lag")["queries"] == []
+
+
+@pytest.mark.slow
+def test_a_port_in_use_is_a_clear_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = replog("console", "--bootstrap", "127.0.0.1:9", "--port", str(port))
+    assert result.returncode == 2
+    assert result.stderr.decode().startswith(
+        f"replog: cannot serve the console on 127.0.0.1:{port}"
+    )
