@@ -108,6 +108,12 @@ def test_records_that_fail_are_reported_by_line_and_the_exit_status_says_so(
     assert no_topic.returncode == 1
     assert b"line 1 not sent:" in no_topic.stderr and b"nowhere" in no_topic.stderr
 
+    run(create_topic(bootstrap(broker), "small", **{"max.message.bytes": "2000"}))
+    refused_by_broker = replog("produce", "small", *where, stdin=b"x" * 5000 + b"\n")
+    assert refused_by_broker.returncode == 1
+    assert b"line 1 not sent: batch of" in refused_by_broker.stderr
+    assert b"0 records acknowledged. 1 failed" in refused_by_broker.stderr
+
     malformed = replog("produce", "one", "--key-separator", ":", *where, stdin=b"k:1\nnokey\nk:3\n")
     assert malformed.returncode == 2
     assert b"line 2 has no key separator ':'; skipped" in malformed.stderr
