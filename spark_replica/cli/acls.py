@@ -7,6 +7,11 @@ All) and resources (--topic, --group, --cluster; pattern type literal unless
 without, every ACL of the named resources. `list` shows all ACLs, or those of the named
 resources and principals; with `--resource-pattern-type match` it also shows the wildcard
 and prefixed ACLs that apply to a named resource.
+
+`list` prints a table with one row per ACL, or with `--json` one object per ACL:
+`{"resource_type": "Topic", "pattern_type": "Literal", "resource": "orders",
+"principal": "User:alice", "permission": "Allow", "operation": "Read", "host": "*"}`.
+`add` and `remove` print what they changed as kafka-acls does.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from collections.abc import Iterable
 from itertools import groupby, product
 
 from spark_replica.cli.common import add_connection_options, run_with_cluster
+from spark_replica.cli.output import add_json_flag, print_json, print_table, rows_as_json
 from spark_replica.client import Cluster
 from spark_replica.client.security_admin import SecurityAdmin
 from spark_replica.errors import ConfigError
@@ -69,6 +75,15 @@ VALID_OPERATIONS: dict[ResourceType, frozenset[Operation]] = {
 _ORDER = list(Operation)
 # Pattern types a filter (list, remove) may use besides literal and prefixed.
 ANY_PATTERN, MATCH_PATTERN = "any", "match"
+LIST_COLUMNS = (
+    "resource_type",
+    "pattern_type",
+    "resource",
+    "principal",
+    "permission",
+    "operation",
+    "host",
+)
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -83,8 +98,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         _add_resource_options(action, filtering=name != "add")
         if name == "list":
             action.add_argument(
-                "--principal", action="append", default=[], help="only ACLs of this principal"
+                "--principal",
+                action="append",
+                default=[],
+                help="only ACLs of this principal (repeatable)",
             )
+            add_json_flag(action)
         else:
             _add_entry_options(action)
         add_connection_options(action)
@@ -92,8 +111,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _add_resource_options(parser: argparse.ArgumentParser, *, filtering: bool) -> None:
-    parser.add_argument("--topic", action="append", default=[], help="a topic (* for all)")
-    parser.add_argument("--group", action="append", default=[], help="a group (* for all)")
+    parser.add_argument(
+        "--topic", action="append", default=[], help="a topic (* for all; repeatable)"
+    )
+    parser.add_argument(
+        "--group", action="append", default=[], help="a group (* for all; repeatable)"
+    )
     parser.add_argument("--cluster", action="store_true", help="the cluster")
     choices = "literal|prefixed" + ("|any|match" if filtering else "")
     parser.add_argument(
@@ -272,15 +295,53 @@ def run(args: argparse.Namespace) -> int:
             return format_acls(removed, "Removed ACLs for resource") or ["No ACL matched."]
 
     else:
-        to_list = list_filters(args)
-
-        async def work(cluster: Cluster) -> list[str]:
-            admin = SecurityAdmin(cluster)
-            found: set[AclBinding] = set()
-            for f in to_list:
-                found.update(await admin.list_acls(f))
-            return format_acls(found, "Current ACLs for resource")
+        return _list(args)
 
     for line in run_with_cluster(args, work):
         print(line)
+    return 0
+
+
+def acl_rows(bindings: Iterable[AclBinding]) -> list[list[str]]:
+    """One row per ACL, by resource, then principal, then operation in Kafka's order."""
+
+    def order(b: AclBinding) -> tuple[ResourcePattern, str, str, str, int]:
+        entry = b.entry
+        return (
+            b.pattern,
+            entry.principal,
+            entry.permission,
+            entry.host,
+            _ORDER.index(entry.operation),
+        )
+
+    return [
+        [
+            b.pattern.resource_type,
+            b.pattern.pattern_type,
+            b.pattern.name,
+            b.entry.principal,
+            b.entry.permission,
+            b.entry.operation,
+            b.entry.host,
+        ]
+        for b in sorted(bindings, key=order)
+    ]
+
+
+def _list(args: argparse.Namespace) -> int:
+    to_list = list_filters(args)
+
+    async def work(cluster: Cluster) -> set[AclBinding]:
+        admin = SecurityAdmin(cluster)
+        found: set[AclBinding] = set()
+        for f in to_list:
+            found.update(await admin.list_acls(f))
+        return found
+
+    rows = acl_rows(run_with_cluster(args, work))
+    if args.json:
+        print_json(rows_as_json(LIST_COLUMNS, rows))
+    elif rows:
+        print_table([c.upper().replace("_", "-") for c in LIST_COLUMNS], rows)
     return 0

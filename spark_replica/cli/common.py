@@ -33,7 +33,13 @@ ZOOKEEPER_DIGEST = "zookeeper.digest"
 
 def add_connection_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
-    group.add_argument("--bootstrap", metavar="HOST:PORT[,HOST:PORT]", help="broker addresses")
+    group.add_argument(
+        "--bootstrap",
+        "--bootstrap-server",
+        dest="bootstrap",
+        metavar="HOST:PORT[,HOST:PORT]",
+        help="broker addresses (--bootstrap-server is the same, as in Kafka's tools)",
+    )
     group.add_argument(
         "--zookeeper", metavar="CONNECT", help="ZooKeeper connect string (host:port[/chroot])"
     )

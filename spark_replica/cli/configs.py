@@ -4,16 +4,19 @@ Configs are written straight to ZooKeeper, as Kafka's `kafka-configs.sh --zookee
 did, so these commands need --zookeeper or the cluster directory; there is no broker
 API for them. Every key and value is checked before ZooKeeper is even reached: a bad
 one exits 2 with a message naming it, and nothing is written.
+
+`describe` (and `alter`, after writing) prints the overrides as a table; `describe
+--json` prints `{"topic": "t", "config": {"key": "value", ...}}`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 
 from kazoo.client import KazooClient
 
 from spark_replica.cli.common import add_connection_options, zookeeper_session
+from spark_replica.cli.output import add_json_flag, print_json, print_table
 from spark_replica.errors import UnknownTopicOrPartitionError
 from spark_replica.topic_config import parse_assignments
 from spark_replica.zk import topic_store
@@ -24,14 +27,26 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     actions = configs.add_subparsers(dest="action", required=True)
 
     alter = actions.add_parser("alter", help="add, change or delete a topic's configs")
-    alter.add_argument("--topic", required=True)
-    alter.add_argument("--add-config", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]")
-    alter.add_argument("--delete-config", action="append", default=[], metavar="KEY[,KEY]")
+    alter.add_argument("--topic", required=True, help="the topic to configure")
+    alter.add_argument(
+        "--add-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE[,KEY=VALUE]",
+        help="configs to set, such as retention.ms=60000 (repeatable)",
+    )
+    alter.add_argument(
+        "--delete-config",
+        action="append",
+        default=[],
+        metavar="KEY[,KEY]",
+        help="overrides to remove, back to the broker's default (repeatable)",
+    )
     add_connection_options(alter)
 
     describe = actions.add_parser("describe", help="a topic's config overrides")
-    describe.add_argument("--topic", required=True)
-    describe.add_argument("--json", action="store_true", help="one JSON document")
+    describe.add_argument("--topic", required=True, help="the topic to describe")
+    add_json_flag(describe)
     add_connection_options(describe)
     configs.set_defaults(handler=run)
 
@@ -65,7 +80,6 @@ def _describe(zk: KazooClient, topic: str) -> dict[str, str]:
 
 def _print_config(topic: str, config: dict[str, str], *, as_json: bool) -> None:
     if as_json:
-        print(json.dumps({"topic": topic, "config": dict(sorted(config.items()))}))
-        return
-    for key, value in sorted(config.items()):
-        print(f"{key}={value}")
+        print_json({"topic": topic, "config": dict(sorted(config.items()))})
+    elif config:
+        print_table(("CONFIG", "VALUE"), sorted(config.items()), title=f"Overrides of {topic}")

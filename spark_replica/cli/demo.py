@@ -29,10 +29,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "demo", help="run ZooKeeper + 3 brokers and a Spark streaming pipeline through them"
     )
-    parser.add_argument("--records", type=int, default=100_000)
-    parser.add_argument("--brokers", type=int, default=3)
     parser.add_argument(
-        "--batch", type=int, default=25_000, help="maxOffsetsPerTrigger of the streaming read"
+        "--records", type=int, default=100_000, help="records to produce (default 100000)"
+    )
+    parser.add_argument("--brokers", type=int, default=3, help="brokers to start (default 3)")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=25_000,
+        help="maxOffsetsPerTrigger of the streaming read (default 25000)",
     )
     parser.set_defaults(handler=run)
 

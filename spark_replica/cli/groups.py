@@ -6,13 +6,20 @@ there): the cluster directory's listeners by default, `--bootstrap-server` (Kafk
 listener addresses), or the Kafka endpoints the brokers registered in `--zookeeper`.
 Security settings come from `--command-config` or the directory's admin.properties, as
 for every other command. The arithmetic (lag, reset targets) is in groups_plan.
+
+`list`, `describe` and `reset-offsets` print tables, or with `--json`:
+- list: `[{"group": "g", "protocol_type": "consumer"}, ...]`
+- describe: `{"group", "state", "protocol_type", "protocol", "members": [{"consumer_id",
+  "host", "client_id"}], "partitions": [{"topic", "partition", "current_offset",
+  "log_end_offset", "lag", "consumer_id", "host", "client_id"}]}` (null where unknown)
+- reset-offsets: `{"group", "executed", "partitions": [{"topic", "partition",
+  "current_offset", "new_offset"}]}`
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
@@ -33,6 +40,7 @@ from spark_replica.cli.groups_plan import (
     parse_partitions,
     reset_plan,
 )
+from spark_replica.cli.output import add_json_flag, print_json, print_table
 from spark_replica.errors import (
     ConfigError,
     GroupIdNotFoundError,
@@ -73,21 +81,21 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     actions = groups.add_subparsers(dest="action", required=True)
 
     listing = actions.add_parser("list", help="every group's id")
-    listing.add_argument("--json", action="store_true", help="one JSON document")
+    add_json_flag(listing)
     _add_options(listing)
 
     describe = actions.add_parser(
         "describe", help="per partition: committed offset, log end, lag and consumer"
     )
-    describe.add_argument("group")
-    describe.add_argument("--json", action="store_true", help="one JSON document")
+    describe.add_argument("group", help="the group's id")
+    add_json_flag(describe)
     _add_options(describe)
 
     reset = actions.add_parser(
         "reset-offsets",
         help="move a stopped group's committed offsets (a dry run unless --execute)",
     )
-    reset.add_argument("group")
+    reset.add_argument("group", help="the group's id")
     scope = reset.add_mutually_exclusive_group(required=True)
     scope.add_argument(
         "--topic",
@@ -111,11 +119,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="the first offset at or after this time (ISO 8601; without a zone: UTC)",
     )
     reset.add_argument("--execute", action="store_true", help="commit the plan (else: print it)")
-    reset.add_argument("--json", action="store_true", help="print the plan as JSON")
+    add_json_flag(reset)
     _add_options(reset)
 
     delete = actions.add_parser("delete", help="delete a group without members, and its offsets")
-    delete.add_argument("group")
+    delete.add_argument("group", help="the group's id")
     _add_options(delete)
     groups.set_defaults(handler=run)
 
@@ -127,7 +135,7 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
         "--bootstrap",
         dest="bootstrap",
         metavar="HOST:PORT[,HOST:PORT]",
-        help="Kafka listener addresses",
+        help="Kafka listener addresses (--bootstrap is the same)",
     )
     where.add_argument(
         "--zookeeper",
@@ -152,7 +160,8 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
         "--timeout",
         type=float,
         default=DEFAULT_TIMEOUT_S,
-        help="seconds to wait for a broker or a group's coordinator",
+        help="seconds to wait for a broker or a group's coordinator "
+        f"(default {DEFAULT_TIMEOUT_S:g})",
     )
 
 
@@ -203,11 +212,11 @@ def run(args: argparse.Namespace) -> int:
 
 async def _list(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
     groups = await admin.list_groups()
+    rows = [[g.group_id, g.protocol_type] for g in sorted(groups, key=lambda g: g.group_id)]
     if args.json:
-        print(json.dumps([{"group": g.group_id, "protocol_type": g.protocol_type} for g in groups]))
-    else:
-        for group in groups:
-            print(group.group_id)
+        print_json([{"group": group, "protocol_type": kind} for group, kind in rows])
+    elif rows:
+        print_table(("GROUP", "PROTOCOL-TYPE"), rows)
     return 0
 
 
@@ -245,7 +254,7 @@ async def _describe(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
             ],
             "partitions": [row.as_json() for row in rows],
         }
-        print(json.dumps(document))
+        print_json(document)
         return 0
     members = len(description.members)
     print(
@@ -255,33 +264,22 @@ async def _describe(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
     if not rows:
         print("No committed offsets and no assigned partitions.")
         return 0
-    _print_table([COLUMNS, *(_cells(row) for row in rows)])
+    print_table(COLUMNS, [_cells(row) for row in rows])
     return 0
 
 
-def _cells(row: PartitionLag) -> tuple[str, ...]:
-    def text(value: object) -> str:
-        return "-" if value is None else str(value)
-
+def _cells(row: PartitionLag) -> list[object]:
     owner = row.owner
-    return (
+    return [
         row.topic,
-        str(row.partition),
-        text(row.current_offset),
-        text(row.log_end_offset),
-        text(row.lag),
-        text(None if owner is None else owner.consumer_id),
-        text(None if owner is None else owner.host),
-        text(None if owner is None else owner.client_id),
-    )
-
-
-def _print_table(rows: list[tuple[str, ...]]) -> None:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for row in rows:
-        print(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        )
+        row.partition,
+        row.current_offset,
+        row.log_end_offset,
+        row.lag,
+        None if owner is None else owner.consumer_id,
+        None if owner is None else owner.host,
+        None if owner is None else owner.client_id,
+    ]
 
 
 async def _reset(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
@@ -317,14 +315,11 @@ async def _reset(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
                 for tp, offset in plan.items()
             ],
         }
-        print(json.dumps(document))
+        print_json(document)
         return 0
     header = ("TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET")
-    cells = [
-        (tp.topic, str(tp.partition), str(committed.get(tp, "-")), str(offset))
-        for tp, offset in plan.items()
-    ]
-    _print_table([header, *cells])
+    cells = [[tp.topic, tp.partition, committed.get(tp), offset] for tp, offset in plan.items()]
+    print_table(header, cells)
     if args.execute:
         print(f"Committed the new offsets of group {args.group}.")
     else:

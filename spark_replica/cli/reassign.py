@@ -8,25 +8,34 @@ The plan is checked whole against the cluster before `/admin/reassign_partitions
 written; the controller then adds the new replicas, waits until they are in sync, moves
 leadership if the leader leaves, and deletes the removed replicas. Status reads the plan
 still pending in ZooKeeper (or the given file) and each replica's log end offset.
+
+`--status` prints a table, or with `--json` one object per partition of the plan:
+`{"topic", "partition", "state": "moving"|"done"|"not running"|"does not exist",
+"target": [...], "replicas": [...], "isr": [...], "progress": 0.0-1.0}` (replicas and
+ISR null when the partition does not exist, progress null unless it is moving); `[]`
+when no reassignment is running. It exits 1 while some partition is still moving.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from spark_replica import reassignment
 from spark_replica.cli.common import add_connection_options, run_with_cluster, zookeeper_session
+from spark_replica.cli.output import add_json_flag, print_json, print_table
+from spark_replica.cli.progress import Waiting, waiting
 from spark_replica.client import Admin, Cluster, PartitionDescription
 from spark_replica.errors import ConfigError
 from spark_replica.reassignment import PartitionMove
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import topic_store
 
-BAR_WIDTH = 30
 STATUS_POLL_S = 0.5
+MOVING, DONE, NOT_RUNNING, MISSING = "moving", "done", "not running", "does not exist"
+STATUS_COLUMNS = ("TOPIC", "PARTITION", "STATE", "TARGET", "REPLICAS", "ISR", "PROGRESS")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -36,12 +45,23 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     action.add_argument(
         "--status", action="store_true", help="show the progress of the running (or --plan) plan"
     )
-    parser.add_argument("--plan", type=Path, metavar="FILE", help="start the moves in FILE")
-    parser.add_argument("--brokers", help="with --generate: the brokers to spread over, 1,2,3")
-    parser.add_argument("--topics", help="with --generate: the topics to move, t1,t2")
     parser.add_argument(
-        "--wait", type=float, metavar="SECONDS", help="with --status: poll until done or timeout"
+        "--plan",
+        type=Path,
+        metavar="FILE",
+        help="start the moves in FILE (with --status: the plan to report on)",
     )
+    parser.add_argument(
+        "--brokers", help="with --generate: the broker ids to spread over, such as 1,2,3"
+    )
+    parser.add_argument("--topics", help="with --generate: the topics to move, such as t1,t2")
+    parser.add_argument(
+        "--wait",
+        type=float,
+        metavar="SECONDS",
+        help="with --status: poll until done or this many seconds passed (default: report once)",
+    )
+    add_json_flag(parser)
     add_connection_options(parser)
     parser.set_defaults(handler=run)
 
@@ -98,6 +118,26 @@ def _execute(args: argparse.Namespace) -> int:
 
 
 async def _status(args: argparse.Namespace, cluster: Cluster) -> int:
+    with waiting("waiting for the reassignment to finish") as progress:
+        statuses = await _poll_statuses(args, cluster, progress)
+    if statuses is None:
+        if args.json:
+            print_json([])
+        else:
+            print("No reassignment is running.")
+        return 0
+    if args.json:
+        print_json([s.as_json() for s in statuses])
+    else:
+        _print_statuses(statuses)
+    return 0 if all(s.state != MOVING for s in statuses) else 1
+
+
+async def _poll_statuses(
+    args: argparse.Namespace, cluster: Cluster, progress: Waiting
+) -> list[MoveStatus] | None:
+    """Each move's status once, or (with --wait) once every move is done or time is up;
+    None when no reassignment is running and no plan was given."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + (args.wait or 0)
     given = _read_plan(args.plan) if args.plan else None
@@ -106,16 +146,15 @@ async def _status(args: argparse.Namespace, cluster: Cluster) -> int:
             pending = await asyncio.to_thread(topic_store.read_reassignment, zk)
         moves = given if given is not None else pending
         if not moves:
-            print("No reassignment is running.")
-            return 0
+            return None
         running = {m.tp for m in pending}
         described = await Admin(cluster).describe(sorted({m.tp.topic for m in moves}))
         by_tp = {TopicPartition(t, d.partition): d for t, ds in described.items() for d in ds}
-        lines = [_status_line(m, by_tp.get(m.tp), m.tp in running) for m in moves]
-        finished = all(m.tp not in running for m in moves)
-        if finished or args.wait is None or loop.time() >= deadline:
-            print("\n".join(lines))
-            return 0 if finished else 1
+        statuses = [move_status(m, by_tp.get(m.tp), m.tp in running) for m in moves]
+        moved = sum(m.tp not in running for m in moves)
+        if moved == len(moves) or args.wait is None or loop.time() >= deadline:
+            return statuses
+        progress.update(f"{moved} of {len(moves)} partitions moved")
         await asyncio.sleep(STATUS_POLL_S)
 
 
@@ -138,22 +177,57 @@ def catch_up_fraction(move: PartitionMove, description: PartitionDescription) ->
     return sum(parts) / len(parts)
 
 
-def _status_line(
+@dataclass(frozen=True, slots=True)
+class MoveStatus:
+    """One partition's row of `--status`; replicas, ISR and progress are None when the
+    partition does not exist, progress also when it is not moving."""
+
+    topic: str
+    partition: int
+    state: str
+    target: list[int]
+    replicas: list[int] | None
+    isr: list[int] | None
+    progress: float | None
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "state": self.state,
+            "target": self.target,
+            "replicas": self.replicas,
+            "isr": self.isr,
+            "progress": self.progress,
+        }
+
+
+def move_status(
     move: PartitionMove, description: PartitionDescription | None, running: bool
-) -> str:
-    target = list(move.replicas)
+) -> MoveStatus:
+    tp, target = move.tp, list(move.replicas)
     if description is None:
-        return f"{move.tp}: does not exist"
-    if not running:
-        state = "done" if description.replicas == target else "not running"
-        return f"{move.tp}: {state}, replicas {description.replicas}"
-    fraction = catch_up_fraction(move, description)
-    if sys.stdout.isatty():
-        filled = round(fraction * BAR_WIDTH)
-        progress = f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {fraction:6.1%}"
+        return MoveStatus(tp.topic, tp.partition, MISSING, target, None, None, None)
+    if running:
+        state, progress = MOVING, round(catch_up_fraction(move, description), 4)
     else:
-        progress = f"{fraction:.1%}"
-    return (
-        f"{move.tp}: moving to {target} {progress} "
-        f"(replicas {description.replicas}, isr {description.isr})"
+        state, progress = (DONE if description.replicas == target else NOT_RUNNING), None
+    return MoveStatus(
+        tp.topic, tp.partition, state, target, description.replicas, description.isr, progress
     )
+
+
+def _print_statuses(statuses: list[MoveStatus]) -> None:
+    rows = [
+        [
+            s.topic,
+            s.partition,
+            s.state,
+            s.target,
+            s.replicas,
+            s.isr,
+            None if s.progress is None else f"{s.progress:.1%}",
+        ]
+        for s in statuses
+    ]
+    print_table(STATUS_COLUMNS, rows, highlight=[s.state == MISSING for s in statuses])

@@ -2,6 +2,9 @@
 
 The password is read from standard input (one line), never from the command line, where
 other users of the machine could see it in the process list.
+
+`list` prints a table with one row per user and mechanism, or with `--json`
+`[{"user": "alice", "mechanism": "SCRAM-SHA-256", "iterations": 4096}, ...]`.
 """
 
 from __future__ import annotations
@@ -11,11 +14,14 @@ import sys
 from typing import TextIO
 
 from spark_replica.cli.common import add_connection_options, run_with_cluster
+from spark_replica.cli.output import add_json_flag, print_json, print_table, rows_as_json
 from spark_replica.client import Cluster
 from spark_replica.client.security_admin import DEFAULT_MECHANISM, SecurityAdmin
 from spark_replica.errors import ConfigError
 from spark_replica.protocol.scram_credentials import MECHANISM_CODES
 from spark_replica.security import scram
+
+LIST_COLUMNS = ("user", "mechanism", "iterations")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -23,14 +29,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     actions = users.add_subparsers(dest="action", required=True)
 
     create = actions.add_parser("create", help="create a user, or set a new password")
-    create.add_argument("name")
+    create.add_argument("name", help="the user's name")
     create.add_argument(
         "--password-stdin",
         action="store_true",
         required=True,
         help="read the password from the first line of standard input",
     )
-    create.add_argument("--mechanism", choices=list(MECHANISM_CODES), default=DEFAULT_MECHANISM)
+    create.add_argument(
+        "--mechanism",
+        choices=list(MECHANISM_CODES),
+        default=DEFAULT_MECHANISM,
+        help=f"the SCRAM mechanism (default {DEFAULT_MECHANISM})",
+    )
     create.add_argument(
         "--iterations",
         type=int,
@@ -41,13 +52,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_connection_options(create)
 
     delete = actions.add_parser("delete", help="delete a user's credentials")
-    delete.add_argument("name")
+    delete.add_argument("name", help="the user's name")
     delete.add_argument(
         "--mechanism", choices=list(MECHANISM_CODES), help="only this one (default: all)"
     )
     add_connection_options(delete)
 
     listing = actions.add_parser("list", help="users and their mechanisms")
+    add_json_flag(listing)
     add_connection_options(listing)
     users.set_defaults(handler=run)
 
@@ -73,9 +85,15 @@ def run(args: argparse.Namespace) -> int:
             deleted = await admin.delete_user(args.name, args.mechanism)
             print(f"Deleted the {', '.join(deleted)} credentials of user {args.name}.")
         else:
-            for user in await admin.list_users():
-                configs = ", ".join(f"{m}=iterations={n}" for m, n in user.iterations.items())
-                print(f"SCRAM credential configs for user-principal '{user.name}' are {configs}")
+            rows = [
+                [user.name, mechanism, iterations]
+                for user in await admin.list_users()
+                for mechanism, iterations in user.iterations.items()
+            ]
+            if args.json:
+                print_json(rows_as_json(LIST_COLUMNS, rows))
+            elif rows:
+                print_table([c.upper() for c in LIST_COLUMNS], rows)
         return 0
 
     return run_with_cluster(args, work)

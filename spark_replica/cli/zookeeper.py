@@ -14,16 +14,22 @@ from pathlib import Path
 
 from spark_replica.zk.embedded import PID_FILE, STOP_TIMEOUT_S, EmbeddedZooKeeper, stop_pid
 
+DEFAULT_PORT = 2181
+
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     zookeeper = subparsers.add_parser("zookeeper", help="run the embedded ZooKeeper server")
     actions = zookeeper.add_subparsers(dest="action", required=True)
     start = actions.add_parser("start", help="start a ZooKeeper server from pyspark's jars")
-    start.add_argument("--port", type=int, default=2181)
+    start.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help=f"client port (default {DEFAULT_PORT})"
+    )
     start.add_argument("--dir", type=Path, required=True, help="data directory")
     start.add_argument("--detach", action="store_true", help="leave it running and return")
     stop = actions.add_parser("stop", help="stop a detached server")
-    stop.add_argument("--dir", type=Path, required=True)
+    stop.add_argument(
+        "--dir", type=Path, required=True, help="the data directory the server was started with"
+    )
     zookeeper.set_defaults(handler=run)
 
 

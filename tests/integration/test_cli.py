@@ -55,7 +55,8 @@ def test_topics_produce_consume_describe_delete(broker: BrokerProcess) -> None:
     assert all(p["log_end_offsets"] == {"1": p["high_watermark"]} for p in partitions)
     assert sum(p["high_watermark"] for p in partitions) == 20
 
-    assert replog("topics", "list", *bootstrap).stdout.split() == [b"cli"]
+    listed = json.loads(replog("topics", "list", "--json", *bootstrap).stdout)
+    assert listed == [{"topic": "cli", "partitions": 2, "replication_factor": 1}]
     deleted = replog("topics", "delete", "cli", *bootstrap)
     assert deleted.returncode == 0, deleted.stderr
     deadline = time.monotonic() + 20

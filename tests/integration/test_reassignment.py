@@ -149,9 +149,17 @@ def test_reassign_while_producing_with_acks_all(brokers: BrokerFactory, tmp_path
     assert assignment_in_zookeeper(brokers.zk_connect) == TARGET
     assert_old_replica_deleted(brokers)
     check_everything_once(brokers, producer.acked)
-    status = replog("reassign", "--status", "--plan", str(plan), "--zookeeper", brokers.zk_connect)
+    status = replog(
+        "reassign", "--status", "--plan", str(plan), "--json", "--zookeeper", brokers.zk_connect
+    )
     assert status.returncode == 0, status.stderr.decode()
-    assert f"{TOPIC}-0: done, replicas {TARGET}" in status.stdout.decode()
+    (row,) = json.loads(status.stdout)
+    assert (row["topic"], row["partition"], row["state"], row["replicas"]) == (
+        TOPIC,
+        0,
+        "done",
+        TARGET,
+    )
 
 
 def test_reassignment_survives_a_controller_kill(brokers: BrokerFactory, tmp_path: Path) -> None:
@@ -176,9 +184,10 @@ def test_reassignment_survives_a_controller_kill(brokers: BrokerFactory, tmp_pat
 
             await wait_for(started, timeout_s=20)
             status = await asyncio.to_thread(
-                replog, "reassign", "--status", "--zookeeper", brokers.zk_connect
+                replog, "reassign", "--status", "--json", "--zookeeper", brokers.zk_connect
             )
-            assert f"{TOPIC}-0: moving to {TARGET}" in status.stdout.decode()
+            (row,) = json.loads(status.stdout)
+            assert (row["partition"], row["state"], row["target"]) == (0, "moving", TARGET)
             zk = connect(brokers.zk_connect)
             try:
                 victim = controller_id(zk)
@@ -256,11 +265,11 @@ def test_generate_proposes_and_a_second_plan_waits(brokers: BrokerFactory, tmp_p
     started = replog("reassign", "--plan", str(plan), "--zookeeper", brokers.zk_connect)
     assert started.returncode == 0, started.stderr.decode()
     status = replog(
-        "reassign", "--status", "--plan", str(plan), "--wait", "60",
+        "reassign", "--status", "--plan", str(plan), "--wait", "60", "--json",
         "--zookeeper", brokers.zk_connect,
     )  # fmt: skip
     assert status.returncode == 0, status.stdout.decode() + status.stderr.decode()
-    assert status.stdout.decode().count(": done, replicas") == 3
+    assert [row["state"] for row in json.loads(status.stdout)] == ["done"] * 3
 
 
 def test_an_unreadable_plan_is_dropped_by_the_controller(brokers: BrokerFactory) -> None:

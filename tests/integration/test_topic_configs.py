@@ -3,6 +3,7 @@ broker follows `/config/changes` and applies the new settings to its live partit
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -76,8 +77,13 @@ def test_min_insync_replicas_applies_live_and_deleting_it_restores_acks_all(
             await cluster.close()
 
     run(scenario())
-    described = replog("configs", "describe", "--topic", "strict", "--zookeeper", broker.zookeeper)
-    assert described.stdout == b"min.insync.replicas=2\n"
+    described = replog(
+        "configs", "describe", "--topic", "strict", "--json", "--zookeeper", broker.zookeeper
+    )
+    assert json.loads(described.stdout) == {
+        "topic": "strict",
+        "config": {"min.insync.replicas": "2"},
+    }
 
     alter(broker, "strict", "--delete-config", "min.insync.replicas")
     produce(broker, "strict", 1, acks=-1)

@@ -4,6 +4,7 @@ types, what they see, and what lands in ZooKeeper."""
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -89,12 +90,14 @@ def test_users_create_list_delete(broker: BrokerProcess, zk: KazooClient) -> Non
     raw, _ = zk.get(security_store.user_path("alice"))
     assert b"s3cret" not in raw
 
-    listed = replog("users", "list", *bootstrap)
+    listed = replog("users", "list", "--json", *bootstrap)
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.decode().splitlines() == [
-        "SCRAM credential configs for user-principal 'alice' are "
-        "SCRAM-SHA-256=iterations=4096, SCRAM-SHA-512=iterations=8192"
+    assert json.loads(listed.stdout) == [
+        {"user": "alice", "mechanism": "SCRAM-SHA-256", "iterations": 4096},
+        {"user": "alice", "mechanism": "SCRAM-SHA-512", "iterations": 8192},
     ]
+    table = replog("users", "list", *bootstrap).stdout.decode()
+    assert "alice" in table and "SCRAM-SHA-512" in table and "8192" in table
 
     deleted = replog("users", "delete", "alice", "--mechanism", "SCRAM-SHA-512", *bootstrap)
     assert deleted.returncode == 0, deleted.stderr
@@ -171,23 +174,38 @@ def test_acls_add_list_remove(broker: BrokerProcess, zk: KazooClient) -> None:
         AclBinding(orders, AclEntry("User:alice", "*", Operation.READ, Permission.ALLOW)) in stored
     )
 
-    literal = replog("acls", "list", "--topic", "orders", *bootstrap)
+    literal = replog("acls", "list", "--topic", "orders", "--json", *bootstrap)
     assert literal.returncode == 0, literal.stderr
-    assert literal.stdout.decode().splitlines() == [
-        "Current ACLs for resource `Topic:Literal:orders`:",
-        "\tUser:alice has Allow permission for operations: Read, Describe from hosts: *",
-        "\tUser:bob has Allow permission for operations: Read, Describe from hosts: *",
+    assert [
+        (a["principal"], a["permission"], a["operation"], a["host"])
+        for a in json.loads(literal.stdout)
+    ] == [
+        ("User:alice", "Allow", "Read", "*"),
+        ("User:alice", "Allow", "Describe", "*"),
+        ("User:bob", "Allow", "Read", "*"),
+        ("User:bob", "Allow", "Describe", "*"),
     ]
+    assert {
+        (a["resource_type"], a["pattern_type"], a["resource"]) for a in json.loads(literal.stdout)
+    } == {("Topic", "Literal", "orders")}
     matching = replog(
         "acls", "list", "--topic", "orders", "--resource-pattern-type", "match", *bootstrap
     )
-    assert b"Topic:Prefixed:ord" in matching.stdout and b"Topic:Literal:orders" in matching.stdout
+    assert b"Prefixed" in matching.stdout and b"Literal" in matching.stdout
     assert b"Group" not in matching.stdout
-    everything = replog("acls", "list", *bootstrap).stdout.decode()
-    assert "Group:Literal:g1" in everything
-    assert "User:* has Allow permission for operations: All from hosts: *" in everything
+    everything = json.loads(replog("acls", "list", "--json", *bootstrap).stdout)
+    assert {"Group"} == {a["resource_type"] for a in everything if a["resource"] == "g1"}
+    assert {
+        "resource_type": "Group",
+        "pattern_type": "Literal",
+        "resource": "g1",
+        "principal": "User:*",
+        "permission": "Allow",
+        "operation": "All",
+        "host": "*",
+    } in everything
     bobs = replog("acls", "list", "--principal", "User:bob", *bootstrap).stdout.decode()
-    assert "User:alice" not in bobs and "has Deny permission for operations: Write" in bobs
+    assert "User:alice" not in bobs and "Deny" in bobs and "Write" in bobs
 
     removed = replog(
         "acls",
