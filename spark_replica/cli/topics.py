@@ -107,8 +107,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         dest="only",
         action="store_const",
         const=UNDER_MIN_ISR,
-        help="only partitions whose ISR is smaller than min.insync.replicas "
-        "(needs --zookeeper or --dir)",
+        help="only partitions without a leader or whose ISR is smaller than "
+        "min.insync.replicas (needs --zookeeper or --dir)",
     )
     add_json_flag(describe)
     add_connection_options(describe)
