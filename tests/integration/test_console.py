@@ -44,6 +44,18 @@ def wait_for_document(url: str, path: str, check) -> dict:
         time.sleep(0.3)
 
 
+def spark_checkpoint(root: Path, source_offsets: str) -> Path:
+    """A Spark query's checkpoint with batch 0 committed at `source_offsets`, in the files
+    and layout Spark writes (offsets/0: version, batch metadata, one line per source)."""
+    (root / "offsets").mkdir(parents=True)
+    (root / "commits").mkdir()
+    (root / "metadata").write_text('{"id":"5f1c9a52-7d1e-4b8e-9a43-3c2f0e6d7b10"}')
+    batch = '{"batchWatermarkMs":0,"batchTimestampMs":1795500585001,"conf":{}}'
+    (root / "offsets" / "0").write_text(f"v1\n{batch}\n{source_offsets}")
+    (root / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}')
+    return root
+
+
 def hw_reached(topic: str, partition: int, hw: int):
     def check(document: dict) -> bool:
         for t in document["topics"]:
@@ -68,9 +80,13 @@ def test_console_shows_the_cluster_from_zookeeper(
     finally:
         zk.stop()
         zk.close()
+    run(create(brokers.bootstrap, "ledger", partitions=1))
+    run(produce(brokers.bootstrap, "ledger", ["1", "2", "3"]))
+    checkpoint = spark_checkpoint(tmp_path / "query", '{"ledger":{"0":1}}')
     missing = tmp_path / "no-such-checkpoint"
+    checkpoints = ("--checkpoint", str(checkpoint), "--checkpoint", str(missing))
 
-    with running_console("--zookeeper", zk_connect, "--checkpoint", str(missing)) as url:
+    with running_console("--zookeeper", zk_connect, *checkpoints) as url:
         cluster = wait_for_document(url, "/api/cluster", hw_reached("orders", 0, 3))
         assert cluster["source"] == "zookeeper"
         assert cluster["error"] is None
@@ -82,7 +98,7 @@ def test_console_shows_the_cluster_from_zookeeper(
             (i, True, i == controller, brokers.brokers[i].port, brokers.brokers[i].metrics_url)
             for i in (1, 2, 3)
         ]
-        [orders] = cluster["topics"]
+        orders = next(t for t in cluster["topics"] if t["topic"] == "orders")
         assert [p["partition"] for p in orders["partitions"]] == [0, 1]
         for p in orders["partitions"]:
             assert sorted(p["replicas"]) == [1, 2, 3]
@@ -103,12 +119,18 @@ def test_console_shows_the_cluster_from_zookeeper(
         assert any(p["bytes_in"] > 0 for p in rates["points"])
         assert rates["errors"] == {}
 
-        lag = wait_for_document(
-            url, "/api/lag", lambda d: d["queries"][0]["error"] != "not read yet"
+        lag = wait_for_document(url, "/api/lag", lambda d: d["queries"][0]["error"] is None)
+        query, failed = lag["queries"]
+        assert (query["checkpoint"], query["batch_id"], query["total_lag"]) == (
+            str(checkpoint),
+            0,
+            2,
         )
-        [query] = lag["queries"]
-        assert query["checkpoint"] == str(missing)
-        assert str(missing) in query["error"]
+        assert query["partitions"] == [
+            {"topic": "ledger", "partition": 0, "committed": 1, "high_watermark": 3, "lag": 2}
+        ]
+        assert failed["checkpoint"] == str(missing)
+        assert str(missing) in failed["error"]
 
         for path in ("/nope", "/api/nope", "/api/cluster/x", "/static/../pyproject.toml"):
             assert http_get(url, path)[0] == 404, path
