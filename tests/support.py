@@ -258,7 +258,7 @@ async def read_everything(
 
 def replica_records(log_dir: Path) -> list[tuple[int, bytes]]:
     """(offset, value) of every record in a partition directory, read from the files."""
-    records = []
+    records: list[tuple[int, bytes]] = []
     for segment in sorted(log_dir.glob("*.log")):
         for header, batch in iter_batches(segment.read_bytes()):
             values = decode_payload(batch).column("value").to_pylist()
