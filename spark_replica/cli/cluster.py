@@ -37,6 +37,7 @@ from pathlib import Path
 from kazoo.client import KazooClient
 
 from spark_replica import cluster_dir
+from spark_replica.cli.output import print_table
 from spark_replica.cli.progress import waiting
 from spark_replica.cluster_dir import (
     PLAINTEXT_MODE,
@@ -495,12 +496,21 @@ def run_status(args: argparse.Namespace) -> int:
     print(f"Bootstrap:  {info.bootstrap_servers}")
     print(f"Kafka:      {info.kafka_bootstrap_servers or 'off'}")
     print(f"Security:   {info.security}")
-    print(f"{'ID':>4}  {'ADDRESS':<21} {'PID':>8}  ALIVE  METRICS")
-    for b in brokers:
-        address = f"{b['host']}:{b['port']}"
-        pid = "-" if b["pid"] is None else b["pid"]
-        alive = "yes" if b["alive"] else "no"
-        print(f"{b['id']:>4}  {address:<21} {pid:>8}  {alive:<5}  {b['metrics_url'] or 'off'}")
+    print_table(
+        ["ID", "ADDRESS", "KAFKA", "PID", "ALIVE", "METRICS"],
+        [
+            [
+                b["id"],
+                f"{b['host']}:{b['port']}",
+                "off" if b["kafka_port"] == -1 else b["kafka_port"],
+                b["pid"],
+                "yes" if b["alive"] else "no",
+                b["metrics_url"] or "off",
+            ]
+            for b in brokers
+        ],
+        highlight=[not b["alive"] for b in brokers],
+    )
     return 0
 
 

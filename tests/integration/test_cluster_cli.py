@@ -100,6 +100,7 @@ def test_up_status_kill_start_down_and_up_again(local_cluster: LocalCluster) -> 
     assert document["controller"] in (1, 2, 3)
     table = replog("status", cwd=cwd)
     assert table.returncode == 0 and b"Controller:" in table.stdout
+    assert all(address.encode() in table.stdout for address in addresses)
     for what, expected in (
         ("bootstrap", ",".join(addresses)),
         ("kafka-bootstrap", ",".join(kafka_addresses)),

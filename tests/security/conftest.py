@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from spark_replica.zk.security_store import add_acls, write_credential
 
 from spark_replica.security.acl import (
     AclEntry,
@@ -21,6 +20,7 @@ from spark_replica.security.acl import (
 from spark_replica.security.certs import CaFiles, issue_server_cert, make_ca
 from spark_replica.security.scram import make_credential
 from spark_replica.security.settings import SecurityConfig
+from spark_replica.zk.security_store import add_acls, write_credential
 from spark_replica.zk.session import connect
 from tests.support import BrokerFactory
 
