@@ -7,8 +7,8 @@ head must arrive within READ_TIMEOUT_S and fit in MAX_REQUEST_BYTES (a body, if 
 is ignored); the answer carries `Connection: close` and the connection is closed.
 Anything but GET /metrics is refused with its status code (404, 405, 400, 431).
 
-Parsing and answering are pure functions (`parse_request_line`, `answer_for`), apart
-from the small shell that reads and writes the socket.
+Parsing and answering are pure functions (`answer_for`, on spark_replica/http_head.py,
+which the console shares), apart from the small shell that reads and writes the socket.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
 from http import HTTPStatus
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from spark_replica.http_head import RequestLine, encode_response, parse_request_line
 
 logger = logging.getLogger("brokerd.metrics")
 
@@ -30,44 +31,16 @@ WRITE_TIMEOUT_S = 10.0
 TEXT = "text/plain; charset=utf-8"
 
 
-@dataclass(frozen=True, slots=True)
-class RequestLine:
-    method: str
-    path: str  # without the query string
-
-
-def parse_request_line(head: bytes) -> RequestLine | None:
-    """The method and path of an HTTP/1.x request head; None if it is not one."""
-    line = head.split(b"\r\n", 1)[0]
-    try:
-        method, target, version = line.decode("ascii").split(" ")
-    except (UnicodeDecodeError, ValueError):
-        return None
-    if not version.startswith("HTTP/1.") or not method.isalpha() or not target.startswith("/"):
-        return None
-    return RequestLine(method, target.split("?", 1)[0])
-
-
-def response(status: HTTPStatus, body: bytes, content_type: str = TEXT, *extra: str) -> bytes:
-    head = [
-        f"HTTP/1.1 {status.value} {status.phrase}",
-        f"Content-Type: {content_type}",
-        f"Content-Length: {len(body)}",
-        "Connection: close",
-        *extra,
-    ]
-    return ("\r\n".join(head) + "\r\n\r\n").encode("ascii") + body
-
-
 def answer_for(request: RequestLine | None, registry: CollectorRegistry) -> bytes:
     """The whole answer to one request head."""
     if request is None:
-        return response(HTTPStatus.BAD_REQUEST, b"not an HTTP/1.x request\n")
+        return encode_response(HTTPStatus.BAD_REQUEST, TEXT, b"not an HTTP/1.x request\n")
     if request.path != METRICS_PATH:
-        return response(HTTPStatus.NOT_FOUND, f"only {METRICS_PATH} is served here\n".encode())
+        body = f"only {METRICS_PATH} is served here\n".encode()
+        return encode_response(HTTPStatus.NOT_FOUND, TEXT, body)
     if request.method != "GET":
-        return response(HTTPStatus.METHOD_NOT_ALLOWED, b"use GET\n", TEXT, "Allow: GET")
-    return response(HTTPStatus.OK, generate_latest(registry), CONTENT_TYPE_LATEST)
+        return encode_response(HTTPStatus.METHOD_NOT_ALLOWED, TEXT, b"use GET\n", ["Allow: GET"])
+    return encode_response(HTTPStatus.OK, CONTENT_TYPE_LATEST, generate_latest(registry))
 
 
 class MetricsServer:
@@ -103,8 +76,9 @@ class MetricsServer:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), READ_TIMEOUT_S)
             except asyncio.LimitOverrunError:
                 writer.write(
-                    response(
+                    encode_response(
                         HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE,
+                        TEXT,
                         f"a request head is at most {MAX_REQUEST_BYTES} bytes\n".encode(),
                     )
                 )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from http import HTTPStatus
 
 from spark_replica.errors import ProtocolError, ReplogError
+from spark_replica.http_head import encode_response, parse_request_line
 
 # The request line and headers of one request; browsers send well under 8 KiB.
 MAX_HEAD_BYTES = 16 * 1024
@@ -48,10 +49,9 @@ def parse_request_head(head: bytes) -> Request:
     except UnicodeDecodeError:
         raise HttpRequestError(HTTPStatus.BAD_REQUEST, "request head is not ASCII") from None
     lines = text.removesuffix("\r\n\r\n").split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
+    request_line = parse_request_line(head)
+    if request_line is None:
         raise HttpRequestError(HTTPStatus.BAD_REQUEST, f"malformed request line {lines[0]!r}")
-    method, target, _ = parts
     if len(lines) - 1 > MAX_HEADERS:
         raise HttpRequestError(
             HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, f"over {MAX_HEADERS} headers"
@@ -62,13 +62,12 @@ def parse_request_head(head: bytes) -> Request:
         if not colon or not name or name != name.strip():
             raise HttpRequestError(HTTPStatus.BAD_REQUEST, f"malformed header line {line!r}")
         headers[name.lower()] = value.strip()
-    if method not in ALLOWED_METHODS:
+    if request_line.method not in ALLOWED_METHODS:
         raise HttpRequestError(
-            HTTPStatus.METHOD_NOT_ALLOWED, f"{method} not allowed: the console is read-only"
+            HTTPStatus.METHOD_NOT_ALLOWED,
+            f"{request_line.method} not allowed: the console is read-only",
         )
-    if not target.startswith("/"):
-        raise HttpRequestError(HTTPStatus.BAD_REQUEST, f"request target {target!r} is not a path")
-    return Request(method, target.partition("?")[0], headers)
+    return Request(request_line.method, request_line.path, headers)
 
 
 @dataclass(frozen=True)
@@ -80,19 +79,16 @@ class Response:
     def encode(self, *, head_only: bool = False) -> bytes:
         """The whole answer, headers included; `head_only` for a HEAD request."""
         headers = [
-            f"HTTP/1.1 {self.status.value} {self.status.phrase}",
-            f"Content-Type: {self.content_type}",
-            f"Content-Length: {len(self.body)}",
             "Cache-Control: no-store",
             "X-Content-Type-Options: nosniff",
             # Everything the page uses is served from here: no CDN, no inline script.
             "Content-Security-Policy: default-src 'self'; img-src 'self' data:",
-            "Connection: close",
         ]
         if self.status == HTTPStatus.METHOD_NOT_ALLOWED:
             headers.append("Allow: " + ", ".join(ALLOWED_METHODS))
-        head = ("\r\n".join(headers) + "\r\n\r\n").encode("ascii")
-        return head if head_only else head + self.body
+        return encode_response(
+            self.status, self.content_type, self.body, headers, head_only=head_only
+        )
 
 
 def error_response(status: HTTPStatus, message: str) -> Response:
