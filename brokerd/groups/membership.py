@@ -27,8 +27,9 @@ request counts as alive (its request stands for heartbeats), as in Kafka.
 
 Static membership (group.instance.id): a member that rejoins under a known instance id
 takes the old member's place, and the old member id is fenced. In a Stable group a
-follower's restart is answered at once with the current generation and assignment, with
-no rebalance; a leader's restart rebalances, since only a leader can reassign.
+member's restart is answered at once with the current generation and assignment, with no
+rebalance. A restarted leader is told the old member id leads, so it acts as a follower and
+does not reassign a Stable group (Kafka does the same); it leads the next rebalance.
 """
 
 from __future__ import annotations
@@ -288,8 +289,10 @@ class Group:
         same_protocol = bool(self._candidate_protocols()) and (
             self._select_protocol() == self.protocol_name
         )
-        if self.state is GroupState.STABLE and same_protocol and not was_leader:
-            replies.own_join = self._join_result(member_id, include_members=False)
+        if self.state is GroupState.STABLE and same_protocol:
+            replies.own_join = self._join_result(
+                member_id, include_members=False, leader=old.member_id if was_leader else None
+            )
             return replies
         member.awaiting_join = True
         replies.merge(self._prepare_rebalance(now_ms))
@@ -316,7 +319,9 @@ class Group:
         replies.merge(self._maybe_complete_join(now_ms))
         return replies
 
-    def _join_result(self, member_id: str, *, include_members: bool) -> JoinResult:
+    def _join_result(
+        self, member_id: str, *, include_members: bool, leader: str | None = None
+    ) -> JoinResult:
         members: tuple[tuple[str, str | None, bytes], ...] = ()
         if include_members and self.protocol_name is not None:
             members = tuple(
@@ -328,7 +333,7 @@ class Group:
             generation=self.generation,
             protocol_type=self.protocol_type,
             protocol_name=self.protocol_name,
-            leader=self.leader or "",
+            leader=leader or self.leader or "",
             members=members,
         )
 

@@ -320,6 +320,26 @@ def test_static_member_restart_keeps_its_assignment_without_rebalance() -> None:
     assert fenced is FencedInstanceIdError
 
 
+def test_static_leader_restart_acts_as_follower_without_rebalance() -> None:
+    # Which member leads depends on whose JoinGroup came first; a restarted leader must
+    # not rebalance either. It is told the old member id leads, so it does not reassign,
+    # and syncs for its stored assignment; it leads the next rebalance (Kafka does this).
+    group = make_group()
+    leader = group.join(request(client="a", instance="i-a"), 0.0).member_id
+    group.sync(leader, 1, "i-a", {}, 0.0)
+    follower = group.join(request(client="b", instance="i-b"), 1.0).member_id
+    group.join(request(leader, client="a", instance="i-a"), 1.0)
+    group.sync(follower, 2, "i-b", {}, 2.0)
+    group.sync(leader, 2, "i-a", {leader: b"p0", follower: b"p1"}, 2.0)
+    restarted = group.join(request(client="a", instance="i-a"), 3.0).own_join
+    assert restarted is not None and restarted.error is None and restarted.generation == 2
+    assert restarted.leader == leader != restarted.member_id and restarted.members == ()
+    assert group.state is GroupState.STABLE and group.leader == restarted.member_id
+    sync = group.sync(restarted.member_id, 2, "i-a", {}, 4.0)
+    assert sync.own_sync is not None and sync.own_sync.assignment == b"p0"
+    assert group.heartbeat(leader, 2, "i-a", 5.0) is FencedInstanceIdError
+
+
 def test_leave_by_instance_id() -> None:
     group = make_group()
     a = group.join(request(client="a", instance="i-a"), 0.0).member_id
