@@ -64,6 +64,16 @@ class DeliveryTimeoutError(TimeoutExpiredError):
         self.maybe_stored = maybe_stored
 
 
+class NetworkSetupError(ReplogError):
+    """Network namespaces, links or traffic rules for separate hosts on one machine could
+    not be created or changed; the message names the command that failed and why."""
+
+
+class NetnsUnavailableError(NetworkSetupError):
+    """This machine cannot make network namespaces for us (not root, no iproute2, or the
+    kernel refuses); nothing was created."""
+
+
 class ZooKeeperError(ReplogError):
     """ZooKeeper could not be started or reached, or held data we could not read."""
 

@@ -47,6 +47,9 @@ class BrokerProcess:
     config_file: Path | None = None  # broker configs with secrets, kept off the command line
     kafka_port: int = -1  # the Kafka-protocol listener: -1 off
     metrics_port: int = -1  # Prometheus metrics over HTTP: -1 off
+    # What runs the broker on another host, e.g. `ip netns exec NS`; it must exec, so that
+    # the PID we hold is the broker's own.
+    command_prefix: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -111,7 +114,7 @@ class BrokerProcess:
         stderr = open(self.log_dir / "broker.stderr", "ab")  # noqa: SIM115 - the child's
         try:
             self.process = subprocess.Popen(
-                command,
+                [*self.command_prefix, *command],
                 stdin=subprocess.DEVNULL,
                 stdout=stderr,
                 stderr=stderr,

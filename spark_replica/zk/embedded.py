@@ -62,10 +62,19 @@ def is_answering(host: str, port: int, timeout_s: float = 1.0) -> bool:
 class EmbeddedZooKeeper:
     """One ZooKeeper server process; start() waits until it answers, stop() until it exits."""
 
-    def __init__(self, port: int, data_dir: Path, host: str = "127.0.0.1") -> None:
+    def __init__(
+        self,
+        port: int,
+        data_dir: Path,
+        host: str = "127.0.0.1",
+        command_prefix: list[str] | None = None,
+    ) -> None:
         if not 0 < port < 65536:
             raise ZooKeeperError(f"port {port} is not between 1 and 65535")
         self.host = host
+        # What runs the server on another host (`ip netns exec NS`): it execs, so the PID
+        # we hold is the server's own.
+        self.command_prefix = list(command_prefix or [])
         self.port = port
         self.data_dir = Path(data_dir)
         self.process: subprocess.Popen[bytes] | None = None
@@ -104,6 +113,7 @@ class EmbeddedZooKeeper:
         config = self._write_config()
         classpath = f"{pyspark_jars_dir()}/*"
         command = [
+            *self.command_prefix,
             java_executable(),
             "-Xmx256m",
             "-XX:+UseSerialGC",
