@@ -64,8 +64,15 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     )
     parser.add_argument(
         "--host",
-        help="the address to bind and register (default 127.0.0.1, or the listeners' host "
-        "in --config)",
+        help="the address every listener binds, e.g. 0.0.0.0 for all interfaces (default "
+        "127.0.0.1, or each listener's host in --config)",
+    )
+    parser.add_argument(
+        "--advertised-host",
+        metavar="HOST",
+        help="register every listener at HOST with its bound port: the address clients and "
+        "other brokers connect to (default: advertised.listeners in --config, else as bound; "
+        "a broker bound to 0.0.0.0 registers this machine's address)",
     )
     parser.add_argument(
         "--log-dir", type=Path, help="the data directory (required unless --config gives log.dirs)"
@@ -130,8 +137,12 @@ def resolve(args: argparse.Namespace) -> tuple[BrokerConfig, LogSettings, tuple[
         zookeeper=_required(args.zookeeper, file.zookeeper, "--zookeeper", "zookeeper.connect"),
         host=_first(args.host, file.host, DEFAULT_HOST),
         port=_replog_port(args.port, file.port, kafka_port),
+        kafka_host=_first(args.host, file.kafka_host, DEFAULT_HOST),
         kafka_port=kafka_port,
+        metrics_host=_first(args.host, file.metrics_host, DEFAULT_HOST),
         metrics_port=_first(args.metrics_port, file.metrics_port, OFF),
+        advertised_listeners={} if args.advertised_host else file.advertised_listeners,
+        advertised_host=args.advertised_host,
     ).with_overrides(file.broker_configs)
     log_settings = LogSettings().with_properties(file.log_settings)
     log_settings = log_settings.with_flags(

@@ -2,8 +2,9 @@
 
 Start-up order matters: logs are recovered before the listeners open (replog's, and
 Kafka's when kafka_port is not -1, and the metrics' HTTP one when metrics_port is not
--1), and all are bound before the broker registers in ZooKeeper with their ports, so
-that nobody is routed to a broker that cannot answer.
+-1), and all are bound before the broker registers in ZooKeeper, so that nobody is
+routed to a broker that cannot answer. It registers each listener's advertised address
+(brokerd.listeners), with the ports really bound.
 Then the controller elector starts; whichever broker wins tells this one, through
 LeaderAndIsr, what to lead and what to follow. Shutdown runs the other way: stop the
 controller and the fetchers, deregister, stop the group coordinator (members move to
@@ -23,8 +24,10 @@ from brokerd.config import BrokerConfig
 from brokerd.controller.controller import Controller, RebalanceSettings
 from brokerd.controller.zk_store import current_controller
 from brokerd.groups.coordinator import GroupCoordinator
+from brokerd.host_addresses import reachable_host
 from brokerd.isr_writer import IsrWriter
 from brokerd.kafka.dispatch import KafkaDispatch
+from brokerd.listeners import KAFKA, METRICS, REPLOG, Endpoint, advertise
 from brokerd.metrics import (
     KAFKA_LISTENER,
     REPLOG_LISTENER,
@@ -79,26 +82,27 @@ class Broker:
             ReplogDispatch(self.ctx, self.logins),
             self.metrics.listener(REPLOG_LISTENER),
         )
+        binds = config.bind_endpoints()
         self.kafka_server: RequestServer | None = None
-        if config.kafka_port != -1:
+        if KAFKA in binds:
             self.kafka_server = RequestServer(
                 self.ctx,
-                config.host,
-                config.kafka_port,
+                binds[KAFKA].host,
+                binds[KAFKA].port,
                 config.max_frame_bytes,
                 KafkaDispatch(self.ctx, self.logins),
                 self.metrics.listener(KAFKA_LISTENER),
             )
             self.ctx.groups = GroupCoordinator(self.ctx)
         self.metrics_server: MetricsServer | None = None
-        if config.metrics_port != -1:
+        if METRICS in binds:
             self.metrics.registry.register(
                 BrokerStateCollector(
                     self.replicas, lambda: self._controller, lambda: self.metrics.zookeeper_state
                 )
             )
             self.metrics_server = MetricsServer(
-                self.metrics.registry, config.host, config.metrics_port
+                self.metrics.registry, binds[METRICS].host, binds[METRICS].port
             )
         self.stopping = asyncio.Event()
         self._zk: ZooKeeperSync | None = None
@@ -111,17 +115,16 @@ class Broker:
 
     async def start(self) -> None:
         self.replicas.load_local_logs(now_ms())
-        port = await self.server.start()
-        kafka_port = -1 if self.kafka_server is None else await self.kafka_server.start()
-        metrics_port = -1 if self.metrics_server is None else await self.metrics_server.start()
-        self.ctx.registration = znodes.BrokerRegistration(
-            self.config.broker_id,
-            self.config.host,
-            port,
-            kafka_port=kafka_port,
-            security_protocol=self.config.security.protocol,
-            metrics_port=metrics_port,
+        binds = self.config.bind_endpoints()
+        bound = {REPLOG: Endpoint(binds[REPLOG].host, await self.server.start())}
+        if self.kafka_server is not None:
+            bound[KAFKA] = Endpoint(binds[KAFKA].host, await self.kafka_server.start())
+        if self.metrics_server is not None:
+            bound[METRICS] = Endpoint(binds[METRICS].host, await self.metrics_server.start())
+        advertised = advertise(
+            bound, self.config.advertised_listeners, self.config.advertised_host, reachable_host
         )
+        self.ctx.registration = self._registration(advertised)
         self._zk = ZooKeeperSync(
             self.config.zookeeper,
             self.ctx.registration,
@@ -176,12 +179,26 @@ class Broker:
             ),
         ]
         logger.info(
-            "broker %d serving on %s:%d (Kafka protocol: %s, metrics: %s)",
+            "broker %d serving: %s",
             self.config.broker_id,
-            self.config.host,
-            port,
-            "off" if kafka_port == -1 else kafka_port,
-            "off" if metrics_port == -1 else metrics_port,
+            ", ".join(
+                f"{name} on {bound[name]} advertised as {advertised[name]}" for name in bound
+            ),
+        )
+
+    def _registration(self, advertised: dict[str, Endpoint]) -> znodes.BrokerRegistration:
+        replog = advertised[REPLOG]
+        kafka = advertised.get(KAFKA, Endpoint("", -1))
+        metrics = advertised.get(METRICS, Endpoint("", -1))
+        return znodes.BrokerRegistration(
+            self.config.broker_id,
+            replog.host,
+            replog.port,
+            kafka_port=kafka.port,
+            security_protocol=self.config.security.protocol,
+            metrics_port=metrics.port,
+            kafka_host=kafka.host,
+            metrics_host=metrics.host,
         )
 
     def _reload_acls(self) -> None:

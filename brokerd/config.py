@@ -1,4 +1,4 @@
-"""The broker's configuration: identity, listener, storage and the defaults for topics.
+"""The broker's configuration: identity, listeners, storage and the defaults for topics.
 
 Names follow Kafka's broker configs where one exists (``log.segment.bytes``,
 ``log.retention.ms``, ``replica.high.watermark.checkpoint.interval.ms``...), so that
@@ -13,6 +13,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from brokerd.listeners import (
+    KAFKA,
+    METRICS,
+    REPLOG,
+    Endpoint,
+    check_advertised,
+    check_shared_ports,
+    is_wildcard,
+)
 from brokerd.log import LogConfig
 from brokerd.security_config import KEYS as SECURITY_KEYS
 from brokerd.security_config import BrokerSecurity
@@ -89,6 +98,13 @@ class BrokerConfig:
     port: int = 9092
     kafka_port: int = -1  # the Kafka-protocol listener: -1 off, 0 any free port
     metrics_port: int = -1  # Prometheus metrics over HTTP: -1 off, 0 any free port
+    # Bind hosts of the Kafka and metrics listeners where they differ from `host`.
+    kafka_host: str | None = None
+    metrics_host: str | None = None
+    # What is registered and given to clients (brokerd.listeners): the listeners named
+    # (port 0: the port bound), or every listener at `advertised_host`, which wins.
+    advertised_listeners: Mapping[str, Endpoint] = field(default_factory=dict)
+    advertised_host: str | None = None
     log_defaults: LogConfig = field(default_factory=LogConfig)
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     hw_checkpoint_interval_ms: int = 5_000
@@ -140,18 +156,16 @@ class BrokerConfig:
                 f"metrics port must be -1 (off), 0 (any free port) or a port up to 65535, "
                 f"not {self.metrics_port}"
             )
-        listeners = [
-            ("replog", self.port),
-            ("kafka", self.kafka_port),
-            ("metrics", self.metrics_port),
-        ]
-        taken: dict[int, str] = {}
-        for name, port in listeners:
-            if port > 0 and port in taken:
-                raise ConfigError(
-                    f"the {taken[port]} and {name} listeners cannot share port {port}"
-                )
-            taken.setdefault(port, name)
+        endpoints = self.bind_endpoints()
+        check_shared_ports(endpoints)
+        check_advertised(self.advertised_listeners, endpoints)
+        if self.advertised_host is not None and (
+            not self.advertised_host.strip() or is_wildcard(self.advertised_host)
+        ):
+            raise ConfigError(
+                f"cannot advertise {self.advertised_host!r}: clients need the host's name or "
+                "an address they can connect to"
+            )
         for name in (
             "hw_checkpoint_interval_ms",
             "retention_check_interval_ms",
@@ -197,6 +211,15 @@ class BrokerConfig:
                 "leader.imbalance.per.broker.percentage must be between 0 and 100, not "
                 f"{self.leader_imbalance_per_broker_percentage}"
             )
+
+    def bind_endpoints(self) -> dict[str, Endpoint]:
+        """Where each listener that is on binds (port 0: any free port)."""
+        endpoints = {REPLOG: Endpoint(self.host, self.port)}
+        if self.kafka_port != -1:
+            endpoints[KAFKA] = Endpoint(self.kafka_host or self.host, self.kafka_port)
+        if self.metrics_port != -1:
+            endpoints[METRICS] = Endpoint(self.metrics_host or self.host, self.metrics_port)
+        return endpoints
 
     @property
     def log_file(self) -> Path:

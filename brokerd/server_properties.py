@@ -4,7 +4,8 @@ An operator's Kafka file should work with as few edits as possible, and no setti
 pass unread by mistake. So every key falls in exactly one of these groups:
 
 - identity: `broker.id`, `log.dirs` (or `log.dir`; one directory), `zookeeper.connect`,
-  `listeners`, and replog's `metrics.port` (Kafka has no such key; -1 off, 0 any port);
+  `listeners`, `advertised.listeners`, and replog's `metrics.port` (Kafka has no such key;
+  -1 off, 0 any port; `METRICS://host:port` in listeners says the same with a host);
 - Kafka's broker configs that replog implements (brokerd.config.BROKER_CONFIG_KEYS), plus
   `log.retention.hours|minutes` and `log.roll.hours`, turned into their `.ms` key with
   Kafka's precedence (ms, then minutes, then hours);
@@ -14,13 +15,15 @@ pass unread by mistake. So every key falls in exactly one of these groups:
 - Kafka keys whose meaning replog cannot honour: a ConfigError saying what to do instead;
 - anything else, a typo most likely: a ConfigError naming the key.
 
-Listeners. replog binds two protocols on one host: its own (which replog's client and
-Spark use) and Kafka's. In `listeners`, `REPLOG://host:port` is the first, `KAFKA://host:port`
-the second. A listener named after a security protocol, as in Kafka's own file
-(`PLAINTEXT://:9092`, `SSL://...`, `SASL_SSL://...`), keeps Kafka's meaning: Kafka clients
-connect there. It is the Kafka listener, and its name sets `listener.security.protocol`,
-which both listeners share. An empty host means the broker's `--host` (default
-127.0.0.1); the entries must not name different hosts.
+Listeners (brokerd.listeners). replog serves two protocols: its own (which replog's
+client and Spark use) and Kafka's, and metrics over HTTP. In `listeners`,
+`REPLOG://host:port` is the first, `KAFKA://host:port` the second, `METRICS://host:port`
+the third; each binds its own host. A listener named after a security protocol, as in
+Kafka's own file (`PLAINTEXT://:9092`, `SSL://...`, `SASL_SSL://...`), keeps Kafka's
+meaning: Kafka clients connect there. It is the Kafka listener, and its name sets
+`listener.security.protocol`, which both protocols' listeners share. An empty host means
+the broker's `--host` (default 127.0.0.1). `advertised.listeners` takes the same names
+and says what the broker registers and clients connect to.
 """
 
 from __future__ import annotations
@@ -31,18 +34,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from brokerd.config import BROKER_CONFIG_KEYS, BrokerConfig
+from brokerd.listeners import KAFKA, METRICS, REPLOG, Endpoint, parse_listener_list
 from brokerd.logging_setup import PROPERTY_PREFIX as LOG_PREFIX
 from brokerd.logging_setup import LogSettings
 from brokerd.security_config import KEYS as SECURITY_KEYS
-from brokerd.security_config import PROTOCOLS
 from spark_replica.errors import ConfigError
 from spark_replica.zk.session import split_connect_string
 
 METRICS_PORT_KEY = "metrics.port"
 LISTENERS_KEY = "listeners"
-IDENTITY_KEYS = ("broker.id", "log.dirs", "log.dir", "zookeeper.connect", LISTENERS_KEY)
-REPLOG_LISTENER = "REPLOG"
-KAFKA_LISTENER = "KAFKA"
+ADVERTISED_LISTENERS_KEY = "advertised.listeners"
+IDENTITY_KEYS = (
+    "broker.id",
+    "log.dirs",
+    "log.dir",
+    "zookeeper.connect",
+    LISTENERS_KEY,
+    ADVERTISED_LISTENERS_KEY,
+)
 SECURITY_PROTOCOL_KEY = "listener.security.protocol"
 
 # Kafka's time keys in coarser units: (key, milliseconds per unit), finest first.
@@ -106,7 +115,6 @@ _LISTENER_ADVICE = (
     f"{SECURITY_PROTOCOL_KEY} or by a listener named after it (SSL://host:port)"
 )
 REFUSED_KEYS = {
-    "advertised.listeners": "replog registers the address it binds: set it in listeners",
     "listener.security.protocol.map": _LISTENER_ADVICE,
     "inter.broker.listener.name": "brokers talk to each other on the REPLOG listener",
     "security.inter.broker.protocol": _LISTENER_ADVICE,
@@ -123,10 +131,13 @@ class ServerProperties:
     broker_id: int | None = None
     log_dir: Path | None = None
     zookeeper: str | None = None
-    host: str | None = None
+    host: str | None = None  # of the REPLOG listener
     port: int | None = None
+    kafka_host: str | None = None
     kafka_port: int | None = None
+    metrics_host: str | None = None
     metrics_port: int | None = None
+    advertised_listeners: dict[str, Endpoint] = field(default_factory=dict)
     broker_configs: dict[str, str] = field(default_factory=dict)
     log_settings: dict[str, str] = field(default_factory=dict)
     ignored: tuple[str, ...] = ()
@@ -140,6 +151,7 @@ class ServerProperties:
             "zookeeper.connect": self.zookeeper,
             LISTENERS_KEY: self.port if self.port is not None else self.kafka_port,
             METRICS_PORT_KEY: self.metrics_port,
+            ADVERTISED_LISTENERS_KEY: self.advertised_listeners or None,
         }
         return [key for key, value in given.items() if value is not None]
 
@@ -167,15 +179,22 @@ def parse_server_properties(properties: Mapping[str, str]) -> ServerProperties:
             if key in properties:
                 broker_configs[target] = _in_ms(key, properties[key], unit)
                 break
-    host, port, kafka_port, protocol = parse_listeners(properties.get(LISTENERS_KEY, ""))
-    if protocol is not None:
-        configured = broker_configs.get(SECURITY_PROTOCOL_KEY, protocol).strip().upper()
-        if configured != protocol:
+    bound = parse_listener_list(LISTENERS_KEY, properties.get(LISTENERS_KEY, ""))
+    advertised = parse_listener_list(
+        ADVERTISED_LISTENERS_KEY, properties.get(ADVERTISED_LISTENERS_KEY, "")
+    )
+    for entry in [*bound, *advertised]:
+        if entry.security_protocol is not None:
+            _agree_on_protocol(broker_configs, entry.security_protocol)
+    endpoints = {e.listener: e.endpoint for e in bound}
+    metrics_port = _optional_int(properties, METRICS_PORT_KEY)
+    if METRICS in endpoints:
+        if metrics_port not in (None, endpoints[METRICS].port):
             raise ConfigError(
-                f"listeners names a {protocol} listener but {SECURITY_PROTOCOL_KEY}="
-                f"{configured}: replog's listeners share one security protocol"
+                f"{METRICS_PORT_KEY}={metrics_port} and listeners' METRICS://"
+                f"{endpoints[METRICS]} disagree: give the metrics port once"
             )
-        broker_configs[SECURITY_PROTOCOL_KEY] = protocol
+        metrics_port = endpoints[METRICS].port
     zookeeper = properties.get("zookeeper.connect")
     if zookeeper is not None:
         split_connect_string(zookeeper)
@@ -183,56 +202,40 @@ def parse_server_properties(properties: Mapping[str, str]) -> ServerProperties:
         broker_id=_optional_int(properties, "broker.id"),
         log_dir=_log_dir(properties),
         zookeeper=zookeeper,
-        host=host,
-        port=port,
-        kafka_port=kafka_port,
-        metrics_port=_optional_int(properties, METRICS_PORT_KEY),
+        host=_host(endpoints.get(REPLOG)),
+        port=_port(endpoints.get(REPLOG)),
+        kafka_host=_host(endpoints.get(KAFKA)),
+        kafka_port=_port(endpoints.get(KAFKA)),
+        metrics_host=_host(endpoints.get(METRICS)),
+        metrics_port=metrics_port,
+        advertised_listeners={e.listener: e.endpoint for e in advertised},
         broker_configs=broker_configs,
         log_settings=log_settings,
         ignored=tuple(ignored),
     )
 
 
-def parse_listeners(text: str) -> tuple[str | None, int | None, int | None, str | None]:
-    """`NAME://host:port,...` -> (host, replog port, Kafka port, security protocol), None
-    for what the value does not say."""
-    hosts: set[str] = set()
-    ports: dict[str, int] = {}
-    protocol: str | None = None
-    for entry in (e.strip() for e in text.split(",")):
-        if not entry:
-            continue
-        name, separator, address = entry.partition("://")
-        host, colon, port_text = address.rpartition(":")
-        if not separator or not colon:
-            raise ConfigError(f"listeners entry {entry!r} is not NAME://host:port")
-        name = name.strip().upper()
-        if name in PROTOCOLS:
-            protocol = name
-            role = KAFKA_LISTENER
-        elif name in (REPLOG_LISTENER, KAFKA_LISTENER):
-            role = name
-        else:
-            raise ConfigError(
-                f"listeners entry {entry!r}: name it REPLOG (replog's protocol), KAFKA or a "
-                f"security protocol ({', '.join(PROTOCOLS)}; both Kafka's protocol)"
-            )
-        if role in ports:
-            raise ConfigError(f"listeners names more than one {role} listener: {text!r}")
-        ports[role] = _port(entry, port_text)
-        if host := host.strip().removeprefix("[").removesuffix("]"):
-            hosts.add(host)
-    if len(hosts) > 1:
+def _agree_on_protocol(broker_configs: dict[str, str], protocol: str) -> None:
+    """A listener named after a security protocol sets it; every such name must agree."""
+    configured = broker_configs.get(SECURITY_PROTOCOL_KEY, protocol).strip().upper()
+    if configured != protocol:
         raise ConfigError(
-            f"listeners names the hosts {', '.join(sorted(hosts))}: a replog broker binds "
-            "all its listeners on one host"
+            f"a listener is named {protocol} but the security protocol is {configured} "
+            f"({SECURITY_PROTOCOL_KEY} or another listener's name): replog's listeners share "
+            "one security protocol"
         )
-    return (
-        hosts.pop() if hosts else None,
-        ports.get(REPLOG_LISTENER),
-        ports.get(KAFKA_LISTENER),
-        protocol,
-    )
+    broker_configs[SECURITY_PROTOCOL_KEY] = protocol
+
+
+def _host(endpoint: Endpoint | None) -> str | None:
+    """None where the file gives no host: the broker's --host (or default) applies."""
+    if endpoint is None or not endpoint.host:
+        return None
+    return endpoint.host
+
+
+def _port(endpoint: Endpoint | None) -> int | None:
+    return None if endpoint is None else endpoint.port
 
 
 def cluster_configs(properties: Mapping[str, str]) -> tuple[dict[str, str], tuple[str, ...]]:
@@ -285,16 +288,6 @@ def _in_ms(key: str, raw: str, unit: int) -> str:
     """Kafka's -1 (no limit) stays -1 in every unit."""
     value = _int(key, raw)
     return str(value if value < 0 else value * unit)
-
-
-def _port(entry: str, text: str) -> int:
-    try:
-        port = int(text.strip())
-    except ValueError:
-        port = -1
-    if not 0 <= port < 65536:
-        raise ConfigError(f"listeners entry {entry!r}: the port must be between 0 and 65535")
-    return port
 
 
 def _log_dir(properties: Mapping[str, str]) -> Path | None:

@@ -47,24 +47,35 @@ class BrokerProcess:
     config_file: Path | None = None  # broker configs with secrets, kept off the command line
     kafka_port: int = -1  # the Kafka-protocol listener: -1 off
     metrics_port: int = -1  # Prometheus metrics over HTTP: -1 off
+    # What the broker registers and clients connect to, when not `host` (e.g. bound to
+    # 0.0.0.0): every listener advertised at this host with its bound port.
+    advertised_host: str | None = None
     # What runs the broker on another host, e.g. `ip netns exec NS`; it must exec, so that
     # the PID we hold is the broker's own.
     command_prefix: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
 
     @property
+    def reachable_host(self) -> str:
+        return self.host if self.advertised_host is None else self.advertised_host
+
+    @property
     def address(self) -> str:
-        return f"{self.host}:{self.port}"
+        return f"{self.reachable_host}:{self.port}"
 
     @property
     def kafka_address(self) -> str | None:
         """`host:port` of the Kafka-protocol listener, None when it is off."""
-        return None if self.kafka_port < 0 else f"{self.host}:{self.kafka_port}"
+        return None if self.kafka_port < 0 else f"{self.reachable_host}:{self.kafka_port}"
 
     @property
     def metrics_url(self) -> str | None:
         """Where the broker serves Prometheus text, None when metrics are off."""
-        return None if self.metrics_port < 0 else f"http://{self.host}:{self.metrics_port}/metrics"
+        return (
+            None
+            if self.metrics_port < 0
+            else f"http://{self.reachable_host}:{self.metrics_port}/metrics"
+        )
 
     @property
     def pid(self) -> int | None:
@@ -90,6 +101,8 @@ class BrokerProcess:
             "--zookeeper",
             self.zookeeper,
         ]
+        if self.advertised_host is not None:
+            command += ["--advertised-host", self.advertised_host]
         if self.config_file is not None:
             command += ["--config", str(self.config_file)]
         for key, value in self.overrides.items():

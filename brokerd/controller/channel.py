@@ -90,6 +90,7 @@ class RequestBatch:
                 b.registration.host,
                 b.registration.port,
                 b.registration.kafka_port,
+                b.registration.kafka_host,
             )
             for broker_id, b in sorted(self.ctx.live_brokers.items())
             if ids is None or broker_id in ids

@@ -122,7 +122,9 @@ class GroupCoordinator:
         brokers = {b.broker_id: b for b in self.ctx.metadata.brokers.values() if b.kafka_port >= 0}
         own = self.ctx.registration
         if own is not None and own.kafka_port >= 0:
-            brokers[own.broker_id] = BrokerInfo(own.broker_id, own.host, own.port, own.kafka_port)
+            brokers[own.broker_id] = BrokerInfo(
+                own.broker_id, own.host, own.port, own.kafka_port, own.kafka_host
+            )
         return brokers
 
     def coordinator(self, group_id: str) -> BrokerInfo:

@@ -92,7 +92,11 @@ def _find(ctx: BrokerContext, request: KafkaRequest, key: str, key_type: int) ->
         answer.error_code = code_of(exc)
         answer.error_message = wire_message(exc)
         return answer
-    answer.node_id, answer.host, answer.port = broker.broker_id, broker.host, broker.kafka_port
+    answer.node_id, answer.host, answer.port = (
+        broker.broker_id,
+        broker.kafka_host,
+        broker.kafka_port,
+    )
     return answer
 
 

@@ -1,13 +1,13 @@
 """Kafka's Metadata: the cluster as Kafka's clients must see it, at Kafka addresses.
 
 Clients connect to whatever brokers a Metadata answer names, so it names only Kafka
-listeners: every live broker with one (the controller's last UpdateMetadata says which,
-and on which port) plus this broker, which can always be reached. A partition whose
-leader has no Kafka listener is answered LEADER_NOT_AVAILABLE, as while an election is
-under way. Topics are never created by asking for them (auto-creation is off): an
-unknown topic is UNKNOWN_TOPIC_OR_PARTITION. Without Describe on a topic the principal
-does not see it when asking for all topics, and gets TOPIC_AUTHORIZATION_FAILED when
-naming it.
+listeners, at their advertised addresses: every live broker with one (the controller's
+last UpdateMetadata says which, and where) plus this broker, which can always be
+reached. A partition whose leader has no Kafka listener is answered
+LEADER_NOT_AVAILABLE, as while an election is under way. Topics are never created by
+asking for them (auto-creation is off): an unknown topic is UNKNOWN_TOPIC_OR_PARTITION.
+Without Describe on a topic the principal does not see it when asking for all topics,
+and gets TOPIC_AUTHORIZATION_FAILED when naming it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,9 @@ def kafka_brokers(ctx: BrokerContext) -> dict[int, BrokerInfo]:
     brokers = {b.broker_id: b for b in ctx.metadata.brokers.values() if b.kafka_port >= 0}
     own = ctx.registration
     if own is not None and own.kafka_port >= 0:
-        brokers[own.broker_id] = BrokerInfo(own.broker_id, own.host, own.port, own.kafka_port)
+        brokers[own.broker_id] = BrokerInfo(
+            own.broker_id, own.host, own.port, own.kafka_port, own.kafka_host
+        )
     return brokers
 
 
@@ -66,7 +68,7 @@ async def handle_metadata(ctx: BrokerContext, request: KafkaRequest) -> Data:
     return Data(
         throttle_time_ms=0,
         brokers=[
-            Data(node_id=b.broker_id, host=b.host, port=b.kafka_port, rack=None)
+            Data(node_id=b.broker_id, host=b.kafka_host, port=b.kafka_port, rack=None)
             for b in sorted(brokers.values(), key=lambda b: b.broker_id)
         ],
         cluster_id=CLUSTER_ID,

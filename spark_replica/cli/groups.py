@@ -184,7 +184,7 @@ def kafka_bootstrap(args: argparse.Namespace) -> list[Address]:
     if args.zookeeper:
         with zookeeper_session(args, "groups commands") as zk:
             registrations = read_brokers(zk)
-        addresses = [(r.host, r.kafka_port) for r in registrations if r.kafka_port >= 0]
+        addresses = [(r.kafka_host, r.kafka_port) for r in registrations if r.kafka_port >= 0]
         if not addresses:
             raise ConfigError(f"no broker registered in {args.zookeeper} runs a Kafka listener")
         return addresses

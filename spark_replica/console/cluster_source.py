@@ -29,7 +29,7 @@ NO_CONTROLLER = -1
 def read_registrations(zk: KazooClient) -> tuple[list[BrokerView], int | None]:
     """The registered brokers and the controller's id (blocking)."""
     brokers = [
-        BrokerView(r.broker_id, r.host, r.port, r.metrics_port)
+        BrokerView(r.broker_id, r.host, r.port, r.metrics_port, r.metrics_host)
         for r in topic_store.read_brokers(zk)
     ]
     found = read_if_present(zk, znodes.CONTROLLER_PATH)

@@ -25,12 +25,18 @@ class BrokerView:
     host: str
     port: int
     metrics_port: int = -1  # -1: metrics off, or not known without ZooKeeper
+    metrics_host: str = ""  # "": the broker's host
+
+    @property
+    def metrics_address(self) -> str:
+        return self.metrics_host or self.host
 
     @property
     def metrics_url(self) -> str | None:
         if self.metrics_port < 0:
             return None
-        host = f"[{self.host}]" if ":" in self.host else self.host
+        address = self.metrics_address
+        host = f"[{address}]" if ":" in address else address
         return f"http://{host}:{self.metrics_port}/metrics"
 
 

@@ -51,7 +51,7 @@ async def fetch_metrics(host: str, port: int, timeout_s: float = SCRAPE_TIMEOUT_
 async def scrape_one(broker: BrokerView) -> Scrape | str:
     """A broker's counters now, or in words why not."""
     try:
-        text = await fetch_metrics(broker.host, broker.metrics_port)
+        text = await fetch_metrics(broker.metrics_address, broker.metrics_port)
         return Scrape(time.monotonic(), parse_counters(text))
     except (OSError, TimeoutError, ProtocolError) as exc:
         return f"{broker.metrics_url}: {str(exc) or type(exc).__name__}"

@@ -7,7 +7,8 @@ meant for its previous life (STALE_BROKER_EPOCH).
 
 LeaderAndIsr: per partition the leader, leader epoch, ISR, the zkVersion of its state
 znode (the leader's ISR writes are conditional on it) and the replicas; plus the
-addresses of the leaders named (a broker entry: id, host, replog port, Kafka port or -1),
+addresses of the leaders named (a broker entry: id, host, replog port, Kafka port or -1,
+Kafka host: the advertised addresses),
 so followers know where to fetch from, and the INIT flag a new controller sets on its
 first round. Answer: an error code per partition.
 
@@ -64,10 +65,11 @@ def _write_broker(w: Writer, b: BrokerInfo) -> None:
     w.string(b.host)
     w.int32(b.port)
     w.int32(b.kafka_port)
+    w.string(b.kafka_host)
 
 
 def _read_broker(r: Reader) -> BrokerInfo:
-    return BrokerInfo(r.int32(), r.required_string(), r.int32(), r.int32())
+    return BrokerInfo(r.int32(), r.required_string(), r.int32(), r.int32(), r.required_string())
 
 
 @dataclass(slots=True)

@@ -19,13 +19,19 @@ NO_LEADER = -1
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
-    """A live broker. `kafka_port` (-1: none) travels in the controller's requests only:
-    the replog Metadata response keeps its layout, and the Kafka listener answers with it."""
+    """A live broker at its advertised addresses. `kafka_host`/`kafka_port` (-1: none)
+    travel in the controller's requests only: the replog Metadata response keeps its
+    layout, and the Kafka listener answers with them. An empty `kafka_host` is `host`."""
 
     broker_id: int
     host: str
     port: int
     kafka_port: int = -1
+    kafka_host: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.kafka_host:
+            object.__setattr__(self, "kafka_host", self.host)
 
 
 @dataclass(slots=True)

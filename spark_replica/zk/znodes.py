@@ -99,29 +99,32 @@ def _endpoint(listener: str, host: str, port: int) -> str:
     return f"{listener}://[{host}]:{port}" if ":" in host else f"{listener}://{host}:{port}"
 
 
-def _endpoint_port(path: str, endpoint: str) -> tuple[str, int]:
-    """`NAME://host:port` -> (NAME, port); Kafka brackets IPv6 hosts."""
+def _parse_endpoint(path: str, endpoint: str) -> tuple[str, str, int]:
+    """`NAME://host:port` -> (NAME, host, port); Kafka brackets IPv6 hosts."""
     listener, separator, address = endpoint.partition("://")
-    _, colon, port = address.rpartition(":")
+    host, colon, port = address.rpartition(":")
     if not separator or not colon:
         raise ZooKeeperError(f"{path} holds the malformed endpoint {endpoint!r}")
     try:
-        return listener, int(port)
+        return listener, host.removeprefix("[").removesuffix("]"), int(port)
     except ValueError:
         raise ZooKeeperError(f"{path} holds the malformed endpoint {endpoint!r}") from None
 
 
 @dataclass(frozen=True, slots=True)
 class BrokerRegistration:
-    """`/brokers/ids/N` (ephemeral): where a live broker listens.
+    """`/brokers/ids/N` (ephemeral): where clients and other brokers reach a live broker.
 
-    Written in Kafka's layout (version 4: `endpoints` and
-    `listener_security_protocol_map`) so that Kafka's tools reading ZooKeeper find the
-    Kafka listener; `host`/`port` stay the replog listener, which is what replog's own
-    readers use. A registration without endpoints (written before the Kafka listener
-    existed) decodes with kafka_port -1: no Kafka listener. `metrics_port` is where the
-    broker serves Prometheus text (a top-level field beside Kafka's `jmx_port`, for
-    tools that find brokers in ZooKeeper); older registrations decode with -1: off.
+    Every address is an advertised one (brokerd.listeners), never a wildcard. Written in
+    Kafka's layout (version 4: `endpoints`, one `NAME://host:port` per listener with its
+    own host, and `listener_security_protocol_map`) so that Kafka's tools reading
+    ZooKeeper find the Kafka listener; `host`/`port` stay the replog listener, which is
+    what replog's own readers use. A registration without endpoints (written before the
+    Kafka listener existed) decodes with kafka_port -1: no Kafka listener. `metrics_port`
+    (and `metrics_host`) say where the broker serves Prometheus text: top-level fields
+    beside Kafka's `jmx_port`, for tools that find brokers in ZooKeeper, kept out of
+    `endpoints`, where Kafka's tools would take them for a Kafka listener. Older
+    registrations decode with -1: off. A listener's host left empty here is `host`.
     """
 
     broker_id: int
@@ -131,13 +134,21 @@ class BrokerRegistration:
     kafka_port: int = -1  # -1: no Kafka-protocol listener
     security_protocol: str = "PLAINTEXT"  # of both listeners: they share one security config
     metrics_port: int = -1  # -1: no metrics over HTTP
+    kafka_host: str = ""
+    metrics_host: str = ""
+
+    def __post_init__(self) -> None:
+        for name in ("kafka_host", "metrics_host"):
+            if not getattr(self, name):
+                object.__setattr__(self, name, self.host)
 
     @property
-    def listeners(self) -> dict[str, int]:
-        ports = {REPLOG_LISTENER: self.port}
+    def listeners(self) -> dict[str, tuple[str, int]]:
+        """The listeners in `endpoints`: name -> (host, port)."""
+        addresses = {REPLOG_LISTENER: (self.host, self.port)}
         if self.kafka_port >= 0:
-            ports[KAFKA_LISTENER] = self.kafka_port
-        return ports
+            addresses[KAFKA_LISTENER] = (self.kafka_host, self.kafka_port)
+        return addresses
 
     def encode(self) -> bytes:
         return _dump(
@@ -147,9 +158,10 @@ class BrokerRegistration:
                 "port": self.port,
                 "jmx_port": -1,
                 "metrics_port": self.metrics_port,
+                "metrics_host": self.metrics_host,
                 "timestamp": self.timestamp,
                 "endpoints": [
-                    _endpoint(name, self.host, port) for name, port in self.listeners.items()
+                    _endpoint(name, host, port) for name, (host, port) in self.listeners.items()
                 ],
                 "listener_security_protocol_map": {
                     name: self.security_protocol for name in self.listeners
@@ -164,15 +176,21 @@ class BrokerRegistration:
         try:
             endpoints = [str(e) for e in value.get("endpoints", [])]
             protocols = dict(value.get("listener_security_protocol_map", {}))
-            ports = dict(_endpoint_port(path, e) for e in endpoints)
+            addresses = {
+                name: (h, p) for name, h, p in (_parse_endpoint(path, e) for e in endpoints)
+            }
+            host = str(value["host"])
+            kafka_host, kafka_port = addresses.get(KAFKA_LISTENER, (host, -1))
             return cls(
                 broker_id,
-                str(value["host"]),
+                host,
                 int(value["port"]),
                 str(value["timestamp"]),
-                kafka_port=ports.get(KAFKA_LISTENER, -1),
+                kafka_port=kafka_port,
                 security_protocol=str(protocols.get(REPLOG_LISTENER, "PLAINTEXT")),
                 metrics_port=int(value.get("metrics_port", -1)),
+                kafka_host=kafka_host,
+                metrics_host=str(value.get("metrics_host", host)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ZooKeeperError(f"{path} lacks a valid {exc}") from exc

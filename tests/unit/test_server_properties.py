@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from brokerd.config import BrokerConfig
-from brokerd.server_properties import cluster_configs, parse_listeners, parse_server_properties
+from brokerd.listeners import Endpoint
+from brokerd.server_properties import cluster_configs, parse_server_properties
 from spark_replica.errors import ConfigError
 
 
@@ -79,19 +80,59 @@ def test_retention_takes_the_finest_unit_given_and_minus_one_stays_unlimited() -
         parse_server_properties({"log.retention.hours": "a week"})
 
 
-def test_listeners_map_to_the_replog_and_kafka_ports() -> None:
-    assert parse_listeners("REPLOG://127.0.0.2:9092,KAFKA://127.0.0.2:9093") == (
-        "127.0.0.2",
-        9092,
-        9093,
+def listeners(text: str) -> tuple[object, ...]:
+    parsed = parse_server_properties({"listeners": text})
+    return (
+        (parsed.host, parsed.port),
+        (parsed.kafka_host, parsed.kafka_port),
+        (parsed.metrics_host, parsed.metrics_port),
+        parsed.broker_configs.get("listener.security.protocol"),
+    )
+
+
+def test_listeners_map_to_the_replog_kafka_and_metrics_listeners_each_with_its_host() -> None:
+    assert listeners("REPLOG://0.0.0.0:9092,KAFKA://127.0.0.2:9093,METRICS://10.1.2.3:9100") == (
+        ("0.0.0.0", 9092),
+        ("127.0.0.2", 9093),
+        ("10.1.2.3", 9100),
         None,
     )
-    # Kafka's own meaning: Kafka clients connect to PLAINTEXT://:9092.
-    assert parse_listeners("PLAINTEXT://:9092") == (None, None, 9092, "PLAINTEXT")
-    assert parse_listeners("replog://[::1]:1,SASL_SSL://[::1]:2") == ("::1", 1, 2, "SASL_SSL")
+    # Kafka's own meaning: Kafka clients connect to PLAINTEXT://:9092. No host: --host's.
+    assert listeners("PLAINTEXT://:9092") == ((None, None), (None, 9092), (None, None), "PLAINTEXT")
+    assert listeners("replog://[::1]:1,SASL_SSL://[::2]:2") == (
+        ("::1", 1),
+        ("::2", 2),
+        (None, None),
+        "SASL_SSL",
+    )
     parsed = parse_server_properties({"listeners": "REPLOG://:7000,SSL://:7001"})
     assert (parsed.port, parsed.kafka_port) == (7000, 7001)
     assert parsed.broker_configs == {"listener.security.protocol": "SSL"}
+
+
+def test_metrics_port_and_a_metrics_listener_must_agree() -> None:
+    same = {"listeners": "METRICS://h:9100", "metrics.port": "9100"}
+    assert parse_server_properties(same).metrics_port == 9100
+    with raises("metrics.port=9200 and listeners' METRICS://h:9100 disagree"):
+        parse_server_properties(same | {"metrics.port": "9200"})
+
+
+def test_advertised_listeners_are_read_per_listener() -> None:
+    parsed = parse_server_properties(
+        {
+            "listeners": "REPLOG://0.0.0.0:9092,PLAINTEXT://0.0.0.0:9093",
+            "advertised.listeners": "REPLOG://b1.example:9092,PLAINTEXT://[fd00::1]:0",
+        }
+    )
+    assert parsed.advertised_listeners == {
+        "REPLOG": Endpoint("b1.example", 9092),
+        "KAFKA": Endpoint("fd00::1", 0),
+    }
+    assert "advertised.listeners" in parsed.identity_keys
+    with raises("a listener is named SSL but the security protocol is PLAINTEXT"):
+        parse_server_properties(
+            {"listeners": "PLAINTEXT://:1", "advertised.listeners": "SSL://h:1"}
+        )
 
 
 @pytest.mark.parametrize(
@@ -103,12 +144,13 @@ def test_listeners_map_to_the_replog_and_kafka_ports() -> None:
         ("REPLOG://h", "not NAME://host:port"),
         ("h:9092", "not NAME://host:port"),
         ("REPLOG://h:70000", "between 0 and 65535"),
-        ("REPLOG://a:1,KAFKA://b:2", "one host"),
     ],
 )
 def test_bad_listeners_are_named(listeners: str, message: str) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
-        parse_listeners(listeners)
+        parse_server_properties({"listeners": listeners})
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        parse_server_properties({"advertised.listeners": listeners})
 
 
 def test_a_listener_protocol_must_agree_with_the_security_protocol_key() -> None:
@@ -123,8 +165,6 @@ def test_unknown_keys_are_errors_naming_them() -> None:
         parse_server_properties({"log.segment.byte": "1"})
     with raises("unknown broker config 'no.such.thing'"):
         parse_server_properties({"no.such.thing": "1"})
-    with raises("advertised.listeners is not supported"):
-        parse_server_properties({"advertised.listeners": "PLAINTEXT://h:1"})
 
 
 def test_identity_and_log_settings() -> None:
