@@ -5,12 +5,18 @@ chroot of their own on a ZooKeeper shared by every schedule of a run. Everything
 blocks; the runner calls it from worker threads so that the load keeps running.
 Ownership: one runner owns a ChaosCluster; it never touches a broker from two threads at
 once (a broker under a fault is "busy" in the runner until the fault is undone).
+
+On a network (spark_replica.netns), each broker runs on its host and the network faults
+cut links. Cuts of faults that overlap may share links, and tc heals only all at once:
+undoing one fault heals everything and applies again the cuts of the others, so they
+lapse for the few milliseconds between (a blip, as a flapping switch would make).
 """
 
 from __future__ import annotations
 
 import contextlib
 import random
+import threading
 import uuid
 from pathlib import Path
 
@@ -19,11 +25,14 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from spark_replica.errors import ReplogError
 from spark_replica.launcher import BrokerProcess, free_port
+from spark_replica.netns import network
+from spark_replica.netns.topology import Cut, Topology, broker_host
 from spark_replica.records import decode_payload, iter_batches
 from spark_replica.zk import znodes
 from spark_replica.zk.embedded import EmbeddedZooKeeper
 from spark_replica.zk.session import connect
 from tests.chaos.checker import Stored
+from tests.chaos.partitions import cut_from_clients
 from tests.chaos.schedule import Tear, TearMode
 
 BROKER_OVERRIDES = {
@@ -41,22 +50,36 @@ REGISTRATION_GRACE_S = 10.0
 
 class ChaosCluster:
     def __init__(
-        self, zookeeper: EmbeddedZooKeeper, root: Path, broker_count: int, topic: str
+        self,
+        zookeeper: EmbeddedZooKeeper,
+        root: Path,
+        broker_count: int,
+        topic: str,
+        topology: Topology | None = None,
     ) -> None:
         self.zookeeper = zookeeper
         self.topic = topic
+        self.topology = topology
         self.zk_connect = f"{zookeeper.connect_string}/chaos-{uuid.uuid4().hex[:12]}"
         self.brokers = {
-            broker_id: BrokerProcess(
-                broker_id,
-                free_port(),
-                root / f"broker-{broker_id}",
-                self.zk_connect,
-                overrides=dict(BROKER_OVERRIDES),
-            )
-            for broker_id in range(1, broker_count + 1)
+            broker_id: self._broker(broker_id, root) for broker_id in range(1, broker_count + 1)
         }
         self.paused: set[int] = set()
+        self.cuts: dict[object, list[Cut]] = {}  # by the fault that made them
+        self._cuts_lock = threading.Lock()
+
+    def _broker(self, broker_id: int, root: Path) -> BrokerProcess:
+        broker = BrokerProcess(
+            broker_id,
+            free_port(),
+            root / f"broker-{broker_id}",
+            self.zk_connect,
+            overrides=dict(BROKER_OVERRIDES),
+        )
+        if self.topology is not None:
+            broker.host = self.topology.address(broker_host(broker_id))
+            broker.command_prefix = self.topology.exec_prefix(broker_host(broker_id))
+        return broker
 
     @property
     def bootstrap(self) -> list[tuple[str, int]]:
@@ -97,6 +120,36 @@ class ChaosCluster:
                 file.write(garbage)
         return f"{tear.mode} {tear.byte_count} bytes of {segment.name} ({size} bytes)"
 
+    @property
+    def network(self) -> Topology:
+        assert self.topology is not None, "network faults need a cluster on a network"
+        return self.topology
+
+    def cut(self, key: object, cuts: list[Cut]) -> None:
+        with self._cuts_lock:
+            self.cuts[key] = cuts
+            network.apply_cuts(self.network, cuts)
+
+    def uncut(self, key: object) -> None:
+        with self._cuts_lock:
+            if self.cuts.pop(key, None) is None:
+                return
+            network.heal(self.network)
+            for cuts in self.cuts.values():
+                network.apply_cuts(self.network, cuts)
+
+    def heal_network(self) -> None:
+        with self._cuts_lock:
+            self.cuts.clear()
+            if self.topology is not None:
+                network.heal(self.topology)
+
+    def unreachable(self) -> set[int]:
+        """Brokers the clients are cut from right now."""
+        with self._cuts_lock:
+            hosts = cut_from_clients(cut for cuts in self.cuts.values() for cut in cuts)
+        return {broker_id for broker_id in self.brokers if broker_host(broker_id) in hosts}
+
     def stop_zookeeper(self) -> None:
         self.zookeeper.stop()
 
@@ -120,9 +173,11 @@ class ChaosCluster:
             zk.close()
 
     def heal(self) -> list[int]:
-        """Undo every fault still in place: ZooKeeper up, paused brokers resumed, dead ones
-        restarted. Return the brokers that were running but never registered again (hung):
-        those are killed and restarted too, so that the data can still be checked."""
+        """Undo every fault still in place: network healed, ZooKeeper up, paused brokers
+        resumed, dead ones restarted. Return the brokers that were running but never
+        registered again (hung): those are killed and restarted too, so that the data can
+        still be checked."""
+        self.heal_network()
         self.start_zookeeper()
         for broker_id in sorted(self.paused):
             self.resume(broker_id)
@@ -142,6 +197,7 @@ class ChaosCluster:
     def stop_all(self) -> None:
         """SIGKILL every broker (paused ones too); a failing kill does not stop the others."""
         with contextlib.ExitStack() as stack:
+            stack.callback(self.heal_network)
             for broker in self.brokers.values():
                 stack.callback(broker.kill)
         self.paused.clear()

@@ -1,6 +1,11 @@
 """Run chaos schedules against real brokers; print one JSON line of what was found.
 
     .venv/bin/python tests/chaos/run.py --schedules 10 --seed 1
+    .venv/bin/python tests/chaos/run.py --netns --schedules 10   # as root
+
+With --netns, ZooKeeper and each broker run on a host of their own (a network namespace)
+and network partitions join the faults; where namespaces cannot be made it exits (2)
+saying why.
 
 Schedule i runs with seed S + i; a seed in `problem_seeds` replays alone with
 `--seed <it> --schedules 1`. One line per schedule goes to stderr, with the story of
@@ -34,19 +39,32 @@ def main() -> None:
     parser.add_argument(
         "--verbose", action="store_true", help="tell every schedule's story on stderr"
     )
+    parser.add_argument(
+        "--netns",
+        action="store_true",
+        help="ZooKeeper and each broker on a host of their own (network namespaces, root), "
+        "network partitions among the faults",
+    )
     args = parser.parse_args()
     if args.schedules < 1:
         parser.error("--schedules must be 1 or more")
     seed = random.randrange(1_000_000) if args.seed is None else args.seed
     # Run as a script, the repository root is not on the path: the harness lives in tests.
     sys.path.insert(0, str(REPO_ROOT))
+    from spark_replica.netns.network import unavailable_reason
     from tests.chaos.runner import run_schedules
+    from tests.chaos.schedule import ScheduleSettings
+
+    reason = unavailable_reason() if args.netns else None
+    if reason is not None:
+        parser.exit(2, f"--netns is not possible on this machine: {reason}\n")
 
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     # kazoo warns of every connection dropped by a fault on purpose; keep stderr readable.
     logging.getLogger("kazoo").setLevel(logging.ERROR)
     root = Path(tempfile.mkdtemp(prefix="replog-chaos-"))
-    summary = run_schedules(seed, args.schedules, root, verbose=args.verbose)
+    settings = ScheduleSettings(netns=args.netns)
+    summary = run_schedules(seed, args.schedules, root, settings, verbose=args.verbose)
     line = summary.as_json()
     if not line["problem_seeds"]:
         shutil.rmtree(root, ignore_errors=True)

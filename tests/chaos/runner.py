@@ -11,6 +11,10 @@ records below the HW must equal the leader's ("replicas diverged" otherwise).
 Every wait has a deadline and the whole schedule has one too. Whatever happens, every
 broker is killed by PID, the worker threads are joined first (a restart in progress
 finishes or times out before the kill), and ZooKeeper is left running for the next one.
+
+With `netns` settings the run makes one network (spark_replica.netns) for all its
+schedules: ZooKeeper and each broker on a host of their own, the runner and its load as
+the clients; the network faults cut its links, and it is removed when the run ends.
 """
 
 from __future__ import annotations
@@ -33,9 +37,12 @@ from kazoo.exceptions import KazooException
 from spark_replica.client import Cluster
 from spark_replica.errors import ReplogError
 from spark_replica.launcher import free_port
+from spark_replica.netns import network
+from spark_replica.netns.topology import ZOOKEEPER, Topology
 from spark_replica.zk.embedded import EmbeddedZooKeeper
 from tests.chaos.checker import Counts, Send, Stored, check
 from tests.chaos.cluster import ChaosCluster
+from tests.chaos.partitions import plan_cuts
 from tests.chaos.schedule import Fault, FaultKind, Schedule, ScheduleSettings, Target, generate
 from tests.chaos.workload import (
     PRODUCER_CONFIG,
@@ -155,16 +162,22 @@ class _ScheduleRun:
         if fault.kind is FaultKind.ZOOKEEPER_RESTART:
             await self.restart_zookeeper(fault)
             return
-        broker_id = await self.resolve(fault)
-        if broker_id is None or broker_id in self.busy:
+        leader_id: int | None = None
+        if fault.kind is FaultKind.ONE_WAY_CUT:
+            broker_id, leader_id = await self.one_way_ends(fault)
+        else:
+            resolved = await self.resolve(fault)
             # The role's holder is already under a fault: take the schedule's spare.
-            broker_id = fault.broker_id
+            broker_id = fault.broker_id if resolved is None or resolved in self.busy else resolved
         if broker_id in self.busy:
             self.note(f"skipped, broker {broker_id} is busy: {fault.describe()}")
             return
         self.busy.add(broker_id)
         try:
-            await self.fault_broker(fault, broker_id)
+            if fault.on_network:
+                await self.fault_network(fault, broker_id, leader_id)
+            else:
+                await self.fault_broker(fault, broker_id)
         except (ReplogError, KazooException) as exc:
             # The broker may be left down: healing restarts it, or reports it.
             self.note(f"broker {broker_id}: {type(exc).__name__} {exc}")
@@ -204,15 +217,37 @@ class _ScheduleRun:
         await self.blocking(self.cluster.restart, broker_id)
         self.note(f"broker {broker_id} restarted")
 
+    async def fault_network(self, fault: Fault, broker_id: int, leader_id: int | None) -> None:
+        cuts = plan_cuts(fault.kind, self.cluster.network, broker_id, leader_id)
+        towards = "" if leader_id is None else f" -> leader {leader_id}"
+        self.note(f"broker {broker_id}{towards}: {fault.describe()}")
+        await self.blocking(self.cluster.cut, fault, cuts)
+        await asyncio.sleep(fault.duration_s)
+        await self.blocking(self.cluster.uncut, fault)
+        self.note(f"broker {broker_id}{towards} healed")
+
+    async def one_way_ends(self, fault: Fault) -> tuple[int, int]:
+        """(follower, leader) of a one-way cut: the schedule's broker, or the next one when
+        it leads; with no leader known, the schedule's broker and the next (broker to broker)."""
+        leader_id = await self.resolve(fault)
+        follower_id = fault.broker_id
+        if leader_id is None:
+            leader_id = follower_id % self.settings.brokers + 1
+        elif follower_id == leader_id:
+            follower_id = follower_id % self.settings.brokers + 1
+        return follower_id, leader_id
+
     async def resolve(self, fault: Fault) -> int | None:
         if fault.target is Target.BROKER:
             return fault.broker_id
         if fault.target is Target.CONTROLLER:
             return await self.blocking(self.cluster.controller_id)
+        # Asking a paused broker, or one the clients are cut from, would only time out.
+        unreachable = self.cluster.paused | self.cluster.unreachable()
         live = [
             (b.host, b.port)
             for i, b in self.cluster.brokers.items()
-            if b.process is not None and i not in self.cluster.paused
+            if b.process is not None and i not in unreachable
         ]
         cluster = Cluster(live, client_id="chaos-runner")
         try:
@@ -287,9 +322,14 @@ def _texts(record: Send | Stored) -> dict[str, object]:
 
 
 async def run_schedule(
-    zookeeper: EmbeddedZooKeeper, schedule: Schedule, settings: ScheduleSettings, root: Path
+    zookeeper: EmbeddedZooKeeper,
+    schedule: Schedule,
+    settings: ScheduleSettings,
+    root: Path,
+    topology: Topology | None = None,
 ) -> ScheduleResult:
-    run = _ScheduleRun(ChaosCluster(zookeeper, root, settings.brokers, TOPIC), schedule, settings)
+    cluster = ChaosCluster(zookeeper, root, settings.brokers, TOPIC, topology)
+    run = _ScheduleRun(cluster, schedule, settings)
     try:
         async with asyncio.timeout(SCHEDULE_DEADLINE_S):
             await run.execute()
@@ -370,26 +410,41 @@ def run_schedules(
     settings: ScheduleSettings | None = None,
     verbose: bool = False,
 ) -> Summary:
-    """Run `count` schedules, seeds first_seed, first_seed + 1, ...; one ZooKeeper for all.
+    """Run `count` schedules, seeds first_seed, first_seed + 1, ...; one ZooKeeper (and,
+    with `netns` settings, one network) for all.
 
     The directory of a schedule that found nothing is removed; a problem's is kept.
     """
     settings = settings or ScheduleSettings()
     summary = Summary(first_seed)
     started = time.monotonic()
-    zookeeper = EmbeddedZooKeeper(free_port(), root / "zookeeper")
-    zookeeper.start()
-    try:
+    with contextlib.ExitStack() as stack:
+        topology = None
+        if settings.netns:
+            topology = network.create_network(range(1, settings.brokers + 1))
+            stack.callback(network.destroy_network, topology)
+        zookeeper = _zookeeper(root / "zookeeper", topology)
+        zookeeper.start()
+        stack.callback(zookeeper.stop)
         for seed in range(first_seed, first_seed + count):
             schedule = generate(seed, settings)
             directory = root / f"schedule-{seed}"
-            result = asyncio.run(run_schedule(zookeeper, schedule, settings, directory))
+            result = asyncio.run(run_schedule(zookeeper, schedule, settings, directory, topology))
             summary.results.append(result)
             report(result, schedule, directory, verbose)
             if not result.problem:
                 with contextlib.suppress(OSError):
                     shutil.rmtree(directory)
-    finally:
-        zookeeper.stop()
     summary.seconds = time.monotonic() - started
     return summary
+
+
+def _zookeeper(data_dir: Path, topology: Topology | None) -> EmbeddedZooKeeper:
+    if topology is None:
+        return EmbeddedZooKeeper(free_port(), data_dir)
+    return EmbeddedZooKeeper(
+        free_port(),
+        data_dir,
+        host=topology.address(ZOOKEEPER),
+        command_prefix=topology.exec_prefix(ZOOKEEPER),
+    )

@@ -12,6 +12,18 @@ faults, each starting at a time in the fault window and undone after its duratio
   the tail;
 - ZooKeeper restart: stop the server, start it again (same data) after the duration.
 
+With `netns` (ZooKeeper and each broker on a host of its own), network partitions join
+them, each a set of cuts that drop packets silently, healed after the duration:
+
+- isolate: a broker cut from everyone, clients included;
+- cut from ZooKeeper: a broker cut from ZooKeeper only (its session may expire while it
+  still serves clients and replicas);
+- controller cut from brokers: the controller keeps ZooKeeper and clients, loses its
+  brokers (its requests to them hang);
+- one-way cut: a follower's packets to a partition's leader dropped, nothing else (the
+  leader still reaches it);
+- cut from clients: a broker the clients cannot reach, whole for everyone else.
+
 Broker faults name their target by role (the leader of a partition, the controller) or
 by id; roles are resolved when the fault fires, since who leads depends on what came
 before, and the id stands in when the role's holder is already under a fault.
@@ -38,6 +50,22 @@ class FaultKind(StrEnum):
     PAUSE = "pause"
     TORN_TAIL = "torn_tail"
     ZOOKEEPER_RESTART = "zookeeper_restart"
+    ISOLATE = "isolate"
+    ZOOKEEPER_CUT = "cut_from_zookeeper"
+    CONTROLLER_CUT = "controller_cut_from_brokers"
+    ONE_WAY_CUT = "one_way_cut_to_leader"
+    CLIENTS_CUT = "cut_from_clients"
+
+
+NETWORK_KINDS = frozenset(
+    {
+        FaultKind.ISOLATE,
+        FaultKind.ZOOKEEPER_CUT,
+        FaultKind.CONTROLLER_CUT,
+        FaultKind.ONE_WAY_CUT,
+        FaultKind.CLIENTS_CUT,
+    }
+)
 
 
 class Target(StrEnum):
@@ -63,7 +91,8 @@ class Fault:
     kind: FaultKind
     duration_s: float  # until the broker restarts / resumes, or ZooKeeper is back
     target: Target | None = None  # None for a ZooKeeper restart
-    broker_id: int = 0  # for Target.BROKER
+    # For Target.BROKER; for a one-way cut, the follower whose packets to the leader drop.
+    broker_id: int = 0
     partition: int = 0  # whose leader (Target.LEADER), and whose segment a tear cuts
     tear: Tear | None = None
     # When its effects are over, for the limits: later than ends_at_s, see settled_at().
@@ -77,6 +106,10 @@ class Fault:
     def on_broker(self) -> bool:
         return self.kind is not FaultKind.ZOOKEEPER_RESTART
 
+    @property
+    def on_network(self) -> bool:
+        return self.kind in NETWORK_KINDS
+
     def overlaps(self, other: Fault) -> bool:
         return self.at_s < other.settled_s and other.at_s < self.settled_s
 
@@ -88,6 +121,8 @@ class Fault:
             Target.CONTROLLER: "controller",
             Target.BROKER: f"broker {self.broker_id}",
         }[self.target or Target.BROKER]
+        if self.kind is FaultKind.ONE_WAY_CUT:
+            who = f"broker {self.broker_id} -> {who}"
         text = f"{self.at_s:.1f}s {self.kind} {who} for {self.duration_s:.1f}s"
         if self.tear is not None:
             text += f" ({self.tear.mode} {self.tear.byte_count} bytes, partition {self.partition})"
@@ -102,6 +137,7 @@ class ScheduleSettings:
     session_timeout_s: float = 3.0
     min_faults: int = 2
     max_faults: int = 5
+    netns: bool = False  # separate hosts: network partitions mixed in
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +159,19 @@ KIND_WEIGHTS = {
     FaultKind.TORN_TAIL: 25,
     FaultKind.ZOOKEEPER_RESTART: 15,
 }
+# On separate hosts, partitions take about half the draws.
+NETNS_KIND_WEIGHTS = {
+    FaultKind.KILL: 16,
+    FaultKind.PAUSE: 12,
+    FaultKind.TORN_TAIL: 12,
+    FaultKind.ZOOKEEPER_RESTART: 8,
+    FaultKind.ISOLATE: 12,
+    FaultKind.ZOOKEEPER_CUT: 12,
+    FaultKind.CONTROLLER_CUT: 10,
+    FaultKind.ONE_WAY_CUT: 10,
+    FaultKind.CLIENTS_CUT: 8,
+}
+# Who a partition strikes: the kinds that name their own role are absent.
 TARGET_WEIGHTS = {Target.LEADER: 40, Target.CONTROLLER: 25, Target.BROKER: 35}
 EARLIEST_FAULT_S = 0.5
 # Draws of a start time before a fault that fits nowhere is given up.
@@ -138,8 +187,9 @@ def generate(seed: int, settings: ScheduleSettings | None = None) -> Schedule:
     settings = settings or ScheduleSettings()
     rng = random.Random(seed)
     placed: list[Fault] = []
+    kind_weights = NETNS_KIND_WEIGHTS if settings.netns else KIND_WEIGHTS
     for _ in range(rng.randint(settings.min_faults, settings.max_faults)):
-        kind = _weighted(rng, KIND_WEIGHTS)
+        kind = _weighted(rng, kind_weights)
         for _ in range(PLACEMENT_ATTEMPTS):
             fault = _draw(rng, kind, settings)
             if fits(fault, placed, settings):
@@ -176,9 +226,16 @@ def _draw(rng: random.Random, kind: FaultKind, settings: ScheduleSettings) -> Fa
         return Fault(at_s, kind, duration_s, settled_s=settled_at(kind, at_s, duration_s, settings))
     if kind is FaultKind.PAUSE:
         duration_s = settings.session_timeout_s * rng.uniform(1.15, 1.6)
+    elif kind in NETWORK_KINDS:
+        # Shorter and longer than a session: a cut heals before or after it expires.
+        duration_s = settings.session_timeout_s * rng.uniform(0.4, 2.0)
     else:
         duration_s = rng.uniform(0.2, 3.0)
     target = _weighted(rng, TARGET_WEIGHTS)
+    if kind is FaultKind.CONTROLLER_CUT:
+        target = Target.CONTROLLER
+    elif kind is FaultKind.ONE_WAY_CUT:
+        target = Target.LEADER
     broker_id = rng.randint(1, settings.brokers)
     partition = rng.randrange(settings.partitions)
     tear = None
@@ -196,13 +253,16 @@ def settled_at(
 
     A killed broker comes back only once its old session has expired; a restarted
     ZooKeeper is a JVM that takes seconds to start; a broker whose tail was torn has to
-    fetch again what it lost before the next fault may strike.
+    fetch again what it lost before the next fault may strike; a healed broker may have
+    to register again and catch up with what it missed.
     """
     ends_at_s = at_s + duration_s
     if kind is FaultKind.ZOOKEEPER_RESTART:
         return ends_at_s + ZOOKEEPER_START_S
     if kind is FaultKind.PAUSE:
         return ends_at_s
+    if kind in NETWORK_KINDS:
+        return ends_at_s + BROKER_START_S + CATCH_UP_S
     back_at_s = at_s + max(duration_s, settings.session_timeout_s) + BROKER_START_S
     if kind is FaultKind.TORN_TAIL:
         back_at_s += CATCH_UP_S
