@@ -1,11 +1,11 @@
 """The cluster directory: where `replog up` records the local cluster it started.
 
 `cluster.json` in the directory names the ZooKeeper connect string, the embedded
-ZooKeeper (if `up` started one), every broker with its address, Kafka-listener port
-(-1: off; a file from before the Kafka listener has none, and its next `up` picks them),
-metrics port (likewise), PID and log dir, and the security mode (`security.protocol` in
-lower case; a file without one is plaintext, as every cluster was before there was a
-choice).
+ZooKeeper (if `up` started one; or each node of the ensemble it started), every broker
+with its address, Kafka-listener port (-1: off; a file from before the Kafka listener has
+none, and its next `up` picks them), metrics port (likewise), PID and log dir, and the
+security mode (`security.protocol` in lower case; a file without one is plaintext, as
+every cluster was before there was a choice).
 Every other command reads it to find the cluster, so it is written atomically (a
 temporary file renamed over the old one): a reader never sees half a file.
 
@@ -29,6 +29,7 @@ from typing import Any
 
 from spark_replica.errors import ConfigError, ReplogError
 from spark_replica.zk.embedded import MAIN_CLASS
+from spark_replica.zk.ensemble import CONFIG_FILE, QUORUM_MAIN_CLASS
 
 DEFAULT_DIR = Path(".replog")
 CLUSTER_FILE = "cluster.json"
@@ -78,7 +79,23 @@ class BrokerEntry:
         )
 
 
-RecordedProcess = BrokerEntry | EmbeddedZooKeeperEntry
+@dataclass
+class ZooKeeperNodeEntry:
+    """One node of the ensemble `up --zookeeper-nodes N` runs (N > 1)."""
+
+    id: int
+    port: int
+    quorum_port: int
+    election_port: int
+    dir: str
+    pid: int | None
+
+    def running(self) -> bool:
+        config = str(Path(self.dir) / CONFIG_FILE)
+        return self.pid is not None and process_running(self.pid, [QUORUM_MAIN_CLASS, config])
+
+
+RecordedProcess = BrokerEntry | EmbeddedZooKeeperEntry | ZooKeeperNodeEntry
 
 
 @dataclass
@@ -90,6 +107,7 @@ class ClusterInfo:
     security: str = PLAINTEXT_MODE
     kafka: bool = True  # whether the brokers run the Kafka-protocol listener
     metrics: bool = True  # whether the brokers serve Prometheus metrics
+    zookeeper_nodes: list[ZooKeeperNodeEntry] = field(default_factory=list)  # an ensemble's
 
     @property
     def secure(self) -> bool:
@@ -116,7 +134,7 @@ class ClusterInfo:
 
     def processes(self) -> list[RecordedProcess]:
         zk = self.embedded_zookeeper
-        return [*self.brokers, *([] if zk is None else [zk])]
+        return [*self.brokers, *([] if zk is None else [zk]), *self.zookeeper_nodes]
 
     def running_processes(self) -> list[str]:
         """What of this cluster still runs, in words, for refusing to start it twice."""
@@ -124,6 +142,9 @@ class ClusterInfo:
         zk = self.embedded_zookeeper
         if zk is not None and zk.running():
             running.append(f"ZooKeeper (pid {zk.pid})")
+        running += [
+            f"ZooKeeper node {n.id} (pid {n.pid})" for n in self.zookeeper_nodes if n.running()
+        ]
         return running
 
 
@@ -179,6 +200,17 @@ def _decode(document: dict[str, Any]) -> ClusterInfo:
         security=security,
         kafka=bool(document.get("kafka", True)),
         metrics=bool(document.get("metrics", True)),
+        zookeeper_nodes=[
+            ZooKeeperNodeEntry(
+                int(n["id"]),
+                int(n["port"]),
+                int(n["quorum_port"]),
+                int(n["election_port"]),
+                str(n["dir"]),
+                _pid(n["pid"]),
+            )
+            for n in document.get("zookeeper_nodes", [])
+        ],
     )
 
 

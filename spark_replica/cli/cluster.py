@@ -37,6 +37,7 @@ from pathlib import Path
 from kazoo.client import KazooClient
 
 from spark_replica import cluster_dir
+from spark_replica.cli import zookeeper as ensemble_cli
 from spark_replica.cli.output import print_table
 from spark_replica.cli.progress import waiting
 from spark_replica.cluster_dir import (
@@ -54,6 +55,7 @@ from spark_replica.security.settings import load_properties
 from spark_replica.topic_config import parse_assignments
 from spark_replica.zk import znodes
 from spark_replica.zk.embedded import PID_FILE, STOP_TIMEOUT_S, EmbeddedZooKeeper
+from spark_replica.zk.ensemble import ZooKeeperEnsemble, validate_node_count
 from spark_replica.zk.kazoo_errors import read_if_present
 from spark_replica.zk.session import connect, split_connect_string
 from spark_replica.zk.topic_store import live_broker_ids
@@ -73,6 +75,13 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "--zookeeper",
         metavar="CONNECT",
         help="use it instead of an embedded one (default: an embedded one, or as recorded)",
+    )
+    up.add_argument(
+        "--zookeeper-nodes",
+        type=int,
+        metavar="N",
+        help="run an embedded ensemble of N ZooKeeper nodes (odd, 1 to 7; default 1, or as "
+        "recorded in --dir)",
     )
     up.add_argument(
         "--config",
@@ -184,6 +193,10 @@ def run_up(args: argparse.Namespace) -> int:
         raise ConfigError(f"--brokers must be at least 1, not {args.brokers}")
     if args.zookeeper is not None:
         split_connect_string(args.zookeeper)
+    if args.zookeeper_nodes is not None:
+        validate_node_count(args.zookeeper_nodes)
+        if args.zookeeper is not None:
+            raise ConfigError("--zookeeper-nodes starts an ensemble; --zookeeper uses another")
     args.dir.mkdir(parents=True, exist_ok=True)
     with cluster_dir.locked(args.dir):
         fresh = not cluster_dir.exists(args.dir)
@@ -206,7 +219,8 @@ def _plan(args: argparse.Namespace) -> ClusterInfo:
         count = DEFAULT_BROKERS if args.brokers is None else args.brokers
         root = directory.resolve()
         embedded = None
-        if args.zookeeper is None:
+        nodes = args.zookeeper_nodes or 1
+        if args.zookeeper is None and nodes == 1:
             embedded = EmbeddedZooKeeperEntry(free_port(), str(root / "zookeeper"), None)
         kafka = args.kafka is not False
         metrics = args.metrics is not False
@@ -223,9 +237,12 @@ def _plan(args: argparse.Namespace) -> ClusterInfo:
             for i in range(1, count + 1)
         ]
         security = PLAINTEXT_MODE if args.security is None else args.security
-        return ClusterInfo(
+        info = ClusterInfo(
             args.zookeeper or "", embedded, brokers, overrides or {}, security, kafka, metrics
         )
+        if nodes > 1:
+            info.zookeeper_nodes = ensemble_cli.plan_cluster_nodes(root, nodes, HOST)
+        return info
     info = cluster_dir.load(directory)
     running = info.running_processes()
     if running:
@@ -244,6 +261,12 @@ def _plan(args: argparse.Namespace) -> ClusterInfo:
         where = "an embedded ZooKeeper" if info.embedded_zookeeper else info.zookeeper
         raise ConfigError(
             f"the cluster in {directory} uses {where}: leave out --zookeeper or use another --dir"
+        )
+    recorded_nodes = len(info.zookeeper_nodes) or 1
+    if args.zookeeper_nodes is not None and args.zookeeper_nodes != recorded_nodes:
+        raise ConfigError(
+            f"the cluster in {directory} runs {recorded_nodes} ZooKeeper node(s), not "
+            f"{args.zookeeper_nodes}: leave out --zookeeper-nodes or use another --dir"
         )
     if args.security is not None and args.security != info.security:
         raise ConfigError(
@@ -266,6 +289,7 @@ def _plan(args: argparse.Namespace) -> ClusterInfo:
         broker.metrics_port = _recorded_port(broker.metrics_port) if info.metrics else -1
     if info.embedded_zookeeper is not None:
         info.embedded_zookeeper.port = _port_if_free(info.embedded_zookeeper.port)
+    ensemble_cli.keep_ports_if_free(info, _port_if_free)
     return info
 
 
@@ -308,7 +332,7 @@ def _start(directory: Path, info: ClusterInfo, timeout_s: float, fresh: bool) ->
     """
     deadline = time.monotonic() + timeout_s
     security = _prepare_security(directory, info)
-    zookeeper: EmbeddedZooKeeper | None = None
+    zookeeper: EmbeddedZooKeeper | ZooKeeperEnsemble | None = None
     brokers: list[BrokerProcess] = []
     try:
         with waiting("starting the cluster") as progress:
@@ -322,8 +346,13 @@ def _start(directory: Path, info: ClusterInfo, timeout_s: float, fresh: bool) ->
                 info.zookeeper = zookeeper.connect_string
                 cluster_dir.save(directory, info)
                 print(f"ZooKeeper on {info.zookeeper} (pid {entry.pid})", flush=True)
+            if info.zookeeper_nodes:
+                progress.update(f"starting {len(info.zookeeper_nodes)} ZooKeeper nodes")
+                zookeeper = ensemble_cli.start_cluster_ensemble(info, HOST, _remaining(deadline))
+                cluster_dir.save(directory, info)
+                print(f"ZooKeeper ensemble on {info.zookeeper}", flush=True)
             if security is not None:
-                own_server = info.embedded_zookeeper is not None
+                own_server = info.embedded_zookeeper is not None or bool(info.zookeeper_nodes)
                 written = local_cluster.prepare_zookeeper(
                     info.zookeeper, security, own_server=own_server
                 )
@@ -464,6 +493,7 @@ def run_status(args: argparse.Namespace) -> int:
         print(info.bootstrap_servers if args.get == "bootstrap" else info.zookeeper)
         return 0
     registered, controller = _zookeeper_view(info)
+    nodes = ensemble_cli.cluster_node_modes(info, HOST)
     brokers = [
         {
             "id": b.id,
@@ -483,11 +513,14 @@ def run_status(args: argparse.Namespace) -> int:
             "kafka_bootstrap_servers": info.kafka_bootstrap_servers,
             "controller": controller,
             "brokers": brokers,
+            **({"zookeeper_nodes": nodes} if nodes else {}),
         }
         print(json.dumps(document))
         return 0
     zk = info.embedded_zookeeper
-    if zk is None:
+    if nodes:
+        ensemble_cli.print_cluster_nodes(info.zookeeper, nodes)
+    elif zk is None:
         print(f"ZooKeeper:  {info.zookeeper} (external)")
     else:
         state = f"pid {zk.pid}, running" if zk.running() else "stopped"
@@ -520,6 +553,8 @@ def _zookeeper_view(info: ClusterInfo) -> tuple[set[int], int]:
     embedded = info.embedded_zookeeper
     if embedded is not None and not embedded.running():
         return set(), NO_CONTROLLER
+    if info.zookeeper_nodes and not any(n.running() for n in info.zookeeper_nodes):
+        return set(), NO_CONTROLLER
     try:
         zk = connect(info.zookeeper, connect_timeout_s=STATUS_CONNECT_TIMEOUT_S)
     except ZooKeeperError as exc:
@@ -546,6 +581,13 @@ def run_down(args: argparse.Namespace) -> int:
                     cluster_dir.stop_processes([zk], signal.SIGTERM, STOP_TIMEOUT_S)
                     stopped.append("ZooKeeper")
                 (Path(zk.dir) / PID_FILE).unlink(missing_ok=True)
+            nodes = [n for n in info.zookeeper_nodes if n.running()]
+            if nodes:
+                progress.update(f"stopping {len(nodes)} ZooKeeper nodes")
+                cluster_dir.stop_processes(nodes, signal.SIGTERM, STOP_TIMEOUT_S)
+                stopped.append(f"{len(nodes)} ZooKeeper nodes")
+            for node in info.zookeeper_nodes:
+                (Path(node.dir) / PID_FILE).unlink(missing_ok=True)
         for recorded in info.processes():
             recorded.pid = None
         cluster_dir.save(directory, info)

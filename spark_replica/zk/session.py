@@ -13,6 +13,7 @@ Kafka's brokers do with zookeeper.set.acl=true. Nodes holding secrets narrow tha
 from __future__ import annotations
 
 from kazoo.client import KazooClient
+from kazoo.retry import KazooRetry
 from kazoo.security import ACL, OPEN_ACL_UNSAFE, READ_ACL_UNSAFE, make_digest_acl
 
 from spark_replica.errors import ConfigError, ZooKeeperError
@@ -20,6 +21,11 @@ from spark_replica.zk.kazoo_errors import translated
 
 DEFAULT_SESSION_TIMEOUT_S = 10.0
 DEFAULT_CONNECT_TIMEOUT_S = 15.0
+# Between rounds over the ensemble's hosts kazoo backs off exponentially, by default up
+# to an hour: after a quorum outage of a few seconds a client would sleep past its
+# session timeout and lose a session the returning quorum still held. ZooKeeper's own
+# client waits at most a second between rounds; so do we (less for short sessions).
+MAX_RECONNECT_DELAY_S = 1.0
 
 
 def split_connect_string(connect: str) -> tuple[str, str | None]:
@@ -72,17 +78,34 @@ def connect(
     return _start(hosts + (chroot or ""), session_timeout_s, connect_timeout_s, digest)
 
 
+def reconnect_retry(session_timeout_s: float) -> KazooRetry:
+    """Retry forever, never waiting long enough between rounds to outlive the session."""
+    return KazooRetry(
+        max_tries=-1,
+        delay=0.1,
+        backoff=2,
+        max_delay=min(MAX_RECONNECT_DELAY_S, session_timeout_s / 4),
+    )
+
+
 def _start(
     hosts: str, session_timeout_s: float, connect_timeout_s: float, digest: str | None
 ) -> KazooClient:
+    retry = reconnect_retry(session_timeout_s)
     if digest is None:
-        client = KazooClient(hosts=hosts, timeout=session_timeout_s, default_acl=OPEN_ACL_UNSAFE)
+        client = KazooClient(
+            hosts=hosts,
+            timeout=session_timeout_s,
+            default_acl=OPEN_ACL_UNSAFE,
+            connection_retry=retry,
+        )
     else:
         client = KazooClient(
             hosts=hosts,
             timeout=session_timeout_s,
             auth_data=[("digest", digest)],
             default_acl=digest_acls(digest),
+            connection_retry=retry,
         )
     try:
         with translated():
