@@ -254,7 +254,7 @@ def plan_topology(
     tag: str, subnet: int, broker_ids: Iterable[int], *, zookeeper: bool = True
 ) -> Topology:
     """Clients at .1, ZooKeeper at .2, broker i at .(10 + i)."""
-    if not (tag.isalnum() and tag.islower() and 1 <= len(tag) <= 6):
+    if not (tag.isascii() and tag.isalnum() and tag == tag.lower() and 1 <= len(tag) <= 6):
         raise ConfigError(f"a network tag is 1 to 6 lower-case letters or digits, not {tag!r}")
     if not 0 <= subnet <= 255:
         raise ConfigError(f"subnet must be between 0 and 255, not {subnet}")

@@ -52,6 +52,11 @@ def test_plan_checks_its_inputs() -> None:
         plan_topology("ab", 1, [245])
 
 
+def test_a_tag_of_digits_only_is_a_tag() -> None:
+    """create_network draws tags with secrets.token_hex, which is all digits now and then."""
+    assert plan_topology("824097", 1, [1]).bridge == "rl824097br"
+
+
 def test_cuts_between_are_two_way_unless_told() -> None:
     assert cuts_between("1", "zookeeper") == [
         Cut("broker-1", "zookeeper"),
