@@ -53,7 +53,7 @@ def main() -> None:
     sys.path.insert(0, str(REPO_ROOT))
     from spark_replica.netns.network import unavailable_reason
     from tests.chaos.runner import run_schedules
-    from tests.chaos.schedule import ScheduleSettings
+    from tests.chaos.schedule import NETNS_SETTINGS, ScheduleSettings
 
     reason = unavailable_reason() if args.netns else None
     if reason is not None:
@@ -63,7 +63,7 @@ def main() -> None:
     # kazoo warns of every connection dropped by a fault on purpose; keep stderr readable.
     logging.getLogger("kazoo").setLevel(logging.ERROR)
     root = Path(tempfile.mkdtemp(prefix="replog-chaos-"))
-    settings = ScheduleSettings(netns=args.netns)
+    settings = NETNS_SETTINGS if args.netns else ScheduleSettings()
     summary = run_schedules(seed, args.schedules, root, settings, verbose=args.verbose)
     line = summary.as_json()
     if not line["problem_seeds"]:

@@ -153,6 +153,10 @@ class Schedule:
         return [fault.describe() for fault in self.faults]
 
 
+# What `run.py --netns` runs: on separate hosts a schedule is longer and busier, so that
+# partitions meet each other and the other faults (about 30 s a schedule).
+NETNS_SETTINGS = ScheduleSettings(window_s=20.0, min_faults=3, max_faults=8, netns=True)
+
 KIND_WEIGHTS = {
     FaultKind.KILL: 35,
     FaultKind.PAUSE: 25,

@@ -6,6 +6,7 @@ import pytest
 
 from tests.chaos.schedule import (
     EARLIEST_FAULT_S,
+    NETNS_SETTINGS,
     NETWORK_KINDS,
     Fault,
     FaultKind,
@@ -25,7 +26,9 @@ def test_the_same_seed_gives_the_same_schedule() -> None:
     assert len({generate(seed).faults for seed in range(20)}) == 20
 
 
-@pytest.mark.parametrize("settings", [SETTINGS, NETNS], ids=["processes", "netns"])
+@pytest.mark.parametrize(
+    "settings", [SETTINGS, NETNS, NETNS_SETTINGS], ids=["processes", "netns", "netns-run"]
+)
 def test_every_schedule_keeps_the_limits(settings: ScheduleSettings) -> None:
     for seed in SEEDS:
         faults = generate(seed, settings).faults
@@ -46,7 +49,9 @@ def test_every_schedule_keeps_the_limits(settings: ScheduleSettings) -> None:
                 assert len(active) == 1, seed
 
 
-@pytest.mark.parametrize("settings", [SETTINGS, NETNS], ids=["processes", "netns"])
+@pytest.mark.parametrize(
+    "settings", [SETTINGS, NETNS, NETNS_SETTINGS], ids=["processes", "netns", "netns-run"]
+)
 def test_a_fault_settles_after_it_is_undone(settings: ScheduleSettings) -> None:
     for seed in SEEDS:
         for fault in generate(seed, settings).faults:
