@@ -6,6 +6,8 @@ with its address, Kafka-listener port (-1: off; a file from before the Kafka lis
 none, and its next `up` picks them), metrics port (likewise), PID and log dir, and the
 security mode (`security.protocol` in lower case; a file without one is plaintext, as
 every cluster was before there was a choice).
+A cluster made with `up --netns` also records its network: the hosts' addresses and
+namespaces, and the cuts `replog net` made.
 Every other command reads it to find the cluster, so it is written atomically (a
 temporary file renamed over the old one): a reader never sees half a file.
 
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from spark_replica.errors import ConfigError, ReplogError
+from spark_replica.netns.topology import Topology
 from spark_replica.zk.embedded import MAIN_CLASS
 from spark_replica.zk.ensemble import CONFIG_FILE, QUORUM_MAIN_CLASS
 
@@ -80,6 +83,19 @@ class BrokerEntry:
 
 
 @dataclass
+class NetworkEntry:
+    """The network of hosts of a cluster made with `up --netns`: its plan as
+    Topology.to_json gives it (None until `up` first made it), and the cuts in force, each
+    [source, target], so that `replog net` shows and heals them and `down` removes it."""
+
+    topology: dict[str, Any] | None = None
+    cuts: list[list[str]] = field(default_factory=list)
+
+    def plan(self) -> Topology | None:
+        return None if self.topology is None else Topology.from_json(self.topology)
+
+
+@dataclass
 class ZooKeeperNodeEntry:
     """One node of the ensemble `up --zookeeper-nodes N` runs (N > 1)."""
 
@@ -107,6 +123,7 @@ class ClusterInfo:
     security: str = PLAINTEXT_MODE
     kafka: bool = True  # whether the brokers run the Kafka-protocol listener
     metrics: bool = True  # whether the brokers serve Prometheus metrics
+    network: NetworkEntry | None = None  # hosts of their own (`up --netns`)
     zookeeper_nodes: list[ZooKeeperNodeEntry] = field(default_factory=list)  # an ensemble's
 
     @property
@@ -200,6 +217,7 @@ def _decode(document: dict[str, Any]) -> ClusterInfo:
         security=security,
         kafka=bool(document.get("kafka", True)),
         metrics=bool(document.get("metrics", True)),
+        network=_network(document.get("network")),
         zookeeper_nodes=[
             ZooKeeperNodeEntry(
                 int(n["id"]),
@@ -212,6 +230,14 @@ def _decode(document: dict[str, Any]) -> ClusterInfo:
             for n in document.get("zookeeper_nodes", [])
         ],
     )
+
+
+def _network(document: Any) -> NetworkEntry | None:
+    if document is None:
+        return None
+    topology = document["topology"]
+    cuts = [[str(source), str(target)] for source, target in document["cuts"]]
+    return NetworkEntry(None if topology is None else dict(topology), cuts)
 
 
 def _pid(value: Any) -> int | None:

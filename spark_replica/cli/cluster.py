@@ -37,6 +37,7 @@ from pathlib import Path
 from kazoo.client import KazooClient
 
 from spark_replica import cluster_dir
+from spark_replica.cli import hosts
 from spark_replica.cli import zookeeper as ensemble_cli
 from spark_replica.cli.output import print_table
 from spark_replica.cli.progress import waiting
@@ -82,6 +83,14 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         metavar="N",
         help="run an embedded ensemble of N ZooKeeper nodes (odd, 1 to 7; default 1, or as "
         "recorded in --dir)",
+    )
+    up.add_argument(
+        "--netns",
+        action="store_true",
+        help="run ZooKeeper and each broker on a host of its own: a network namespace with "
+        "its own address on a bridge, reached from here through the bridge, its links cut "
+        "and healed with `replog net` (needs root and iproute2; default: as recorded in "
+        "--dir, else every process on 127.0.0.1)",
     )
     up.add_argument(
         "--config",
@@ -197,11 +206,15 @@ def run_up(args: argparse.Namespace) -> int:
         validate_node_count(args.zookeeper_nodes)
         if args.zookeeper is not None:
             raise ConfigError("--zookeeper-nodes starts an ensemble; --zookeeper uses another")
+    if args.netns:
+        hosts.check_flags(args)
     args.dir.mkdir(parents=True, exist_ok=True)
     with cluster_dir.locked(args.dir):
         fresh = not cluster_dir.exists(args.dir)
         info = _plan(args)
-        _start(args.dir, info, args.timeout, fresh)
+        hosts.plan(info, args.netns, args.dir, fresh)
+        with hosts.network_for(info):
+            _start(args.dir, info, args.timeout, fresh)
     print(f"Cluster ready: bootstrap servers {info.bootstrap_servers}")
     if info.kafka_bootstrap_servers is not None:
         print(f"Kafka clients: bootstrap.servers={info.kafka_bootstrap_servers}")
@@ -339,7 +352,7 @@ def _start(directory: Path, info: ClusterInfo, timeout_s: float, fresh: bool) ->
             if info.embedded_zookeeper is not None:
                 progress.update("starting ZooKeeper")
                 entry = info.embedded_zookeeper
-                zookeeper = EmbeddedZooKeeper(entry.port, Path(entry.dir), HOST)
+                zookeeper = hosts.embedded_zookeeper(info, entry, HOST)
                 zookeeper.start(_remaining(deadline))
                 assert zookeeper.process is not None
                 entry.pid = zookeeper.process.pid
@@ -415,6 +428,7 @@ def _broker_process(directory: Path, info: ClusterInfo, entry: BrokerEntry) -> B
         config_file,
         entry.kafka_port,
         entry.metrics_port,
+        command_prefix=hosts.exec_prefix(info, entry.id),
     )
 
 
@@ -512,6 +526,7 @@ def run_status(args: argparse.Namespace) -> int:
             "bootstrap_servers": info.bootstrap_servers,
             "kafka_bootstrap_servers": info.kafka_bootstrap_servers,
             "controller": controller,
+            "network": hosts.network_view(info),
             "brokers": brokers,
             **({"zookeeper_nodes": nodes} if nodes else {}),
         }
@@ -529,6 +544,8 @@ def run_status(args: argparse.Namespace) -> int:
     print(f"Bootstrap:  {info.bootstrap_servers}")
     print(f"Kafka:      {info.kafka_bootstrap_servers or 'off'}")
     print(f"Security:   {info.security}")
+    if (view := hosts.network_view(info)) is not None:
+        print(f"Network:    {hosts.network_line(view)}")
     print_table(
         ["ID", "ADDRESS", "KAFKA", "PID", "ALIVE", "METRICS"],
         [
@@ -570,6 +587,7 @@ def run_down(args: argparse.Namespace) -> int:
     directory: Path = args.dir
     with cluster_dir.locked(directory):
         info = cluster_dir.load(directory)
+        hosts.heal_for_shutdown(info)
         brokers = [b for b in info.brokers if b.running()]
         with waiting(f"stopping {len(brokers)} brokers") as progress:
             cluster_dir.stop_processes(brokers, signal.SIGTERM, BROKER_STOP_TIMEOUT_S)
@@ -590,8 +608,11 @@ def run_down(args: argparse.Namespace) -> int:
                 (Path(node.dir) / PID_FILE).unlink(missing_ok=True)
         for recorded in info.processes():
             recorded.pid = None
+        removed = hosts.remove_network(info)
         cluster_dir.save(directory, info)
     print(f"Stopped {', '.join(stopped)}." if stopped else f"Nothing was running in {directory}.")
+    if removed is not None:
+        print(removed)
     return 0
 
 

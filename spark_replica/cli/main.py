@@ -17,6 +17,7 @@ from spark_replica.cli import (
     elect_leaders,
     groups,
     lag,
+    net,
     produce,
     reassign,
     topics,
@@ -48,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_parser(subparsers)
     zookeeper.add_parser(subparsers)
     cluster.add_parsers(subparsers)
+    net.add_parser(subparsers)
     topics.add_parser(subparsers)
     elect_leaders.add_parser(subparsers)
     reassign.add_parser(subparsers)

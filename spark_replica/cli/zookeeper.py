@@ -151,7 +151,10 @@ def keep_ports_if_free(info: ClusterInfo, port_if_free: Callable[[int], int]) ->
 
 
 def cluster_node_modes(info: ClusterInfo, host: str) -> list[dict[str, object]]:
-    """Each node's pid, whether it runs, and its mode (leader/follower; None: not serving)."""
+    """Each node's pid, whether it runs, and its mode (leader/follower; None: not serving);
+    none for a cluster without an ensemble."""
+    if not info.zookeeper_nodes:
+        return []
     ensemble = cluster_ensemble(info, host)
     return [
         {

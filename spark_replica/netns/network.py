@@ -55,12 +55,16 @@ def require() -> None:
         raise NetnsUnavailableError(reason)
 
 
-def create_network(broker_ids: Iterable[int], *, zookeeper: bool = True) -> Topology:
-    """A new network with its own subnet; on any failure, whatever was made is removed."""
+def create_network(
+    broker_ids: Iterable[int], *, zookeeper: bool = True, preferred_subnet: int | None = None
+) -> Topology:
+    """A new network with its own subnet (`preferred_subnet` if free: a cluster made again
+    keeps its addresses); on any failure, whatever was made is removed."""
     require()
     with _subnet_lock():
         used = subnets_in_use(run(["ip", "-o", "-4", "addr", "show"]))
-        subnet = free_subnet(used, preferred=random.randrange(256))
+        preferred = random.randrange(256) if preferred_subnet is None else preferred_subnet
+        subnet = free_subnet(used, preferred=preferred)
         topology = plan_topology(secrets.token_hex(3), subnet, broker_ids, zookeeper=zookeeper)
         try:
             for command in topology.setup_commands():

@@ -173,8 +173,15 @@ class Topology:
         return commands
 
     def teardown_commands(self) -> list[list[str]]:
-        """Deleting a namespace deletes its link and the bridge port with it."""
-        commands = [["ip", "netns", "del", ns] for ns in self.namespaces()]
+        """Each host's link (both ends) goes before its namespace: the kernel frees a deleted
+        namespace, and the links in it, only once nothing holds it any more, which can be
+        long after, and until then its link would stay on the bridge's side."""
+        commands: list[list[str]] = []
+        for host in self.hosts:
+            if host.namespace is None or host.outer_link is None:
+                continue
+            commands.append(["ip", "link", "del", host.outer_link])
+            commands.append(["ip", "netns", "del", host.namespace])
         return [*commands, ["ip", "link", "del", self.bridge]]
 
     def cut_commands(self, cut: Cut) -> list[list[str]]:
