@@ -38,6 +38,8 @@ START_TIMEOUT_S = 90.0
 STOP_TIMEOUT_S = 20.0
 # Heap of the master and worker daemons themselves; executors get spark.executor.memory.
 DAEMON_MEMORY = "256m"
+# The daemons only coordinate: the C1 compiler alone starts faster, one GC thread is enough.
+DAEMON_JAVA_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 POLL_INTERVAL_S = 0.2
 
 
@@ -66,6 +68,7 @@ def spark_environment(host: str, local_dir: Path) -> dict[str, str]:
         "SPARK_LOCAL_IP": host,
         "SPARK_LOCAL_DIRS": str(local_dir),
         "SPARK_DAEMON_MEMORY": DAEMON_MEMORY,
+        "SPARK_DAEMON_JAVA_OPTS": DAEMON_JAVA_OPTS,
     }
 
 
