@@ -28,13 +28,14 @@ import asyncio
 import contextlib
 import enum
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kazoo.client import KazooClient, KazooState
 
-from brokerd.controller import zk_store
+from brokerd.controller import zk_requests, zk_store
 from brokerd.controller.broker_events import (
     ShutdownRequest,
     on_broker_change,
@@ -106,6 +107,7 @@ class Controller:
     ) -> None:
         self.broker_id = broker_id
         self.zk = zk
+        zk_requests.install(zk)
         self.metrics = BrokerMetrics() if metrics is None else metrics
         self.rebalance = rebalance or RebalanceSettings()
         self._rebalance_timer: asyncio.Task[None] | None = None
@@ -188,7 +190,7 @@ class Controller:
         while True:
             event = await self._events.get()
             try:
-                await self._handle(event)
+                await self._handle_counted(event)
             except ControllerMovedError as exc:
                 logger.warning("resigning as controller: %s", exc)
                 await self._resign()
@@ -214,6 +216,21 @@ class Controller:
             for broker_id, b in live.items()
             if broker_id != self.broker_id
         )
+
+    async def _handle_counted(self, event: Event) -> None:
+        """Handle `event`; log what it cost in ZooKeeper round trips when it used any
+        (the figures of benchmarks/controller_scale.py)."""
+        started = time.monotonic()
+        with zk_requests.counting() as tally:
+            await self._handle(event)
+        if tally.requests:
+            logger.info(
+                "event %s: %d ZooKeeper requests in %d round trips, %.1f ms",
+                event.name,
+                tally.requests,
+                tally.round_trips,
+                (time.monotonic() - started) * 1000,
+            )
 
     async def _handle(self, event: Event) -> None:
         if event is Event.SESSION_LOST:

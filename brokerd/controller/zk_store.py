@@ -129,10 +129,26 @@ def current_controller(zk: KazooClient) -> int:
     return -1 if found is None else znodes.ControllerRegistration.decode(found[0]).broker_id
 
 
+def read_all(zk: KazooClient, paths: list[str]) -> list[tuple[bytes, ZnodeStat] | None]:
+    """Each znode's data and stat (None where it does not exist), in one round trip:
+    every read is sent before the first answer is waited for (kazoo pipelines them)."""
+    with translated():
+        pending = [zk.get_async(path) for path in paths]
+    found: list[tuple[bytes, ZnodeStat] | None] = []
+    for answer in pending:
+        try:
+            with translated():
+                found.append(answer.get())
+        except ZnodeMissingError:
+            found.append(None)
+    return found
+
+
 def read_live_brokers(zk: KazooClient) -> dict[int, LiveBroker]:
+    broker_ids = topic_store.live_broker_ids(zk)
     brokers: dict[int, LiveBroker] = {}
-    for broker_id in topic_store.live_broker_ids(zk):
-        found = read_if_present(zk, znodes.broker_path(broker_id))
+    paths = [znodes.broker_path(broker_id) for broker_id in broker_ids]
+    for broker_id, found in zip(broker_ids, read_all(zk, paths), strict=True):
         if found is not None:
             registration = znodes.BrokerRegistration.decode(broker_id, found[0])
             brokers[broker_id] = LiveBroker(registration, found[1].czxid)
@@ -142,14 +158,21 @@ def read_live_brokers(zk: KazooClient) -> dict[int, LiveBroker]:
 def read_assignments(
     zk: KazooClient, topics: Iterable[str]
 ) -> tuple[dict[TopicPartition, list[int]], dict[str, dict[str, str]]]:
+    """The assignments and configs of `topics` (those that exist), in one round trip."""
+    names = list(topics)
+    paths = [znodes.topic_path(t) for t in names] + [znodes.topic_config_path(t) for t in names]
+    found = read_all(zk, paths)
     assignments: dict[TopicPartition, list[int]] = {}
     configs: dict[str, dict[str, str]] = {}
-    for topic in topics:
-        assignment = topic_store.read_assignment(zk, topic)
+    for topic, assignment, config in zip(names, found[: len(names)], found[len(names) :], strict=True):
         if assignment is None:
             continue
-        configs[topic] = topic_store.read_topic_config(zk, topic)
-        for partition, replicas in assignment.partitions.items():
+        configs[topic] = (
+            {} if config is None else znodes.TopicConfig.decode(topic, config[0]).config
+        )
+        for partition, replicas in znodes.TopicAssignment.decode(
+            topic, assignment[0]
+        ).partitions.items():
             assignments[TopicPartition(topic, partition)] = replicas
     return assignments, configs
 
@@ -157,72 +180,145 @@ def read_assignments(
 def read_states(
     zk: KazooClient, partitions: Iterable[TopicPartition]
 ) -> dict[TopicPartition, LeaderAndIsr]:
+    """The leaderAndISR states of `partitions` (those written), in one round trip."""
+    wanted = list(partitions)
+    paths = [znodes.partition_state_path(tp.topic, tp.partition) for tp in wanted]
     states: dict[TopicPartition, LeaderAndIsr] = {}
-    for tp in partitions:
-        found = topic_store.read_partition_state(zk, tp.topic, tp.partition)
+    for tp, path, found in zip(wanted, paths, read_all(zk, paths), strict=True):
         if found is not None:
-            states[tp] = LeaderAndIsr(found.state, found.zk_version, found.mzxid)
+            data, stat = found
+            state = znodes.PartitionState.decode(path, data)
+            states[tp] = LeaderAndIsr(state, stat.version, stat.mzxid)
     return states
 
 
 def write_states(zk: KazooClient, epoch_zk_version: int, writes: list[StateWrite]) -> WriteOutcome:
-    """Write leaderAndISR states in multi-ops fenced by the controller epoch."""
+    """Write leaderAndISR states in multi-ops fenced by the controller epoch.
+
+    Every multi-op of a round is sent before the first answer is waited for, so writing
+    thousands of states costs a round trip, not one per MAX_OPS_PER_MULTI. A multi-op
+    failed by a conflicting write is sent again without it in the next round; the
+    conflicts are returned to be re-read and decided again. New partitions get their
+    parent znodes in the same multi-op as their first state.
+    """
     outcome = WriteOutcome({}, [], 0)
-    for tp in {w.tp for w in writes if w.expected_version is None}:
+    missing = _missing_parents(zk, [w for w in writes if w.expected_version is None], outcome)
+    chunks = [writes[i : i + MAX_OPS_PER_MULTI] for i in range(0, len(writes), MAX_OPS_PER_MULTI)]
+    while chunks:
+        outcome.round_trips += 1
         with translated():
-            zk.ensure_path(znodes.partition_path(tp.topic, tp.partition))
-    pending = list(writes)
-    while pending:
-        chunk, pending = pending[:MAX_OPS_PER_MULTI], pending[MAX_OPS_PER_MULTI:]
-        while chunk:
-            outcome.round_trips += 1
-            committed = _commit(zk, epoch_zk_version, chunk)
-            if isinstance(committed, StateWrite):
-                outcome.conflicts.append(committed.tp)
-                chunk = [w for w in chunk if w is not committed]
+            built = [_transaction(zk, epoch_zk_version, chunk, missing) for chunk in chunks]
+            sent = [transaction.commit_async() for transaction, _ in built]
+        again: list[list[StateWrite]] = []
+        landed: list[tuple[list[StateWrite], list[object]]] = []
+        for chunk, (_, owners), answer in zip(chunks, built, sent, strict=True):
+            with translated():
+                results = answer.get()
+            failed = _failed_write(owners, results)
+            if failed is None:
+                landed.append((chunk, results))
                 continue
-            zxid = _zxid_of(zk, chunk, committed)
+            outcome.conflicts.append(failed.tp)
+            rest = [w for w in chunk if w is not failed]
+            if rest:
+                again.append(rest)
+        for (chunk, _), zxid in zip(landed, _zxids_of(zk, landed, outcome), strict=True):
             for write in chunk:
                 version = 0 if write.expected_version is None else write.expected_version + 1
                 outcome.written[write.tp] = LeaderAndIsr(write.state, version, zxid)
-            break
+        chunks = again
     return outcome
 
 
-def _zxid_of(zk: KazooClient, chunk: list[StateWrite], results: list[object]) -> int:
-    """The zxid of a committed multi-op (all its operations share it): from a set's stat,
-    or, if it only created znodes, read back from one of them."""
-    for result in results:
-        if isinstance(result, ZnodeStat):
-            return result.mzxid
-    tp = chunk[0].tp
+def _missing_parents(zk: KazooClient, creates: list[StateWrite], outcome: WriteOutcome) -> set[str]:
+    """The partition znodes that states about to be created still lack, in one round trip;
+    the topics' `partitions` znodes are created here (in one more) where missing."""
+    if not creates:
+        return set()
+    outcome.round_trips += 1
+    paths = sorted({znodes.partition_path(w.tp.topic, w.tp.partition) for w in creates})
     with translated():
-        stat = zk.exists(znodes.partition_state_path(tp.topic, tp.partition))
-    if stat is None:
-        raise ReplogError(f"the state of {tp} vanished right after it was created")
-    return stat.czxid
+        pending = [zk.exists_async(path) for path in paths]
+        missing = {
+            path for path, answer in zip(paths, pending, strict=True) if answer.get() is None
+        }
+    topics = sorted(
+        {
+            w.tp.topic
+            for w in creates
+            if znodes.partition_path(w.tp.topic, w.tp.partition) in missing
+        }
+    )
+    if topics:
+        outcome.round_trips += 1
+        with translated():
+            pending = [zk.create_async(znodes.partitions_path(t), makepath=True) for t in topics]
+        for answer in pending:
+            with contextlib.suppress(ZnodeExistsError), translated():
+                answer.get()
+    return missing
 
 
-def _commit(
-    zk: KazooClient, epoch_zk_version: int, chunk: list[StateWrite]
-) -> StateWrite | list[object]:
-    """Commit one multi-op; return the write that failed it, or the results when all
-    landed."""
+def _transaction(
+    zk: KazooClient, epoch_zk_version: int, chunk: list[StateWrite], missing: set[str]
+) -> tuple[TransactionRequest, list[StateWrite]]:
+    """The multi-op writing `chunk`, and the write each operation after the epoch check
+    belongs to."""
     transaction = zk.transaction()
     transaction.check(znodes.CONTROLLER_EPOCH_PATH, epoch_zk_version)
+    owners: list[StateWrite] = []
     for write in chunk:
         path = znodes.partition_state_path(write.tp.topic, write.tp.partition)
         if write.expected_version is None:
+            parent = znodes.partition_path(write.tp.topic, write.tp.partition)
+            if parent in missing:
+                transaction.create(parent, b"")
+                owners.append(write)
             transaction.create(path, write.state.encode())
         else:
             transaction.set_data(path, write.state.encode(), version=write.expected_version)
-    results = _commit_fenced(transaction)
-    for write, error in zip(chunk, failures(results)[1:], strict=True):
+        owners.append(write)
+    return transaction, owners
+
+
+def _failed_write(owners: list[StateWrite], results: list[object]) -> StateWrite | None:
+    """The write whose condition failed a multi-op, None if it landed; raises
+    ControllerMovedError if the epoch check failed it."""
+    errors = failures(results)
+    if errors[0] is not None:
+        raise ControllerMovedError("the controller epoch moved on: another controller is active")
+    for write, error in zip(owners, errors[1:], strict=True):
         if isinstance(error, (ZnodeVersionError, ZnodeExistsError, ZnodeMissingError)):
             return write
         if error is not None:
             raise ReplogError(f"writing the state of {write.tp} failed: {error}")
-    return results
+    return None
+
+
+def _zxids_of(
+    zk: KazooClient, landed: list[tuple[list[StateWrite], list[object]]], outcome: WriteOutcome
+) -> list[int]:
+    """The zxid of each committed multi-op (all its operations share it): from a set's
+    stat, or, for one that only created znodes, read back from one of them (all such
+    reads in one round trip)."""
+    zxids: list[int | None] = []
+    for _, results in landed:
+        stats = [r.mzxid for r in results if isinstance(r, ZnodeStat)]
+        zxids.append(stats[0] if stats else None)
+    unknown = [i for i, zxid in enumerate(zxids) if zxid is None]
+    if unknown:
+        outcome.round_trips += 1
+        tps = [landed[i][0][0].tp for i in unknown]
+        with translated():
+            pending = [
+                zk.exists_async(znodes.partition_state_path(tp.topic, tp.partition)) for tp in tps
+            ]
+            stats = [answer.get() for answer in pending]
+        for i, tp, stat in zip(unknown, tps, stats, strict=True):
+            if stat is None:
+                raise ReplogError(f"the state of {tp} vanished right after it was created")
+            zxids[i] = stat.czxid
+    return [zxid for zxid in zxids if zxid is not None]
 
 
 def take_isr_change_notifications(
@@ -230,12 +326,12 @@ def take_isr_change_notifications(
 ) -> tuple[set[TopicPartition], set[TopicPartition]]:
     """Read and delete every ISR change notification; return the partitions they name,
     and among them those whose leader stepped down."""
-    children = children_if_present(zk, znodes.ISR_CHANGE_NOTIFICATION_PATH)
+    children = sorted(children_if_present(zk, znodes.ISR_CHANGE_NOTIFICATION_PATH))
+    paths = [f"{znodes.ISR_CHANGE_NOTIFICATION_PATH}/{child}" for child in children]
     changed: set[TopicPartition] = set()
     stepped_down: set[TopicPartition] = set()
-    for child in sorted(children):
-        path = f"{znodes.ISR_CHANGE_NOTIFICATION_PATH}/{child}"
-        found = read_if_present(zk, path)
+    taken = []
+    for path, found in zip(paths, read_all(zk, paths), strict=True):
         if found is None:
             continue
         notification = znodes.IsrChangeNotification.decode(path, found[0])
@@ -243,9 +339,18 @@ def take_isr_change_notifications(
         changed |= named
         if notification.leader_stepped_down:
             stepped_down |= named
-        with contextlib.suppress(ZnodeMissingError), translated():
-            zk.delete(path)
+        taken.append(path)
+    delete_all(zk, taken)
     return changed, stepped_down
+
+
+def delete_all(zk: KazooClient, paths: list[str]) -> None:
+    """Delete znodes (those still there) in one round trip, pipelined like read_all."""
+    with translated():
+        pending = [zk.delete_async(path) for path in paths]
+    for answer in pending:
+        with contextlib.suppress(ZnodeMissingError), translated():
+            answer.get()
 
 
 def read_preferred_election(zk: KazooClient) -> list[TopicPartition] | None:
