@@ -214,7 +214,14 @@ class Cluster:
         errors = []
         for key, host, port in self._candidates(after=self._last_asked):
             try:
-                conn = await self._connect(key, host, port)
+                # A host behind a partition drops the SYN: give up on it as soon as on
+                # one that does not answer, not after the whole connect timeout.
+                try:
+                    conn = await asyncio.wait_for(self._connect(key, host, port), timeout_s)
+                except TimeoutError:
+                    raise ConnectionLostError(
+                        f"cannot connect to broker at {host}:{port} within {timeout_s:.1f} s"
+                    ) from None
                 response = await conn.send(request, timeout_s=timeout_s)
             except ConnectionLostError as exc:
                 loop = asyncio.get_running_loop()

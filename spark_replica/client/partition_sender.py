@@ -338,8 +338,13 @@ class PartitionSender:
     async def _start_next(self) -> bool:
         batch = self.queue[0]
         if self.config.idempotent and self.identity is None:
+            # Waiting for an identity counts against the batch's delivery timeout, as
+            # Kafka's accumulator expires batches whatever holds them up.
+            left_s = batch.created_at + self._delivery_timeout_s - asyncio.get_running_loop().time()
             try:
-                self.identity = await self._identities.shared()
+                self.identity = await asyncio.wait_for(self._identities.shared(), max(left_s, 0))
+            except TimeoutError:
+                return True
             except ReplogError:
                 await asyncio.sleep(self.config.retry_backoff_ms / 1000)
                 return True
