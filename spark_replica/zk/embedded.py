@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from spark_replica.errors import ZooKeeperError
@@ -111,30 +112,9 @@ class EmbeddedZooKeeper:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         (self.data_dir / "data").mkdir(exist_ok=True)
         config = self._write_config()
-        classpath = f"{pyspark_jars_dir()}/*"
-        command = [
-            *self.command_prefix,
-            java_executable(),
-            "-Xmx256m",
-            "-XX:+UseSerialGC",
-            "-Dzookeeper.admin.enableServer=false",
-            "-cp",
-            classpath,
-            MAIN_CLASS,
-            str(config),
-        ]
-        log = open(self.data_dir / LOG_FILE, "ab")  # noqa: SIM115 - handed to the child
-        try:
-            self.process = subprocess.Popen(
-                command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        finally:
-            log.close()
-        (self.data_dir / PID_FILE).write_text(str(self.process.pid))
+        self.process = spawn_server(
+            MAIN_CLASS, config, self.data_dir, command_prefix=self.command_prefix
+        )
         deadline = time.monotonic() + timeout_s
         while not is_answering(self.host, self.port):
             if self.process.poll() is not None:
@@ -160,6 +140,44 @@ class EmbeddedZooKeeper:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
+
+
+def spawn_server(
+    main_class: str,
+    config: Path,
+    run_dir: Path,
+    *,
+    jvm_flags: Sequence[str] = (),
+    command_prefix: Sequence[str] = (),
+) -> subprocess.Popen[bytes]:
+    """Start a ZooKeeper JVM from pyspark's jars, in a session of its own (so a signal to
+    the caller's group does not reach it), output to `run_dir/zookeeper.log` and its PID
+    in `run_dir/zookeeper.pid`, for `replog zookeeper stop` to find."""
+    command = [
+        *command_prefix,
+        java_executable(),
+        "-Xmx256m",
+        "-XX:+UseSerialGC",
+        "-Dzookeeper.admin.enableServer=false",
+        *jvm_flags,
+        "-cp",
+        f"{pyspark_jars_dir()}/*",
+        main_class,
+        str(config),
+    ]
+    log = open(run_dir / LOG_FILE, "ab")  # noqa: SIM115 - handed to the child
+    try:
+        process = subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    finally:
+        log.close()
+    (run_dir / PID_FILE).write_text(str(process.pid))
+    return process
 
 
 def stop_pid(pid: int, timeout_s: float, process: subprocess.Popen[bytes] | None = None) -> None:

@@ -29,8 +29,7 @@ from spark_replica.zk.embedded import (
     PID_FILE,
     START_TIMEOUT_S,
     STOP_TIMEOUT_S,
-    java_executable,
-    pyspark_jars_dir,
+    spawn_server,
     stop_pid,
 )
 
@@ -178,29 +177,14 @@ class NodeProcess:
         node.data_dir.mkdir(parents=True, exist_ok=True)
         (node.data_dir / MYID_FILE).write_text(f"{node.myid}\n")
         node.config_path.write_text(render_config(node, self.nodes, self.tick_ms))
-        command = [
-            java_executable(),
-            "-Xmx256m",
-            "-XX:+UseSerialGC",
-            "-Dzookeeper.admin.enableServer=false",
-            f"-Dzookeeper.fastleader.maxNotificationInterval={MAX_NOTIFICATION_INTERVAL_MS}",
-            "-cp",
-            f"{pyspark_jars_dir()}/*",
+        self.process = spawn_server(
             QUORUM_MAIN_CLASS,
-            str(node.config_path),
-        ]
-        log = open(node.dir / LOG_FILE, "ab")  # noqa: SIM115 - handed to the child
-        try:
-            self.process = subprocess.Popen(
-                command,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-        finally:
-            log.close()
-        (node.dir / PID_FILE).write_text(str(self.process.pid))
+            node.config_path,
+            node.dir,
+            jvm_flags=[
+                f"-Dzookeeper.fastleader.maxNotificationInterval={MAX_NOTIFICATION_INTERVAL_MS}"
+            ],
+        )
 
     def stop(self, timeout_s: float = STOP_TIMEOUT_S) -> None:
         """SIGTERM (SIGKILL after `timeout_s`); a no-op when it is not running."""
