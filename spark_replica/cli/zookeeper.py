@@ -70,18 +70,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"ZooKeeper listening on {server.connect_string} (pid {server.process.pid})", flush=True)
     if args.detach:
         return 0
-    stopped = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stopped.set())
-    try:
-        while not stopped.wait(0.5):
-            if server.process.poll() is not None:
-                print("ZooKeeper exited on its own; see zookeeper.log")
-                return 1
-    finally:
-        server.stop()
-    print("ZooKeeper stopped.")
-    return 0
+    process = server.process
+    return _serve_until_signal(
+        lambda: None if process.poll() is None else "ZooKeeper exited on its own",
+        server.stop,
+    )
 
 
 def _run_ensemble(args: argparse.Namespace) -> int:
@@ -94,17 +87,27 @@ def _run_ensemble(args: argparse.Namespace) -> int:
     print(f"ZooKeeper ensemble: {ensemble.connect_string}", flush=True)
     if args.detach:
         return 0
+
+    def exited() -> str | None:
+        gone = [myid for myid, p in ensemble.processes.items() if not p.running()]
+        return f"ZooKeeper node(s) {gone} exited on their own" if gone else None
+
+    return _serve_until_signal(exited, ensemble.stop)
+
+
+def _serve_until_signal(exited: Callable[[], str | None], stop: Callable[[], None]) -> int:
+    """Run in the foreground until SIGINT/SIGTERM (exit 0) or until the server dies on its
+    own (exit 1); the server is stopped either way."""
     stopped = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stopped.set())
     try:
         while not stopped.wait(0.5):
-            exited = [myid for myid, p in ensemble.processes.items() if not p.running()]
-            if exited:
-                print(f"ZooKeeper node(s) {exited} exited on their own; see zookeeper.log")
+            if (why := exited()) is not None:
+                print(f"{why}; see zookeeper.log")
                 return 1
     finally:
-        ensemble.stop()
+        stop()
     print("ZooKeeper stopped.")
     return 0
 
