@@ -385,22 +385,35 @@ class Controller:
     async def _on_elected(self, ops: ControllerOps) -> None:
         """Failover (seed section D): read everything, finish what was left, tell everyone."""
         ctx = ops.ctx
-        for path, event in (
-            (znodes.BROKER_IDS_PATH, Event.BROKER_CHANGE),
-            (znodes.TOPICS_PATH, Event.TOPIC_CHANGE),
-            (znodes.ISR_CHANGE_NOTIFICATION_PATH, Event.ISR_CHANGE),
-            (znodes.DELETE_TOPICS_PATH, Event.TOPIC_DELETION),
-            (znodes.CONFIG_CHANGES_PATH, Event.CONFIG_CHANGE),
-        ):
-            await asyncio.to_thread(self._watch, path, event)
-        for path, event in (
-            (znodes.PREFERRED_REPLICA_ELECTION_PATH, Event.PREFERRED_ELECTION),
-            (znodes.REASSIGN_PARTITIONS_PATH, Event.REASSIGNMENT),
-        ):
-            await asyncio.to_thread(self._watch_admin_request, path, event)
+        # Independent watches and reads run side by side, so that their ZooKeeper round
+        # trips overlap rather than add up.
+        await asyncio.gather(
+            *(
+                asyncio.to_thread(self._watch, path, event)
+                for path, event in (
+                    (znodes.BROKER_IDS_PATH, Event.BROKER_CHANGE),
+                    (znodes.TOPICS_PATH, Event.TOPIC_CHANGE),
+                    (znodes.ISR_CHANGE_NOTIFICATION_PATH, Event.ISR_CHANGE),
+                    (znodes.DELETE_TOPICS_PATH, Event.TOPIC_DELETION),
+                    (znodes.CONFIG_CHANGES_PATH, Event.CONFIG_CHANGE),
+                )
+            ),
+            *(
+                asyncio.to_thread(self._watch_admin_request, path, event)
+                for path, event in (
+                    (znodes.PREFERRED_REPLICA_ELECTION_PATH, Event.PREFERRED_ELECTION),
+                    (znodes.REASSIGN_PARTITIONS_PATH, Event.REASSIGNMENT),
+                )
+            ),
+        )
         self._enqueue(Event.TOPIC_DELETION)  # finish deletions a previous controller began
         self._enqueue(Event.REASSIGNMENT)  # and reassignments
-        ctx.live_brokers = await asyncio.to_thread(zk_store.read_live_brokers, self.zk)
+        ctx.live_brokers, ctx.last_config_change, topics = await asyncio.gather(
+            asyncio.to_thread(zk_store.read_live_brokers, self.zk),
+            # Configs read by load_topics below cover the notifications present now.
+            asyncio.to_thread(zk_store.newest_config_change, self.zk),
+            asyncio.to_thread(topic_store.list_topics, self.zk),
+        )
         # A predecessor found dead is not live, though its registration may remain.
         for broker_id, broker_epoch in self._dead_registrations.items():
             ctx.fence(broker_id, broker_epoch)
@@ -408,9 +421,6 @@ class Controller:
         ctx.live_brokers = ctx.unfenced(ctx.live_brokers)
         if ctx.fenced:
             logger.info("brokers %s died before their sessions expired", sorted(ctx.fenced))
-        # Configs read by load_topics below cover the notifications present now.
-        ctx.last_config_change = await asyncio.to_thread(zk_store.newest_config_change, self.zk)
-        topics = await asyncio.to_thread(topic_store.list_topics, self.zk)
         await load_topics(ops, topics)
         _, stepped_down = await asyncio.to_thread(zk_store.take_isr_change_notifications, self.zk)
         ctx.leadership.update(

@@ -164,15 +164,15 @@ def read_assignments(
     found = read_all(zk, paths)
     assignments: dict[TopicPartition, list[int]] = {}
     configs: dict[str, dict[str, str]] = {}
-    for topic, assignment, config in zip(names, found[: len(names)], found[len(names) :], strict=True):
+    for i, topic in enumerate(names):
+        assignment, config = found[i], found[len(names) + i]
         if assignment is None:
             continue
         configs[topic] = (
             {} if config is None else znodes.TopicConfig.decode(topic, config[0]).config
         )
-        for partition, replicas in znodes.TopicAssignment.decode(
-            topic, assignment[0]
-        ).partitions.items():
+        replicas_of = znodes.TopicAssignment.decode(topic, assignment[0]).partitions
+        for partition, replicas in replicas_of.items():
             assignments[TopicPartition(topic, partition)] = replicas
     return assignments, configs
 
