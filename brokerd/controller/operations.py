@@ -78,12 +78,13 @@ class ControllerOps:
         pending = [tp for tp in partitions if tp in ctx.assignments]
         for _ in range(MAX_DECISION_ROUNDS):
             writes = [w for w in (decide(ctx, tp) for tp in pending) if w is not None]
+            deciding = {w.tp for w in writes}
             offline = [
                 tp
                 for tp in pending
                 if tp in ctx.leadership
                 and ctx.leadership[tp].leader not in ctx.live_brokers
-                and all(w.tp != tp for w in writes)
+                and tp not in deciding
             ]
             ctx.partition_states.transition(offline, PartitionState.OFFLINE)
             if not writes:
