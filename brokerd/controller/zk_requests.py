@@ -57,9 +57,9 @@ _INSTALLED = "_replog_counts_requests"
 
 def install(zk: KazooClient) -> None:
     """Make `zk` report each request to the tally active where it is sent (once per client)."""
-    if getattr(zk, _INSTALLED, False):
-        return
-    send: Callable[[Any, Any], Any] = zk._call
+    send: Callable[[Any, Any], Any] | None = getattr(zk, "_call", None)
+    if getattr(zk, _INSTALLED, False) or send is None:
+        return  # a kazoo without that entry point: nothing is counted, nothing breaks
 
     def counted(request: Any, async_object: Any) -> Any:
         tally = _active.get()
