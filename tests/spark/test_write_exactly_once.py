@@ -33,7 +33,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from tests.support import BrokerFactory
+from tests.support import FAST_REPLICATION, BrokerFactory
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -167,8 +167,10 @@ def test_leader_killed_during_streaming_write(
     stored_records: Callable[..., list[Any]],
     tmp_path: Path,
 ) -> None:
+    # When the killed leader is also the controller, the partitions it follows keep it in
+    # their ISR until replica.lag.time.max.ms passes, and acks=all writes wait that long.
     for broker_id in (1, 2, 3):
-        brokers.start(broker_id)
+        brokers.start(broker_id, **FAST_REPLICATION)
     tools = topic_tools(brokers.bootstrap)
     tools.create(topic_name, 3, 3, **{"min.insync.replicas": "2"})
     bootstrap = ",".join(f"{host}:{port}" for host, port in brokers.bootstrap)
