@@ -473,3 +473,31 @@ def kafka_broker_configs(kafka_bootstrap: str, broker_id: int) -> dict[str, str]
     resource = ConfigResource("broker", str(broker_id))
     described = admin.describe_configs([resource], request_timeout=30)[resource].result(timeout=30)
     return {name: entry.value for name, entry in described.items()}
+
+
+# --------------------------------------------------------------------------- CLI in-process
+
+
+def replog_in_process(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """Like replog(), but the command line's main() runs in this process: for tests of what
+    a command prints or stores, whose every call would otherwise pay about a second of
+    interpreter start. An argparse error's exit status is returned as a process's would be.
+    Tests of the process itself (its exit on a signal, stdin streaming) keep replog()."""
+    import io
+
+    from spark_replica.cli.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_stdin = sys.stdin
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin))
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(list(args))
+            except SystemExit as exit_:
+                code = exit_.code if isinstance(exit_.code, int) else 1
+    finally:
+        sys.stdin = saved_stdin
+    return subprocess.CompletedProcess(
+        list(args), code, out.getvalue().encode(), err.getvalue().encode()
+    )

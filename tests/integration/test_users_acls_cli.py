@@ -1,5 +1,7 @@
 """`replog users` and `replog acls` against a real broker and ZooKeeper: what an operator
-types, what they see, and what lands in ZooKeeper."""
+types, what they see, and what lands in ZooKeeper. The command line's main() runs in this
+process (replog_in_process), since the interpreter a real `replog` starts would cost
+about a second per command; the tests in test_cli.py run it as a process."""
 
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ from spark_replica.security.acl import (
 )
 from spark_replica.zk import security_store
 from spark_replica.zk.session import connect
-from tests.support import replog, run
+from tests.support import replog_in_process, run
 
 pytestmark = pytest.mark.slow
 
@@ -64,9 +66,11 @@ def zk(broker: BrokerProcess) -> Iterator[KazooClient]:
 
 def test_users_create_list_delete(broker: BrokerProcess, zk: KazooClient) -> None:
     bootstrap = ["--bootstrap", broker.address]
-    created = replog("users", "create", "alice", "--password-stdin", *bootstrap, stdin=b"s3cret\n")
+    created = replog_in_process(
+        "users", "create", "alice", "--password-stdin", *bootstrap, stdin=b"s3cret\n"
+    )
     assert created.returncode == 0, created.stderr
-    created = replog(
+    created = replog_in_process(
         "users",
         "create",
         "alice",
@@ -90,47 +94,53 @@ def test_users_create_list_delete(broker: BrokerProcess, zk: KazooClient) -> Non
     raw, _ = zk.get(security_store.user_path("alice"))
     assert b"s3cret" not in raw
 
-    listed = replog("users", "list", "--json", *bootstrap)
+    listed = replog_in_process("users", "list", "--json", *bootstrap)
     assert listed.returncode == 0, listed.stderr
     assert json.loads(listed.stdout) == [
         {"user": "alice", "mechanism": "SCRAM-SHA-256", "iterations": 4096},
         {"user": "alice", "mechanism": "SCRAM-SHA-512", "iterations": 8192},
     ]
-    table = replog("users", "list", *bootstrap).stdout.decode()
+    table = replog_in_process("users", "list", *bootstrap).stdout.decode()
     assert "alice" in table and "SCRAM-SHA-512" in table and "8192" in table
 
-    deleted = replog("users", "delete", "alice", "--mechanism", "SCRAM-SHA-512", *bootstrap)
+    deleted = replog_in_process(
+        "users", "delete", "alice", "--mechanism", "SCRAM-SHA-512", *bootstrap
+    )
     assert deleted.returncode == 0, deleted.stderr
     assert security_store.list_users(zk) == {"alice": ["SCRAM-SHA-256"]}
-    deleted = replog("users", "delete", "alice", *bootstrap)
+    deleted = replog_in_process("users", "delete", "alice", *bootstrap)
     assert deleted.returncode == 0, deleted.stderr
     assert security_store.list_users(zk) == {}
-    assert replog("users", "list", *bootstrap).stdout == b""
+    assert replog_in_process("users", "list", *bootstrap).stdout == b""
 
-    again = replog("users", "delete", "alice", *bootstrap)
+    again = replog_in_process("users", "delete", "alice", *bootstrap)
     assert again.returncode == 1
     assert b"alice" in again.stderr and b"no SCRAM credential" in again.stderr
 
 
 def test_users_bad_input_fails_clearly(broker: BrokerProcess) -> None:
     bootstrap = ["--bootstrap", broker.address]
-    empty = replog("users", "create", "bob", "--password-stdin", *bootstrap, stdin=b"\n")
+    empty = replog_in_process("users", "create", "bob", "--password-stdin", *bootstrap, stdin=b"\n")
     assert empty.returncode == 2 and b"password" in empty.stderr and b"empty" in empty.stderr
-    nothing = replog("users", "create", "bob", "--password-stdin", *bootstrap)
+    nothing = replog_in_process("users", "create", "bob", "--password-stdin", *bootstrap)
     assert nothing.returncode == 2 and b"empty" in nothing.stderr
-    few = replog(
+    few = replog_in_process(
         "users", "create", "bob", "--password-stdin", "--iterations", "10", *bootstrap, stdin=b"p\n"
     )
     assert few.returncode == 2 and b"iterations" in few.stderr
-    slash = replog("users", "create", "a/b", "--password-stdin", *bootstrap, stdin=b"p\n")
+    slash = replog_in_process(
+        "users", "create", "a/b", "--password-stdin", *bootstrap, stdin=b"p\n"
+    )
     assert slash.returncode == 1 and b"a/b" in slash.stderr
-    mechanism = replog("users", "create", "bob", "--password-stdin", "--mechanism", "PLAIN")
+    mechanism = replog_in_process(
+        "users", "create", "bob", "--password-stdin", "--mechanism", "PLAIN"
+    )
     assert mechanism.returncode == 2 and b"SCRAM-SHA-256" in mechanism.stderr
 
 
 def test_acls_add_list_remove(broker: BrokerProcess, zk: KazooClient) -> None:
     bootstrap = ["--bootstrap", broker.address]
-    added = replog(
+    added = replog_in_process(
         "acls",
         "add",
         "--allow-principal",
@@ -146,7 +156,7 @@ def test_acls_add_list_remove(broker: BrokerProcess, zk: KazooClient) -> None:
         *bootstrap,
     )
     assert added.returncode == 0, added.stderr
-    denied = replog(
+    denied = replog_in_process(
         "acls",
         "add",
         "--deny-principal",
@@ -162,7 +172,9 @@ def test_acls_add_list_remove(broker: BrokerProcess, zk: KazooClient) -> None:
         *bootstrap,
     )
     assert denied.returncode == 0, denied.stderr
-    group = replog("acls", "add", "--allow-principal", "User:*", "--group", "g1", *bootstrap)
+    group = replog_in_process(
+        "acls", "add", "--allow-principal", "User:*", "--group", "g1", *bootstrap
+    )
     assert group.returncode == 0, group.stderr
 
     orders = ResourcePattern(ResourceType.TOPIC, "orders")
@@ -174,7 +186,7 @@ def test_acls_add_list_remove(broker: BrokerProcess, zk: KazooClient) -> None:
         AclBinding(orders, AclEntry("User:alice", "*", Operation.READ, Permission.ALLOW)) in stored
     )
 
-    literal = replog("acls", "list", "--topic", "orders", "--json", *bootstrap)
+    literal = replog_in_process("acls", "list", "--topic", "orders", "--json", *bootstrap)
     assert literal.returncode == 0, literal.stderr
     assert [
         (a["principal"], a["permission"], a["operation"], a["host"])
@@ -188,12 +200,12 @@ def test_acls_add_list_remove(broker: BrokerProcess, zk: KazooClient) -> None:
     assert {
         (a["resource_type"], a["pattern_type"], a["resource"]) for a in json.loads(literal.stdout)
     } == {("Topic", "Literal", "orders")}
-    matching = replog(
+    matching = replog_in_process(
         "acls", "list", "--topic", "orders", "--resource-pattern-type", "match", *bootstrap
     )
     assert b"Prefixed" in matching.stdout and b"Literal" in matching.stdout
     assert b"Group" not in matching.stdout
-    everything = json.loads(replog("acls", "list", "--json", *bootstrap).stdout)
+    everything = json.loads(replog_in_process("acls", "list", "--json", *bootstrap).stdout)
     assert {"Group"} == {a["resource_type"] for a in everything if a["resource"] == "g1"}
     assert {
         "resource_type": "Group",
@@ -204,10 +216,10 @@ def test_acls_add_list_remove(broker: BrokerProcess, zk: KazooClient) -> None:
         "operation": "All",
         "host": "*",
     } in everything
-    bobs = replog("acls", "list", "--principal", "User:bob", *bootstrap).stdout.decode()
+    bobs = replog_in_process("acls", "list", "--principal", "User:bob", *bootstrap).stdout.decode()
     assert "User:alice" not in bobs and "Deny" in bobs and "Write" in bobs
 
-    removed = replog(
+    removed = replog_in_process(
         "acls",
         "remove",
         "--allow-principal",
@@ -221,16 +233,18 @@ def test_acls_add_list_remove(broker: BrokerProcess, zk: KazooClient) -> None:
     assert removed.returncode == 0, removed.stderr
     assert "User:bob has Allow permission for operations: Read" in removed.stdout.decode()
     assert len(security_store.read_all_acls(zk)) == 5
-    removed = replog("acls", "remove", "--topic", "o", "--resource-pattern-type", "any", *bootstrap)
+    removed = replog_in_process(
+        "acls", "remove", "--topic", "o", "--resource-pattern-type", "any", *bootstrap
+    )
     assert removed.stdout == b"No ACL matched.\n"
-    removed = replog(
+    removed = replog_in_process(
         "acls", "remove", "--topic", "ord", "--resource-pattern-type", "prefixed", *bootstrap
     )
     assert removed.returncode == 0 and b"Deny" in removed.stdout
-    removed = replog("acls", "remove", "--topic", "orders", "--group", "g1", *bootstrap)
+    removed = replog_in_process("acls", "remove", "--topic", "orders", "--group", "g1", *bootstrap)
     assert removed.returncode == 0, removed.stderr
     assert security_store.read_all_acls(zk) == []
-    assert replog("acls", "list", *bootstrap).stdout == b""
+    assert replog_in_process("acls", "list", *bootstrap).stdout == b""
 
 
 @pytest.mark.parametrize(
@@ -250,7 +264,7 @@ def test_acls_add_list_remove(broker: BrokerProcess, zk: KazooClient) -> None:
     ],
 )
 def test_acls_bad_flags_fail_before_connecting(args: list[str], message: bytes) -> None:
-    failed = replog("acls", "add", *args, "--bootstrap", "127.0.0.1:1")
+    failed = replog_in_process("acls", "add", *args, "--bootstrap", "127.0.0.1:1")
     assert failed.returncode == 2, failed.stderr
     assert failed.stderr.startswith(b"replog: ") and message in failed.stderr
 
