@@ -16,7 +16,7 @@ from spark_replica.protocol.list_offsets import EARLIEST_TIMESTAMP
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import znodes
 from spark_replica.zk.session import connect
-from tests.support import BrokerFactory, create_topic, replog, run
+from tests.support import BrokerFactory, create_topic, replog, replog_in_process, run
 
 pytestmark = pytest.mark.slow
 
@@ -25,9 +25,12 @@ RECORD = "x" * 300
 
 
 def alter(broker: BrokerProcess, topic: str, *flags: str) -> None:
-    """Alter through the CLI, then wait until the broker logs that it applied it."""
+    """Alter through the CLI (its main() in this process: the broker's side is the point
+    here), then wait until the broker logs that it applied it."""
     before = applied_count(broker, topic)
-    done = replog("configs", "alter", "--topic", topic, *flags, "--zookeeper", broker.zookeeper)
+    done = replog_in_process(
+        "configs", "alter", "--topic", topic, *flags, "--zookeeper", broker.zookeeper
+    )
     assert done.returncode == 0, done.stderr
     deadline = time.monotonic() + APPLY_TIMEOUT_S
     while applied_count(broker, topic) == before:
