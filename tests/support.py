@@ -487,17 +487,19 @@ def replog_in_process(*args: str, stdin: bytes = b"") -> subprocess.CompletedPro
 
     from spark_replica.cli.main import main
 
-    out, err = io.StringIO(), io.StringIO()
+    out_bytes, err_bytes = io.BytesIO(), io.BytesIO()
+    out = io.TextIOWrapper(out_bytes, encoding="utf-8", write_through=True)
+    err = io.TextIOWrapper(err_bytes, encoding="utf-8", write_through=True)
     saved_stdin = sys.stdin
-    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin))
+    sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 code = main(list(args))
             except SystemExit as exit_:
                 code = exit_.code if isinstance(exit_.code, int) else 1
+            out.flush()
+            err.flush()
     finally:
         sys.stdin = saved_stdin
-    return subprocess.CompletedProcess(
-        list(args), code, out.getvalue().encode(), err.getvalue().encode()
-    )
+    return subprocess.CompletedProcess(list(args), code, out_bytes.getvalue(), err_bytes.getvalue())

@@ -16,7 +16,7 @@ import pytest
 
 from spark_replica import cluster_dir
 from spark_replica.zk.embedded import is_answering
-from tests.support import replog
+from tests.support import replog, replog_in_process
 
 pytestmark = pytest.mark.slow
 
@@ -166,6 +166,9 @@ def _pid_exists(pid: int) -> bool:
 
 
 def test_commands_without_a_cluster_say_what_to_do(tmp_path: Path) -> None:
+    """Each refusal through the command line's main() in this process (they start nothing,
+    and an interpreter for each would cost a second); `broker run`, which would start a
+    broker if its config were good, as a process."""
     empty = str(tmp_path / "nothing-here")
     for command in (
         ("status", "--dir", empty),
@@ -174,21 +177,21 @@ def test_commands_without_a_cluster_say_what_to_do(tmp_path: Path) -> None:
         ("topics", "list", "--dir", empty),
         ("consume", "t", "--dir", empty),
     ):
-        result = replog(*command)
+        result = replog_in_process(*command)
         assert result.returncode == 2, command
         assert f"no cluster in {empty}: run `replog up --dir {empty}`".encode() in result.stderr
         assert b"--bootstrap/--zookeeper" in result.stderr
-    both = replog("topics", "list", "--dir", empty, "--bootstrap", "127.0.0.1:1")
+    both = replog_in_process("topics", "list", "--dir", empty, "--bootstrap", "127.0.0.1:1")
     assert both.returncode == 2 and b"not allowed with" in both.stderr
-    no_brokers = replog("up", "--brokers", "0", "--dir", empty)
+    no_brokers = replog_in_process("up", "--brokers", "0", "--dir", empty)
     assert no_brokers.returncode == 2 and b"--brokers must be at least 1" in no_brokers.stderr
-    no_time = replog("up", "--timeout", "0", "--dir", empty)
+    no_time = replog_in_process("up", "--timeout", "0", "--dir", empty)
     assert no_time.returncode == 2 and b"--timeout: must be a positive number" in no_time.stderr
 
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / cluster_dir.CLUSTER_FILE).write_text("{not json")
-    unreadable = replog("status", "--dir", str(broken))
+    unreadable = replog_in_process("status", "--dir", str(broken))
     assert unreadable.returncode == 2 and b"not a readable replog cluster file" in unreadable.stderr
 
     bad_config = replog(
