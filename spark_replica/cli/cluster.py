@@ -526,9 +526,9 @@ def run_status(args: argparse.Namespace) -> int:
             "bootstrap_servers": info.bootstrap_servers,
             "kafka_bootstrap_servers": info.kafka_bootstrap_servers,
             "controller": controller,
-            "network": hosts.network_view(info),
             "brokers": brokers,
             **({"zookeeper_nodes": nodes} if nodes else {}),
+            **({"network": network} if (network := hosts.network_view(info)) else {}),
         }
         print(json.dumps(document))
         return 0
