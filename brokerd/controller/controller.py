@@ -426,16 +426,11 @@ class Controller:
         ctx.leadership.update(
             await asyncio.to_thread(zk_store.read_states, self.zk, list(ctx.leadership))
         )
-        # A leader or ISR member registered after its partition's state was written
-        # restarted since (it may even be this broker): the state must not be trusted.
-        needing_leader = [
-            tp
-            for tp in ctx.assignments
-            if tp not in ctx.leadership
-            or ctx.leadership[tp].leader not in ctx.live_brokers
-            or ctx.restarted_since_state(tp)
-        ]
-        await ops.elect(needing_leader)
+        # Every partition is decided afresh: new ones get leaders, those led by a dead or
+        # restarted broker (it may even be this one) are failed over, and dead or
+        # restarted followers leave the ISR, as when the previous controller saw them go
+        # (a predecessor found dead followed partitions other brokers lead).
+        await ops.elect(sorted(ctx.assignments))
         await ops.elect(sorted(stepped_down), reelection_state)
         batch = RequestBatch(ctx, is_init=True)
         batch.add_leader_and_isr(sorted(ctx.assignments))

@@ -108,3 +108,29 @@ def test_paused_broker_is_failed_over_only_when_its_session_times_out(
     finally:
         paused.resume()
     paused.stop()
+
+
+def test_new_controller_takes_its_killed_predecessor_out_of_every_isr(
+    brokers: BrokerFactory,
+) -> None:
+    """The killed controller also followed the partitions other brokers lead. Its
+    successor finds it dead before its session expires and must take it out of those
+    ISRs too, at once: acks=all writes would otherwise wait for the leaders' own lag
+    check (replica.lag.time.max.ms, as long as the session here)."""
+    slow = str(LONG_SESSION_MS)
+    start_cluster(
+        brokers, **{"zookeeper.session.timeout.ms": slow, "replica.lag.time.max.ms": slow}
+    )
+    run(create(brokers.bootstrap, TOPIC, partitions=PARTITIONS, rf=3))
+    victim = current_controller(brokers)
+    brokers.brokers[victim].kill()
+
+    started = time.monotonic()
+    states: list[tuple[object, object]] = []
+    while time.monotonic() - started < FAST_FAILOVER_DEADLINE_S:
+        partitions = run(leadership(survivors(brokers, victim), TOPIC), timeout_s=15)
+        states = [(p["leader"], p["isr"]) for p in partitions]
+        if all(leader != victim and victim not in isr for leader, isr in states):  # type: ignore[operator]
+            return
+        time.sleep(POLL_S)
+    raise AssertionError(f"(leader, ISR) still {states} {FAST_FAILOVER_DEADLINE_S:.0f} s later")
