@@ -205,14 +205,22 @@ class Cluster:
 
         As for metadata, a broker that cannot be reached or does not answer within
         `timeout_s` is skipped and asked last for a while: a paused broker must not
-        hold up a producer's new epoch for a whole request timeout.
+        hold up a producer's new epoch for a whole request timeout. The broker that last
+        answered a metadata request is asked first: it was just heard from, where the
+        next in turn may be paused or cut off, and a producer's wait for its id counts
+        against its records' delivery timeout.
         """
-        response, _, _ = await self._ask_in_turn(request, timeout_s)
+        response, _, _ = await self._ask_in_turn(request, timeout_s, first=self._last_asked)
         return response
 
-    async def _ask_in_turn(self, request: Any, timeout_s: float) -> tuple[Any, str, int]:
+    async def _ask_in_turn(
+        self, request: Any, timeout_s: float, first: int | None = None
+    ) -> tuple[Any, str, int]:
         errors = []
-        for key, host, port in self._candidates(after=self._last_asked):
+        candidates = self._candidates(after=self._last_asked)
+        if first is not None:
+            candidates.sort(key=lambda c: c[0][0] != first)  # stable: the rest keep their turn
+        for key, host, port in candidates:
             try:
                 # A host behind a partition drops the SYN: give up on it as soon as on
                 # one that does not answer, not after the whole connect timeout.
