@@ -105,6 +105,19 @@ async def assert_nothing_lost(bootstrap: list[tuple[str, int]], acknowledged: li
     assert sorted(read) == sorted(acknowledged)
 
 
+async def kill_until_failed_over(cluster: BrokerFactory, victim: int) -> list[tuple[str, int]]:
+    """Kill broker `victim`; once no partition names it leader, the survivors' addresses."""
+    cluster.brokers[victim].kill()
+    survivors = [(b.host, b.port) for i, b in cluster.brokers.items() if i != victim]
+
+    async def moved() -> dict[int, int] | None:
+        now = await leaders(survivors)
+        return now if victim not in now.values() else None
+
+    await wait_for(moved, timeout_s=20)
+    return survivors
+
+
 def test_one_zookeeper_node_killed_the_cluster_keeps_electing_leaders(
     ensemble: ZooKeeperEnsemble, cluster: BrokerFactory
 ) -> None:
@@ -120,15 +133,7 @@ def test_one_zookeeper_node_killed_the_cluster_keeps_electing_leaders(
             assert zk_leader is not None
             ensemble.kill_node(zk_leader)
             before = await leaders(bootstrap)
-            victim = before[0]
-            cluster.brokers[victim].kill()
-            survivors = [(b.host, b.port) for i, b in cluster.brokers.items() if i != victim]
-
-            async def moved() -> dict[int, int] | None:
-                now = await leaders(survivors)
-                return now if victim not in now.values() else None
-
-            await wait_for(moved, timeout_s=20)
+            survivors = await kill_until_failed_over(cluster, before[0])
             await send(producer, ["after"], acknowledged)
         finally:
             await producer.close()
@@ -174,15 +179,7 @@ def test_two_zookeeper_nodes_killed_brokers_serve_their_leaders_and_recover(
             # passed on the new leader, the registrations are still the same znodes.
             await asyncio.sleep(SESSION_TIMEOUT_S + 1)
             assert await asyncio.to_thread(broker_epochs, ensemble.connect_string) == epochs
-            victim = before[0]
-            cluster.brokers[victim].kill()
-            survivors = [(b.host, b.port) for i, b in cluster.brokers.items() if i != victim]
-
-            async def moved() -> dict[int, int] | None:
-                now = await leaders(survivors)
-                return now if victim not in now.values() else None
-
-            await wait_for(moved, timeout_s=20)
+            survivors = await kill_until_failed_over(cluster, before[0])
             await send(producer, ["quorum-back"], acknowledged)
         finally:
             await producer.close()
