@@ -1,34 +1,29 @@
 """Counting the controller's ZooKeeper requests and round trips, per event.
 
 The cost of a control-plane event on a large cluster is the number of times the
-controller waits for ZooKeeper, not the number of requests: requests sent while earlier
-ones are still unanswered travel together (kazoo pipelines them on one connection), so
+controller waits for ZooKeeper, not the number of requests: requests sent before the
+sender waits for any answer travel together (kazoo pipelines them on one connection), so
 a batch of async reads waited for together is one round trip. RequestTally is that rule
-as pure arithmetic: a request sent when none of the tally's earlier requests is still
-pending starts a new round trip.
+as plain arithmetic: a request sent after its sender waited for an answer starts a new
+round trip. It counts how the code waits, not how fast ZooKeeper answered, so the same
+work gives the same count on an idle machine and on a busy one.
 
 The controller shares its kazoo session with the rest of the broker, so requests are
 counted only where a tally is active (`counting()`, a ContextVar that asyncio.to_thread
 carries into its worker thread): the broker's own ZooKeeper work on the same session is
 not charged to the controller. Requests are seen at kazoo's single entry point for
-requests (KazooClient._call); ZooKeeper answers a session's requests in order, so the
-oldest pending request is always the first to be answered.
+requests (KazooClient._call), and waits at their answers' `get` and `wait`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from collections import deque
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from typing import Any, Protocol
+from typing import Any
 
 from kazoo.client import KazooClient
-
-
-class Pending(Protocol):
-    def ready(self) -> bool: ...
 
 
 class RequestTally:
@@ -37,18 +32,21 @@ class RequestTally:
     def __init__(self) -> None:
         self.requests = 0
         self.round_trips = 0
-        self._pending: deque[Pending] = deque()
+        self._waited = True
         self._lock = threading.Lock()
 
-    def sent(self, answer: Pending) -> None:
-        """Count a request whose answer will arrive in `answer`."""
+    def sent(self) -> None:
+        """Count a request; the first since a wait starts a round trip."""
         with self._lock:
-            while self._pending and self._pending[0].ready():
-                self._pending.popleft()
-            if not self._pending:
+            if self._waited:
                 self.round_trips += 1
+                self._waited = False
             self.requests += 1
-            self._pending.append(answer)
+
+    def waited(self) -> None:
+        """The sender waits for an answer: what it sends next is another round trip."""
+        with self._lock:
+            self._waited = True
 
 
 _active: ContextVar[RequestTally | None] = ContextVar("zk_request_tally", default=None)
@@ -64,11 +62,23 @@ def install(zk: KazooClient) -> None:
     def counted(request: Any, async_object: Any) -> Any:
         tally = _active.get()
         if tally is not None:
-            tally.sent(async_object)
+            tally.sent()
+            _report_waits(async_object, tally)
         return send(request, async_object)
 
     zk._call = counted  # type: ignore[method-assign]
     setattr(zk, _INSTALLED, True)
+
+
+def _report_waits(answer: Any, tally: RequestTally) -> None:
+    for name in ("get", "wait"):
+        original: Callable[..., Any] = getattr(answer, name)
+
+        def waiting(*args: Any, _original: Callable[..., Any] = original, **kwargs: Any) -> Any:
+            tally.waited()
+            return _original(*args, **kwargs)
+
+        setattr(answer, name, waiting)
 
 
 @contextlib.contextmanager
