@@ -185,6 +185,12 @@ class Controller:
             self._enqueue(Event.SESSION_LOST)
         elif state == KazooState.CONNECTED:
             self._enqueue(Event.ELECTION)
+            # A change made while we were disconnected can go unseen: kazoo's ChildrenWatch
+            # calls nothing on reconnection when the children's names are the same, though
+            # a broker may have died and registered again (a new broker epoch) meanwhile.
+            # Looking again is idempotent, and does nothing unless we are the controller.
+            for event in (Event.BROKER_CHANGE, Event.TOPIC_CHANGE, Event.ISR_CHANGE):
+                self._enqueue(event)
 
     async def _run(self) -> None:
         while True:
