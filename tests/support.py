@@ -165,6 +165,18 @@ async def wait_for(check, timeout_s: float = 30.0, interval_s: float = 0.2):
         await asyncio.sleep(interval_s)
 
 
+def controller_of(zk_connect: str) -> int:
+    """controller_id through a ZooKeeper connection of its own, closed after."""
+    from spark_replica.zk.session import connect
+
+    zk = connect(zk_connect)
+    try:
+        return controller_id(zk)
+    finally:
+        zk.stop()
+        zk.close()
+
+
 def controller_id(zk: object) -> int:
     """The current controller's broker id, waiting up to 30 s for one to be elected."""
     from brokerd.controller.zk_store import current_controller

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from spark_replica.zk.session import connect
 from tests.support import (
     BrokerFactory,
-    controller_id,
+    controller_of,
     create,
     produce,
     run,
@@ -100,12 +99,7 @@ def test_console_page_shows_the_cluster_and_a_broker_kill(
     start_cluster(brokers)
     run(create(brokers.bootstrap, "orders", partitions=2))
     run(produce(brokers.bootstrap, "orders", ["a", "b", "c"]))
-    zk = connect(zk_connect)
-    try:
-        controller = controller_id(zk)
-    finally:
-        zk.stop()
-        zk.close()
+    controller = controller_of(zk_connect)
 
     with running_console("--zookeeper", zk_connect) as url:
         browser.get(url + "/")

@@ -12,8 +12,7 @@ import time
 
 import pytest
 
-from spark_replica.zk.session import connect
-from tests.support import BrokerFactory, controller_id, create, leadership, run, start_cluster
+from tests.support import BrokerFactory, controller_of, create, leadership, run, start_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -29,12 +28,7 @@ POLL_S = 0.1
 
 
 def current_controller(brokers: BrokerFactory) -> int:
-    zk = connect(brokers.zk_connect)
-    try:
-        return controller_id(zk)
-    finally:
-        zk.stop()
-        zk.close()
+    return controller_of(brokers.zk_connect)
 
 
 def survivors(brokers: BrokerFactory, victim: int) -> list[tuple[str, int]]:

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from spark_replica.zk.session import connect
 from tests.support import (
     BrokerFactory,
-    controller_id,
+    controller_of,
     create,
     http_get,
     produce,
@@ -74,12 +73,7 @@ def test_console_shows_the_cluster_from_zookeeper(
     start_cluster(brokers)
     run(create(brokers.bootstrap, "orders", partitions=2))
     run(produce(brokers.bootstrap, "orders", ["a", "b", "c"]))
-    zk = connect(zk_connect)
-    try:
-        controller = controller_id(zk)
-    finally:
-        zk.stop()
-        zk.close()
+    controller = controller_of(zk_connect)
     run(create(brokers.bootstrap, "ledger", partitions=1))
     run(produce(brokers.bootstrap, "ledger", ["1", "2", "3"]))
     checkpoint = spark_checkpoint(tmp_path / "query", '{"ledger":{"0":1}}')
