@@ -23,12 +23,19 @@ truncation: from the newest producer snapshot within the log plus the batch head
 after it, or from every header when there is no snapshot. The log writes a snapshot at
 each roll and at close from `_producer_snapshot`; loading the state for a roll snapshot
 costs one snapshot and the active segment's headers.
+
+Waiting for a change: every change of the log, HW or role wakes the futures registered
+with the partition (`wait_for_change`). One future can wait on any number of
+partitions: a follower's fetch names thousands, and a task per partition for every
+idle fetch cost a large part of a core. The waiter leaves every partition's set when the
+wait ends, however it ends (change, timeout, cancellation).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Collection
 
 from brokerd.log import AppendInfo, Log
 from brokerd.log.producer_snapshots import read_snapshot, snapshot_offsets
@@ -95,7 +102,7 @@ class Partition:
         self.followers: dict[int, FollowerProgress] = {}
         self.min_insync_replicas = 1
         self.high_watermark = min(max(high_watermark, log.log_start_offset), log.log_end_offset)
-        self._changed = asyncio.Event()
+        self._change_waiters: set[asyncio.Future[bool]] = set()
         self._producer_state = ProducerStateManager()
         self._producer_state_loaded = False
         log.set_producer_snapshot_source(self._producer_snapshot)
@@ -391,8 +398,12 @@ class Partition:
             self._notify()
 
     def _notify(self) -> None:
-        self._changed.set()
-        self._changed = asyncio.Event()
+        if not self._change_waiters:
+            return
+        waiters, self._change_waiters = self._change_waiters, set()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(True)
 
     def read(
         self, fetch_offset: int, max_bytes: int, *, current_leader_epoch: int, for_replica: bool
@@ -403,9 +414,10 @@ class Partition:
         limit = self.log.log_end_offset if for_replica else self.high_watermark
         return self.log.read(fetch_offset, max_bytes, max_offset=limit)
 
-    def change_event(self) -> asyncio.Event:
-        """An event set the next time the log, HW or role changes (fresh after each)."""
-        return self._changed
+    @property
+    def change_waiters(self) -> int:
+        """How many waits are registered here now (each ends by leaving)."""
+        return len(self._change_waiters)
 
     async def wait_for_high_watermark(self, offset: int, timeout_s: float) -> None:
         """Return once `offset` is committed; raise if it cannot be, or the deadline passes.
@@ -440,7 +452,29 @@ class Partition:
                     f"{self.tp}: offset {offset} not replicated to the ISR within "
                     f"{timeout_s * 1000:.0f} ms (HW {self.high_watermark})"
                 )
-            try:
-                await asyncio.wait_for(self._changed.wait(), remaining)
-            except TimeoutError:
-                continue
+            await wait_for_change((self,), remaining)
+
+
+async def wait_for_change(partitions: Collection[Partition], timeout_s: float) -> bool:
+    """Wait until any of `partitions` changes (True) or `timeout_s` passes (False).
+
+    One future and one timer, whatever the number of partitions; the future is taken
+    out of every partition's set on the way out, a cancelled wait included, so that
+    partitions never hold on to waits that have ended.
+    """
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[bool] = loop.create_future()
+    for partition in partitions:
+        partition._change_waiters.add(waiter)
+    timer = loop.call_later(timeout_s, _expire, waiter)
+    try:
+        return await waiter
+    finally:
+        timer.cancel()
+        for partition in partitions:
+            partition._change_waiters.discard(waiter)
+
+
+def _expire(waiter: asyncio.Future[bool]) -> None:
+    if not waiter.done():
+        waiter.set_result(False)

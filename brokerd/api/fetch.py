@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from brokerd.api.context import BrokerContext, answer_each_partition
-from brokerd.partition import Partition
+from brokerd.partition import Partition, wait_for_change
 from spark_replica.errors import InvalidFetchSizeError
 from spark_replica.protocol.fetch import (
     CONSUMER_REPLICA_ID,
@@ -53,15 +53,7 @@ async def long_poll(
         remaining = deadline - loop.time()
         if total_bytes >= min_bytes or remaining <= 0 or not watched:
             return response
-        waiters = [asyncio.ensure_future(p.change_event().wait()) for p in watched]
-        try:
-            done, _ = await asyncio.wait(
-                waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
-            )
-        finally:
-            for waiter in waiters:
-                waiter.cancel()
-        if not done:
+        if not await wait_for_change(watched, remaining):
             response, _, _ = read_all()
             return response
 
