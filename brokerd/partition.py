@@ -162,7 +162,7 @@ class Partition:
     ) -> None:
         """Take leadership at `leader_epoch` with the ISR the controller wrote."""
         if not (self.is_leader and leader_epoch == self.leader_epoch):
-            logger.info("%s: leader at epoch %d, isr %s", self.tp, leader_epoch, isr)
+            logger.debug("%s: leader at epoch %d, isr %s", self.tp, leader_epoch, isr)
             self.leader_epoch_start_offset = self.log.log_end_offset
             self.log.epoch_cache.assign(leader_epoch, self.log.log_end_offset)
             self.followers = {
@@ -186,7 +186,7 @@ class Partition:
         """Follow `leader_id`; True if this is a new leader or epoch (truncation needed)."""
         changed = leader_id != self.leader_id or leader_epoch != self.leader_epoch
         if changed:
-            logger.info("%s: follower of %d at epoch %d", self.tp, leader_id, leader_epoch)
+            logger.debug("%s: follower of %d at epoch %d", self.tp, leader_id, leader_epoch)
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.replicas = list(replicas)

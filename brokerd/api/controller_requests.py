@@ -10,6 +10,8 @@ this broker knows means it is registering again right now: that is retriable.
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections import Counter
 
 from brokerd.api.context import BrokerContext, answer_each_partition
 from spark_replica.errors import (
@@ -45,6 +47,10 @@ from spark_replica.records import now_ms
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import topic_store
 
+# One INFO line per LeaderAndIsr: with thousands of partitions in a request, a line per
+# partition cost more than applying it (the per-partition lines are brokerd.partition's DEBUG).
+logger = logging.getLogger("brokerd.leader_and_isr")
+
 
 def check_controller(ctx: BrokerContext, header: ControllerHeader) -> None:
     if header.controller_epoch < ctx.controller_epoch:
@@ -71,20 +77,38 @@ async def handle_leader_and_isr(
     leaders = {b.broker_id: (b.host, b.port) for b in request.leaders}
     configs = await _configs_of_new_topics(ctx, request)
     now = now_ms()
+    roles: Counter[str] = Counter()
 
     def serve(tp: TopicPartition, state: PartitionLeaderState, result: PartitionError) -> None:
         partition = ctx.replicas.ensure_partition(tp, configs.get(tp.topic, {}), now)
+        was_leader = partition.is_leader
         new_leader = ctx.replicas.apply_leader_and_isr(
             partition, state, request.header.controller_epoch, now
         )
         if state.leader in leaders and not partition.is_leader:
             ctx.fetchers.follow(partition, state.leader, leaders[state.leader], new_leader)
+            roles["following"] += 1
         else:
             # Leading, or no live leader (NO_LEADER: every ISR member is down): fetch
             # from nobody until a LeaderAndIsr names a leader.
             ctx.fetchers.unfollow(tp)
+            roles["leading" if partition.is_leader else "leaderless"] += 1
+            if partition.is_leader and not was_leader:
+                roles["newly leading"] += 1
 
     topics = answer_each_partition(request.topics, TopicErrors, PartitionError, serve)
+    refused = sum(1 for topic in topics for p in topic.partitions if p.error_code)
+    logger.info(
+        "LeaderAndIsr from controller %d (epoch %d): leading %d (%d newly), following %d, "
+        "without a live leader %d, refused %d",
+        request.header.controller_id,
+        request.header.controller_epoch,
+        roles["leading"],
+        roles["newly leading"],
+        roles["following"],
+        roles["leaderless"],
+        refused,
+    )
     return LeaderAndIsrResponse(topics)
 
 
