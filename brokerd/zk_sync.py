@@ -35,6 +35,14 @@ from spark_replica.zk import topic_store, znodes
 from spark_replica.zk.kazoo_errors import translated
 from spark_replica.zk.session import connect
 
+CLUSTER_PATHS = (
+    znodes.BROKER_IDS_PATH,
+    znodes.TOPICS_PATH,
+    znodes.ISR_CHANGE_NOTIFICATION_PATH,
+    znodes.DELETE_TOPICS_PATH,
+    znodes.CONFIG_CHANGES_PATH,
+)
+
 logger = logging.getLogger("brokerd.zk")
 
 # Start-up waits this long (or twice the session timeout, if longer) for ZooKeeper to
@@ -184,8 +192,10 @@ class ZooKeeperSync:
             return pending.get(timeout=max(deadline - time.monotonic(), 0.001))
 
         with translated():
-            wait(zk.ensure_path_async(znodes.BROKER_IDS_PATH))
-            wait(zk.ensure_path_async(znodes.TOPICS_PATH))
+            # The cluster's paths (as Kafka's brokers make its top-level paths): the
+            # controller then only has to watch them.
+            for cluster_path in CLUSTER_PATHS:
+                wait(zk.ensure_path_async(cluster_path))
         with contextlib.suppress(ZnodeExistsError), translated():
             wait(zk.create_async(path, self.registration.encode(), ephemeral=True))
         with translated():

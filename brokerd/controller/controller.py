@@ -30,7 +30,7 @@ import enum
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kazoo.client import KazooClient, KazooState
@@ -56,6 +56,7 @@ from brokerd.controller.topic_events import (
     on_topic_change,
     on_topic_deletion,
 )
+from brokerd.controller.watches import Watch, set_watches
 from brokerd.controller.zk_store import ControllerMovedError
 from brokerd.metrics.registry import BrokerMetrics
 from spark_replica.errors import NotControllerError
@@ -185,10 +186,10 @@ class Controller:
             self._enqueue(Event.SESSION_LOST)
         elif state == KazooState.CONNECTED:
             self._enqueue(Event.ELECTION)
-            # A change made while we were disconnected can go unseen: kazoo's ChildrenWatch
-            # calls nothing on reconnection when the children's names are the same, though
-            # a broker may have died and registered again (a new broker epoch) meanwhile.
-            # Looking again is idempotent, and does nothing unless we are the controller.
+            # A change made while we were disconnected can go unseen: a broker may have
+            # died and registered again (a new broker epoch, the same children's names)
+            # meanwhile. Looking again is idempotent, and does nothing unless we are the
+            # controller.
             for event in (Event.BROKER_CHANGE, Event.TOPIC_CHANGE, Event.ISR_CHANGE):
                 self._enqueue(event)
 
@@ -326,7 +327,7 @@ class Controller:
         logger.info("broker %d is the controller, epoch %d", self.broker_id, epoch)
         ctx = ControllerContext(self.broker_id, epoch, epoch_zk_version)
         self._generation += 1
-        self.ops = ControllerOps(self.zk, ctx, self.channel, self._watch_topic, self.metrics)
+        self.ops = ControllerOps(self.zk, ctx, self.channel, self._watch_topics, self.metrics)
         await self._on_elected(self.ops)
 
     def _watch_controller_znode(self) -> zk_store.ControllerSeat | None:
@@ -343,83 +344,67 @@ class Controller:
             return None
         return zk_store.read_controller_seat(self.zk)
 
-    def _watch(self, path: str, event: Event) -> None:
+    def _watch(self, path: str, event: Event, children: bool = True) -> Watch:
+        """A watch that enqueues `event` while this controllership lasts."""
         generation = self._generation
-        first = True
+        return Watch(
+            path,
+            children,
+            notify=lambda: self._enqueue(event),
+            wanted=lambda: generation == self._generation,
+        )
 
-        def on_children(children: list[str]) -> bool:
-            nonlocal first
-            if generation != self._generation:
-                return False
-            if not first:
-                self._enqueue(event)
-            first = False
-            return True
-
-        self.zk.ensure_path(path)
-        self.zk.ChildrenWatch(path, on_children)
-
-    def _watch_topic(self, topic: str) -> None:
-        """Wake on changes of a topic's assignment (partitions added); stop once it is gone."""
-        generation = self._generation
-        first = True
-
-        def on_data(data: bytes | None, stat: object) -> bool:
-            nonlocal first
-            if generation != self._generation or data is None:
-                return False
-            if not first:
-                self._enqueue(Event.TOPIC_CHANGE)
-            first = False
-            return True
-
-        self.zk.DataWatch(znodes.topic_path(topic), on_data)
-
-    def _watch_admin_request(self, path: str, event: Event) -> None:
-        """Wake on every write of an admin znode (preferred election, reassignment)."""
-        generation = self._generation
-
-        def on_data(data: bytes | None, stat: object) -> bool:
-            if generation != self._generation:
-                return False
-            if data is not None:
-                self._enqueue(event)
-            return True
-
-        self.zk.DataWatch(path, on_data)
+    def _watch_topics(self, topics: list[str]) -> None:
+        """Wake on changes of the topics' assignments (partitions added), each until the
+        topic is gone (blocking)."""
+        set_watches(
+            self.zk,
+            [
+                replace(
+                    self._watch(znodes.topic_path(topic), Event.TOPIC_CHANGE, children=False),
+                    ends_with_znode=True,
+                )
+                for topic in topics
+            ],
+        )
 
     async def _on_elected(self, ops: ControllerOps) -> None:
         """Failover (seed section D): read everything, finish what was left, tell everyone."""
         ctx = ops.ctx
-        # Independent watches and reads run side by side, so that their ZooKeeper round
-        # trips overlap rather than add up.
-        await asyncio.gather(
-            *(
-                asyncio.to_thread(self._watch, path, event)
-                for path, event in (
-                    (znodes.BROKER_IDS_PATH, Event.BROKER_CHANGE),
-                    (znodes.TOPICS_PATH, Event.TOPIC_CHANGE),
-                    (znodes.ISR_CHANGE_NOTIFICATION_PATH, Event.ISR_CHANGE),
-                    (znodes.DELETE_TOPICS_PATH, Event.TOPIC_DELETION),
-                    (znodes.CONFIG_CHANGES_PATH, Event.CONFIG_CHANGE),
-                )
-            ),
-            *(
-                asyncio.to_thread(self._watch_admin_request, path, event)
-                for path, event in (
-                    (znodes.PREFERRED_REPLICA_ELECTION_PATH, Event.PREFERRED_ELECTION),
-                    (znodes.REASSIGN_PARTITIONS_PATH, Event.REASSIGNMENT),
-                )
-            ),
-        )
-        self._enqueue(Event.TOPIC_DELETION)  # finish deletions a previous controller began
-        self._enqueue(Event.REASSIGNMENT)  # and reassignments
-        ctx.live_brokers, ctx.last_config_change, topics = await asyncio.gather(
+        watches = [
+            self._watch(znodes.BROKER_IDS_PATH, Event.BROKER_CHANGE),
+            self._watch(znodes.TOPICS_PATH, Event.TOPIC_CHANGE),
+            self._watch(znodes.ISR_CHANGE_NOTIFICATION_PATH, Event.ISR_CHANGE),
+            self._watch(znodes.DELETE_TOPICS_PATH, Event.TOPIC_DELETION),
+            self._watch(znodes.CONFIG_CHANGES_PATH, Event.CONFIG_CHANGE),
+            # Admin requests: every write of their znode.
+            self._watch(znodes.PREFERRED_REPLICA_ELECTION_PATH, Event.PREFERRED_ELECTION, False),
+            self._watch(znodes.REASSIGN_PARTITIONS_PATH, Event.REASSIGNMENT, False),
+        ]
+        await asyncio.to_thread(set_watches, self.zk, watches)
+        (
+            ctx.live_brokers,
+            ctx.last_config_change,
+            topics,
+            (_, stepped_down),
+            admin,
+        ) = await asyncio.gather(
             asyncio.to_thread(zk_store.read_live_brokers, self.zk),
             # Configs read by load_topics below cover the notifications present now.
             asyncio.to_thread(zk_store.newest_config_change, self.zk),
             asyncio.to_thread(topic_store.list_topics, self.zk),
+            # So do the states it reads of the ISR changes notified now; later ones notify
+            # the watch set above.
+            asyncio.to_thread(zk_store.take_isr_change_notifications, self.zk),
+            asyncio.to_thread(zk_store.pending_admin_work, self.zk),
         )
+        for waiting, event in (
+            (admin.topic_deletions, Event.TOPIC_DELETION),
+            (admin.reassignment, Event.REASSIGNMENT),
+            (admin.preferred_election, Event.PREFERRED_ELECTION),
+        ):
+            if waiting:
+                self._enqueue(event)
         # A predecessor found dead is not live, though its registration may remain.
         for broker_id, broker_epoch in self._dead_registrations.items():
             ctx.fence(broker_id, broker_epoch)
@@ -428,10 +413,6 @@ class Controller:
         if ctx.fenced:
             logger.info("brokers %s died before their sessions expired", sorted(ctx.fenced))
         await load_topics(ops, topics)
-        _, stepped_down = await asyncio.to_thread(zk_store.take_isr_change_notifications, self.zk)
-        ctx.leadership.update(
-            await asyncio.to_thread(zk_store.read_states, self.zk, list(ctx.leadership))
-        )
         # Every partition is decided afresh: new ones get leaders, those led by a dead or
         # restarted broker (it may even be this one) are failed over, and dead or
         # restarted followers leave the ISR, as when the previous controller saw them go

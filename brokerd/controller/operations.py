@@ -43,8 +43,9 @@ class ControllerOps:
     zk: KazooClient
     ctx: ControllerContext
     channel: ControllerChannel
-    # Watches a topic's assignment znode for this controllership (controller.py).
-    watch_topic: Callable[[str], None]
+    # Watches the topics' assignment znodes for this controllership (controller.py;
+    # blocking).
+    watch_topics: Callable[[list[str]], None]
     metrics: BrokerMetrics
 
     def mark_replicas(

@@ -24,8 +24,8 @@ CONFIG_CHANGE_EXPIRY_MS = 15 * 60 * 1000
 async def load_topics(ops: ControllerOps, topics: list[str]) -> list[TopicPartition]:
     """Read assignments, configs and existing states of `topics` into the context."""
     ctx = ops.ctx
-    # The watches are set side by side (their round trips overlap), before the reads.
-    await asyncio.gather(*(asyncio.to_thread(ops.watch_topic, topic) for topic in topics))
+    # The watches are set before the reads, so no change after the reads goes unseen.
+    await asyncio.to_thread(ops.watch_topics, topics)
     assignments, configs = await asyncio.to_thread(zk_store.read_assignments, ops.zk, topics)
     states = await asyncio.to_thread(zk_store.read_states, ops.zk, list(assignments))
     ctx.assignments.update(assignments)

@@ -63,19 +63,23 @@ def install(zk: KazooClient) -> None:
         tally = _active.get()
         if tally is not None:
             tally.sent()
-            _report_waits(async_object, tally)
+            _report_waits(async_object, tally, threading.get_ident())
         return send(request, async_object)
 
     zk._call = counted  # type: ignore[method-assign]
     setattr(zk, _INSTALLED, True)
 
 
-def _report_waits(answer: Any, tally: RequestTally) -> None:
+def _report_waits(answer: Any, tally: RequestTally, sender: int) -> None:
+    """Count the sending thread's waits for `answer`. kazoo's own completions (a create's
+    result is read by kazoo's callback thread, at whatever moment it arrives) are not
+    the sender waiting, and counting them made the count depend on timing."""
     for name in ("get", "wait"):
         original: Callable[..., Any] = getattr(answer, name)
 
         def waiting(*args: Any, _original: Callable[..., Any] = original, **kwargs: Any) -> Any:
-            tally.waited()
+            if threading.get_ident() == sender:
+                tally.waited()
             return _original(*args, **kwargs)
 
         setattr(answer, name, waiting)

@@ -38,6 +38,7 @@ from spark_replica.zk.kazoo_errors import (
     read_if_present,
     translated,
 )
+from spark_replica.zk.multi_read import get_many
 
 # Operations per multi-op: far below ZooKeeper's 1 MB request limit for state znodes.
 MAX_OPS_PER_MULTI = 500
@@ -58,12 +59,16 @@ class WriteOutcome:
 
 def try_become_controller(zk: KazooClient, broker_id: int) -> tuple[int, int] | None:
     """(epoch, epoch zkVersion) if this broker won the election, None if another holds it."""
-    with contextlib.suppress(ZnodeExistsError), translated():
-        zk.ensure_path("/")
-        zk.create(znodes.CONTROLLER_EPOCH_PATH, znodes.encode_controller_epoch(0))
+    found = read_if_present(zk, znodes.CONTROLLER_EPOCH_PATH)
+    if found is None:  # the first election in this cluster
+        with contextlib.suppress(ZnodeExistsError), translated():
+            zk.create(znodes.CONTROLLER_EPOCH_PATH, znodes.encode_controller_epoch(0))
+        found = read_if_present(zk, znodes.CONTROLLER_EPOCH_PATH)
+        if found is None:
+            raise ReplogError(f"{znodes.CONTROLLER_EPOCH_PATH} vanished right after it was made")
+    data, stat = found
+    epoch = znodes.decode_controller_epoch(data) + 1
     with translated():
-        data, stat = zk.get(znodes.CONTROLLER_EPOCH_PATH)
-        epoch = znodes.decode_controller_epoch(data) + 1
         transaction = zk.transaction()
         transaction.create(
             znodes.CONTROLLER_PATH,
@@ -97,8 +102,7 @@ def read_controller_seat(zk: KazooClient) -> ControllerSeat | None:
     The election creates `/controller` and bumps `/controller_epoch` in one multi-op, so
     the two belong together exactly when the first's czxid is the second's mzxid.
     """
-    held = read_if_present(zk, znodes.CONTROLLER_PATH)
-    epoch = read_if_present(zk, znodes.CONTROLLER_EPOCH_PATH)
+    held, epoch = get_many(zk, [znodes.CONTROLLER_PATH, znodes.CONTROLLER_EPOCH_PATH])
     if held is None or epoch is None or held[1].czxid != epoch[1].mzxid:
         return None
     broker_id = znodes.ControllerRegistration.decode(held[0]).broker_id
@@ -129,26 +133,11 @@ def current_controller(zk: KazooClient) -> int:
     return -1 if found is None else znodes.ControllerRegistration.decode(found[0]).broker_id
 
 
-def read_all(zk: KazooClient, paths: list[str]) -> list[tuple[bytes, ZnodeStat] | None]:
-    """Each znode's data and stat (None where it does not exist), in one round trip:
-    every read is sent before the first answer is waited for (kazoo pipelines them)."""
-    with translated():
-        pending = [zk.get_async(path) for path in paths]
-    found: list[tuple[bytes, ZnodeStat] | None] = []
-    for answer in pending:
-        try:
-            with translated():
-                found.append(answer.get())
-        except ZnodeMissingError:
-            found.append(None)
-    return found
-
-
 def read_live_brokers(zk: KazooClient) -> dict[int, LiveBroker]:
     broker_ids = topic_store.live_broker_ids(zk)
     brokers: dict[int, LiveBroker] = {}
     paths = [znodes.broker_path(broker_id) for broker_id in broker_ids]
-    for broker_id, found in zip(broker_ids, read_all(zk, paths), strict=True):
+    for broker_id, found in zip(broker_ids, get_many(zk, paths), strict=True):
         if found is not None:
             registration = znodes.BrokerRegistration.decode(broker_id, found[0])
             brokers[broker_id] = LiveBroker(registration, found[1].czxid)
@@ -161,7 +150,7 @@ def read_assignments(
     """The assignments and configs of `topics` (those that exist), in one round trip."""
     names = list(topics)
     paths = [znodes.topic_path(t) for t in names] + [znodes.topic_config_path(t) for t in names]
-    found = read_all(zk, paths)
+    found = get_many(zk, paths)
     assignments: dict[TopicPartition, list[int]] = {}
     configs: dict[str, dict[str, str]] = {}
     for i, topic in enumerate(names):
@@ -184,7 +173,7 @@ def read_states(
     wanted = list(partitions)
     paths = [znodes.partition_state_path(tp.topic, tp.partition) for tp in wanted]
     states: dict[TopicPartition, LeaderAndIsr] = {}
-    for tp, path, found in zip(wanted, paths, read_all(zk, paths), strict=True):
+    for tp, path, found in zip(wanted, paths, get_many(zk, paths), strict=True):
         if found is not None:
             data, stat = found
             state = znodes.PartitionState.decode(path, data)
@@ -331,7 +320,7 @@ def take_isr_change_notifications(
     changed: set[TopicPartition] = set()
     stepped_down: set[TopicPartition] = set()
     taken = []
-    for path, found in zip(paths, read_all(zk, paths), strict=True):
+    for path, found in zip(paths, get_many(zk, paths), strict=True):
         if found is None:
             continue
         notification = znodes.IsrChangeNotification.decode(path, found[0])
@@ -345,7 +334,7 @@ def take_isr_change_notifications(
 
 
 def delete_all(zk: KazooClient, paths: list[str]) -> None:
-    """Delete znodes (those still there) in one round trip, pipelined like read_all."""
+    """Delete znodes (those still there) in one round trip, pipelined like get_many's reads."""
     with translated():
         pending = [zk.delete_async(path) for path in paths]
     for answer in pending:
@@ -427,9 +416,7 @@ def write_reassignment(
 
 
 def newest_config_change(zk: KazooClient) -> int:
-    with translated():
-        zk.ensure_path(znodes.CONFIG_CHANGES_PATH)
-        return topic_configs.newest_change(zk.get_children(znodes.CONFIG_CHANGES_PATH))
+    return topic_configs.newest_change(children_if_present(zk, znodes.CONFIG_CHANGES_PATH))
 
 
 def read_config_changes(zk: KazooClient, after: int) -> tuple[set[str] | None, int]:
@@ -453,3 +440,30 @@ def purge_config_changes(zk: KazooClient, older_than_ms: int) -> int:
         except ZnodeMissingError:
             continue
     return purged
+
+
+@dataclass(frozen=True)
+class PendingAdminWork:
+    """Admin requests a new controller finds waiting: its predecessor's unfinished work,
+    or requests made while there was no controller."""
+
+    topic_deletions: bool
+    reassignment: bool
+    preferred_election: bool
+
+
+def pending_admin_work(zk: KazooClient) -> PendingAdminWork:
+    """What admin requests wait, in one round trip (blocking)."""
+    with translated():
+        deletions = zk.get_children_async(znodes.DELETE_TOPICS_PATH)
+        reassignment = zk.exists_async(znodes.REASSIGN_PARTITIONS_PATH)
+        preferred = zk.exists_async(znodes.PREFERRED_REPLICA_ELECTION_PATH)
+    try:
+        with translated():
+            deleting = bool(deletions.get())
+    except ZnodeMissingError:
+        deleting = False
+    with translated():
+        return PendingAdminWork(
+            deleting, reassignment.get() is not None, preferred.get() is not None
+        )

@@ -17,6 +17,7 @@ from contextlib import contextmanager
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
+    EXCEPTIONS,
     BadVersionError,
     ConnectionClosedError,
     ConnectionLoss,
@@ -49,6 +50,14 @@ _TRANSLATIONS: tuple[tuple[type[Exception], type[ZooKeeperError]], ...] = (
     (SessionExpiredError, ZooKeeperConnectionError),
     (KazooTimeoutError, ZooKeeperConnectionError),
 )
+
+
+def error_of_code(code: int) -> ZooKeeperError | None:
+    """replog's error for an error code in a ZooKeeper answer; None for NONODE, the
+    answer "no such znode" of a read (multi_read.py reads answers kazoo does not)."""
+    if code == NoNodeError.code:
+        return None
+    return translate(EXCEPTIONS[code]())
 
 
 def translate(exc: BaseException) -> ZooKeeperError:
