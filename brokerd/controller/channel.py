@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from brokerd.controller.context import ControllerContext
@@ -50,8 +51,9 @@ def leader_state(ctx: ControllerContext, tp: TopicPartition) -> PartitionLeaderS
 def group_by_topic(
     states: list[tuple[TopicPartition, PartitionLeaderState]],
 ) -> list[TopicLeaderStates]:
+    """The states by topic, in the order given (callers give them sorted)."""
     grouped: dict[str, list[PartitionLeaderState]] = defaultdict(list)
-    for tp, state in sorted(states, key=lambda item: item[0]):
+    for tp, state in states:
         grouped[tp.topic].append(state)
     return [TopicLeaderStates(topic, partitions) for topic, partitions in grouped.items()]
 
@@ -97,24 +99,34 @@ class RequestBatch:
         ]
 
     def requests(self) -> dict[int, list[object]]:
-        """The requests per broker, LeaderAndIsr before UpdateMetadata."""
+        """The requests per broker, LeaderAndIsr before UpdateMetadata.
+
+        Each partition's state is built once and each request's topics grouped once,
+        however many brokers it goes to: a failover at 10,000 partitions sends every one
+        of them to every broker.
+        """
         per_broker: dict[int, list[object]] = defaultdict(list)
+        wanted: Iterable[TopicPartition] = (
+            self.ctx.leadership
+            if self.update_metadata
+            else set[TopicPartition]().union(*self.leader_and_isr.values())
+        )
+        states = {tp: leader_state(self.ctx, tp) for tp in sorted(wanted)}
         for broker_id, partitions in self.leader_and_isr.items():
             if broker_id not in self.ctx.live_brokers:
                 continue
-            states = [(tp, leader_state(self.ctx, tp)) for tp in partitions]
-            leaders = {state.leader for _, state in states}
+            mine = [(tp, state) for tp, state in states.items() if tp in partitions]
+            leaders = {state.leader for _, state in mine}
             per_broker[broker_id].append(
                 LeaderAndIsrRequest(
                     self._header(broker_id),
                     self.is_init,
-                    group_by_topic(states),
+                    group_by_topic(mine),
                     self._brokers(leaders),
                 )
             )
         if self.update_metadata:
-            everything = [(tp, leader_state(self.ctx, tp)) for tp in self.ctx.leadership]
-            topics = group_by_topic(everything)
+            topics = group_by_topic(list(states.items()))
             brokers = self._brokers()
             for broker_id in self.ctx.live_brokers:
                 per_broker[broker_id].append(
