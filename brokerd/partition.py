@@ -383,7 +383,8 @@ class Partition:
         return maximal_isr(self.isr, self.proposed_isr)
 
     def _maybe_advance_high_watermark(self) -> None:
-        if not self.is_leader:
+        # At the log end the HW cannot move: the common case of an idle follower's fetch.
+        if not self.is_leader or self.high_watermark >= self.log.log_end_offset:
             return
         follower_ends = {r: f.log_end_offset for r, f in self.followers.items()}
         advanced = high_watermark(
@@ -411,7 +412,11 @@ class Partition:
         """Batches from `fetch_offset`: below the HW for consumers, below the LEO for replicas."""
         self.require_leader()
         self.check_leader_epoch(current_leader_epoch)
-        limit = self.log.log_end_offset if for_replica else self.high_watermark
+        log_end = self.log.log_end_offset
+        if fetch_offset == log_end and max_bytes > 0:
+            # Nothing past the log end: the answer of most partitions of an idle fetch.
+            return b""
+        limit = log_end if for_replica else self.high_watermark
         return self.log.read(fetch_offset, max_bytes, max_offset=limit)
 
     @property
