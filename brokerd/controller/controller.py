@@ -61,7 +61,8 @@ from brokerd.controller.zk_store import ControllerMovedError
 from brokerd.metrics.registry import BrokerMetrics
 from spark_replica.errors import NotControllerError
 from spark_replica.topics import TopicPartition
-from spark_replica.zk import topic_store, znodes
+from spark_replica.zk import znodes
+from spark_replica.zk.kazoo_errors import translated
 
 if TYPE_CHECKING:
     from spark_replica.security.settings import SecurityConfig
@@ -339,10 +340,14 @@ class Controller:
             if generation == self._generation:
                 self._enqueue(Event.ELECTION)
 
-        if self.zk.exists(znodes.CONTROLLER_PATH, watch=on_change) is None:
-            self._enqueue(Event.ELECTION)
-            return None
-        return zk_store.read_controller_seat(self.zk)
+        with translated():
+            watched = self.zk.exists_async(znodes.CONTROLLER_PATH, watch=on_change)
+        seat = zk_store.read_controller_seat(self.zk)  # sent with the watch: one round trip
+        with translated():
+            if watched.get() is None:
+                self._enqueue(Event.ELECTION)
+                return None
+        return seat
 
     def _watch(self, path: str, event: Event, children: bool = True) -> Watch:
         """A watch that enqueues `event` while this controllership lasts."""
@@ -382,26 +387,13 @@ class Controller:
             self._watch(znodes.REASSIGN_PARTITIONS_PATH, Event.REASSIGNMENT, False),
         ]
         await asyncio.to_thread(set_watches, self.zk, watches)
-        (
-            ctx.live_brokers,
-            ctx.last_config_change,
-            topics,
-            (_, stepped_down),
-            admin,
-        ) = await asyncio.gather(
-            asyncio.to_thread(zk_store.read_live_brokers, self.zk),
-            # Configs read by load_topics below cover the notifications present now.
-            asyncio.to_thread(zk_store.newest_config_change, self.zk),
-            asyncio.to_thread(topic_store.list_topics, self.zk),
-            # So do the states it reads of the ISR changes notified now; later ones notify
-            # the watch set above.
-            asyncio.to_thread(zk_store.take_isr_change_notifications, self.zk),
-            asyncio.to_thread(zk_store.pending_admin_work, self.zk),
-        )
+        cluster = await asyncio.to_thread(zk_store.read_cluster_at_takeover, self.zk)
+        ctx.live_brokers = cluster.live_brokers
+        ctx.last_config_change = cluster.newest_config_change
         for waiting, event in (
-            (admin.topic_deletions, Event.TOPIC_DELETION),
-            (admin.reassignment, Event.REASSIGNMENT),
-            (admin.preferred_election, Event.PREFERRED_ELECTION),
+            (cluster.admin.topic_deletions, Event.TOPIC_DELETION),
+            (cluster.admin.reassignment, Event.REASSIGNMENT),
+            (cluster.admin.preferred_election, Event.PREFERRED_ELECTION),
         ):
             if waiting:
                 self._enqueue(event)
@@ -412,13 +404,13 @@ class Controller:
         ctx.live_brokers = ctx.unfenced(ctx.live_brokers)
         if ctx.fenced:
             logger.info("brokers %s died before their sessions expired", sorted(ctx.fenced))
-        await load_topics(ops, topics)
+        await load_topics(ops, cluster.topics)
         # Every partition is decided afresh: new ones get leaders, those led by a dead or
         # restarted broker (it may even be this one) are failed over, and dead or
         # restarted followers leave the ISR, as when the previous controller saw them go
         # (a predecessor found dead followed partitions other brokers lead).
         await ops.elect(sorted(ctx.assignments))
-        await ops.elect(sorted(stepped_down), reelection_state)
+        await ops.elect(sorted(cluster.stepped_down), reelection_state)
         batch = RequestBatch(ctx, is_init=True)
         batch.add_leader_and_isr(sorted(ctx.assignments))
         batch.add_update_metadata()

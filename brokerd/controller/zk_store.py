@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient, TransactionRequest
+from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import ZnodeStat
 
 from brokerd import topic_configs
@@ -38,7 +39,7 @@ from spark_replica.zk.kazoo_errors import (
     read_if_present,
     translated,
 )
-from spark_replica.zk.multi_read import get_many
+from spark_replica.zk.multi_read import Found, get_many
 
 # Operations per multi-op: far below ZooKeeper's 1 MB request limit for state znodes.
 MAX_OPS_PER_MULTI = 500
@@ -135,12 +136,16 @@ def current_controller(zk: KazooClient) -> int:
 
 def read_live_brokers(zk: KazooClient) -> dict[int, LiveBroker]:
     broker_ids = topic_store.live_broker_ids(zk)
-    brokers: dict[int, LiveBroker] = {}
     paths = [znodes.broker_path(broker_id) for broker_id in broker_ids]
-    for broker_id, found in zip(broker_ids, get_many(zk, paths), strict=True):
-        if found is not None:
-            registration = znodes.BrokerRegistration.decode(broker_id, found[0])
-            brokers[broker_id] = LiveBroker(registration, found[1].czxid)
+    return _live_brokers(broker_ids, get_many(zk, paths))
+
+
+def _live_brokers(broker_ids: list[int], found: list[Found]) -> dict[int, LiveBroker]:
+    brokers: dict[int, LiveBroker] = {}
+    for broker_id, registered in zip(broker_ids, found, strict=True):
+        if registered is not None:
+            registration = znodes.BrokerRegistration.decode(broker_id, registered[0])
+            brokers[broker_id] = LiveBroker(registration, registered[1].czxid)
     return brokers
 
 
@@ -315,15 +320,26 @@ def take_isr_change_notifications(
 ) -> tuple[set[TopicPartition], set[TopicPartition]]:
     """Read and delete every ISR change notification; return the partitions they name,
     and among them those whose leader stepped down."""
-    children = sorted(children_if_present(zk, znodes.ISR_CHANGE_NOTIFICATION_PATH))
-    paths = [f"{znodes.ISR_CHANGE_NOTIFICATION_PATH}/{child}" for child in children]
+    children = children_if_present(zk, znodes.ISR_CHANGE_NOTIFICATION_PATH)
+    paths = _notification_paths(children)
+    return _take_notifications(zk, paths, get_many(zk, paths))
+
+
+def _notification_paths(children: list[str]) -> list[str]:
+    return [f"{znodes.ISR_CHANGE_NOTIFICATION_PATH}/{child}" for child in sorted(children)]
+
+
+def _take_notifications(
+    zk: KazooClient, paths: list[str], found: list[Found]
+) -> tuple[set[TopicPartition], set[TopicPartition]]:
+    """Decode the notifications read and delete them."""
     changed: set[TopicPartition] = set()
     stepped_down: set[TopicPartition] = set()
     taken = []
-    for path, found in zip(paths, get_many(zk, paths), strict=True):
-        if found is None:
+    for path, notified in zip(paths, found, strict=True):
+        if notified is None:
             continue
-        notification = znodes.IsrChangeNotification.decode(path, found[0])
+        notification = znodes.IsrChangeNotification.decode(path, notified[0])
         named = {TopicPartition(t, p) for t, p in notification.partitions}
         changed |= named
         if notification.leader_stepped_down:
@@ -415,10 +431,6 @@ def write_reassignment(
         raise ReplogError(f"updating {znodes.REASSIGN_PARTITIONS_PATH} failed: {error}")
 
 
-def newest_config_change(zk: KazooClient) -> int:
-    return topic_configs.newest_change(children_if_present(zk, znodes.CONFIG_CHANGES_PATH))
-
-
 def read_config_changes(zk: KazooClient, after: int) -> tuple[set[str] | None, int]:
     """Topics named by notifications newer than `after` (None: unknown, re-read all)."""
     children = children_if_present(zk, znodes.CONFIG_CHANGES_PATH)
@@ -452,18 +464,58 @@ class PendingAdminWork:
     preferred_election: bool
 
 
-def pending_admin_work(zk: KazooClient) -> PendingAdminWork:
-    """What admin requests wait, in one round trip (blocking)."""
+@dataclass(frozen=True)
+class ClusterAtTakeover:
+    """What a new controller reads before it reads the topics."""
+
+    live_brokers: dict[int, LiveBroker]
+    newest_config_change: int  # the configs it reads next cover the changes up to this
+    topics: list[str]
+    stepped_down: set[TopicPartition]  # leaders that stepped down, to elect again
+    admin: PendingAdminWork
+
+
+def read_cluster_at_takeover(zk: KazooClient) -> ClusterAtTakeover:
+    """The brokers, config changes, topics and pending admin requests, taking the ISR
+    change notifications (the states read next cover them; later ones notify the watch),
+    in three round trips: the children, then the registrations and notifications, then
+    the notifications' deletion (blocking)."""
+    listed = [
+        znodes.BROKER_IDS_PATH,
+        znodes.CONFIG_CHANGES_PATH,
+        znodes.TOPICS_PATH,
+        znodes.ISR_CHANGE_NOTIFICATION_PATH,
+        znodes.DELETE_TOPICS_PATH,
+    ]
     with translated():
-        deletions = zk.get_children_async(znodes.DELETE_TOPICS_PATH)
+        pending = [zk.get_children_async(path) for path in listed]
         reassignment = zk.exists_async(znodes.REASSIGN_PARTITIONS_PATH)
         preferred = zk.exists_async(znodes.PREFERRED_REPLICA_ELECTION_PATH)
+    brokers, config_changes, topics, notifications, deletions = (
+        _children(answer) for answer in pending
+    )
+    with translated():
+        admin = PendingAdminWork(
+            bool(deletions), reassignment.get() is not None, preferred.get() is not None
+        )
+    broker_ids = sorted(int(c) for c in brokers if c.isdigit())
+    notification_paths = _notification_paths(notifications)
+    found = get_many(zk, [znodes.broker_path(b) for b in broker_ids] + notification_paths)
+    _, stepped_down = _take_notifications(zk, notification_paths, found[len(broker_ids) :])
+    return ClusterAtTakeover(
+        _live_brokers(broker_ids, found[: len(broker_ids)]),
+        topic_configs.newest_change(config_changes),
+        sorted(topics),
+        stepped_down,
+        admin,
+    )
+
+
+def _children(answer: IAsyncResult) -> list[str]:
+    """A pipelined get_children's answer; nothing for a znode that does not exist."""
     try:
         with translated():
-            deleting = bool(deletions.get())
+            children: list[str] = answer.get()
+            return children
     except ZnodeMissingError:
-        deleting = False
-    with translated():
-        return PendingAdminWork(
-            deleting, reassignment.get() is not None, preferred.get() is not None
-        )
+        return []
