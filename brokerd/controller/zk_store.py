@@ -40,6 +40,7 @@ from spark_replica.zk.kazoo_errors import (
     translated,
 )
 from spark_replica.zk.multi_read import Found, get_many
+from spark_replica.zk.multi_write import MultiWrite
 
 # Operations per multi-op: far below ZooKeeper's 1 MB request limit for state znodes.
 MAX_OPS_PER_MULTI = 500
@@ -202,7 +203,7 @@ def write_states(zk: KazooClient, epoch_zk_version: int, writes: list[StateWrite
         outcome.round_trips += 1
         with translated():
             built = [_transaction(zk, epoch_zk_version, chunk, missing) for chunk in chunks]
-            sent = [transaction.commit_async() for transaction, _ in built]
+            sent = [transaction.send(zk) for transaction, _ in built]
         again: list[list[StateWrite]] = []
         landed: list[tuple[list[StateWrite], list[object]]] = []
         for chunk, (_, owners), answer in zip(chunks, built, sent, strict=True):
@@ -255,10 +256,10 @@ def _missing_parents(zk: KazooClient, creates: list[StateWrite], outcome: WriteO
 
 def _transaction(
     zk: KazooClient, epoch_zk_version: int, chunk: list[StateWrite], missing: set[str]
-) -> tuple[TransactionRequest, list[StateWrite]]:
+) -> tuple[MultiWrite, list[StateWrite]]:
     """The multi-op writing `chunk`, and the write each operation after the epoch check
     belongs to."""
-    transaction = zk.transaction()
+    transaction = MultiWrite(zk.chroot or "")
     transaction.check(znodes.CONTROLLER_EPOCH_PATH, epoch_zk_version)
     owners: list[StateWrite] = []
     for write in chunk:
@@ -270,7 +271,7 @@ def _transaction(
                 owners.append(write)
             transaction.create(path, write.state.encode())
         else:
-            transaction.set_data(path, write.state.encode(), version=write.expected_version)
+            transaction.set_data(path, write.state.encode(), write.expected_version)
         owners.append(write)
     return transaction, owners
 
