@@ -10,21 +10,24 @@ the end, data in a temporary directory that is removed) goes through five steps:
 * ``rss_kb_per_partition``: each broker's VmRSS (/proc/PID/status) once every replica is
   in sync, divided by the replicas it hosts (``rss_mb`` per broker).
 * ``broker_failover``: the non-controller broker leading the most partitions is
-  SIGKILLed; done when every live broker's metadata names a live leader for every
-  partition. ``from_kill_ms`` and ``from_detection_ms``, detection being the controller's
+  SIGKILLed; done when every live broker has applied an UpdateMetadata naming a live
+  leader for every partition (each broker logs the UpdateMetadata it applies).
+  ``from_kill_ms`` and ``from_detection_ms``, detection being the controller's
   ``brokers changed: gone [N]`` log line: the controller notices a crash by the
   refused connections (brokerd/controller/liveness.py), long before ZooKeeper removes the
-  registration at the session timeout.
+  registration at the session timeout. ``observed_*`` are the same as a client saw them,
+  polling every live broker's metadata (each poll is an answer of every partition, so
+  these include up to a poll's time and interval).
 * ``restart_killed`` / ``restart_stopped``: the killed broker started again (its logs
   recovered after a crash), then the same broker stopped cleanly (SIGTERM) and started:
   ``registered_s`` until its new registration appears (a killed broker's old one must
   expire first: that wait is included), ``in_sync_s`` until it is in the ISR of every
   partition it hosts.
 * ``controller_failover``: the controller broker is SIGKILLed; done when both other
-  brokers' metadata names the new controller and a live leader for every partition (a
-  broker's metadata comes from the new controller's UpdateMetadata, which it sends to each
-  broker only after that broker acknowledged its LeaderAndIsr). ``from_kill_ms``, and
-  ``from_election_ms`` from the creation time (ctime) of the new `/controller` znode.
+  brokers have applied the new controller's UpdateMetadata naming a live leader for every
+  partition (it sends it to each broker only after that broker acknowledged its
+  LeaderAndIsr). ``from_kill_ms``, and ``from_election_ms`` from the creation time (ctime)
+  of the new `/controller` znode; ``observed_*`` as a client polling saw them.
 
 ZooKeeper cost of each step: ``zk_round_trips`` and ``zk_requests`` are the controller's
 own counts (brokerd/controller/zk_requests.py: a batch of pipelined requests waited for
@@ -63,7 +66,7 @@ from spark_replica.zk.session import connect
 
 BROKERS = 3
 REPLICATION_FACTOR = 3
-POLL_INTERVAL_S = 0.1
+POLL_INTERVAL_S = 0.2
 STEP_TIMEOUT_S = 900.0
 PREFIX = r"^(?P<time>\S+Z) \w+ broker=\d+ brokerd\.controller: "  # brokerd/logging_setup.py
 EVENT_LINE = re.compile(
@@ -73,6 +76,12 @@ EVENT_LINE = re.compile(
 )
 GONE_LINE = re.compile(
     PREFIX + r"brokers changed: gone \[(?P<gone>[\d, ]*)\]",
+    re.MULTILINE,
+)
+METADATA_LINE = re.compile(  # brokerd/api/controller_requests.py
+    r"^(?P<time>\S+Z) \w+ broker=\d+ brokerd\.update_metadata: UpdateMetadata from "
+    r"controller (?P<controller>\d+) \(epoch \d+\): (?P<partitions>\d+) partitions, "
+    r"(?P<leaderless>\d+) without a live leader, brokers \[(?P<brokers>[\d, ]*)\]$",
     re.MULTILINE,
 )
 
@@ -262,6 +271,35 @@ async def memory(local: LocalCluster) -> dict[str, object]:
     }
 
 
+def metadata_applied(
+    local: LocalCluster, total: int, live: set[int], since: float, controller: int | None = None
+) -> float | None:
+    """When the last live broker applied an UpdateMetadata (its log line) naming only the
+    live brokers and a live leader for every one of `total` partitions (from
+    `controller`, if given), after `since`; None if one has not."""
+    applied = []
+    for broker in local.brokers:
+        if broker.broker_id not in live:
+            continue
+        times = [
+            log_time(m)
+            for m in METADATA_LINE.finditer(broker_log(broker))
+            if int(m["partitions"]) == total
+            and m["leaderless"] == "0"
+            and {int(b) for b in m["brokers"].split(",") if b.strip()} == live
+            and (controller is None or int(m["controller"]) == controller)
+            and log_time(m) >= since - 0.001
+        ]
+        if not times:
+            return None
+        applied.append(min(times))
+    return max(applied)
+
+
+def ms_between(start: float | None, end: float | None) -> int | None:
+    return None if start is None or end is None else round((end - start) * 1000)
+
+
 async def find_gone_line(broker: BrokerProcess, victim: int, since: float) -> float | None:
     text = broker_log(broker)
     times = [log_time(m) for m in GONE_LINE.finditer(text) if m["gone"] == str(victim)]
@@ -282,12 +320,15 @@ async def broker_failover(local: LocalCluster, total: int) -> tuple[int, dict[st
     done = await everything_led(local, total, live)
     done_wall = time.time()
     noticed = await find_gone_line(local.brokers[controller - 1], victim, step.wall)
+    applied = metadata_applied(local, total, live, step.wall)
     return victim, {
         "victim_broker": victim,
         "leaders_moved": leads[victim],
-        "from_kill_ms": round((done - step.started) * 1000),
-        "from_detection_ms": None if noticed is None else round((done_wall - noticed) * 1000),
-        "detection_ms": None if noticed is None else round((noticed - killed_wall) * 1000),
+        "from_kill_ms": ms_between(step.wall, applied),
+        "from_detection_ms": ms_between(noticed, applied),
+        "detection_ms": ms_between(killed_wall, noticed),
+        "observed_from_kill_ms": round((done - step.started) * 1000),
+        "observed_from_detection_ms": ms_between(noticed, done_wall),
         **step.costs(),
     }
 
@@ -325,12 +366,16 @@ async def controller_failover(local: LocalCluster, total: int) -> dict[str, obje
     finally:
         await asyncio.to_thread(zk.stop)
         await asyncio.to_thread(zk.close)
+    elected_at = stat.ctime / 1000
+    applied = metadata_applied(local, total, live, elected_at, elected)
     return {
         "old_controller": old,
         "new_controller": elected,
-        "from_kill_ms": round((done - step.started) * 1000),
-        "from_election_ms": round((done_wall - stat.ctime / 1000) * 1000),
-        "election_ms": round((stat.ctime / 1000 - step.wall) * 1000),
+        "from_kill_ms": ms_between(step.wall, applied),
+        "from_election_ms": ms_between(elected_at, applied),
+        "election_ms": ms_between(step.wall, elected_at),
+        "observed_from_kill_ms": round((done - step.started) * 1000),
+        "observed_from_election_ms": ms_between(elected_at, done_wall),
         **step.costs(),
     }
 

@@ -50,6 +50,7 @@ from spark_replica.zk import topic_store
 # One INFO line per LeaderAndIsr: with thousands of partitions in a request, a line per
 # partition cost more than applying it (the per-partition lines are brokerd.partition's DEBUG).
 logger = logging.getLogger("brokerd.leader_and_isr")
+metadata_logger = logging.getLogger("brokerd.update_metadata")
 
 
 def check_controller(ctx: BrokerContext, header: ControllerHeader) -> None:
@@ -137,6 +138,19 @@ async def handle_update_metadata(
 ) -> EmptyResponse:
     check_controller(ctx, request.header)
     ctx.metadata.update(request)
+    live = {b.broker_id for b in request.brokers}
+    states = [p for topic in request.topics for p in topic.partitions]
+    # One line per update: when each broker learnt of a controller decision (what
+    # benchmarks/controller_scale.py times failovers by).
+    metadata_logger.info(
+        "UpdateMetadata from controller %d (epoch %d): %d partitions, %d without a live "
+        "leader, brokers %s",
+        request.header.controller_id,
+        request.header.controller_epoch,
+        len(states),
+        sum(1 for p in states if p.leader not in live),
+        sorted(live),
+    )
     return EmptyResponse()
 
 
