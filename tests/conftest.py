@@ -12,9 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 
+from brokerd.controller import zk_requests
 from spark_replica.launcher import BrokerProcess, free_port
 from spark_replica.zk.embedded import EmbeddedZooKeeper
+from spark_replica.zk.session import connect
 from tests.support import BrokerFactory
 
 
@@ -32,6 +35,19 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedZooK
 def zk_connect(zookeeper: EmbeddedZooKeeper) -> str:
     """A connect string with a chroot of this test's own."""
     return f"{zookeeper.connect_string}/test-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture
+def counted_zk(zk_connect: str) -> Iterator[KazooClient]:
+    """A client rooted at the test's chroot whose requests the controller's round-trip
+    counter sees (brokerd.controller.zk_requests)."""
+    client = connect(zk_connect)
+    zk_requests.install(client)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
 
 
 @pytest.fixture

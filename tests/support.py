@@ -11,7 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -515,3 +515,12 @@ def replog_in_process(*args: str, stdin: bytes = b"") -> subprocess.CompletedPro
     finally:
         sys.stdin = saved_stdin
     return subprocess.CompletedProcess(list(args), code, out_bytes.getvalue(), err_bytes.getvalue())
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
+    """Poll `condition` (a cheap, blocking check) until true; fail after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)

@@ -4,36 +4,12 @@ real ZooKeeper: every change reported, many set in two round trips."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
 
-import pytest
 from kazoo.client import KazooClient
 
 from brokerd.controller import zk_requests
 from brokerd.controller.watches import Watch, set_watches
-from spark_replica.zk.session import connect
-
-DEADLINE_S = 10.0
-
-
-@pytest.fixture
-def zk(zk_connect: str) -> Iterator[KazooClient]:
-    client = connect(zk_connect)
-    zk_requests.install(client)
-    try:
-        yield client
-    finally:
-        client.stop()
-        client.close()
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
+from tests.support import wait_until
 
 
 class Calls:
@@ -51,52 +27,52 @@ def watch(path: str, calls: Calls, *, children: bool, ends_with_znode: bool = Fa
     return Watch(path, children, calls.notify, lambda: calls.wanted, ends_with_znode)
 
 
-def test_a_children_watch_reports_every_change_until_unwanted(zk: KazooClient) -> None:
+def test_a_children_watch_reports_every_change_until_unwanted(counted_zk: KazooClient) -> None:
     calls = Calls()
-    set_watches(zk, [watch("/made/by/the/watch", calls, children=True)])
-    assert zk.exists("/made/by/the/watch") is not None and calls.count == 0
+    set_watches(counted_zk, [watch("/made/by/the/watch", calls, children=True)])
+    assert counted_zk.exists("/made/by/the/watch") is not None and calls.count == 0
     for n in range(1, 4):
-        zk.create(f"/made/by/the/watch/{n}")
+        counted_zk.create(f"/made/by/the/watch/{n}")
         wait_until(lambda n=n: calls.count == n, f"change {n} reported")
     calls.wanted = False
-    zk.create("/made/by/the/watch/4")
-    zk.create("/made/by/the/watch/5")  # no watch left to fire: nothing re-armed it
-    zk.sync("/")
+    counted_zk.create("/made/by/the/watch/4")
+    counted_zk.create("/made/by/the/watch/5")  # no watch left to fire: nothing re-armed it
+    counted_zk.sync("/")
     assert calls.count == 3
 
 
-def test_a_znode_watch_reports_creations_and_writes_not_deletions(zk: KazooClient) -> None:
+def test_a_znode_watch_reports_creations_and_writes_not_deletions(counted_zk: KazooClient) -> None:
     calls = Calls()
-    set_watches(zk, [watch("/admin/request", calls, children=False)])
-    zk.create("/admin/request", b"1", makepath=True)
+    set_watches(counted_zk, [watch("/admin/request", calls, children=False)])
+    counted_zk.create("/admin/request", b"1", makepath=True)
     wait_until(lambda: calls.count == 1, "the creation reported")
-    zk.set("/admin/request", b"2")
+    counted_zk.set("/admin/request", b"2")
     wait_until(lambda: calls.count == 2, "the write reported")
-    zk.delete("/admin/request")
-    zk.create("/admin/request", b"3")  # the deletion re-armed the watch without a report
+    counted_zk.delete("/admin/request")
+    counted_zk.create("/admin/request", b"3")  # the deletion re-armed the watch without a report
     wait_until(lambda: calls.count == 3, "the creation after the deletion reported")
 
 
-def test_a_watch_that_ends_with_its_znode_stops_there(zk: KazooClient) -> None:
+def test_a_watch_that_ends_with_its_znode_stops_there(counted_zk: KazooClient) -> None:
     calls = Calls()
-    zk.create("/topic", b"a")
-    set_watches(zk, [watch("/topic", calls, children=False, ends_with_znode=True)])
-    zk.set("/topic", b"b")
+    counted_zk.create("/topic", b"a")
+    set_watches(counted_zk, [watch("/topic", calls, children=False, ends_with_znode=True)])
+    counted_zk.set("/topic", b"b")
     wait_until(lambda: calls.count == 1, "the write reported")
-    zk.delete("/topic")
-    zk.create("/topic", b"again")
-    zk.sync("/")
+    counted_zk.delete("/topic")
+    counted_zk.create("/topic", b"again")
+    counted_zk.sync("/")
     assert calls.count == 1
 
 
-def test_many_watches_are_set_in_two_round_trips(zk: KazooClient) -> None:
+def test_many_watches_are_set_in_two_round_trips(counted_zk: KazooClient) -> None:
     calls = Calls()
     watches = [watch(f"/many/{i}", calls, children=i % 2 == 0) for i in range(200)]
     for i in range(0, 200, 2):
-        zk.ensure_path(f"/many/{i}")
+        counted_zk.ensure_path(f"/many/{i}")
     with zk_requests.counting() as tally:
-        set_watches(zk, watches)
+        set_watches(counted_zk, watches)
     assert tally.round_trips == 2
-    zk.create("/many/1")
-    zk.create("/many/0/child")
+    counted_zk.create("/many/1")
+    counted_zk.create("/many/0/child")
     wait_until(lambda: calls.count == 2, "both kinds fired")

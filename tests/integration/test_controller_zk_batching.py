@@ -3,8 +3,6 @@ same outcome (real ZooKeeper, no brokers)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from kazoo.client import KazooClient
 
@@ -12,21 +10,9 @@ from brokerd.controller import zk_requests, zk_store
 from brokerd.controller.decisions import StateWrite
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import znodes
-from spark_replica.zk.session import connect
 
 TOPIC = "many"
 PARTITIONS = 1200  # more than two multi-ops' worth (zk_store.MAX_OPS_PER_MULTI)
-
-
-@pytest.fixture
-def zk(zk_connect: str) -> Iterator[KazooClient]:
-    client = connect(zk_connect)
-    zk_requests.install(client)
-    try:
-        yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 def new_states(epoch: int) -> list[StateWrite]:
@@ -36,16 +22,18 @@ def new_states(epoch: int) -> list[StateWrite]:
     ]
 
 
-def test_creating_and_rewriting_many_states_takes_a_few_round_trips(zk: KazooClient) -> None:
-    won = zk_store.try_become_controller(zk, 1)
+def test_creating_and_rewriting_many_states_takes_a_few_round_trips(
+    counted_zk: KazooClient,
+) -> None:
+    won = zk_store.try_become_controller(counted_zk, 1)
     assert won is not None
     epoch, epoch_version = won
     with zk_requests.counting() as tally:
-        created = zk_store.write_states(zk, epoch_version, new_states(epoch))
+        created = zk_store.write_states(counted_zk, epoch_version, new_states(epoch))
     assert len(created.written) == PARTITIONS and not created.conflicts
     assert tally.round_trips <= 4, tally.round_trips
     with zk_requests.counting() as tally:
-        read = zk_store.read_states(zk, list(created.written))
+        read = zk_store.read_states(counted_zk, list(created.written))
     assert read == created.written
     assert tally.round_trips <= 2, tally.round_trips
 
@@ -54,20 +42,21 @@ def test_creating_and_rewriting_many_states_takes_a_few_round_trips(zk: KazooCli
         for tp, li in read.items()
     ]
     stale = moved[700]
-    zk.set(znodes.partition_state_path(TOPIC, stale.tp.partition), b"{}")  # a leader's write
+    # A leader's write:
+    counted_zk.set(znodes.partition_state_path(TOPIC, stale.tp.partition), b"{}")
     with zk_requests.counting() as tally:
-        outcome = zk_store.write_states(zk, epoch_version, moved)
+        outcome = zk_store.write_states(counted_zk, epoch_version, moved)
     assert outcome.conflicts == [stale.tp]
     assert set(outcome.written) == {w.tp for w in moved} - {stale.tp}
     assert all(li.zk_version == 1 and li.leader == 2 for li in outcome.written.values())
     assert tally.round_trips <= 3, tally.round_trips
 
 
-def test_a_deposed_controller_writes_nothing(zk: KazooClient) -> None:
-    won = zk_store.try_become_controller(zk, 1)
+def test_a_deposed_controller_writes_nothing(counted_zk: KazooClient) -> None:
+    won = zk_store.try_become_controller(counted_zk, 1)
     assert won is not None
     epoch, epoch_version = won
-    zk.set(znodes.CONTROLLER_EPOCH_PATH, znodes.encode_controller_epoch(epoch + 1))
+    counted_zk.set(znodes.CONTROLLER_EPOCH_PATH, znodes.encode_controller_epoch(epoch + 1))
     with pytest.raises(zk_store.ControllerMovedError):
-        zk_store.write_states(zk, epoch_version, new_states(epoch))
-    assert zk.exists(znodes.partition_state_path(TOPIC, 0)) is None
+        zk_store.write_states(counted_zk, epoch_version, new_states(epoch))
+    assert counted_zk.exists(znodes.partition_state_path(TOPIC, 0)) is None

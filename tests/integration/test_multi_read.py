@@ -1,10 +1,9 @@
-"""Reading many znodes with ZooKeeper's multiRead (spark_replica/zk/multi_read.py): the
+"""Reading many znodes with ZooKeeper's multiRead (spark_replica/counted_zk/multi_read.py): the
 same answers as kazoo's own reads, in few requests (real ZooKeeper, no brokers)."""
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 
 import pytest
 from kazoo.client import KazooClient
@@ -14,49 +13,38 @@ from brokerd.controller import zk_requests
 from spark_replica.errors import ZnodeNoAuthError
 from spark_replica.zk import multi_read
 from spark_replica.zk.multi_read import MultiReadError, MultiReadRequest, get_many
-from spark_replica.zk.session import connect
 
 COUNT = 2_500  # three multiReads (multi_read.READS_PER_REQUEST)
 
 
-@pytest.fixture
-def zk(zk_connect: str) -> Iterator[KazooClient]:
-    client = connect(zk_connect)  # rooted at the test's own chroot
-    zk_requests.install(client)
-    try:
-        yield client
-    finally:
-        client.stop()
-        client.close()
-
-
-def test_many_reads_answer_as_single_reads_do(zk: KazooClient) -> None:
+def test_many_reads_answer_as_single_reads_do(counted_zk: KazooClient) -> None:
     assert COUNT > 2 * multi_read.READS_PER_REQUEST
-    zk.ensure_path("/many")
+    counted_zk.ensure_path("/many")
     paths = [f"/many/{i}" for i in range(COUNT)]
     for start in range(0, COUNT, 500):
-        transaction = zk.transaction()
+        transaction = counted_zk.transaction()
         for path in paths[start : start + 500]:
             transaction.create(path, path.encode() * (1 + len(path) % 3))
         transaction.commit()
-    zk.set("/many/7", b"")  # empty data reads back as b"", as kazoo's get says
-    zk.set("/many/8", b"x")  # and a zkVersion other than 0
+    counted_zk.set("/many/7", b"")  # empty data reads back as b"", as kazoo's get says
+    counted_zk.set("/many/8", b"x")  # and a zkVersion other than 0
     wanted = ["/many/missing", *paths, "/nowhere/at/all"]
 
     with zk_requests.counting() as tally:
-        found = get_many(zk, wanted)
+        found = get_many(counted_zk, wanted)
 
-    assert found == [None, *(zk.get(path) for path in paths), None]
-    assert found[8] is not None and found[8][0] == b"" and found[9] == (b"x", zk.exists("/many/8"))
+    assert found == [None, *(counted_zk.get(path) for path in paths), None]
+    assert found[8] is not None and found[8][0] == b""
+    assert found[9] == (b"x", counted_zk.exists("/many/8"))
     assert (tally.requests, tally.round_trips) == (3, 1)
-    assert get_many(zk, []) == []
+    assert get_many(counted_zk, []) == []
 
 
-def test_a_read_refused_by_an_acl_raises_a_typed_error(zk: KazooClient) -> None:
-    zk.create("/open", b"o")
-    zk.create("/private", b"p", acl=[make_digest_acl("someone", "secret", all=True)])
+def test_a_read_refused_by_an_acl_raises_a_typed_error(counted_zk: KazooClient) -> None:
+    counted_zk.create("/open", b"o")
+    counted_zk.create("/private", b"p", acl=[make_digest_acl("someone", "secret", all=True)])
     with pytest.raises(ZnodeNoAuthError):
-        get_many(zk, ["/open", "/private"])
+        get_many(counted_zk, ["/open", "/private"])
 
 
 HEADER = struct.Struct("!i?i")

@@ -36,6 +36,7 @@ from spark_replica.zk.security_store import (
     write_credential,
 )
 from spark_replica.zk.session import connect
+from tests.support import wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -61,14 +62,6 @@ def entry(
     principal: str, operation: Operation, permission: Permission = Permission.ALLOW
 ) -> AclEntry:
     return AclEntry(principal, "*", operation, permission)
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
 
 
 def config_changes(zk: KazooClient) -> list[dict[str, object]]:
