@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 
 from kazoo.client import KazooClient
 
@@ -29,8 +30,9 @@ from brokerd.metrics.registry import BrokerMetrics
 from brokerd.partition import Partition
 from spark_replica.errors import ZnodeMissingError, ZnodeVersionError, ZooKeeperConnectionError
 from spark_replica.topics import TopicPartition
-from spark_replica.zk import topic_store, znodes
+from spark_replica.zk import znodes
 from spark_replica.zk.kazoo_errors import translated
+from spark_replica.zk.multi_read import get_many
 
 logger = logging.getLogger("brokerd.isr")
 
@@ -44,22 +46,50 @@ def is_own_write(written: znodes.PartitionState, found: znodes.PartitionState) -
     return found.leader == written.leader and found.leader_epoch == written.leader_epoch
 
 
-def write_isr(
-    zk: KazooClient, tp: TopicPartition, state: znodes.PartitionState, expected_version: int
-) -> tuple[znodes.PartitionState, int] | None:
-    """Conditionally write `state`. Returns the state the znode holds as this leader's own
-    with its zkVersion, or None if someone else wrote it (or it is gone)."""
-    path = znodes.partition_state_path(tp.topic, tp.partition)
-    try:
-        with translated():
-            return state, zk.set(path, state.encode(), version=expected_version).version
-    except ZnodeMissingError:
-        return None
-    except (ZnodeVersionError, ZooKeeperConnectionError):
-        found = topic_store.read_partition_state(zk, tp.topic, tp.partition)
-    if found is None or not is_own_write(state, found.state):
-        return None
-    return found.state, found.zk_version
+@dataclass(frozen=True)
+class IsrWrite:
+    tp: TopicPartition
+    state: znodes.PartitionState
+    expected_version: int
+
+
+Held = tuple[znodes.PartitionState, int] | None
+
+
+def write_isrs(zk: KazooClient, writes: list[IsrWrite]) -> list[Held]:
+    """Conditionally write each state; per write, the state the znode holds as this
+    leader's own with its zkVersion, or None if someone else wrote it (or it is gone).
+
+    The writes are independent (each conditional on its own zkVersion) and pipelined: a
+    broker that just restarted catches up on thousands of partitions at once, and wrote
+    their ISRs one round trip after another (minutes at 10,000 partitions). Those refused
+    or unanswered are settled by reading them back, together.
+    """
+    paths = [znodes.partition_state_path(w.tp.topic, w.tp.partition) for w in writes]
+    with translated():
+        pending = [
+            zk.set_async(path, w.state.encode(), version=w.expected_version)
+            for path, w in zip(paths, writes, strict=True)
+        ]
+    held: list[Held] = []
+    unsettled: list[int] = []
+    for i, (write, answer) in enumerate(zip(writes, pending, strict=True)):
+        try:
+            with translated():
+                held.append((write.state, answer.get().version))
+        except ZnodeMissingError:
+            held.append(None)
+        except (ZnodeVersionError, ZooKeeperConnectionError):
+            held.append(None)
+            unsettled.append(i)
+    found = get_many(zk, [paths[i] for i in unsettled])
+    for i, read in zip(unsettled, found, strict=True):
+        if read is None:
+            continue
+        state = znodes.PartitionState.decode(paths[i], read[0])
+        if is_own_write(writes[i].state, state):
+            held[i] = (state, read[1].version)
+    return held
 
 
 def notify_isr_change(
@@ -99,14 +129,7 @@ class IsrWriter:
             await self._wakeup.wait()
             self._wakeup.clear()
             pending, self._pending = self._pending, {}
-            changed = []
-            for partition in pending.values():
-                try:
-                    if await self._write(partition):
-                        changed.append(partition.tp)
-                except Exception:
-                    logger.exception("writing the ISR of %s failed; will retry", partition.tp)
-                    partition.proposed_isr = None
+            changed = await self._write([p for p in pending.values() if self._proposes(p)])
             await self._notify(changed, leader_stepped_down=False)
             stepped_down, self._stepped_down = self._stepped_down, []
             if not await self._notify(stepped_down, leader_stepped_down=True):
@@ -124,21 +147,45 @@ class IsrWriter:
             return False
         return True
 
-    async def _write(self, partition: Partition) -> bool:
-        proposed = partition.proposed_isr
-        if proposed is None or not partition.is_leader:
-            return False
-        epoch, expected = partition.leader_epoch, partition.zk_version
-        state = znodes.PartitionState(self.broker_id, epoch, proposed, partition.controller_epoch)
-        held = await asyncio.to_thread(write_isr, self.zk, partition.tp, state, expected)
-        if partition.leader_epoch != epoch or not partition.is_leader:
-            return held is not None
-        if held is None:
-            partition.step_down()
-            self._stepped_down.append(partition.tp)
-            return False
-        held_state, version = held
-        logger.info("%s: ISR now %s (zkVersion %d)", partition.tp, held_state.isr, version)
-        self.metrics.isr_changed(partition.isr, held_state.isr)
-        partition.apply_isr(held_state.isr, version)
-        return True
+    @staticmethod
+    def _proposes(partition: Partition) -> bool:
+        return partition.proposed_isr is not None and partition.is_leader
+
+    async def _write(self, partitions: list[Partition]) -> list[TopicPartition]:
+        """Write the proposed ISRs; the partitions whose ISR changed."""
+        if not partitions:
+            return []
+        asked = [(p, p.leader_epoch) for p in partitions]
+        writes = [
+            IsrWrite(
+                p.tp,
+                znodes.PartitionState(
+                    self.broker_id, p.leader_epoch, list(p.proposed_isr or []), p.controller_epoch
+                ),
+                p.zk_version,
+            )
+            for p in partitions
+        ]
+        try:
+            held_all = await asyncio.to_thread(write_isrs, self.zk, writes)
+        except Exception:
+            logger.exception("writing the ISRs of %d partitions failed; will retry", len(writes))
+            for partition in partitions:
+                partition.proposed_isr = None
+            return []
+        changed = []
+        for (partition, epoch), held in zip(asked, held_all, strict=True):
+            if partition.leader_epoch != epoch or not partition.is_leader:
+                if held is not None:
+                    changed.append(partition.tp)
+                continue
+            if held is None:
+                partition.step_down()
+                self._stepped_down.append(partition.tp)
+                continue
+            held_state, version = held
+            logger.info("%s: ISR now %s (zkVersion %d)", partition.tp, held_state.isr, version)
+            self.metrics.isr_changed(partition.isr, held_state.isr)
+            partition.apply_isr(held_state.isr, version)
+            changed.append(partition.tp)
+        return changed
