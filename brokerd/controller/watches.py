@@ -60,11 +60,16 @@ def _arm(zk: KazooClient, watch: Watch) -> Any:
     def fired(event: WatchedEvent) -> None:
         if not watch.wanted():
             return
-        deleted = event.type == EventType.DELETED
-        if deleted and watch.ends_with_znode:
-            return
-        _arm(zk, watch)
-        if not deleted:
+        if event.type != EventType.DELETED:
+            _arm(zk, watch)
+            watch.notify()
+        elif not watch.ends_with_znode:
+            # Not a change to report, unless the znode was made again before the watch
+            # was back: then the re-arming read is the only one that saw it.
+            _arm(zk, watch).rawlink(_report_if_found)
+
+    def _report_if_found(answer: Any) -> None:
+        if answer.successful() and answer.get() is not None and watch.wanted():
             watch.notify()
 
     if watch.children:
