@@ -51,8 +51,8 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 
+from _broker_log import CONTROLLER_PREFIX, GONE_LINE, broker_log, log_time
 from _cluster import LocalCluster, local_cluster
 from _common import emit
 
@@ -68,14 +68,9 @@ BROKERS = 3
 REPLICATION_FACTOR = 3
 POLL_INTERVAL_S = 0.2
 STEP_TIMEOUT_S = 900.0
-PREFIX = r"^(?P<time>\S+Z) \w+ broker=\d+ brokerd\.controller: "  # brokerd/logging_setup.py
 EVENT_LINE = re.compile(
-    PREFIX + r"event (?P<event>\w+): "
+    CONTROLLER_PREFIX + r"event (?P<event>\w+): "
     r"(?P<requests>\d+) ZooKeeper requests in (?P<trips>\d+) round trips, (?P<ms>[\d.]+) ms$",
-    re.MULTILINE,
-)
-GONE_LINE = re.compile(
-    PREFIX + r"brokers changed: gone \[(?P<gone>[\d, ]*)\]",
     re.MULTILINE,
 )
 METADATA_LINE = re.compile(  # brokerd/api/controller_requests.py
@@ -93,19 +88,6 @@ class Partition:
     leader: int
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
-
-
-def log_time(match: re.Match[str]) -> float:
-    """A broker.log timestamp (UTC, millisecond precision) as seconds since the epoch."""
-    when = datetime.strptime(match["time"], "%Y-%m-%dT%H:%M:%S.%fZ")
-    return when.replace(tzinfo=UTC).timestamp()
-
-
-def broker_log(broker: BrokerProcess) -> str:
-    """A broker's log, its rotated files included (oldest first)."""
-    paths = sorted(broker.log_dir.glob("broker.log.*"), reverse=True)
-    paths.append(broker.log_dir / "broker.log")
-    return "".join(p.read_text(errors="replace") for p in paths if p.exists())
 
 
 def zk_received(connect_string: str) -> int:

@@ -49,10 +49,10 @@ import statistics
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from datetime import datetime
 from pathlib import Path
 from typing import TypeVar
 
+from _broker_log import CONTROLLER_PREFIX, GONE_LINE, log_time
 from _cluster import LocalCluster, local_cluster
 from _common import emit
 
@@ -79,15 +79,10 @@ CREATE_TIMEOUT_S = 60.0
 WAIT_TIMEOUT_S = 60.0
 LOG_LINE_TIMEOUT_S = 10.0
 PART_TIMEOUT_S = 180.0
-LOG_TIME_FORMAT = "%Y-%m-%d %H:%M:%S,%f"  # logging's default asctime, as brokerd writes it
 FAILOVER_LINE = re.compile(
-    r"^(?P<time>\S+ \S+) \w+ brokerd\.controller: failover of brokers \[(?P<gone>[\d, ]*)\]: "
+    CONTROLLER_PREFIX + r"failover of brokers \[(?P<gone>[\d, ]*)\]: "
     r"(?P<written>\d+) partitions moved in (?P<trips>\d+) ZooKeeper round trips, "
     r"(?P<ms>[\d.]+) ms$",
-    re.MULTILINE,
-)
-GONE_LINE = re.compile(
-    r"^(?P<time>\S+ \S+) \w+ brokerd\.controller: brokers changed: gone \[(?P<gone>[\d, ]*)\]",
     re.MULTILINE,
 )
 
@@ -252,11 +247,6 @@ async def find_log_line(path: Path, pattern: re.Pattern[str], victim: int) -> re
         return await wait_for(found, f"{pattern.pattern!r} in {path}", LOG_LINE_TIMEOUT_S)
     except TimeoutError:
         return None
-
-
-def log_time(match: re.Match[str]) -> float:
-    """A broker.log timestamp (local time) as seconds since the epoch."""
-    return datetime.strptime(match["time"], LOG_TIME_FORMAT).timestamp()
 
 
 async def move_partitions(local: LocalCluster) -> dict[str, object]:

@@ -348,3 +348,48 @@ def test_d_a_follower_cut_one_way_from_its_leader_leaves_and_rejoins_the_isr(
 
     scenario(steps())
     assert_identical_holding(final_logs(cluster, topic), acknowledged)
+
+
+def test_e_a_broker_that_registered_again_while_the_controller_was_away_rejoins(
+    netns_cluster: Netns,
+) -> None:
+    """Chaos --netns seed 2045: while the controller was cut from ZooKeeper and ZooKeeper
+    restarted, a broker died and registered again under a new broker epoch, with the
+    same id. The controller's connection came back within its session, and the list of
+    broker ids was the same as before it left, so it never saw the new registration and
+    never told the new broker what to follow: it stayed out of every ISR."""
+    cluster = netns_cluster(3, **{"zookeeper.session.timeout.ms": "20000"})
+    controller = cluster.controller_id()
+    assert controller is not None
+    victim = next(b for b in BROKERS if b != controller)
+    # The victim's own sessions are short, so that its dead registration goes, and the
+    # new one appears, well within the controller's session.
+    cluster.broker(victim).stop()
+    cluster.broker(victim).overrides["zookeeper.session.timeout.ms"] = "3000"
+    cluster.restart(victim)
+    topic = topic_led_by(victim, "re-registered")
+    run(create_with_min_isr(cluster.bootstrap, topic))
+    assert cluster.zookeeper is not None
+
+    async def steps() -> None:
+        with zookeeper(cluster) as zk:
+            await full_isr(zk, topic)
+        cluster.kill(victim)
+        with zookeeper(cluster) as zk:
+            await until_state(zk, topic, lambda s: victim not in s.isr and s.leader != victim)
+        cut_at = asyncio.get_running_loop().time()
+        cluster.cut(controller, "zookeeper")
+        # The restart drops every session's connection, the controller's among them.
+        await asyncio.to_thread(cluster.zookeeper.stop)
+        await asyncio.to_thread(cluster.zookeeper.start)
+        await asyncio.to_thread(cluster.restart, victim)  # registers anew
+        # The controller's client gives its connection up two thirds of a session after
+        # it last heard from ZooKeeper, so it reconnects once healed after that, and
+        # within the session ZooKeeper gave it anew when it restarted.
+        await asyncio.sleep(max(0.0, cut_at + 15 - asyncio.get_running_loop().time()))
+        cluster.heal()
+        with zookeeper(cluster) as zk:
+            back = await full_isr(zk, topic, timeout_s=30)
+        assert victim in back.isr
+
+    scenario(steps(), timeout_s=120)
