@@ -90,6 +90,10 @@ class ZnodeVersionError(ZooKeeperError):
     """A conditional write found another zkVersion: someone wrote the znode since."""
 
 
+class MultiReadError(ZooKeeperError):
+    """A multiRead answer that does not parse: ZooKeeper and this client disagree."""
+
+
 class ZnodeNoAuthError(ZooKeeperError):
     """The znode's ACL does not let this session do that (ZooKeeper's NOAUTH): the session
     lacks the digest credentials the znode was written with."""

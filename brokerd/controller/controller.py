@@ -30,7 +30,7 @@ import enum
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kazoo.client import KazooClient, KazooState
@@ -349,7 +349,9 @@ class Controller:
                 return None
         return seat
 
-    def _watch(self, path: str, event: Event, children: bool = True) -> Watch:
+    def _watch(
+        self, path: str, event: Event, children: bool = True, ends_with_znode: bool = False
+    ) -> Watch:
         """A watch that enqueues `event` while this controllership lasts."""
         generation = self._generation
         return Watch(
@@ -357,6 +359,7 @@ class Controller:
             children,
             notify=lambda: self._enqueue(event),
             wanted=lambda: generation == self._generation,
+            ends_with_znode=ends_with_znode,
         )
 
     def _watch_topics(self, topics: list[str]) -> None:
@@ -365,10 +368,7 @@ class Controller:
         set_watches(
             self.zk,
             [
-                replace(
-                    self._watch(znodes.topic_path(topic), Event.TOPIC_CHANGE, children=False),
-                    ends_with_znode=True,
-                )
+                self._watch(znodes.topic_path(topic), Event.TOPIC_CHANGE, False, True)
                 for topic in topics
             ],
         )

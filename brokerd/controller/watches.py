@@ -36,8 +36,8 @@ class Watch:
     notify: Callable[[], None]
     wanted: Callable[[], bool]
     # The deletion of a watched znode is not reported (its parent's children watch, or
-    # the handler of its creation, covers it); a watch that `ends_with_znode` (a topic's
-    # assignment) then ends, others (an admin request's znode) wait for the next one.
+    # the handler of its creation, covers it), only its return; a watch that
+    # `ends_with_znode` (a topic's assignment) ends there instead.
     ends_with_znode: bool = False
 
 

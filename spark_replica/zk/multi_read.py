@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from kazoo.client import KazooClient
 from kazoo.protocol.states import ZnodeStat
 
-from spark_replica.errors import ZooKeeperError
+from spark_replica.errors import MultiReadError, ZooKeeperError
 from spark_replica.zk.kazoo_errors import error_of_code, translated
 
 MULTI_READ = 22  # ZooDefs.OpCode.multiRead
@@ -37,10 +37,6 @@ _INT = struct.Struct("!i")
 _STAT = struct.Struct("!qqqqiiiqiiq")  # czxid, mzxid, ctime, mtime, version, ... pzxid
 
 Found = tuple[bytes, ZnodeStat] | None
-
-
-class MultiReadError(ZooKeeperError):
-    """A multiRead answer that does not parse: ZooKeeper and this client disagree."""
 
 
 class MultiReadRequest:

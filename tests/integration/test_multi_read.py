@@ -10,9 +10,9 @@ from kazoo.client import KazooClient
 from kazoo.security import make_digest_acl
 
 from brokerd.controller import zk_requests
-from spark_replica.errors import ZnodeNoAuthError
+from spark_replica.errors import MultiReadError, ZnodeNoAuthError
 from spark_replica.zk import multi_read
-from spark_replica.zk.multi_read import MultiReadError, MultiReadRequest, get_many
+from spark_replica.zk.multi_read import MultiReadRequest, get_many
 
 COUNT = 2_500  # three multiReads (multi_read.READS_PER_REQUEST)
 
