@@ -84,8 +84,20 @@ _BOOLEAN_KEYS = {
 }
 
 # Every key `with_overrides` takes.
+# What a topic created without them gets (Kafka's CreateTopics with -1, KIP-464).
+_TOPIC_DEFAULT_KEYS = {
+    "num.partitions": "num_partitions",
+    "default.replication.factor": "default_replication_factor",
+}
 BROKER_CONFIG_KEYS = frozenset(
-    [*_LOG_DEFAULT_KEYS, *_INTERVAL_KEYS, "min.insync.replicas", *_BOOLEAN_KEYS, *SECURITY_KEYS]
+    [
+        *_LOG_DEFAULT_KEYS,
+        *_INTERVAL_KEYS,
+        "min.insync.replicas",
+        *_TOPIC_DEFAULT_KEYS,
+        *_BOOLEAN_KEYS,
+        *SECURITY_KEYS,
+    ]
 )
 
 
@@ -119,6 +131,8 @@ class BrokerConfig:
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10
     min_insync_replicas: int = 1
+    num_partitions: int = 1  # Kafka's defaults for a topic created without them
+    default_replication_factor: int = 1
     producer_id_expiration_ms: int = 86_400_000  # Kafka's default: one day
     producer_id_expiration_check_interval_ms: int = 600_000
     # Kafka's default is unlimited; each connection that has sent bytes holds a 256 KiB
@@ -177,6 +191,8 @@ class BrokerConfig:
             "controlled_shutdown_max_retries",
             "controlled_shutdown_retry_backoff_ms",
             "min_insync_replicas",
+            "num_partitions",
+            "default_replication_factor",
             "producer_id_expiration_ms",
             "producer_id_expiration_check_interval_ms",
             "max_connections",
@@ -240,6 +256,8 @@ class BrokerConfig:
                 broker_fields[_INTERVAL_KEYS[key]] = _parse_int(key, raw)
             elif key == "min.insync.replicas":
                 broker_fields["min_insync_replicas"] = _parse_int(key, raw)
+            elif key in _TOPIC_DEFAULT_KEYS:
+                broker_fields[_TOPIC_DEFAULT_KEYS[key]] = _parse_int(key, raw)
             elif key in _BOOLEAN_KEYS:
                 broker_fields[_BOOLEAN_KEYS[key]] = _parse_bool(key, raw)
             else:

@@ -5,7 +5,7 @@ listener's handlers do (the answer means "written"; clients wait on Metadata for
 brokers to apply it). validate_only runs the same checks and writes nothing. Replica
 assignments chosen by the client are not served (the placement is replog's): such a
 topic is refused with INVALID_REQUEST. -1 partitions or replication factor (v4+) take
-Kafka's defaults, num.partitions=1 and default.replication.factor=1.
+the broker's num.partitions and default.replication.factor (Kafka's defaults: 1 and 1).
 """
 
 from __future__ import annotations
@@ -38,8 +38,6 @@ from spark_replica.topics import validate_topic_name
 from spark_replica.zk import topic_store, znodes
 from spark_replica.zk.kazoo_errors import translated
 
-DEFAULT_PARTITIONS = 1
-DEFAULT_REPLICATION_FACTOR = 1
 USE_DEFAULT = -1
 
 
@@ -80,10 +78,12 @@ async def handle_create_topics(ctx: BrokerContext, request: KafkaRequest) -> Dat
     results = []
     for topic in body.topics:
         partitions = (
-            DEFAULT_PARTITIONS if topic.num_partitions == USE_DEFAULT else topic.num_partitions
+            ctx.config.num_partitions
+            if topic.num_partitions == USE_DEFAULT
+            else topic.num_partitions
         )
         replication = (
-            DEFAULT_REPLICATION_FACTOR
+            ctx.config.default_replication_factor
             if topic.replication_factor == USE_DEFAULT
             else topic.replication_factor
         )

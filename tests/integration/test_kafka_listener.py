@@ -158,9 +158,18 @@ def test_aiokafka_round_trip_with_keys_headers_and_gzip(brokers: BrokerFactory) 
 
 
 def test_offsets_metadata_and_admin(brokers: BrokerFactory) -> None:
-    start_cluster(brokers, 3)
+    start_cluster(brokers, 3, **{"num.partitions": "2", "default.replication.factor": "3"})
     _create(brokers, "admin", partitions=2, rf=2)
     admin = _admin(brokers)
+    # No partitions or factor given (-1): the brokers' num.partitions and
+    # default.replication.factor, as in Kafka.
+    admin.create_topics([NewTopic("defaults")])["defaults"].result(DEADLINE_S)
+    deadline = time.monotonic() + DEADLINE_S
+    while not (defaults := admin.list_topics("defaults", timeout=10).topics["defaults"]).partitions:
+        assert time.monotonic() < deadline, "the topic has no partitions yet"
+        time.sleep(0.2)
+    assert sorted(defaults.partitions) == [0, 1]
+    assert all(len(p.replicas) == 3 for p in defaults.partitions.values())
     metadata = admin.list_topics(timeout=10)
     kafka_ports = {b.kafka_port for b in brokers.brokers.values()}
     assert {b.port for b in metadata.brokers.values()} == kafka_ports

@@ -52,7 +52,6 @@ def test_kafkas_own_file_is_read_with_its_unused_keys_ignored() -> None:
         "num.io.threads",
         "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
-        "num.partitions",
         "num.recovery.threads.per.data.dir",
         "offsets.topic.replication.factor",
         "transaction.state.log.replication.factor",
@@ -64,6 +63,15 @@ def test_kafkas_own_file_is_read_with_its_unused_keys_ignored() -> None:
     assert config.log_defaults.retention_ms == 168 * 3_600_000
     assert config.max_frame_bytes == 104857600
     assert config.group_initial_rebalance_delay_ms == 0
+    assert config.num_partitions == 1 and config.default_replication_factor == 1
+
+
+def test_topic_defaults_are_read_and_must_be_positive() -> None:
+    parsed = parse_server_properties({"num.partitions": "6", "default.replication.factor": "3"})
+    config = BrokerConfig(0, Path("/d"), "zk:2181").with_overrides(parsed.broker_configs)
+    assert (config.num_partitions, config.default_replication_factor) == (6, 3)
+    with raises("default_replication_factor must be positive"):
+        BrokerConfig(0, Path("/d"), "zk:2181").with_overrides({"default.replication.factor": "0"})
 
 
 def test_retention_takes_the_finest_unit_given_and_minus_one_stays_unlimited() -> None:
