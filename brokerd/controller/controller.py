@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -56,7 +57,7 @@ from brokerd.controller.topic_events import (
     on_topic_change,
     on_topic_deletion,
 )
-from brokerd.controller.watches import Watch, set_watches
+from brokerd.controller.watches import Watch, WatchSet
 from brokerd.controller.zk_store import ControllerMovedError
 from brokerd.metrics.registry import BrokerMetrics
 from spark_replica.errors import NotControllerError
@@ -124,6 +125,7 @@ class Controller:
         self._brokers_liveness = BrokerLiveness(self._on_broker_dead)
         self._controller_liveness = BrokerLiveness(self._on_controller_dead)
         self.ops: ControllerOps | None = None  # set while this broker is the controller
+        self._watches: WatchSet | None = None  # the watches of that controllership
         self.channel = ControllerChannel(f"controller-{broker_id}", security)
         self._events: asyncio.Queue[Event] = asyncio.Queue()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -186,6 +188,9 @@ class Controller:
         if state == KazooState.LOST:
             self._enqueue(Event.SESSION_LOST)
         elif state == KazooState.CONNECTED:
+            watches = self._watches
+            if watches is not None:
+                watches.rearm()  # kazoo forgot them when the connection dropped
             self._enqueue(Event.ELECTION)
             # A change made while we were disconnected can go unseen: a broker may have
             # died and registered again (a new broker epoch, the same children's names)
@@ -270,6 +275,7 @@ class Controller:
         """Forget the cluster and drop requests not yet sent: they carry a stale epoch."""
         self._generation += 1
         self.ops = None
+        self._watches = None
         pending, self._shutdown_requests = self._shutdown_requests, []
         for request in pending:
             if not request.done.done():
@@ -328,8 +334,11 @@ class Controller:
         logger.info("broker %d is the controller, epoch %d", self.broker_id, epoch)
         ctx = ControllerContext(self.broker_id, epoch, epoch_zk_version)
         self._generation += 1
-        self.ops = ControllerOps(self.zk, ctx, self.channel, self._watch_topics, self.metrics)
-        await self._on_elected(self.ops)
+        watches = self._watches = WatchSet(self.zk)
+        self.ops = ControllerOps(
+            self.zk, ctx, self.channel, functools.partial(self._watch_topics, watches), self.metrics
+        )
+        await self._on_elected(self.ops, watches)
 
     def _watch_controller_znode(self) -> zk_store.ControllerSeat | None:
         """Wake up when `/controller` goes away (or at once, if it already has); return
@@ -362,21 +371,20 @@ class Controller:
             ends_with_znode=ends_with_znode,
         )
 
-    def _watch_topics(self, topics: list[str]) -> None:
+    def _watch_topics(self, watches: WatchSet, topics: list[str]) -> None:
         """Wake on changes of the topics' assignments (partitions added), each until the
         topic is gone (blocking)."""
-        set_watches(
-            self.zk,
+        watches.add(
             [
                 self._watch(znodes.topic_path(topic), Event.TOPIC_CHANGE, False, True)
                 for topic in topics
             ],
         )
 
-    async def _on_elected(self, ops: ControllerOps) -> None:
+    async def _on_elected(self, ops: ControllerOps, watches: WatchSet) -> None:
         """Failover (seed section D): read everything, finish what was left, tell everyone."""
         ctx = ops.ctx
-        watches = [
+        cluster_watches = [
             self._watch(znodes.BROKER_IDS_PATH, Event.BROKER_CHANGE),
             self._watch(znodes.TOPICS_PATH, Event.TOPIC_CHANGE),
             self._watch(znodes.ISR_CHANGE_NOTIFICATION_PATH, Event.ISR_CHANGE),
@@ -386,7 +394,7 @@ class Controller:
             self._watch(znodes.PREFERRED_REPLICA_ELECTION_PATH, Event.PREFERRED_ELECTION, False),
             self._watch(znodes.REASSIGN_PARTITIONS_PATH, Event.REASSIGNMENT, False),
         ]
-        await asyncio.to_thread(set_watches, self.zk, watches)
+        await asyncio.to_thread(watches.add, cluster_watches)
         cluster = await asyncio.to_thread(zk_store.read_cluster_at_takeover, self.zk)
         ctx.live_brokers = cluster.live_brokers
         ctx.last_config_change = cluster.newest_config_change
