@@ -14,9 +14,10 @@ import logging
 from typing import Any
 
 from brokerd.api import HANDLERS, BrokerContext
+from brokerd.api.produce import UnansweredProduceFailed
 from brokerd.authentication import BEFORE_LOGIN
 from brokerd.authorization import check, filter_metadata
-from brokerd.server import Answer, Connection, LoginRefused, Logins
+from brokerd.server import CLOSE, Answer, Connection, LoginRefused, Logins
 from spark_replica.errors import (
     BrokerResponseError,
     IllegalSaslStateError,
@@ -105,6 +106,9 @@ class ReplogDispatch:
             if authorizer is not None:
                 check(authorizer, connection.principal, connection.ip, api_key, request)
             response = await HANDLERS[api_key](self.ctx, request)
+        except UnansweredProduceFailed as exc:
+            logger.info("closing connection from %s: %s", connection.ip, exc)
+            return CLOSE
         except BrokerResponseError as exc:
             return Answer(_error_response(correlation_id, exc))
         except Exception as exc:

@@ -14,12 +14,17 @@ A batch an idempotent producer appended long ago (older than the batches the par
 remembers with their offsets) is answered DUPLICATE_SEQUENCE_NUMBER, and the producer
 counts it as delivered; with acks=all only once the HW has passed everything up to the
 remembered batches, so that such an answer never stands for records a failover can lose.
+
+An acks=0 produce has no answer to carry an error, so one that fails for any partition
+raises UnansweredProduceFailed and the listener closes the connection, as Kafka does: the
+client sees the connection drop, refreshes its metadata and sends to the new leader,
+instead of writing on to a broker that no longer leads and drops every record.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,6 +58,23 @@ VALID_ACKS = (ACKS_NONE, ACKS_LEADER, ACKS_ALL)
 MAX_PRODUCE_TIMEOUT_MS = 300_000
 
 Records = bytes | bytearray | memoryview
+
+
+class UnansweredProduceFailed(Exception):
+    """An acks=0 produce failed for some partition: the listener closes the connection,
+    the only way to tell a client that reads no answer."""
+
+
+def close_if_unanswered_failed(acks: int, results: Iterable[Any]) -> None:
+    """With acks=0, raise UnansweredProduceFailed if any partition result has an error."""
+    if acks != ACKS_NONE:
+        return
+    failed = [result for result in results if result.error_code]
+    if failed:
+        raise UnansweredProduceFailed(
+            f"an acks=0 produce failed for {len(failed)} partition(s), the first with "
+            f"error code {failed[0].error_code}: {failed[0].error_message}"
+        )
 
 
 def produce_wait_s(timeout_ms: int) -> float:
@@ -140,6 +162,9 @@ async def handle_produce(ctx: BrokerContext, request: ProduceRequest) -> Produce
         request.topics, ProduceTopicResult, ProducePartitionResult, serve
     )
     await complete_appends(appended, request.acks, request.timeout_ms)
+    close_if_unanswered_failed(
+        request.acks, (result for topic in topics for result in topic.partitions)
+    )
     if request.acks == ACKS_NONE:
         return None
     return ProduceResponse(topics)

@@ -13,6 +13,8 @@ or a hang:
 - A body that does not decode, a handler that fails unexpectedly, a response that
   cannot be encoded: logged, and the connection closed. Kafka's clients reconnect.
 - A frame over the size limit is not answered (Kafka closes such connections too).
+- An acks=0 produce that fails for any partition closes the connection (Kafka's way of
+  telling a client that reads no answer; it then refreshes its metadata).
 
 Security: plaintext on a TLS listener is closed at once (the client reports a broken
 connection; there is no Kafka answer that would explain more). On a SASL listener only
@@ -29,6 +31,7 @@ import struct
 from typing import Any
 
 from brokerd.api.context import BrokerContext
+from brokerd.api.produce import UnansweredProduceFailed
 from brokerd.groups.handlers import GROUP_HANDLERS
 from brokerd.kafka.handlers import DATA_HANDLERS
 from brokerd.kafka.request import KafkaHandler, KafkaRequest
@@ -139,6 +142,9 @@ class KafkaDispatch:
         )
         try:
             response = await self.handlers[key](self.ctx, request)
+        except UnansweredProduceFailed as exc:
+            logger.info("closing connection from %s: %s", connection.ip, exc)
+            return CLOSE
         except Exception:
             logger.exception("closing connection from %s: api key %d failed", connection.ip, key)
             return CLOSE

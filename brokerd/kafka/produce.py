@@ -15,7 +15,12 @@ the id, naming transactions).
 from __future__ import annotations
 
 from brokerd.api.context import BrokerContext
-from brokerd.api.produce import Appended, append_records, complete_appends
+from brokerd.api.produce import (
+    Appended,
+    append_records,
+    close_if_unanswered_failed,
+    complete_appends,
+)
 from brokerd.kafka.authorization import authorize_topic, topic_denied
 from brokerd.kafka.partitions import serve_partition
 from brokerd.kafka.request import KafkaRequest
@@ -66,6 +71,10 @@ async def handle_produce(ctx: BrokerContext, request: KafkaRequest) -> Data | No
             results.append(result)
         responses.append(Data(name=name, partition_responses=results))
     await complete_appends(appended, body.acks, body.timeout_ms)
+    close_if_unanswered_failed(
+        body.acks,
+        (result for topic in responses for result in topic.partition_responses),
+    )
     if body.acks == ACKS_NONE:
         return None
     return Data(responses=responses, throttle_time_ms=0)

@@ -71,6 +71,7 @@ from spark_replica.topics import TopicPartition
 
 from .accumulator import Callback, Headers, OpenBatch
 from .cluster import Cluster
+from .connection import BrokerConnection
 from .delivery_timeout import delivery_timeout_error
 from .in_flight import Failure, PartitionWindow, WindowBatch
 from .retry import refreshes_metadata
@@ -208,6 +209,9 @@ class PartitionSender:
         self._next_poll_at = 0.0
         self._delivery_timeout_s = config.delivery_timeout_ms / 1000
         self._last_error: BaseException | None = None  # since the last success
+        # The connection the last request went on, and when it was taken.
+        self._connection: BrokerConnection | None = None
+        self._connection_taken_at = 0.0
         self._track = track
         self._linger_s = config.linger_ms / 1000
         self._batch_bytes = config.batch_size
@@ -413,11 +417,19 @@ class PartitionSender:
         return max(1, min(self.config.request_timeout_ms, int(left_ms)))
 
     async def _leader_connection(self, entry: WindowBatch[ProducerBatch]) -> Any:
+        previous = self._connection
+        if previous is not None and not previous.is_usable:
+            # As Kafka's clients: a dropped connection means the metadata may be stale.
+            # It is how a broker tells an acks=0 producer (which reads no answers) that
+            # it no longer leads the partition.
+            await self._refresh(self._connection_taken_at)
         await self.cluster.ensure_topic(self.tp.topic)
         leader = self.cluster.leader_for(self.tp)
         entry.leader = (leader, self.cluster.partition(self.tp).leader_epoch)
         async with self._connect_lock:
-            return await self.cluster.connection(leader, "produce")
+            self._connection = await self.cluster.connection(leader, "produce")
+        self._connection_taken_at = asyncio.get_running_loop().time()
+        return self._connection
 
     def _on_answer(self, entry: WindowBatch[ProducerBatch], task: asyncio.Future[Any]) -> None:
         self._requests.discard(task)
