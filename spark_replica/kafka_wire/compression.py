@@ -7,11 +7,15 @@ client: a 16-byte header starting "\\x82SNAPPY\\x00", then blocks each prefixed 
 int32 length); both are accepted.
 
 Why bounded: a few kilobytes of zeros compress a gigabyte, and the broker decompresses
-what any client sends. Output goes into a buffer of the limit plus one byte, allocated
-but not touched (the kernel maps pages as they are written), and cramjam refuses to
-write past a buffer's end, so a bomb costs at most the limit in memory. The buffer also
-leaves record_batch.PADDING zero bytes after the output for its vectorised reads.
-A first, smaller buffer is tried first (see FIRST_TRY_BYTES).
+what any client sends. The bound is the broker's to give: the topic's max.message.bytes,
+which the uncompressed records count against as they would against an uncompressed
+batch (RECORD_TOO_LARGE past it). Decompression is incremental into a buffer of the
+limit plus one byte, allocated but not touched (the kernel maps pages as they are
+written); cramjam stops when the buffer is full, so a bomb costs at most the limit in
+memory and the time to write that much. The buffer also leaves record_batch.PADDING zero
+bytes after the output for its vectorised reads. A first, smaller buffer is tried first
+(see FIRST_TRY_BYTES). cramjam releases the GIL while it works, so a caller running this
+in a worker thread leaves its event loop free.
 
 This module does no I/O.
 """
@@ -25,13 +29,13 @@ import numpy as np
 
 from spark_replica.errors import (
     CorruptMessageError,
-    RecordListTooLargeError,
+    MessageTooLargeError,
     UnsupportedCompressionTypeError,
 )
 from spark_replica.kafka_wire.record_batch import PADDING, padded
 
 CODEC_NAMES = {0: "none", 1: "gzip", 2: "snappy", 3: "lz4", 4: "zstd"}
-# Uncompressed records of one batch the broker will hold in memory at most.
+# The bound of callers that have no topic to take max.message.bytes from (tools, tests).
 DEFAULT_MAX_RECORDS_BYTES = 64 * 1024 * 1024
 # The first buffer tried: large enough for most batches (a few times their compressed
 # size), small enough to come from reused heap memory. Only a batch that overflows it
@@ -66,10 +70,12 @@ def decompress(
     PADDING zero bytes follow them in the buffer; uncompressed records are copied.
 
     Raises CorruptMessageError when the bytes do not decompress with their codec and
-    RecordListTooLargeError when they would decompress to more than `limit` bytes.
+    MessageTooLargeError (RECORD_TOO_LARGE) when they hold more than `limit` bytes.
     """
     name = codec_name(bits)
-    if bits == 0:  # already in memory: nothing to bound
+    if bits == 0:
+        if len(data) > limit:
+            raise _too_large(name, limit)
         return padded(data), len(data)
     first_try = min(limit, max(FIRST_TRY_BYTES, FIRST_TRY_RATIO * len(data)))
     for capacity in dict.fromkeys((first_try, limit)):
@@ -78,8 +84,13 @@ def decompress(
         if size <= capacity:
             out[size : size + PADDING] = 0
             return out, size
-    raise RecordListTooLargeError(
-        f"{name} records decompress to more than {limit} bytes, the most one batch may hold"
+    raise _too_large(name, limit)
+
+
+def _too_large(name: str, limit: int) -> MessageTooLargeError:
+    return MessageTooLargeError(
+        f"{name} records hold more than {limit} bytes uncompressed, the most the "
+        "topic's max.message.bytes leaves for them"
     )
 
 

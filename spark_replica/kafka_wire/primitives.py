@@ -6,7 +6,8 @@ versions carry an unsigned varint of length + 1 (0 = null). Tagged fields are an
 unsigned varint count, then per field its tag, its size and its bytes.
 
 Every length or count is checked against the bytes left in the frame before anything
-is allocated for it, and every malformed input raises ProtocolError: a peer's bytes
+is allocated for it (spark_replica.wire_bounds, shared with the native codec), and every
+malformed input raises ProtocolError: a peer's bytes
 must never surface as IndexError, struct.error or UnicodeError. Strings decode with
 ``surrogateescape`` so that a name that is not valid UTF-8 survives decoding and is
 refused by validation with a typed error, rather than killing the whole request.
@@ -19,6 +20,7 @@ import uuid
 from collections.abc import Sequence
 
 from spark_replica.errors import ProtocolError
+from spark_replica.wire_bounds import bounded_count
 
 Buffer = bytes | bytearray | memoryview
 
@@ -276,9 +278,7 @@ class Reader:
     def take(self, length: int) -> memoryview:
         """The next `length` bytes as a slice of the frame (no copy)."""
         pos = self.pos
-        end = pos + length
-        if length < 0 or end > self.end:
-            raise ProtocolError(f"a field of {length} bytes runs past the frame end")
+        end = pos + bounded_count(length, self.end - pos, "byte")
         self.pos = end
         return self.view[pos:end]
 
@@ -326,8 +326,6 @@ class Reader:
         length = self._unpack(_INT16)
         if length == -1:
             return None
-        if length < 0:
-            raise ProtocolError(f"negative string length {length}")
         return self._text(length)
 
     def required_string(self) -> str:
@@ -352,8 +350,6 @@ class Reader:
         length = self._unpack(_INT32)
         if length == -1:
             return None
-        if length < 0:
-            raise ProtocolError(f"negative bytes length {length}")
         return self.take(length)
 
     def compact_records(self) -> memoryview | None:
@@ -382,24 +378,23 @@ class Reader:
             raise ProtocolError("a non-nullable bytes field is null")
         return bytes(value)
 
-    def array_length(self) -> int:
-        """An array's count (-1 = null), refused when the frame cannot hold that many items."""
+    def array_length(self, item_bytes: int = 1) -> int:
+        """An array's count (-1 = null), refused when the frame cannot hold that many
+        items of at least `item_bytes` each."""
         count = self._unpack(_INT32)
-        if count < -1 or count > self.end - self.pos:
-            raise ProtocolError(f"array count {count} is out of range")
-        return count
+        if count == -1:
+            return count
+        return bounded_count(count, self.end - self.pos, "array", item_bytes)
 
-    def compact_array_length(self) -> int:
+    def compact_array_length(self, item_bytes: int = 1) -> int:
         count = self.unsigned_varint() - 1
-        if count > self.end - self.pos:
-            raise ProtocolError(f"array count {count} is out of range")
-        return count
+        if count == -1:
+            return count
+        return bounded_count(count, self.end - self.pos, "array", item_bytes)
 
     def tagged_field_count(self) -> int:
-        count = self.unsigned_varint()
-        if count > self.end - self.pos:
-            raise ProtocolError(f"tagged field count {count} is out of range")
-        return count
+        # A tagged field takes at least its tag and its size.
+        return bounded_count(self.unsigned_varint(), self.end - self.pos, "tagged field", 2)
 
     def skip_tagged_fields(self) -> None:
         for _ in range(self.tagged_field_count()):

@@ -22,7 +22,10 @@ once with numpy, and keys and values become Arrow arrays by one ``take`` over th
 bytes, which copies each value once. The way out is vectorised the same way: varints are
 computed for whole columns, and one ``take`` interleaves them with the keys and values.
 
-All reads are bounds-checked: a malformed batch raises CorruptMessageError, a batch
+Counts are checked before anything is sized from them: a record count against the
+records' bytes, a header count against the bytes of the records holding them
+(spark_replica.wire_bounds). All reads are bounds-checked: a malformed batch raises
+CorruptMessageError, a batch
 breaking the format's rules InvalidRecordError, never IndexError or a numpy error. This
 module does no I/O.
 """
@@ -52,6 +55,7 @@ from spark_replica.records import (
     BatchHeader,
     compute_crc,
 )
+from spark_replica.wire_bounds import MIN_RECORD_BYTES, MIN_RECORD_HEADER_BYTES, bounded_count
 
 MAGIC_OFFSET = 16  # where every message format, v0 to v2, keeps its magic byte
 TRANSACTIONAL = 0x10
@@ -297,8 +301,7 @@ def _read_headers(
     total = int(counts.sum())
     if total == 0:
         return None, pos
-    if total * 2 > int(ends[-1]):  # a header takes at least two bytes
-        raise CorruptMessageError(f"the records declare {total} headers, more than fit")
+    bounded_count(total, int(ends[-1]), "header", MIN_RECORD_HEADER_BYTES, CorruptMessageError)
     first = np.zeros(len(counts), np.int64)
     np.cumsum(counts[:-1], out=first[1:])
     headers = _Headers(counts, *(np.empty(total, np.int64) for _ in range(4)))
@@ -374,7 +377,9 @@ def decode_records(buf: np.ndarray, size: int, header: BatchHeader) -> pa.Record
     bytes after them. With log append time (attribute bit 0x08) every record's timestamp
     is the batch's max timestamp, as Kafka's readers take it.
     """
-    count = header.record_count
+    count = bounded_count(
+        header.record_count, size, "record", MIN_RECORD_BYTES, CorruptMessageError
+    )
     view = memoryview(buf)  # type: ignore[arg-type]  # numpy types ndarray.__buffer__ on 3.12+ only
     starts, ends = _record_bodies(view, size, count)
     timestamp_deltas, pos = _read_varints(buf, starts + 1, _VARLONG_BYTES)

@@ -326,7 +326,8 @@ def _field_codec(field: Field, version: int, flexible: bool) -> tuple[Read, Writ
     if field.type.startswith("[]"):
         element = field.type[2:]
         read, write = _scalar(element, flexible, nullable=False)
-        return _array(read, write, flexible, nullable, field.name)
+        item_bytes = struct.calcsize(">" + _FIXED[element][0]) if element in _FIXED else 1
+        return _array(read, write, flexible, nullable, field.name, item_bytes)
     return _scalar(field.type, flexible, nullable)
 
 
@@ -340,13 +341,20 @@ def _scalar(kind: str, flexible: bool, nullable: bool) -> tuple[Read, Write]:
 
 
 def _array(
-    read_item: Read, write_item: Write, flexible: bool, nullable: bool, name: str
+    read_item: Read,
+    write_item: Write,
+    flexible: bool,
+    nullable: bool,
+    name: str,
+    item_bytes: int = 1,
 ) -> tuple[Read, Write]:
+    """An array's codec; its count is refused unless the frame can hold that many items
+    of at least `item_bytes` each (one byte for a struct, a scalar's width)."""
     read_length = Reader.compact_array_length if flexible else Reader.array_length
     write_length = Writer.compact_array_length if flexible else Writer.array_length
 
     def read(reader: Reader) -> list[Any] | None:
-        count = read_length(reader)
+        count = read_length(reader, item_bytes)
         if count < 0:
             if nullable:
                 return None

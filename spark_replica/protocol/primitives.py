@@ -7,7 +7,9 @@ valid UTF-8 survives decoding and is refused by validation with a typed error, r
 than killing the whole request.
 
 The Reader hands out ``bytes`` fields as memoryview slices of the frame: record
-batches travel from socket to disk and back without being copied here.
+batches travel from socket to disk and back without being copied here. Every length and
+count is checked against the bytes left in the frame before anything is sized from it
+(spark_replica.wire_bounds, shared with the Kafka codec).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from spark_replica.errors import ProtocolError
+from spark_replica.wire_bounds import bounded_count
 
 T = TypeVar("T")
 
@@ -25,8 +28,6 @@ _INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 
-# A reader refuses an array count above this before allocating anything for it.
-MAX_ARRAY_LENGTH = 1 << 20
 # Byte fields at least this long are passed on by reference rather than copied.
 LARGE_FIELD_BYTES = 64 * 1024
 # An int16 length prefix bounds every string.
@@ -161,9 +162,7 @@ class Reader:
         return self._unpack(_INT8) != 0
 
     def _take(self, length: int) -> memoryview:
-        end = self.pos + length
-        if end > len(self.view):
-            raise ProtocolError(f"field of {length} bytes runs past the frame end")
+        end = self.pos + bounded_count(length, len(self.view) - self.pos, "byte")
         chunk = self.view[self.pos : end]
         self.pos = end
         return chunk
@@ -172,8 +171,6 @@ class Reader:
         length = self.int16()
         if length == -1:
             return None
-        if length < 0:
-            raise ProtocolError(f"negative string length {length}")
         return bytes(self._take(length)).decode("utf-8", "surrogateescape")
 
     def required_string(self) -> str:
@@ -186,17 +183,13 @@ class Reader:
         length = self.int32()
         if length == -1:
             return None
-        if length < 0:
-            raise ProtocolError(f"negative bytes length {length}")
         return self._take(length)
 
     def array(self, read_item: Callable[[], T]) -> list[T] | None:
         count = self.int32()
         if count == -1:
             return None
-        if count < 0 or count > MAX_ARRAY_LENGTH:
-            raise ProtocolError(f"array length {count} is out of range")
-        return [read_item() for _ in range(count)]
+        return [read_item() for _ in range(bounded_count(count, self.remaining(), "array"))]
 
     def required_array(self, read_item: Callable[[], T]) -> list[T]:
         items = self.array(read_item)

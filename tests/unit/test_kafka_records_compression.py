@@ -9,7 +9,7 @@ import pytest
 from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from brokerd.batch_validation import validate_produced
-from spark_replica.errors import CorruptMessageError, RecordListTooLargeError
+from spark_replica.errors import CorruptMessageError, MessageTooLargeError
 from spark_replica.kafka_wire.compression import FIRST_TRY_BYTES, FIRST_TRY_RATIO, XERIAL_MAGIC
 from spark_replica.kafka_wire.convert import kafka_codec, kafka_to_replog, replog_to_kafka
 from spark_replica.records import HEADER_SIZE, compute_crc, decode_payload
@@ -87,7 +87,7 @@ def test_xerial_snappy_in_several_blocks_as_the_java_client_writes_it() -> None:
 
 def test_xerial_blocks_are_bounded_together() -> None:
     framed = xerial([bytes(600_000), bytes(600_000)])
-    with pytest.raises(RecordListTooLargeError):
+    with pytest.raises(MessageTooLargeError):
         kafka_to_replog(recompressed(2, framed), max_records_bytes=1_000_000)
 
 
@@ -109,7 +109,7 @@ def test_records_decompressing_to_exactly_the_limit_are_accepted() -> None:
     compressed = bytes(cramjam.zstd.compress(records))
     stored = kafka_to_replog(recompressed(4, compressed), max_records_bytes=len(records))
     validate_produced(stored)
-    with pytest.raises(RecordListTooLargeError):
+    with pytest.raises(MessageTooLargeError):
         kafka_to_replog(recompressed(4, compressed), max_records_bytes=len(records) - 1)
 
 

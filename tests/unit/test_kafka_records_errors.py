@@ -17,7 +17,7 @@ from spark_replica.errors import (
     ConfigError,
     CorruptMessageError,
     InvalidRecordError,
-    RecordListTooLargeError,
+    MessageTooLargeError,
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
 )
@@ -156,8 +156,9 @@ def test_malformed_records_are_corrupt_message(body: bytes) -> None:
 def test_negative_record_length_is_corrupt_message() -> None:
     with pytest.raises(CorruptMessageError):
         kafka_to_replog(with_records(b"\x03\x00\x00\x00"))
+    # length -7 (zigzag 13), walked as 6 so that the walk ends where the records do
     with pytest.raises(CorruptMessageError, match="negative"):
-        kafka_to_replog(with_records(b"\x01"))
+        kafka_to_replog(with_records(b"\x0d" + bytes(6)))
 
 
 def test_record_length_past_the_batch_is_corrupt_message() -> None:
@@ -200,7 +201,7 @@ BOMB = bytes(2_000_000)
     ids=["gzip", "snappy", "lz4", "zstd"],
 )
 def test_decompression_is_bounded(codec: int, compressed: bytes) -> None:
-    with pytest.raises(RecordListTooLargeError):
+    with pytest.raises(MessageTooLargeError):
         kafka_to_replog(with_records(compressed, codec=codec), max_records_bytes=1_000_000)
 
 
