@@ -259,7 +259,7 @@ def _transaction(
 ) -> tuple[MultiWrite, list[StateWrite]]:
     """The multi-op writing `chunk`, and the write each operation after the epoch check
     belongs to."""
-    transaction = MultiWrite(zk.chroot or "")
+    transaction = MultiWrite.for_session(zk)
     transaction.check(znodes.CONTROLLER_EPOCH_PATH, epoch_zk_version)
     owners: list[StateWrite] = []
     for write in chunk:

@@ -1,0 +1,193 @@
+"""With zookeeper.set.acl=true no znode of the cluster can be changed by an anonymous
+ZooKeeper client, whoever made it and however: the brokers (registration, controller,
+partition states packed into multi-ops, producer id blocks, group offsets), the command
+line (topics, configs, reassignments, elections, deletions) and the SCRAM users and ACLs
+written for the Kafka admin API. Whoever reaches ZooKeeper could otherwise rewrite an ISR
+and have a lagging replica elected."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka import TopicPartition as KafkaPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NoAuthError
+from kazoo.security import Permissions
+
+from spark_replica.zk import znodes
+from spark_replica.zk.kazoo_errors import children_if_present, read_if_present
+from spark_replica.zk.session import connect
+from tests.security.conftest import PASSWORDS, ZK_DIGEST, SecureSetup, jaas
+from tests.support import replog_in_process, wait_until
+
+pytestmark = pytest.mark.slow
+
+DEADLINE_S = 60.0
+ZK_CONNECT_TIMEOUT_S = 15.0
+# Far from any znode's real version: the probe can only fail, for want of rights
+# (ZooKeeper checks the ACL before the version) or, on an open znode, for the version.
+UNMATCHED_VERSION = 1 << 30
+
+
+def _cli(setup: SecureSetup, properties: Path, *args: str, stdin: bytes = b"") -> None:
+    where = ("--zookeeper", setup.zk_connect, "--command-config", str(properties))
+    result = replog_in_process(*args, *where, stdin=stdin)
+    assert result.returncode == 0, (args, result.stderr.decode())
+
+
+def _kafka_client(setup: SecureSetup) -> dict[str, str | int | float | bool]:
+    return {
+        "bootstrap.servers": setup.brokers.kafka_bootstrap(),
+        "security.protocol": "SASL_SSL",
+        "ssl.ca.location": str(setup.ca.cert),
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": "admin",
+        "sasl.password": PASSWORDS["admin"],
+    }
+
+
+def _through_the_cli(setup: SecureSetup, tmp_path: Path) -> None:
+    """Topics, configs, a user, an ACL, a deletion, a reassignment and an election, each
+    written the way `replog` writes it (through a broker or straight to ZooKeeper)."""
+    properties = tmp_path / "admin.properties"
+    properties.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\n"
+        f"sasl.jaas.config={jaas('admin', PASSWORDS['admin'])}\n"
+        f"ssl.truststore.type=PEM\nssl.truststore.location={setup.ca.cert}\n"
+        f"zookeeper.digest={ZK_DIGEST}\n"
+    )
+    create = ("topics", "create", "--replication-factor", "2", "--partitions")
+    _cli(setup, properties, *create, "3", "cli-made", "--config", "retention.ms=3600000")
+    _cli(setup, properties, *create, "1", "doomed")
+    _cli(
+        setup,
+        properties,
+        "configs",
+        "alter",
+        "--topic",
+        "cli-made",
+        "--add-config",
+        "segment.ms=600000",
+    )
+    _cli(setup, properties, "users", "create", "carol", "--password-stdin", stdin=b"carol-pw\n")
+    acl = ("--allow-principal", "User:carol", "--operation", "Read")
+    _cli(setup, properties, "acls", "add", "--topic", "cli-made", *acl)
+    _cli(setup, properties, "topics", "delete", "doomed")
+    zk = connect(setup.zk_connect, digest=ZK_DIGEST)
+    try:
+        found = read_if_present(zk, znodes.topic_path("cli-made"))
+        assert found is not None
+        replicas = znodes.TopicAssignment.decode("cli-made", found[0]).partitions
+        moves = [{"topic": "cli-made", "partition": 0, "replicas": replicas[0][::-1]}]
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": moves}))
+        _cli(setup, properties, "reassign", "--plan", str(plan))
+        wait_until(
+            lambda: zk.exists(znodes.REASSIGN_PARTITIONS_PATH) is None,
+            "the reassignment to finish",
+            DEADLINE_S,
+        )
+        _cli(setup, properties, "elect-leaders", "--topic", "cli-made")
+        wait_until(
+            lambda: (
+                zk.exists(znodes.PREFERRED_REPLICA_ELECTION_PATH) is None
+                and not children_if_present(zk, znodes.DELETE_TOPICS_PATH)
+            ),
+            "the election and the deletion to finish",
+            DEADLINE_S,
+        )
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def _through_kafka_clients(setup: SecureSetup) -> None:
+    """A topic made with Kafka's admin client, an idempotent producer (a producer id
+    block), and a consumer group that commits offsets."""
+    client = _kafka_client(setup)
+    admin = AdminClient(client)
+    admin.create_topics([NewTopic("kafka-made", 2, 2)])["kafka-made"].result(DEADLINE_S)
+    producer = Producer({**client, "enable.idempotence": True})
+    for i in range(10):
+        producer.produce("kafka-made", f"record-{i}".encode(), partition=i % 2)
+    assert producer.flush(DEADLINE_S) == 0
+    consumer = Consumer({**client, "group.id": "committers", "enable.auto.commit": False})
+    try:
+        offsets = [KafkaPartition("kafka-made", p, 5) for p in (0, 1)]
+        consumer.commit(offsets=offsets, asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def _whole_tree(zk: KazooClient) -> list[str]:
+    """Every znode under the session's root, the root included."""
+    paths, pending = [], ["/"]
+    while pending:
+        path = pending.pop()
+        paths.append(path)
+        prefix = path.rstrip("/")
+        pending += [f"{prefix}/{child}" for child in zk.get_children(path)]
+    return sorted(paths)
+
+
+def _world_may_change(zk: KazooClient, path: str) -> bool:
+    acls, _ = zk.get_acls(path)
+    world = [a for a in acls if (a.id.scheme, a.id.id) == ("world", "anyone")]
+    return any(a.perms & ~Permissions.READ for a in world)
+
+
+def _anonymous_set_outcomes(zk_connect: str, paths: list[str]) -> dict[str, str]:
+    """What an unauthenticated session's `set` on each znode met (pipelined)."""
+    anonymous = KazooClient(hosts=zk_connect)
+    anonymous.start(timeout=ZK_CONNECT_TIMEOUT_S)
+    try:
+        pending = [anonymous.set_async(p, b"planted", version=UNMATCHED_VERSION) for p in paths]
+        outcomes = {}
+        for path, answer in zip(paths, pending, strict=True):
+            try:
+                answer.get(timeout=DEADLINE_S)
+                outcomes[path] = "written"
+            except (NoAuthError, BadVersionError) as exc:
+                outcomes[path] = type(exc).__name__
+        return outcomes
+    finally:
+        anonymous.stop()
+        anonymous.close()
+
+
+def test_no_znode_of_a_secured_cluster_is_open_to_anonymous_writers(
+    secure: SecureSetup, tmp_path: Path
+) -> None:
+    secure.start(1)
+    secure.start(2)
+    _through_the_cli(secure, tmp_path)
+    _through_kafka_clients(secure)
+
+    # Listed by the cluster's own identity: some znodes (credentials) are not even
+    # readable by others, so an anonymous session could not list what lies under them.
+    zk = connect(secure.zk_connect, digest=ZK_DIGEST)
+    try:
+        paths = _whole_tree(zk)
+        open_to_world = [p for p in paths if _world_may_change(zk, p)]
+    finally:
+        zk.stop()
+        zk.close()
+    expected = [
+        znodes.partition_state_path("cli-made", 2),
+        znodes.partition_state_path("kafka-made", 1),
+        znodes.topic_config_path("cli-made"),
+        znodes.REASSIGN_PARTITIONS_PATH.rpartition("/")[0],
+        "/config/users/carol",
+        "/brokers/ids/2",
+        "/controller",
+        "/latest_producer_id_block",
+        "/consumers/committers/offsets/kafka-made/1",
+    ]
+    assert set(expected) <= set(paths), sorted(set(expected) - set(paths))
+    assert open_to_world == []
+    outcomes = _anonymous_set_outcomes(secure.zk_connect, paths)
+    assert {p: o for p, o in outcomes.items() if o != "NoAuthError"} == {}
