@@ -27,7 +27,12 @@ from brokerd.security_config import KEYS as SECURITY_KEYS
 from brokerd.security_config import BrokerSecurity
 from spark_replica.errors import ConfigError
 from spark_replica.protocol.frames import DEFAULT_MAX_FRAME_BYTES
-from spark_replica.topic_config import TOPIC_CONFIG_PARSERS, parse_topic_configs
+from spark_replica.topic_config import (
+    DEFAULT_COMPRESSION_TYPE,
+    TOPIC_CONFIG_PARSERS,
+    parse_compression_type,
+    parse_topic_configs,
+)
 
 # broker override key -> LogConfig field
 _LOG_DEFAULT_KEYS = {
@@ -71,12 +76,19 @@ _INTERVAL_KEYS = {
     "queued.max.request.bytes": "queued_max_request_bytes",
     "connections.max.idle.ms": "connections_max_idle_ms",
     "socket.request.read.timeout.ms": "socket_request_read_timeout_ms",
+    "sasl.server.max.receive.size": "sasl_server_max_receive_size",
+    "sasl.server.authentication.timeout.ms": "sasl_server_authentication_timeout_ms",
     "group.min.session.timeout.ms": "group_min_session_timeout_ms",
     "group.max.session.timeout.ms": "group_max_session_timeout_ms",
     "group.initial.rebalance.delay.ms": "group_initial_rebalance_delay_ms",
     "group.max.size": "group_max_size",
     "offset.metadata.max.bytes": "offset_metadata_max_bytes",
+    "offsets.retention.ms": "offsets_retention_ms",
+    "offsets.retention.check.interval.ms": "offsets_retention_check_interval_ms",
 }
+# Kafka's offsets.retention.minutes, in offsets_retention_ms; replog's offsets.retention.ms
+# (no Kafka key) says it finer and wins when both are given.
+OFFSETS_RETENTION_MINUTES_KEY = "offsets.retention.minutes"
 
 _BOOLEAN_KEYS = {
     "auto.leader.rebalance.enable": "auto_leader_rebalance_enable",
@@ -94,9 +106,11 @@ BROKER_CONFIG_KEYS = frozenset(
         *_LOG_DEFAULT_KEYS,
         *_INTERVAL_KEYS,
         "min.insync.replicas",
+        "compression.type",
         *_TOPIC_DEFAULT_KEYS,
         *_BOOLEAN_KEYS,
         *SECURITY_KEYS,
+        OFFSETS_RETENTION_MINUTES_KEY,
     ]
 )
 
@@ -131,6 +145,8 @@ class BrokerConfig:
     leader_imbalance_check_interval_seconds: int = 300
     leader_imbalance_per_broker_percentage: int = 10
     min_insync_replicas: int = 1
+    # The codec of batches fetched on the Kafka listener, for topics that set none.
+    compression_type: str = DEFAULT_COMPRESSION_TYPE
     num_partitions: int = 1  # Kafka's defaults for a topic created without them
     default_replication_factor: int = 1
     producer_id_expiration_ms: int = 86_400_000  # Kafka's default: one day
@@ -146,6 +162,10 @@ class BrokerConfig:
     # replog's own (Kafka has none): how long a request's bytes may take to arrive once
     # its first byte has, so that a sender trickling bytes cannot hold a connection.
     socket_request_read_timeout_ms: int = 30_000
+    # Before login (brokerd/pre_login.py): the largest frame read (Kafka's name and
+    # default), and how long a connection may take to log in (replog's own).
+    sasl_server_max_receive_size: int = 524_288
+    sasl_server_authentication_timeout_ms: int = 10_000
     # Consumer groups, with Kafka's defaults except the initial rebalance delay (Kafka's
     # is 3 s): a new group waits this long for more members before its first generation.
     group_min_session_timeout_ms: int = 6_000
@@ -153,6 +173,9 @@ class BrokerConfig:
     group_initial_rebalance_delay_ms: int = 300
     group_max_size: int = 2**31 - 1
     offset_metadata_max_bytes: int = 4096
+    # Kafka's: an empty group's offsets go a week after it emptied, checked every 10 min.
+    offsets_retention_ms: int = 10_080 * 60_000
+    offsets_retention_check_interval_ms: int = 600_000
     security: BrokerSecurity = field(default_factory=BrokerSecurity)
 
     def __post_init__(self) -> None:
@@ -200,9 +223,13 @@ class BrokerConfig:
             "queued_max_request_bytes",
             "connections_max_idle_ms",
             "socket_request_read_timeout_ms",
+            "sasl_server_max_receive_size",
+            "sasl_server_authentication_timeout_ms",
             "group_min_session_timeout_ms",
             "group_max_size",
             "offset_metadata_max_bytes",
+            "offsets_retention_ms",
+            "offsets_retention_check_interval_ms",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
@@ -256,10 +283,15 @@ class BrokerConfig:
                 broker_fields[_INTERVAL_KEYS[key]] = _parse_int(key, raw)
             elif key == "min.insync.replicas":
                 broker_fields["min_insync_replicas"] = _parse_int(key, raw)
+            elif key == "compression.type":
+                broker_fields["compression_type"] = parse_compression_type(key, raw)
             elif key in _TOPIC_DEFAULT_KEYS:
                 broker_fields[_TOPIC_DEFAULT_KEYS[key]] = _parse_int(key, raw)
             elif key in _BOOLEAN_KEYS:
                 broker_fields[_BOOLEAN_KEYS[key]] = _parse_bool(key, raw)
+            elif key == OFFSETS_RETENTION_MINUTES_KEY:
+                if "offsets.retention.ms" not in overrides:
+                    broker_fields["offsets_retention_ms"] = _parse_int(key, raw) * 60_000
             else:
                 known = ", ".join(sorted(BROKER_CONFIG_KEYS))
                 raise ConfigError(f"unknown broker config {key!r}; known: {known}")
@@ -271,7 +303,10 @@ class BrokerConfig:
     def log_config_for(self, topic_configs: Mapping[str, str]) -> LogConfig:
         """The LogConfig of a topic: broker defaults with the topic's overrides applied."""
         parsed = parse_topic_configs(topic_configs)
-        fields = {TOPIC_LOG_FIELDS[k]: v for k, v in parsed.items() if k in TOPIC_LOG_FIELDS}
+        # Values of the log's keys, each parsed to its field's type.
+        fields: dict[str, Any] = {
+            TOPIC_LOG_FIELDS[k]: v for k, v in parsed.items() if k in TOPIC_LOG_FIELDS
+        }
         return replace(self.log_defaults, **fields)
 
     def min_insync_for(self, topic_configs: Mapping[str, str]) -> int:
@@ -279,6 +314,12 @@ class BrokerConfig:
         if raw is None:
             return self.min_insync_replicas
         return int(TOPIC_CONFIG_PARSERS["min.insync.replicas"]("min.insync.replicas", raw))
+
+    def compression_type_for(self, topic_configs: Mapping[str, str]) -> str:
+        raw = topic_configs.get("compression.type")
+        if raw is None:
+            return self.compression_type
+        return parse_compression_type("compression.type", raw)
 
 
 def _parse_bool(key: str, raw: str) -> bool:

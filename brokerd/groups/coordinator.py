@@ -11,6 +11,16 @@ whenever the controller's UpdateMetadata moves a group elsewhere, the group is d
 here and its waiting requests are answered NOT_COORDINATOR, so its members find the new
 coordinator and rejoin there.
 
+A broker serves no group until the controller's metadata names it live
+(coordinator_choice.serves_groups): COORDINATOR_LOAD_IN_PROGRESS to group requests,
+COORDINATOR_NOT_AVAILABLE to FindCoordinator. The first commit of a group here claims
+its znode (group_store.claim_group) and every commit is conditional on that claim: a
+coordinator that another broker has since loaded the group on answers NOT_COORDINATOR
+and drops the group rather than writing over the other's commits.
+
+Offsets of empty groups expire (brokerd/groups/offset_expiry.py) in a task that looks at
+the groups this broker coordinates every offsets.retention.check.interval.ms.
+
 Committed offsets are not cached: OffsetFetch reads ZooKeeper. A coordinator that lost
 a group and got it back may otherwise answer offsets another coordinator has since
 overwritten; fetches come once per assignment, so the read is cheap where it matters.
@@ -19,12 +29,13 @@ overwritten; fetches come once per assignment, so the read is cheap where it mat
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
-from brokerd.groups.coordinator_choice import coordinator_for
+from brokerd.groups.coordinator_choice import coordinator_for, serves_groups
 from brokerd.groups.membership import (
     ErrorType,
     Group,
@@ -35,16 +46,20 @@ from brokerd.groups.membership import (
     Replies,
     SyncResult,
 )
+from brokerd.groups.offset_expiry import expired_offsets, subscribed_topics
 from spark_replica.errors import (
+    BrokerResponseError,
+    CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,
-    InvalidGroupIdError,
     InvalidSessionTimeoutError,
     NonEmptyGroupError,
     NotCoordinatorError,
     RebalanceInProgressError,
     UnknownMemberIdError,
+    ZooKeeperError,
 )
+from spark_replica.kafka_wire.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from spark_replica.protocol.metadata import BrokerInfo
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import group_store
@@ -56,6 +71,7 @@ if TYPE_CHECKING:
     from brokerd.api.context import BrokerContext
 
 T = TypeVar("T")
+logger = logging.getLogger("brokerd.groups")
 
 
 @dataclass(frozen=True)
@@ -86,6 +102,11 @@ class _Entry:
     sync_waiters: dict[str, asyncio.Future[SyncResult]] = field(default_factory=dict)
     timer: asyncio.TimerHandle | None = None
     commit_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # The version of the group's claim this coordinator's writes check; None until the
+    # group's first write here claims it (group_store.claim_group).
+    fence: int | None = None
+    # Wall-clock ms when the group was seen to lose its last member (None: not seen).
+    empty_since_ms: int | None = None
 
 
 class GroupCoordinator:
@@ -96,14 +117,19 @@ class GroupCoordinator:
         # The metadata cache's broker map when ownership was last checked: a new map
         # means an UpdateMetadata arrived and groups may have moved.
         self._seen_brokers: object = None
+        self._expiry: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Begin serving the groups this broker coordinates."""
         self._running = True
+        self._expiry = asyncio.create_task(self._expire_forever(), name="offsets-expiry")
 
     async def stop(self) -> None:
         """Stop every group's timers; members find the next coordinator."""
         self._running = False
+        if self._expiry is not None:
+            self._expiry.cancel()
+            await asyncio.gather(self._expiry, return_exceptions=True)
         for group_id in list(self._groups):
             self._drop(group_id)
 
@@ -118,27 +144,32 @@ class GroupCoordinator:
         )
 
     def _live_brokers(self) -> dict[int, BrokerInfo]:
-        """Brokers a Kafka client can reach: live, with a Kafka listener; this one too."""
-        brokers = {b.broker_id: b for b in self.ctx.metadata.brokers.values() if b.kafka_port >= 0}
+        """Brokers a Kafka client can reach, by the controller's metadata: live, with a
+        Kafka listener."""
+        return {b.broker_id: b for b in self.ctx.metadata.brokers.values() if b.kafka_port >= 0}
+
+    def _own_id(self) -> int | None:
         own = self.ctx.registration
-        if own is not None and own.kafka_port >= 0:
-            brokers[own.broker_id] = BrokerInfo(
-                own.broker_id, own.host, own.port, own.kafka_port, own.kafka_host
-            )
-        return brokers
+        return None if own is None else own.broker_id
+
+    def _ready(self) -> bool:
+        return self._running and serves_groups(self._own_id(), self._live_brokers())
 
     def coordinator(self, group_id: str) -> BrokerInfo:
-        """The broker coordinating the group; CoordinatorNotAvailable if none can."""
+        """The broker coordinating the group; CoordinatorNotAvailable if none can, or if
+        this broker's metadata does not yet name it (its view of the live set is stale)."""
+        if not self._ready():
+            raise CoordinatorNotAvailableError(
+                "this broker has not yet the controller's metadata naming it live"
+            )
         brokers = self._live_brokers()
         chosen = coordinator_for(group_id, brokers)
-        if chosen is None or not self._running:
+        if chosen is None:
             raise CoordinatorNotAvailableError(f"no broker can coordinate group {group_id!r} now")
         return brokers[chosen]
 
     def _is_mine(self, group_id: str) -> bool:
-        own = self.ctx.registration
-        brokers = self._live_brokers()
-        return own is not None and coordinator_for(group_id, brokers) == own.broker_id
+        return self._ready() and coordinator_for(group_id, self._live_brokers()) == self._own_id()
 
     def _zk(self) -> KazooClient:
         if self.ctx.zk is None:
@@ -147,10 +178,13 @@ class GroupCoordinator:
 
     def _check(self, group_id: str) -> None:
         """Raise unless this broker may serve the group now."""
-        if not group_id:
-            raise InvalidGroupIdError("the group id is empty")
+        group_store.check_group_id(group_id)
         if not self._running or self.ctx.registration is None:
             raise CoordinatorNotAvailableError("the group coordinator is not running")
+        if not self._ready():
+            raise CoordinatorLoadInProgressError(
+                "this broker has not yet the controller's metadata naming it live"
+            )
         self._forget_moved_groups()
         if not self._is_mine(group_id):
             raise NotCoordinatorError(
@@ -189,8 +223,13 @@ class GroupCoordinator:
         return time.monotonic() * 1000.0
 
     def _after(self, group_id: str, entry: _Entry, replies: Replies) -> None:
-        """Deliver what a call completed for other members and re-arm the group's timer."""
+        """Deliver what a call completed for other members, note when the group lost its
+        last member, and re-arm the group's timer."""
         self._deliver(entry, replies)
+        if entry.group.members:
+            entry.empty_since_ms = None
+        elif entry.empty_since_ms is None and entry.group.generation > 0:
+            entry.empty_since_ms = _wall_ms()
         if entry.timer is not None:
             entry.timer.cancel()
             entry.timer = None
@@ -308,8 +347,9 @@ class GroupCoordinator:
         generation: int,
         group_instance_id: str | None,
         commits: Mapping[TopicPartition, CommittedOffset],
-    ) -> None:
-        """Store the commits in ZooKeeper before answering; raises the group's error."""
+    ) -> dict[TopicPartition, BrokerResponseError]:
+        """Store the commits in ZooKeeper before answering; raises the group's error.
+        Returns the partitions refused because their topic was deleted meanwhile."""
         self._check(group_id)
         entry = self._entry(group_id, create=generation < 0 and member_id == "")
         if entry is None:
@@ -319,10 +359,32 @@ class GroupCoordinator:
         if error is not None:
             raise error(f"group {group_id!r} refused the commit of member {member_id!r}")
         if not commits:
-            return
-        zk = self._zk()
+            return {}
         async with entry.commit_lock:
-            await _off_loop(group_store.write_offsets, zk, group_id, commits)
+            fence = await self._claim(group_id, entry)
+            try:
+                return await _off_loop(
+                    group_store.write_offsets, self._zk(), group_id, commits, fence
+                )
+            except NotCoordinatorError:
+                self._lose(group_id, entry)
+                raise
+
+    async def _claim(self, group_id: str, entry: _Entry) -> int:
+        """The group's fence for this coordinator's writes, claiming the group first if
+        this entry has not; called under the entry's commit lock."""
+        if entry.fence is None:
+            own = self._own_id()
+            assert own is not None
+            entry.fence = await _off_loop(group_store.claim_group, self._zk(), group_id, own)
+        return entry.fence
+
+    def _lose(self, group_id: str, entry: _Entry) -> None:
+        """Another coordinator claimed the group: forget it here, so its members find the
+        coordinator again (and a group that comes back here is claimed anew)."""
+        if self._groups.get(group_id) is entry:
+            logger.info("group %r was loaded by another coordinator; dropping it here", group_id)
+            self._drop(group_id)
 
     async def committed(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
         self._check(group_id)
@@ -364,6 +426,10 @@ class GroupCoordinator:
         members or a state in memory, and those with offsets in ZooKeeper."""
         if not self._running or self.ctx.registration is None:
             raise CoordinatorNotAvailableError("the group coordinator is not running")
+        if not self._ready():
+            raise CoordinatorLoadInProgressError(
+                "this broker has not yet the controller's metadata naming it live"
+            )
         self._forget_moved_groups()
         listed = {
             group_id: (group_id, entry.group.protocol_type or "", entry.group.state.value)
@@ -392,6 +458,74 @@ class GroupCoordinator:
             await _off_loop(group_store.delete_group, self._zk(), group_id)
         entry.group.delete()
         self._drop(group_id)
+
+    # -- expiry -------------------------------------------------------------------
+
+    async def _expire_forever(self) -> None:
+        config = self.ctx.config
+        while True:
+            await asyncio.sleep(config.offsets_retention_check_interval_ms / 1000.0)
+            if not self._ready() or self.ctx.zk is None:
+                continue
+            try:
+                await self.expire_offsets(_wall_ms())
+            except (ZooKeeperError, BrokerResponseError) as exc:
+                logger.warning("expiring committed offsets failed; next check retries: %s", exc)
+
+    async def expire_offsets(self, now_ms: int) -> int:
+        """Delete the expired offsets of the groups coordinated here (Kafka's rules,
+        offset_expiry); the number of offsets deleted."""
+        self._forget_moved_groups()
+        deleted = 0
+        for group_id in await _off_loop(group_store.list_groups, self._zk()):
+            if group_id and self._is_mine(group_id):
+                deleted += await self._expire_group(group_id, now_ms)
+        return deleted
+
+    async def _expire_group(self, group_id: str, now_ms: int) -> int:
+        entry = self._entry(group_id, create=True)
+        assert entry is not None
+        async with entry.commit_lock:
+            offsets = await _off_loop(group_store.read_offsets, self._zk(), group_id)
+            group = entry.group
+            subscribed = None
+            if group.state is GroupState.STABLE and group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+                protocol = group.protocol_name or ""
+                subscribed = subscribed_topics(
+                    m.metadata_for(protocol) for m in group.members.values()
+                )
+            expired = expired_offsets(
+                offsets,
+                now_ms,
+                self.ctx.config.offsets_retention_ms,
+                has_members=bool(group.members),
+                empty_since_ms=entry.empty_since_ms,
+                subscribed_topics=subscribed,
+            )
+            if not expired:
+                return 0
+            fence = await self._claim(group_id, entry)
+            try:
+                removed = await _off_loop(
+                    group_store.expire_offsets,
+                    self._zk(),
+                    group_id,
+                    offsets,
+                    expired,
+                    fence,
+                    group.is_empty(),
+                )
+            except NotCoordinatorError:
+                self._lose(group_id, entry)
+                raise
+        logger.info("expired %d committed offsets of group %r", len(expired), group_id)
+        if removed:
+            self._drop(group_id)
+        return len(expired)
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _resolve(future: asyncio.Future[T] | None, value: T) -> None:

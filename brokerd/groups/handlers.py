@@ -36,7 +36,7 @@ from spark_replica.errors import (
 from spark_replica.kafka_wire.schema import Data
 from spark_replica.security.acl import Operation
 from spark_replica.topics import TopicPartition
-from spark_replica.zk.group_store import CommittedOffset
+from spark_replica.zk.group_store import CommittedOffset, fits_one_transaction
 
 if TYPE_CHECKING:
     from brokerd.api.context import BrokerContext
@@ -235,7 +235,7 @@ async def handle_offset_commit(ctx: BrokerContext, request: KafkaRequest) -> Dat
     group_allowed = authorize_group(ctx, request, Operation.READ, body.group_id)
     now_ms = int(time.time() * 1000)
     max_metadata = ctx.config.offset_metadata_max_bytes
-    accepted: list[Data] = []  # the partitions answered by the commit's outcome
+    accepted: list[tuple[TopicPartition, Data]] = []  # answered by the commit's outcome
     commits: dict[TopicPartition, CommittedOffset] = {}
     topics = []
     for topic in body.topics:
@@ -256,23 +256,32 @@ async def handle_offset_commit(ctx: BrokerContext, request: KafkaRequest) -> Dat
                     f"metadata over offset.metadata.max.bytes={max_metadata}"
                 )
             partition = Data(partition_index=entry.partition_index, error_code=0)
-            if error is None:
-                commits[tp] = CommittedOffset(
-                    entry.committed_offset, entry.committed_leader_epoch, metadata, now_ms
+            committed = CommittedOffset(
+                entry.committed_offset, entry.committed_leader_epoch, metadata, now_ms
+            )
+            if error is None and not fits_one_transaction(body.group_id, tp, committed):
+                error = OffsetMetadataTooLargeError(
+                    "the metadata, as stored, is over what one ZooKeeper write holds"
                 )
-                accepted.append(partition)
+            if error is None:
+                commits[tp] = committed
+                accepted.append((tp, partition))
             else:
                 partition.error_code = error.code
             answer.partitions.append(partition)
         topics.append(answer)
     if group_allowed:
         try:
-            await _groups(ctx).commit(
+            refused = await _groups(ctx).commit(
                 body.group_id, body.member_id, body.generation_id, body.group_instance_id, commits
             )
         except _ANSWERED as exc:
-            for partition in accepted:
+            for _, partition in accepted:
                 partition.error_code = code_of(exc)
+        else:
+            for tp, partition in accepted:
+                if tp in refused:
+                    partition.error_code = code_of(refused[tp])
     return Data(throttle_time_ms=0, topics=topics)
 
 
