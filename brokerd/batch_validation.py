@@ -11,9 +11,10 @@ says:
   readable Arrow IPC stream (cut short, garbage, bytes after its end, a compressed
   buffer that does not decompress, buffers whose offsets point outside them).
 * INVALID_RECORD: the payload reads, but breaks a rule of the format: attribute bits
-  replog does not define, a schema other than the payload schema, more than one Arrow
-  record batch, a row count other than the header's record count, a null timestamp, or
-  first/max timestamps that are not the first and largest of the payload.
+  replog does not define (or a produced Kafka codec that is none of Kafka's), a schema
+  other than the payload schema, more than one Arrow record batch, a row count other
+  than the header's record count, a null timestamp, or first/max timestamps that are not
+  the first and largest of the payload.
 
 Only followers' fetches skip this: they copy what a leader already checked.
 
@@ -34,13 +35,17 @@ from spark_replica.records import (
     HEADER_SIZE,
     PAYLOAD_SCHEMA,
     PAYLOAD_SCHEMA_NO_HEADERS,
+    PRODUCED_CODEC_MASK,
+    PRODUCED_CODEC_SHIFT,
     TIMESTAMP_TYPE_LOG_APPEND,
     BatchHeader,
     iter_batches,
     verify_batch,
 )
 
-DEFINED_ATTRIBUTE_BITS = COMPRESSION_MASK | TIMESTAMP_TYPE_LOG_APPEND
+DEFINED_ATTRIBUTE_BITS = COMPRESSION_MASK | TIMESTAMP_TYPE_LOG_APPEND | PRODUCED_CODEC_MASK
+# 1 + Kafka's highest codec (zstd): the largest produced-codec value a batch may carry.
+_MAX_PRODUCED_CODEC = 5
 _READ_ERRORS = (pa.ArrowException, OSError, ValueError)
 
 
@@ -61,6 +66,11 @@ def _check_attributes(header: BatchHeader) -> None:
     if undefined:
         raise InvalidRecordError(
             f"batch sets attribute bits {undefined:#06x}, which replog does not define"
+        )
+    produced = (header.attributes & PRODUCED_CODEC_MASK) >> PRODUCED_CODEC_SHIFT
+    if produced > _MAX_PRODUCED_CODEC:
+        raise InvalidRecordError(
+            f"batch names produced Kafka codec {produced - 1}; Kafka's are 0-4"
         )
     if header.compression.startswith("unknown"):
         raise InvalidRecordError(

@@ -70,6 +70,7 @@ from spark_replica.protocol.fetch import NO_LEADER_EPOCH
 from spark_replica.protocol.produce import ACKS_ALL
 from spark_replica.records import NO_PRODUCER_ID, BatchHeader, iter_batches, runs_within
 from spark_replica.records import now_ms as clock_ms
+from spark_replica.topic_config import DEFAULT_COMPRESSION_TYPE
 from spark_replica.topics import TopicPartition
 
 logger = logging.getLogger("brokerd.partition")
@@ -101,6 +102,7 @@ class Partition:
         self.proposed_isr: list[int] | None = None
         self.followers: dict[int, FollowerProgress] = {}
         self.min_insync_replicas = 1
+        self.compression_type = DEFAULT_COMPRESSION_TYPE  # what Kafka fetches are sent as
         self.high_watermark = min(max(high_watermark, log.log_start_offset), log.log_end_offset)
         self._change_waiters: set[asyncio.Future[bool]] = set()
         self._producer_state = ProducerStateManager()

@@ -73,6 +73,7 @@ class ReplicaManager:
             log = Log.open(entry, self.config.log_defaults, now_ms=now_ms)
             partition = Partition(tp, log, self.config.broker_id, high_watermarks.get(tp, 0))
             partition.min_insync_replicas = self.config.min_insync_replicas
+            partition.compression_type = self.config.compression_type
             self.partitions[tp] = partition
             logger.info("loaded %s: log end offset %d", tp, log.log_end_offset)
 
@@ -109,6 +110,7 @@ class ReplicaManager:
             log = Log.open(self.partition_dir(tp), log_config, now_ms=now_ms)
             partition = Partition(tp, log, self.config.broker_id)
             partition.min_insync_replicas = self.config.min_insync_for(topic_configs)
+            partition.compression_type = self.config.compression_type_for(topic_configs)
             self.partitions[tp] = partition
             self._created += 1
             self._births[tp] = self._created
@@ -119,17 +121,20 @@ class ReplicaManager:
 
         The log settings take effect at each log's next roll, retention or flush decision
         (a lowered flush.ms is checked at once), min.insync.replicas at the next acks=all
-        produce. An invalid config raises ConfigError before any partition changes.
-        unclean.leader.election.enable is the controller's to read, not the broker's.
+        produce, compression.type at the next Kafka fetch. An invalid config raises
+        ConfigError before any partition changes. unclean.leader.election.enable is the
+        controller's to read, not the broker's.
         """
         log_config = self.config.log_config_for(configs)
         min_insync = self.config.min_insync_for(configs)
+        compression_type = self.config.compression_type_for(configs)
         applied = 0
         for tp, partition in self.partitions.items():
             if tp.topic != topic:
                 continue
             partition.log.update_config(log_config)
             partition.min_insync_replicas = min_insync
+            partition.compression_type = compression_type
             partition.log.maybe_flush(now_ms)
             applied += 1
         return applied

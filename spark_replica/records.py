@@ -8,7 +8,10 @@ A batch is a fixed 61-byte big-endian header followed by a payload::
     magic              int8    format version, MAGIC
     crc                uint32  CRC32C of everything from `attributes` to the end
     attributes         int16   bits 0-2: compression codec (0 none, 3 lz4, 4 zstd);
-                               bit 3: timestamp type (0 create time, 1 log append time)
+                               bit 3: timestamp type (0 create time, 1 log append time);
+                               bits 8-10: 1 + the Kafka codec a batch produced on the
+                               Kafka listener came with (0 otherwise), which Kafka
+                               leaves unused, so a fetch can send it back so compressed
     last_offset_delta  int32   record_count - 1
     first_timestamp    int64   timestamp of the first record, ms since the epoch
     max_timestamp      int64   largest timestamp in the batch, ms
@@ -58,6 +61,8 @@ NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 TIMESTAMP_TYPE_LOG_APPEND = 0x08
 COMPRESSION_MASK = 0x07
+PRODUCED_CODEC_SHIFT = 8
+PRODUCED_CODEC_MASK = 0x0700
 # Codec name -> the attributes' compression bits, numbered as Kafka numbers them.
 COMPRESSION_CODECS = {"none": 0, "lz4": 3, "zstd": 4}
 CODEC_NAMES = {bits: name for name, bits in COMPRESSION_CODECS.items()}

@@ -31,8 +31,20 @@ def _boolean(key: str, raw: str) -> bool:
     return lowered == "true"
 
 
+# Kafka's compression.type values: the codec fetched batches are sent with, "producer"
+# for each batch's own.
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+DEFAULT_COMPRESSION_TYPE = "producer"
+
+
+def parse_compression_type(key: str, raw: str) -> str:
+    if raw not in COMPRESSION_TYPES:
+        raise ConfigError(f"config {key}={raw!r}: must be one of {', '.join(COMPRESSION_TYPES)}")
+    return raw
+
+
 # key -> parser; -1 means "unlimited" where Kafka allows it.
-TOPIC_CONFIG_PARSERS: dict[str, Callable[[str, str], int | bool]] = {
+TOPIC_CONFIG_PARSERS: dict[str, Callable[[str, str], int | bool | str]] = {
     "retention.ms": _long(-1),
     "retention.bytes": _long(-1),
     "segment.bytes": _long(1024),
@@ -44,12 +56,13 @@ TOPIC_CONFIG_PARSERS: dict[str, Callable[[str, str], int | bool]] = {
     "max.message.bytes": _long(64),
     "min.insync.replicas": _long(1),
     "unclean.leader.election.enable": _boolean,
+    "compression.type": parse_compression_type,
 }
 
 
-def parse_topic_configs(configs: Mapping[str, str]) -> dict[str, int | bool]:
+def parse_topic_configs(configs: Mapping[str, str]) -> dict[str, int | bool | str]:
     """Parse and check every entry; raise ConfigError on the first bad one."""
-    parsed: dict[str, int | bool] = {}
+    parsed: dict[str, int | bool | str] = {}
     for key, raw in configs.items():
         parser = TOPIC_CONFIG_PARSERS.get(key)
         if parser is None:

@@ -66,6 +66,7 @@ def topic_configs(ctx: BrokerContext, overrides: dict[str, str]) -> list[Data]:
         value = getattr(log_config, attr)
         values[name] = NO_LIMIT if value is None else str(value)
     values["min.insync.replicas"] = str(config.min_insync_for(overrides))
+    values["compression.type"] = config.compression_type_for(overrides)
     values["unclean.leader.election.enable"] = overrides.get(
         "unclean.leader.election.enable", "false"
     )

@@ -1,10 +1,21 @@
 """Kafka's Fetch: the same partitions and long poll as replog's, answered in v2 batches.
 
 Reads are replog's (whole batches below the HW, from the batch holding the fetch
-offset; brokerd/api/fetch.py waits for min_bytes or max_wait); each stored batch is
-converted to a Kafka batch with the same base offset, leader epoch, producer fields and
-timestamps, through a cache of converted batches (fetch_cache.py) that every consumer of
-this broker shares. One cache per process: a process is one broker.
+offset; brokerd/api/fetch.py waits for min_bytes or max_wait, counting stored bytes).
+Once the answer is final its stored batches are converted to Kafka batches with the
+same base offset, leader epoch, producer fields and timestamps (fetch_convert.py: the
+fetch limits applied to the converted bytes, the first batch always sent), compressed
+with the codec the topic's compression.type names or, for "producer", the one each
+batch was produced with. Converted batches go through a cache (fetch_cache.py) that
+every consumer of this broker shares; conversions that are not cheap run on
+CONVERT_WORKERS worker threads, so a large batch never holds the event loop and at most
+that many are expanded in memory at once. One cache and one pool per process: a
+process is one broker.
+
+Every partition's records field is a (maybe empty) record set, never null, errors
+included: librdkafka refuses a null one ("invalid MessageSetSize -1"), and an
+OFFSET_OUT_OF_RANGE it cannot read would never let auto.offset.reset run. That answer
+carries the log start offset and the HW, as the replog listener's does.
 
 There are no transactions, so read_committed and read_uncommitted read the same, the
 last stable offset is the HW and no transaction is ever aborted. There are no fetch
@@ -16,24 +27,29 @@ per topic (BytesOut) once the answer is final.
 
 from __future__ import annotations
 
+import asyncio
 import functools
+from concurrent.futures import ThreadPoolExecutor
 
 from brokerd.api.context import BrokerContext
 from brokerd.api.fetch import FETCH_MAX_BYTES, long_poll
 from brokerd.kafka.authorization import authorize_topic, topic_denied
-from brokerd.kafka.fetch_cache import BatchKey, FetchCache
+from brokerd.kafka.fetch_cache import FetchCache
+from brokerd.kafka.fetch_convert import Conversion, StoredRead
 from brokerd.kafka.partitions import serve_partition
 from brokerd.kafka.request import KafkaRequest
 from brokerd.partition import Partition
 from spark_replica.errors import BrokerResponseError, InvalidFetchSizeError, InvalidRequestError
-from spark_replica.kafka_wire.convert import replog_batch_to_kafka
 from spark_replica.kafka_wire.schema import Data
-from spark_replica.records import iter_batches
 from spark_replica.security.acl import Operation
 from spark_replica.topics import TopicPartition
 
 CONSUMER_REPLICA_ID = -1
 FETCH_CACHE = FetchCache()
+# Threads converting fetched batches: each holds at most one batch's records expanded
+# (bounded by max.message.bytes on produce), so this bounds that memory too.
+CONVERT_WORKERS = 2
+_CONVERTER = ThreadPoolExecutor(CONVERT_WORKERS, thread_name_prefix="kafka-fetch-convert")
 
 
 async def handle_fetch(ctx: BrokerContext, request: KafkaRequest) -> Data:
@@ -49,8 +65,11 @@ async def handle_fetch(ctx: BrokerContext, request: KafkaRequest) -> Data:
             denied[topic.topic] = topic_denied(request, Operation.READ, topic.topic)
         else:
             denied[topic.topic] = None
-    read_all = functools.partial(_read_all, ctx, body, denied, FETCH_CACHE)
-    response: Data = await long_poll(read_all, body.max_wait_ms, body.min_bytes)
+    read_all = functools.partial(_read_all, ctx, body, denied)
+    response, reads = await long_poll(read_all, body.max_wait_ms, body.min_bytes)
+    conversion = Conversion(reads, min(body.max_bytes, FETCH_MAX_BYTES), FETCH_CACHE)
+    if not conversion.run(inline=True):
+        await asyncio.get_running_loop().run_in_executor(_CONVERTER, conversion.run, False)
     for topic in response.responses:
         sent = sum(len(batch) for p in topic.partitions if p.records for batch in p.records)
         if sent:
@@ -59,15 +78,14 @@ async def handle_fetch(ctx: BrokerContext, request: KafkaRequest) -> Data:
 
 
 def _read_all(
-    ctx: BrokerContext,
-    body: Data,
-    denied: dict[str, BrokerResponseError | None],
-    cache: FetchCache,
-) -> tuple[Data, int, list[Partition]]:
-    """Read every requested partition once; also the stored bytes read and what to watch."""
+    ctx: BrokerContext, body: Data, denied: dict[str, BrokerResponseError | None]
+) -> tuple[tuple[Data, list[StoredRead]], int, list[Partition]]:
+    """Read every requested partition once: the answer (records still stored), the
+    reads to convert into it, the stored bytes read and what to watch."""
     remaining = min(body.max_bytes, FETCH_MAX_BYTES)
     total = 0
     watched: list[Partition] = []
+    reads: list[StoredRead] = []
     responses = []
     for topic in body.topics:
         results = []
@@ -80,7 +98,7 @@ def _read_all(
                 log_start_offset=-1,
                 aborted_transactions=[],
                 preferred_read_replica=-1,
-                records=None,
+                records=b"",
             )
 
             def serve(tp: TopicPartition, entry: Data = entry, result: Data = result) -> None:
@@ -91,6 +109,12 @@ def _read_all(
                         f"partition {entry.partition_max_bytes})"
                     )
                 partition = ctx.replicas.get_partition(tp)
+                partition.require_leader()
+                partition.check_leader_epoch(entry.current_leader_epoch)
+                # Set before the offset is checked: OFFSET_OUT_OF_RANGE carries them.
+                result.high_watermark = partition.high_watermark
+                result.last_stable_offset = partition.high_watermark
+                result.log_start_offset = partition.log.log_start_offset
                 stored = b""
                 if remaining > 0:
                     stored = partition.read(
@@ -99,28 +123,17 @@ def _read_all(
                         current_leader_epoch=entry.current_leader_epoch,
                         for_replica=False,
                     )
-                else:
-                    partition.require_leader()
-                    partition.check_leader_epoch(entry.current_leader_epoch)
                 remaining -= len(stored)
                 total += len(stored)
-                result.records = _converted(cache, tp, stored)
-                result.high_watermark = partition.high_watermark
-                result.last_stable_offset = partition.high_watermark
-                result.log_start_offset = partition.log.log_start_offset
+                reads.append(
+                    StoredRead(
+                        result, tp, stored, entry.partition_max_bytes, partition.compression_type
+                    )
+                )
                 watched.append(partition)
 
             serve_partition(topic.topic, entry.partition, result, denied[topic.topic], serve)
             results.append(result)
         responses.append(Data(topic=topic.topic, partitions=results))
     response = Data(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
-    return response, total, watched
-
-
-def _converted(cache: FetchCache, tp: TopicPartition, stored: bytes) -> list[bytes]:
-    """Stored batches as Kafka batches, written by reference one after the other."""
-    converted = []
-    for header, batch in iter_batches(stored):
-        key = BatchKey(tp.topic, tp.partition, header.base_offset, header.leader_epoch, header.crc)
-        converted.append(cache.get_or_convert(key, functools.partial(replog_batch_to_kafka, batch)))
-    return converted
+    return (response, reads), total, watched

@@ -16,6 +16,7 @@ checks replog's leader applies to its own clients' batches
 from __future__ import annotations
 
 from spark_replica.errors import CorruptMessageError, CorruptRecordError
+from spark_replica.kafka_wire.compress import CODEC_BITS, NONE, compress
 from spark_replica.kafka_wire.compression import (
     DEFAULT_MAX_RECORDS_BYTES,
     codec_name,
@@ -28,6 +29,9 @@ from spark_replica.kafka_wire.record_batch import (
 )
 from spark_replica.kafka_wire.record_writer import KEPT_ATTRIBUTES, build_batch, encode_records
 from spark_replica.records import (
+    COMPRESSION_MASK,
+    PRODUCED_CODEC_MASK,
+    PRODUCED_CODEC_SHIFT,
     BatchHeader,
     decode_payload,
     encode_batch,
@@ -62,7 +66,7 @@ def kafka_to_replog(
             columns,
             base_offset=header.base_offset,
             leader_epoch=header.leader_epoch,
-            attributes=header.attributes & KEPT_ATTRIBUTES,
+            attributes=(header.attributes & KEPT_ATTRIBUTES) | produced_codec(batch.codec_bits),
             producer_id=header.producer_id,
             producer_epoch=header.producer_epoch,
             base_sequence=header.base_sequence,
@@ -72,26 +76,47 @@ def kafka_to_replog(
     return b"".join(converted)
 
 
-def replog_batch_to_kafka(batch: bytes | bytearray | memoryview) -> bytes:
-    """One whole stored batch -> one uncompressed Kafka v2 batch holding the same records."""
+def produced_codec(bits: int) -> int:
+    """The stored attribute bits that remember a produced batch's Kafka codec `bits`."""
+    return (bits + 1) << PRODUCED_CODEC_SHIFT
+
+
+def fetch_codec(attributes: int, compression_type: str) -> int:
+    """The Kafka codec a stored batch with `attributes` is fetched with, under the topic's
+    compression.type: "producer" keeps the codec the batch was produced with on the
+    Kafka listener, else the stored batch's own (none, lz4 or zstd, also Kafka's codec
+    numbers); "uncompressed" or a codec name imposes that codec."""
+    if compression_type == "producer":
+        produced = (attributes & PRODUCED_CODEC_MASK) >> PRODUCED_CODEC_SHIFT
+        return produced - 1 if produced else attributes & COMPRESSION_MASK
+    if compression_type == "uncompressed":
+        return NONE
+    return CODEC_BITS[compression_type]
+
+
+def replog_batch_to_kafka(batch: bytes | bytearray | memoryview, codec: int = NONE) -> bytes:
+    """One whole stored batch -> one Kafka v2 batch holding the same records, its records
+    compressed with Kafka codec `codec` (compress.py)."""
     try:
         header = BatchHeader.decode(batch)
         records = decode_payload(batch)
     except CorruptRecordError as exc:
         raise CorruptMessageError(str(exc)) from exc
-    return build_batch(header, encode_records(records, header.first_timestamp))
+    encoded = encode_records(records, header.first_timestamp)
+    return build_batch(header, compress(codec, encoded), codec)
 
 
-def replog_to_kafka(batches: bytes | bytearray | memoryview) -> bytes:
+def replog_to_kafka(batches: bytes | bytearray | memoryview, codec: int = NONE) -> bytes:
     """Stored replog batches (whole, as Partition.read returns them) -> Kafka v2 batches.
 
-    Uncompressed, with the same base offsets, epochs, producer fields and timestamps.
+    With the same base offsets, epochs, producer fields and timestamps; compressed with
+    Kafka codec `codec`.
     """
     try:
         stored = list(iter_batches(batches))
     except CorruptRecordError as exc:
         raise CorruptMessageError(str(exc)) from exc
-    return b"".join(replog_batch_to_kafka(batch) for _, batch in stored)
+    return b"".join(replog_batch_to_kafka(batch, codec) for _, batch in stored)
 
 
 def kafka_codec(records: bytes | bytearray | memoryview) -> str:

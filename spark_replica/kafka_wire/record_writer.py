@@ -26,8 +26,8 @@ from spark_replica.records import (
     BatchHeader,
 )
 
-# What a fetched batch keeps of the stored attributes: the timestamp type. Its records
-# are sent uncompressed, so the codec bits are cleared.
+# What a converted batch keeps of the other format's attributes: the timestamp type. The
+# codec bits are the new batch's own.
 KEPT_ATTRIBUTES = 0x08
 # Pieces each record lays out before its headers: lead varints (length, attributes,
 # timestamp delta, offset delta, key length), key, value length, value, header count.
@@ -220,8 +220,11 @@ def _place(
     order[at] = elements
 
 
-def build_batch(header: BatchHeader, records: pa.Buffer | bytes) -> bytes:
-    """A whole v2 batch: the stored batch's header fields around an uncompressed records section.
+def build_batch(
+    header: BatchHeader, records: pa.Buffer | bytes | memoryview, codec: int = 0
+) -> bytes:
+    """A whole v2 batch: the stored batch's header fields around a records section, which
+    is compressed with Kafka codec `codec` (0: uncompressed).
 
     Base offset, leader epoch, producer id/epoch, base sequence, timestamps and the
     timestamp type are the stored batch's; length, codec bits and CRC are the new batch's.
@@ -235,7 +238,7 @@ def build_batch(header: BatchHeader, records: pa.Buffer | bytes) -> bytes:
         header.leader_epoch,
         MAGIC,
         0,
-        header.attributes & KEPT_ATTRIBUTES,
+        (header.attributes & KEPT_ATTRIBUTES) | codec,
         header.record_count - 1,
         header.first_timestamp,
         header.max_timestamp,
