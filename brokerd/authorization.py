@@ -8,7 +8,8 @@ cluster or the topic), deleting Delete, adding partitions Alter. The control pla
 queries that claim a replica id) needs ClusterAction on the cluster, which only the
 brokers' own principal holds, so a client cannot move the HW, poison the controller
 epoch or stop replicas. ACL and user administration needs Describe or Alter on the
-cluster.
+cluster. A producer id needs IdempotentWrite on the cluster, which whoever may Write some
+topic has (KIP-679; spark_replica/security/acl.py).
 
 A request that names several topics is refused whole, naming the topics it may not
 touch, rather than answered per partition: replog's clients send one topic per request
@@ -17,13 +18,17 @@ in practice, and a whole refusal cannot be mistaken for partial success.
 Metadata is the exception: asking for every topic answers with the topics the principal
 may describe and leaves the others out, as Kafka does, so that topic names are not
 disclosed to whoever can connect.
+
+`load_acls_into` keeps the broker's Authorizer current: called at start-up and after
+every ACL change notification, it applies every ACL that can be read and reports the rest.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spark_replica.errors import (
     ClusterAuthorizationFailedError,
@@ -32,6 +37,14 @@ from spark_replica.errors import (
 from spark_replica.protocol.apis import ApiKey
 from spark_replica.protocol.metadata import MetadataResponse, TopicMetadata
 from spark_replica.security.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
+from spark_replica.zk.security_store import load_acls
+
+if TYPE_CHECKING:
+    from kazoo.client import KazooClient
+
+    from brokerd.metrics.registry import BrokerMetrics
+
+logger = logging.getLogger("brokerd.authorization")
 
 # Fetches and epoch queries from consumers carry a negative replica id.
 _FIRST_REPLICA_ID = 0
@@ -76,9 +89,8 @@ _RULES: dict[int, Rule] = {
     # Answered per topic below (filter_metadata); nothing is refused whole.
     ApiKey.METADATA: lambda r: Needs(),
     ApiKey.API_VERSIONS: lambda r: Needs(),
-    # Producer ids are not a resource: anyone authenticated may ask for one (Kafka allows
-    # it to any principal with Write on some topic; the Write is checked on produce).
-    ApiKey.INIT_PRODUCER_ID: lambda r: Needs(),
+    # Kafka's rule: IdempotentWrite on the cluster, implied by Write on any topic.
+    ApiKey.INIT_PRODUCER_ID: _cluster(Operation.IDEMPOTENT_WRITE),
     ApiKey.CREATE_TOPICS: lambda r: Needs(
         cluster=Operation.CREATE,
         topic=Operation.CREATE,
@@ -175,3 +187,19 @@ def filter_metadata(
             )
     response.topics = kept
     return response
+
+
+# --------------------------------------------------------------------------- the ACLs
+
+
+def load_acls_into(authorizer: Authorizer, zk: KazooClient, metrics: BrokerMetrics) -> None:
+    """Replace the authorizer's ACLs by those in ZooKeeper. What cannot be read is logged
+    at WARN, one line each, and counted in the metrics; every other ACL applies, so one
+    unfamiliar entry never leaves a broker without its DENYs. ZooKeeperError if ZooKeeper
+    cannot be read at all (the ACLs known so far stay)."""
+    load = load_acls(zk)
+    for skipped in load.skipped:
+        logger.warning("skipped ACL data at %s: %s", skipped.path, skipped.reason)
+    metrics.acls_unreadable.set(len(load.skipped))
+    metrics.acls_total.set(len(load.bindings))
+    authorizer.replace_all(load.bindings)

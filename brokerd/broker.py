@@ -20,6 +20,7 @@ import signal
 from collections.abc import Awaitable, Callable
 
 from brokerd.api import BrokerContext
+from brokerd.authorization import load_acls_into
 from brokerd.config import BrokerConfig
 from brokerd.controller.controller import Controller, RebalanceSettings
 from brokerd.controller.zk_store import current_controller
@@ -47,7 +48,7 @@ from spark_replica.protocol.controlled_shutdown import ControlledShutdownRequest
 from spark_replica.records import now_ms
 from spark_replica.security.acl import Authorizer
 from spark_replica.zk import topic_store, znodes
-from spark_replica.zk.security_store import AclChangeWatcher, read_all_acls
+from spark_replica.zk.security_store import AclChangeWatcher
 
 logger = logging.getLogger("brokerd")
 
@@ -207,7 +208,7 @@ class Broker:
         if zk is None or authorizer is None:
             return
         try:
-            authorizer.replace_all(read_all_acls(zk))
+            load_acls_into(authorizer, zk, self.metrics)
         except ReplogError:
             logger.exception("cannot read the ACLs; keeping the ones known")
 

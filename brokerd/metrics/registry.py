@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kazoo.client import KazooState
-from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
@@ -180,6 +180,20 @@ class BrokerMetrics:
         self.zookeeper_expires = Counter(
             "kafka_server_sessionexpirelistener_zookeeperexpires",
             "ZooKeeper sessions of this broker that were lost (expired).",
+            registry=registry,
+        )
+        # Kafka's authorizer gauges (MBean kafka.security.authorizer.metrics), set at each
+        # load of the ACLs from ZooKeeper (from kazoo's thread), plus replog's count of
+        # the ACL data that load skipped because it could not be read (each also logged).
+        self.acls_total = Gauge(
+            "kafka_server_kafka_security_authorizer_metrics_acls_total_count",
+            "ACLs the authorizer applies, as last loaded from ZooKeeper.",
+            registry=registry,
+        )
+        self.acls_unreadable = Gauge(
+            "kafka_server_kafka_security_authorizer_metrics_acls_unreadable_count",
+            "ACL znodes or entries in ZooKeeper skipped at the last load: they could not "
+            "be read (each is logged at WARN); the other ACLs apply.",
             registry=registry,
         )
         self._requests: dict[tuple[str, str], Latencies] = {}

@@ -67,10 +67,27 @@ VALID_OPERATIONS: dict[ResourceType, frozenset[Operation]] = {
             Operation.ALTER_CONFIGS,
             Operation.ALTER,
             Operation.DESCRIBE,
+            Operation.IDEMPOTENT_WRITE,
             Operation.ALL,
         }
     ),
+    ResourceType.TRANSACTIONAL_ID: frozenset({Operation.DESCRIBE, Operation.WRITE, Operation.ALL}),
+    ResourceType.DELEGATION_TOKEN: frozenset({Operation.DESCRIBE, Operation.ALL}),
+    ResourceType.USER: frozenset(
+        {Operation.CREATE_TOKENS, Operation.DESCRIBE_TOKENS, Operation.ALL}
+    ),
 }
+# The flags naming a resource of each named type (kafka-acls' names), besides --cluster.
+RESOURCE_FLAGS: dict[ResourceType, str] = {
+    ResourceType.TOPIC: "topic",
+    ResourceType.GROUP: "group",
+    ResourceType.TRANSACTIONAL_ID: "transactional_id",
+    ResourceType.DELEGATION_TOKEN: "delegation_token",
+    ResourceType.USER: "user_principal",
+}
+_RESOURCE_CHOICES = (
+    ", ".join(f"--{flag.replace('_', '-')}" for flag in RESOURCE_FLAGS.values()) + " or --cluster"
+)
 # Operations are listed in Kafka's order (All, Read, Write, ...), not alphabetically.
 _ORDER = list(Operation)
 # Pattern types a filter (list, remove) may use besides literal and prefixed.
@@ -117,6 +134,25 @@ def _add_resource_options(parser: argparse.ArgumentParser, *, filtering: bool) -
     parser.add_argument(
         "--group", action="append", default=[], help="a group (* for all; repeatable)"
     )
+    parser.add_argument(
+        "--transactional-id",
+        action="append",
+        default=[],
+        help="a transactional id (* for all; repeatable)",
+    )
+    parser.add_argument(
+        "--delegation-token",
+        action="append",
+        default=[],
+        help="a delegation token id (* for all; repeatable)",
+    )
+    parser.add_argument(
+        "--user-principal",
+        action="append",
+        default=[],
+        metavar="User:NAME",
+        help="a user, as the resource of CreateTokens/DescribeTokens (repeatable)",
+    )
     parser.add_argument("--cluster", action="store_true", help="the cluster")
     choices = "literal|prefixed" + ("|any|match" if filtering else "")
     parser.add_argument(
@@ -148,7 +184,8 @@ def _add_entry_options(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         help="Read, Write, Create, Delete, Alter, Describe, ClusterAction, DescribeConfigs, "
-        "AlterConfigs or All (repeatable; default All)",
+        "AlterConfigs, IdempotentWrite, CreateTokens, DescribeTokens or All "
+        "(repeatable; default All)",
     )
 
 
@@ -156,13 +193,17 @@ def _add_entry_options(parser: argparse.ArgumentParser) -> None:
 
 
 def resources(args: argparse.Namespace) -> list[tuple[ResourceType, str]]:
-    named = [(ResourceType.TOPIC, topic) for topic in args.topic]
-    named += [(ResourceType.GROUP, group) for group in args.group]
+    named = [
+        (resource_type, name)
+        for resource_type, flag in RESOURCE_FLAGS.items()
+        for name in getattr(args, flag)
+    ]
     if args.cluster:
         named.append((ResourceType.CLUSTER, CLUSTER_NAME))
     for resource_type, name in named:
         if not name:
-            raise ConfigError(f"--{resource_type.value.lower()} needs a name")
+            flag = RESOURCE_FLAGS[resource_type].replace("_", "-")
+            raise ConfigError(f"--{flag} needs a name")
     return named
 
 
@@ -187,7 +228,7 @@ def bindings_to_add(args: argparse.Namespace) -> list[AclBinding]:
     pattern_type = parse_pattern_type(args.resource_pattern_type)
     named = resources(args)
     if not named:
-        raise ConfigError("name the resource: --topic, --group or --cluster")
+        raise ConfigError(f"name the resource: {_RESOURCE_CHOICES}")
     acl_entries = entries(args)
     if not acl_entries:
         raise ConfigError("name who: --allow-principal or --deny-principal")
@@ -233,7 +274,7 @@ def removal_filters(args: argparse.Namespace) -> list[AclFilter]:
     pattern_type, match = _pattern_filter(args.resource_pattern_type)
     named = resources(args)
     if not named:
-        raise ConfigError("name the resource: --topic, --group or --cluster")
+        raise ConfigError(f"name the resource: {_RESOURCE_CHOICES}")
     acl_entries = entries(args)
     if not acl_entries:
         return [acl_filter(rt, name, pattern_type, match=match) for rt, name in named]

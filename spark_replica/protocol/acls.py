@@ -46,6 +46,9 @@ class ResourceTypeCode(IntEnum):
     TOPIC = 2
     GROUP = 3
     CLUSTER = 4
+    TRANSACTIONAL_ID = 5
+    DELEGATION_TOKEN = 6
+    USER = 7
 
 
 class PatternTypeCode(IntEnum):
@@ -69,6 +72,9 @@ class OperationCode(IntEnum):
     CLUSTER_ACTION = 9
     DESCRIBE_CONFIGS = 10
     ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+    CREATE_TOKENS = 13
+    DESCRIBE_TOKENS = 14
 
 
 class PermissionCode(IntEnum):

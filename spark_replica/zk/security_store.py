@@ -6,6 +6,9 @@
 - `/kafka-acl/<Type>/<name>` (LITERAL) and `/kafka-acl-extended/prefixed/<Type>/<name>`
   (PREFIXED): the JSON of spark_replica.security.acl.encode_entries. A write also creates
   a sequential notification under `/kafka-acl-changes` or `/kafka-acl-extended-changes`.
+  ACL data that cannot be read (a znode that is not ACL JSON, an entry with an unknown
+  operation) is skipped and reported by `load_acls`, never stopping the other ACLs from
+  loading; a write keeps such entries as they are.
 
 Every write is a read-modify-write checked by the znode's version and done in one
 transaction with its notification: a concurrent writer makes ours fail and retry on the
@@ -28,6 +31,7 @@ import random
 import threading
 import time
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -47,6 +51,7 @@ from spark_replica.security.acl import (
     PatternType,
     ResourcePattern,
     ResourceType,
+    StoredEntries,
     decode_entries,
     encode_entries,
 )
@@ -286,10 +291,12 @@ def _change_notification(pattern: ResourcePattern) -> tuple[str, bytes]:
     return EXTENDED_ACL_CHANGES_PATH, json.dumps(data).encode()
 
 
-def _read_entries(zk: KazooClient, path: str) -> tuple[set[AclEntry], Any]:
+def _read_entries(zk: KazooClient, path: str) -> tuple[StoredEntries, Any]:
+    """The pattern's stored ACLs and the znode as read; ZooKeeperError if its data is not
+    Kafka's ACL JSON at all (a write must not replace what it cannot read)."""
     found = read_if_present(zk, path)
     if found is None:
-        return set(), None
+        return StoredEntries(set()), None
     try:
         return decode_entries(found[0]), found
     except ConfigError as exc:
@@ -297,9 +304,16 @@ def _read_entries(zk: KazooClient, path: str) -> tuple[set[AclEntry], Any]:
 
 
 def _change_acls(
-    zk: KazooClient, pattern: ResourcePattern, change: Callable[[set[AclEntry]], set[AclEntry]]
+    zk: KazooClient,
+    pattern: ResourcePattern,
+    change: Callable[[set[AclEntry]], set[AclEntry]],
+    keep_unreadable: bool = True,
 ) -> int:
-    """Replace the pattern's ACLs by `change(current)`; returns how many entries changed."""
+    """Replace the pattern's ACLs by `change(current)`; returns how many entries changed.
+
+    Entries that could not be read are written back as they were (another tool's, or a
+    newer Kafka's), unless `keep_unreadable` is False.
+    """
     path = acl_path(pattern)
     changes_path, notification = _change_notification(pattern)
     with translated():
@@ -307,18 +321,20 @@ def _change_acls(
         zk.ensure_path(changes_path)
 
     def attempt() -> int:
-        current, found = _read_entries(zk, path)
+        stored, found = _read_entries(zk, path)
+        current = stored.entries
+        kept = stored.unreadable if keep_unreadable else []
         wanted = change(set(current))
-        if wanted == current:
+        if wanted == current and len(kept) == len(stored.unreadable):
             return 0
-        data = encode_entries(wanted) if wanted else None
+        data = encode_entries(wanted, kept) if wanted or kept else None
 
         def build(transaction: Any) -> None:
             _write_node(transaction, path, data, found, None)
             transaction.create(f"{changes_path}/{ACL_CHANGE_PREFIX}", notification, sequence=True)
 
         _commit(zk, build)
-        return len(current ^ wanted)
+        return len(current ^ wanted) + len(stored.unreadable) - len(kept)
 
     count: int = _with_retries(f"changing the ACLs of {path}", attempt)
     if count:
@@ -334,29 +350,67 @@ def add_acls(zk: KazooClient, pattern: ResourcePattern, entries: Iterable[AclEnt
 def remove_acls(
     zk: KazooClient, pattern: ResourcePattern, entries: Iterable[AclEntry] | None
 ) -> int:
-    """Remove the given entries (None: all) from the pattern; returns how many were there."""
-    doomed = None if entries is None else set(entries)
-    return _change_acls(zk, pattern, lambda current: set() if doomed is None else current - doomed)
+    """Remove the given entries (None: all, unreadable ones too) from the pattern; returns
+    how many were there."""
+    if entries is None:
+        return _change_acls(zk, pattern, lambda current: set(), keep_unreadable=False)
+    doomed = set(entries)
+    return _change_acls(zk, pattern, lambda current: current - doomed)
 
 
-def read_all_acls(zk: KazooClient) -> list[AclBinding]:
-    """Every ACL, sorted. Resource types replog does not know (Kafka's TransactionalId,
-    DelegationToken) are skipped: no request of replog's could be authorized by them."""
+@dataclass(frozen=True)
+class SkippedAcl:
+    """ACL data in ZooKeeper that could not be read: the znode, and why."""
+
+    path: str
+    reason: str
+
+
+@dataclass
+class AclLoad:
+    """Every ACL that could be read (sorted), and what was skipped."""
+
+    bindings: list[AclBinding]
+    skipped: list[SkippedAcl]
+
+
+def load_acls(zk: KazooClient) -> AclLoad:
+    """Every ACL, each znode and each entry on its own: one that cannot be read (data that
+    is not ACL JSON, an unknown operation, a resource type or name Kafka would not write) is
+    skipped and reported, never stopping the others. Only failing to reach ZooKeeper raises.
+    """
     bindings: list[AclBinding] = []
+    skipped: list[SkippedAcl] = []
+    known = {t.value: t for t in ResourceType}
     for root, pattern_type in (
         (ACL_PATH, PatternType.LITERAL),
         (EXTENDED_ACL_PATH, PatternType.PREFIXED),
     ):
-        known = {t.value: t for t in ResourceType}
         for type_name in children_if_present(zk, root):
+            type_path = f"{root}/{type_name}"
             resource_type = known.get(type_name)
             if resource_type is None:
+                skipped.append(SkippedAcl(type_path, f"unknown resource type {type_name!r}"))
                 continue
-            for name in children_if_present(zk, f"{root}/{type_name}"):
-                pattern = ResourcePattern(resource_type, name, pattern_type)
-                entries, _ = _read_entries(zk, f"{root}/{type_name}/{name}")
-                bindings.extend(AclBinding(pattern, entry) for entry in entries)
-    return sorted(bindings)
+            for name in children_if_present(zk, type_path):
+                path = f"{type_path}/{name}"
+                found = read_if_present(zk, path)
+                if found is None:
+                    continue
+                try:
+                    pattern = ResourcePattern(resource_type, name, pattern_type)
+                    stored = decode_entries(found[0])
+                except ConfigError as exc:
+                    skipped.append(SkippedAcl(path, str(exc)))
+                    continue
+                bindings.extend(AclBinding(pattern, entry) for entry in stored.entries)
+                skipped.extend(SkippedAcl(path, kept.reason) for kept in stored.unreadable)
+    return AclLoad(sorted(bindings), skipped)
+
+
+def read_all_acls(zk: KazooClient) -> list[AclBinding]:
+    """Every ACL that can be read, sorted (load_acls without the report)."""
+    return load_acls(zk).bindings
 
 
 def notification_sequence(child: str) -> int | None:

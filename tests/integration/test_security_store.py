@@ -222,12 +222,54 @@ def test_remove_acls_counts_and_deletes_empty_nodes(zk: KazooClient) -> None:
     assert read_all_acls(zk) == []
 
 
-def test_read_all_acls_skips_unknown_types_and_rejects_bad_data(zk: KazooClient) -> None:
-    zk.create("/kafka-acl/TransactionalId/tx", b'{"version":1,"acls":[]}', makepath=True)
-    assert read_all_acls(zk) == []
+def test_acl_data_that_cannot_be_read_is_skipped_and_reported_never_lost(
+    zk: KazooClient,
+) -> None:
+    kafka_json = {"principal": "User:a", "permissionType": "Allow", "host": "*"}
+    future = {**kafka_json, "operation": "SomethingNew"}
+    idempotent = {**kafka_json, "operation": "IdempotentWrite"}
+    zk.create(
+        "/kafka-acl/Cluster/kafka-cluster",
+        json.dumps({"version": 1, "acls": [future, idempotent]}).encode(),
+        makepath=True,
+    )
+    write = {**kafka_json, "operation": "Write"}
+    zk.create(
+        "/kafka-acl/TransactionalId/tx",
+        json.dumps({"version": 1, "acls": [write]}).encode(),
+        makepath=True,
+    )
     zk.create("/kafka-acl/Topic/broken", b"{", makepath=True)
+    zk.create("/kafka-acl/Cluster/not-the-cluster", b'{"version":1,"acls":[]}')
+    zk.create("/kafka-acl/Broker/b", b'{"version":1,"acls":[]}', makepath=True)
+
+    loaded = security_store.load_acls(zk)
+    cluster = ResourcePattern(ResourceType.CLUSTER, "kafka-cluster")
+    transactional_id = ResourcePattern(ResourceType.TRANSACTIONAL_ID, "tx")
+    assert loaded.bindings == [
+        AclBinding(cluster, entry("User:a", Operation.IDEMPOTENT_WRITE)),
+        AclBinding(transactional_id, entry("User:a", Operation.WRITE)),
+    ]
+    assert sorted(skipped.path for skipped in loaded.skipped) == [
+        "/kafka-acl/Broker",
+        "/kafka-acl/Cluster/kafka-cluster",
+        "/kafka-acl/Cluster/not-the-cluster",
+        "/kafka-acl/Topic/broken",
+    ]
+    assert read_all_acls(zk) == loaded.bindings
+
+    # A write keeps the entry it cannot read; removing all the pattern's ACLs drops it.
+    add_acls(zk, cluster, [entry("User:b", Operation.ALTER)])
+    stored = json.loads(zk.get("/kafka-acl/Cluster/kafka-cluster")[0])["acls"]
+    assert future in stored and idempotent in stored and len(stored) == 3
+    assert remove_acls(zk, cluster, None) == 3
+    assert zk.exists("/kafka-acl/Cluster/kafka-cluster") is None
+    # Data that is not ACL JSON at all is never overwritten.
     with pytest.raises(ZooKeeperError, match="/kafka-acl/Topic/broken"):
-        read_all_acls(zk)
+        add_acls(
+            zk, ResourcePattern(ResourceType.TOPIC, "broken"), [entry("User:a", Operation.READ)]
+        )
+    assert zk.get("/kafka-acl/Topic/broken")[0] == b"{"
 
 
 def test_concurrent_add_acls_never_lose_an_entry(zk_connect: str) -> None:

@@ -251,7 +251,7 @@ def test_acls_add_list_remove(broker: BrokerProcess, zk: KazooClient) -> None:
     ("args", "message"),
     [
         (["--allow-principal", "User:a", "--operation", "Fly", "--topic", "t"], b"Fly"),
-        (["--allow-principal", "alice", "--topic", "t"], b"User:NAME"),
+        (["--allow-principal", "alice", "--topic", "t"], b"TYPE:NAME"),
         (["--allow-principal", "User:a"], b"--topic"),
         (["--topic", "t"], b"--allow-principal"),
         (["--allow-principal", "User:a", "--operation", "Write", "--group", "g"], b"Write"),

@@ -146,6 +146,87 @@ def test_deny_of_describe_is_not_overridden_by_an_implying_allow() -> None:
     assert can(auth, ALICE, Operation.READ)
 
 
+def cluster_idempotent_write(auth: Authorizer, principal: str = ALICE) -> bool:
+    return auth.authorize(
+        principal, "10.0.0.1", Operation.IDEMPOTENT_WRITE, ResourceType.CLUSTER, CLUSTER_NAME
+    )
+
+
+def cluster(name: str = CLUSTER_NAME) -> ResourcePattern:
+    return ResourcePattern(ResourceType.CLUSTER, name)
+
+
+@pytest.mark.parametrize(
+    "grant",
+    [
+        binding(cluster(), ALICE, Operation.IDEMPOTENT_WRITE),
+        binding(topic("t"), ALICE, Operation.WRITE),
+        binding(topic("t"), ALICE, Operation.ALL),
+        binding(topic("logs-", PatternType.PREFIXED), ALICE, Operation.WRITE),
+        binding(topic("*"), ALICE, Operation.WRITE),
+    ],
+)
+def test_idempotent_write_is_implied_by_write_on_any_topic(grant: AclBinding) -> None:
+    """KIP-679: an idempotent producer needs Write on its topics, nothing on the cluster."""
+    assert cluster_idempotent_write(authorizer(grant))
+    assert not cluster_idempotent_write(authorizer(grant), BOB)
+
+
+@pytest.mark.parametrize(
+    "acls",
+    [
+        [binding(topic("t"), ALICE, Operation.READ)],
+        [binding(ResourcePattern(ResourceType.GROUP, "t"), ALICE, Operation.ALL)],
+        [binding(topic("t"), ALICE, Operation.WRITE, host="10.9.9.9")],
+        # Write allowed on t, but denied there by a literal, a prefix or the wildcard.
+        [
+            binding(topic("t"), ALICE, Operation.WRITE),
+            binding(topic("t"), ALICE, Operation.ALL, DENY),
+        ],
+        [
+            binding(topic("team-a", PatternType.PREFIXED), ALICE, Operation.WRITE),
+            binding(topic("team-", PatternType.PREFIXED), "User:*", Operation.WRITE, DENY),
+        ],
+        [
+            binding(topic("t"), ALICE, Operation.WRITE),
+            binding(topic("*"), ALICE, Operation.WRITE, DENY),
+        ],
+        [
+            binding(cluster(), ALICE, Operation.IDEMPOTENT_WRITE, DENY),
+            binding(cluster(), ALICE, Operation.IDEMPOTENT_WRITE),
+        ],
+    ],
+)
+def test_idempotent_write_is_refused_without_an_undenied_write(acls: list[AclBinding]) -> None:
+    assert not cluster_idempotent_write(authorizer(*acls))
+
+
+def test_idempotent_write_follows_allow_everyone_unless_write_is_denied_everywhere() -> None:
+    cluster_acl = binding(cluster(), BOB, Operation.ALTER)
+    some_topic = binding(topic("t"), BOB, Operation.READ)
+    assert cluster_idempotent_write(authorizer(some_topic, allow_if_none=True))
+    denied_everywhere = binding(topic("*"), ALICE, Operation.WRITE, DENY)
+    assert not cluster_idempotent_write(
+        authorizer(cluster_acl, denied_everywhere, allow_if_none=True)
+    )
+
+
+def test_an_authorizer_refuses_all_but_super_users_until_its_acls_are_loaded() -> None:
+    auth = Authorizer(frozenset({"User:admin"}), allow_everyone_if_no_acl_found=True)
+    assert not auth.loaded
+    assert not can(auth, ALICE, Operation.WRITE)
+    assert not cluster_idempotent_write(auth)
+    assert can(auth, "User:admin", Operation.WRITE)
+    auth.replace_all([])
+    assert auth.loaded and can(auth, ALICE, Operation.WRITE)
+
+
+def test_acls_of_other_principal_types_match_no_user() -> None:
+    auth = authorizer(binding(topic("t"), "Group:alice", Operation.READ))
+    assert not can(auth, ALICE, Operation.READ)
+    assert can(auth, "Group:alice", Operation.READ)
+
+
 def test_no_acl_on_resource_follows_allow_everyone_setting() -> None:
     other = binding(topic("other"), BOB, Operation.READ)
     assert not can(authorizer(other), ALICE, Operation.READ)
@@ -200,9 +281,9 @@ def test_parsers_are_case_insensitive(
 @pytest.mark.parametrize(
     ("parser", "text", "valid_named"),
     [
-        (parse_operation, "IdempotentWrite", "ClusterAction"),
+        (parse_operation, "Fly", "IdempotentWrite"),
         (parse_pattern_type, "match", "Prefixed"),
-        (parse_resource_type, "TransactionalId", "Group"),
+        (parse_resource_type, "Broker", "TransactionalId"),
         (parse_permission, "maybe", "Deny"),
     ],
 )
@@ -213,15 +294,15 @@ def test_parsers_reject_unknown_values_listing_valid_ones(
         parser(text)
 
 
-@pytest.mark.parametrize("text", ["alice", "User:", "Group:x", "user:alice", ":alice", ""])
-def test_parse_principal_rejects_non_user_principals(text: str) -> None:
-    with pytest.raises(ConfigError, match="User:"):
+@pytest.mark.parametrize("text", ["alice", "User:", ":alice", ""])
+def test_parse_principal_rejects_what_is_not_type_and_name(text: str) -> None:
+    with pytest.raises(ConfigError, match="TYPE:NAME"):
         parse_principal(text)
 
 
-def test_parse_principal_accepts_user_and_wildcard() -> None:
-    assert parse_principal("User:alice") == "User:alice"
-    assert parse_principal("User:*") == "User:*"
+@pytest.mark.parametrize("text", ["User:alice", "User:*", "Group:ops", "user:a:b"])
+def test_parse_principal_accepts_any_principal_type_as_kafka_stores_it(text: str) -> None:
+    assert parse_principal(text) == text
 
 
 @pytest.mark.parametrize(
@@ -253,9 +334,39 @@ def test_entries_json_is_kafkas_zookeeper_format() -> None:
         b'{"version":1,"acls":[{"principal":"User:bob","permissionType":"Deny",'
         b'"operation":"DescribeConfigs","host":"1.2.3.4"}]}'
     )
-    assert decode_entries(kafka_written) == {
+    assert decode_entries(kafka_written).entries == {
         AclEntry(BOB, "1.2.3.4", Operation.DESCRIBE_CONFIGS, DENY)
     }
+
+
+def test_every_operation_kafka_acls_writes_is_read() -> None:
+    """What `kafka-acls --producer --idempotent` and token ACLs leave in ZooKeeper."""
+    kafka_written = json.dumps(
+        {
+            "version": 1,
+            "acls": [
+                {"principal": p, "permissionType": "Allow", "operation": op, "host": "*"}
+                for p, op in [
+                    ("User:alice", "IdempotentWrite"),
+                    ("User:alice", "CreateTokens"),
+                    ("User:alice", "DescribeTokens"),
+                    ("Group:ops", "Read"),
+                ]
+            ],
+        }
+    ).encode()
+    stored = decode_entries(kafka_written)
+    assert stored.unreadable == []
+    assert {(e.principal, e.operation) for e in stored.entries} == {
+        (ALICE, Operation.IDEMPOTENT_WRITE),
+        (ALICE, Operation.CREATE_TOKENS),
+        (ALICE, Operation.DESCRIBE_TOKENS),
+        ("Group:ops", Operation.READ),
+    }
+    assert [op.value for op in Operation] == [
+        "All", "Read", "Write", "Create", "Delete", "Alter", "Describe", "ClusterAction",
+        "DescribeConfigs", "AlterConfigs", "IdempotentWrite", "CreateTokens", "DescribeTokens",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -266,17 +377,30 @@ def test_entries_json_is_kafkas_zookeeper_format() -> None:
         b"[]",
         b'{"version":2,"acls":[]}',
         b'{"version":1}',
-        b'{"version":1,"acls":[1]}',
-        b'{"version":1,"acls":[{"principal":"User:a","permissionType":"Allow","host":"*"}]}',
-        b'{"version":1,"acls":[{"principal":"User:a","permissionType":"Allow",'
-        b'"operation":"Fly","host":"*"}]}',
-        b'{"version":1,"acls":[{"principal":"a","permissionType":"Allow",'
-        b'"operation":"Read","host":"*"}]}',
     ],
 )
-def test_decode_entries_rejects_bad_data(data: bytes) -> None:
+def test_decode_entries_rejects_data_that_is_not_acl_json(data: bytes) -> None:
     with pytest.raises(ConfigError):
         decode_entries(data)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        1,
+        {"principal": "User:a", "permissionType": "Allow", "host": "*"},
+        {"principal": "User:a", "permissionType": "Allow", "operation": "Fly", "host": "*"},
+        {"principal": "a", "permissionType": "Allow", "operation": "Read", "host": "*"},
+    ],
+)
+def test_an_unreadable_entry_is_set_aside_and_written_back_untouched(bad: object) -> None:
+    good = {"principal": "User:a", "permissionType": "Deny", "operation": "Write", "host": "*"}
+    stored = decode_entries(json.dumps({"version": 1, "acls": [bad, good]}).encode())
+    assert stored.entries == {AclEntry("User:a", "*", Operation.WRITE, DENY)}
+    assert [kept.raw for kept in stored.unreadable] == [bad]
+    assert stored.unreadable[0].reason
+    rewritten = json.loads(encode_entries(stored.entries, stored.unreadable))
+    assert rewritten["acls"] == [good, bad]
 
 
 # --- properties -------------------------------------------------------------------------
@@ -351,4 +475,4 @@ def test_super_users_are_allowed_whatever_the_acls(
 @settings(max_examples=200, deadline=None)
 @given(st.lists(ENTRIES, max_size=8))
 def test_entries_json_round_trips(entries: list[AclEntry]) -> None:
-    assert decode_entries(encode_entries(entries)) == set(entries)
+    assert decode_entries(encode_entries(entries)).entries == set(entries)
