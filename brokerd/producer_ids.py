@@ -8,12 +8,22 @@ A broker claims the next block with a conditional set on the znode's version; lo
 the race to another broker just means reading the new block and trying again. Ids of a
 claimed block that a broker never hands out (it restarts) are skipped, never reused:
 reuse could let a new producer inherit the sequence state of an old one.
+
+An InitProducerId naming an existing producer id and epoch asks for the next epoch, which
+fences every batch of the older one. KIP-360's rule decides (`next_identity`): the epoch
+is bumped only when the one named is the current one, so a client holding a stale or
+someone else's identity cannot fence the producer that owns it; anything else gets a new
+id, which fences nobody (what Kafka gives every non-transactional producer). There is no
+transaction coordinator to say which epoch is current: the broker that handed out an id
+or its last epoch remembers it (ProducerIdManager, up to MAX_REMEMBERED_PRODUCERS ids,
+in memory), and an id it does not remember gets a new id too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from kazoo.client import KazooClient
@@ -24,11 +34,25 @@ from spark_replica.errors import (
     ZnodeVersionError,
     ZooKeeperError,
 )
+from spark_replica.protocol.init_producer_id import NO_PRODUCER_ID
 from spark_replica.zk.kazoo_errors import translated
 
 LATEST_PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 BLOCK_SIZE = 1000
 VERSION = 1
+MAX_PRODUCER_EPOCH = 2**15 - 1
+# The ids whose current epoch a broker remembers; the least recently used is forgotten
+# first (its next bump then gets a new id, which is safe).
+MAX_REMEMBERED_PRODUCERS = 50_000
+
+
+def next_identity(producer_id: int, epoch: int, current_epoch: int | None) -> tuple[int, int]:
+    """KIP-360: (producer_id, epoch + 1) when `epoch` is the id's current epoch and can
+    grow; otherwise (NO_PRODUCER_ID, 0), meaning a new producer id with epoch 0.
+    `current_epoch` is None when the id's current epoch is not known here."""
+    if current_epoch is not None and epoch == current_epoch and epoch < MAX_PRODUCER_EPOCH:
+        return producer_id, epoch + 1
+    return NO_PRODUCER_ID, 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +115,11 @@ def claim_block(zk: KazooClient, broker_id: int) -> ProducerIdBlock:
 
 
 class ProducerIdManager:
-    """Hands out this broker's producer ids one by one, claiming a new block when needed.
+    """Hands out this broker's producer ids one by one, claiming a new block when needed,
+    and remembers the current epoch of each id it handed out or bumped.
 
     Used from the event loop; the lock keeps two concurrent requests from both claiming
-    a block (harmless but wasteful) or handing out the same id.
+    a block (harmless but wasteful), handing out the same id, or bumping one epoch twice.
     """
 
     def __init__(self, zk: KazooClient, broker_id: int) -> None:
@@ -103,12 +128,33 @@ class ProducerIdManager:
         self._block: ProducerIdBlock | None = None
         self._next_id = 0
         self._lock = asyncio.Lock()
+        self._epochs: OrderedDict[int, int] = OrderedDict()  # producer id -> current epoch
 
-    async def next_id(self) -> int:
+    async def init(self, producer_id: int, epoch: int) -> tuple[int, int]:
+        """The identity for an InitProducerId: a new id for (NO_PRODUCER_ID, -1), else
+        the next epoch of `producer_id` if `epoch` is its current one, else a new id."""
         async with self._lock:
-            if self._block is None or self._next_id > self._block.block_end:
-                self._block = await asyncio.to_thread(claim_block, self._zk, self._broker_id)
-                self._next_id = self._block.block_start
-            producer_id = self._next_id
-            self._next_id += 1
-            return producer_id
+            if producer_id != NO_PRODUCER_ID:
+                bumped_id, bumped_epoch = next_identity(
+                    producer_id, epoch, self._epochs.get(producer_id)
+                )
+                if bumped_id != NO_PRODUCER_ID:
+                    self._remember(bumped_id, bumped_epoch)
+                    return bumped_id, bumped_epoch
+            fresh = await self._new_id()
+            self._remember(fresh, 0)
+            return fresh, 0
+
+    async def _new_id(self) -> int:
+        if self._block is None or self._next_id > self._block.block_end:
+            self._block = await asyncio.to_thread(claim_block, self._zk, self._broker_id)
+            self._next_id = self._block.block_start
+        producer_id = self._next_id
+        self._next_id += 1
+        return producer_id
+
+    def _remember(self, producer_id: int, epoch: int) -> None:
+        self._epochs[producer_id] = epoch
+        self._epochs.move_to_end(producer_id)
+        while len(self._epochs) > MAX_REMEMBERED_PRODUCERS:
+            self._epochs.popitem(last=False)

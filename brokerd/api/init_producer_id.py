@@ -1,9 +1,11 @@
 """Serving InitProducerId: a fresh producer id, or the next epoch of an existing one.
 
-replog has no transaction coordinator, so any broker answers and keeps no record of
-the ids it gave out; the partitions' producer state (brokerd/producer_state.py) is
-what enforces epochs and sequences. A bump to an epoch past the int16 range starts a
-new producer id instead, as Kafka does.
+replog has no transaction coordinator, so any broker answers. An epoch is bumped only
+when the one named is the id's current epoch as this broker knows it (KIP-360's rule,
+brokerd/producer_ids.py); a stale or unknown identity, or one whose epoch cannot grow
+past the int16 range, gets a new producer id instead, so no client can fence another's
+producer through this request. The partitions' producer state
+(brokerd/producer_state.py) is what enforces epochs and sequences.
 """
 
 from __future__ import annotations
@@ -22,8 +24,6 @@ from spark_replica.protocol.init_producer_id import (
     InitProducerIdResponse,
 )
 
-MAX_PRODUCER_EPOCH = 2**15 - 1
-
 # One id allocator per ZooKeeper client, i.e. per broker: its current block lives here.
 _managers: WeakKeyDictionary[KazooClient, ProducerIdManager] = WeakKeyDictionary()
 
@@ -41,18 +41,17 @@ async def handle_init_producer_id(
             f"producer id {request.producer_id} with epoch {request.producer_epoch}: send "
             "both -1 for a new producer, or both of an existing one to bump its epoch"
         )
-    if not new_producer and request.producer_epoch < MAX_PRODUCER_EPOCH:
-        return InitProducerIdResponse(request.producer_id, request.producer_epoch + 1)
-    return InitProducerIdResponse(await _next_producer_id(ctx), 0)
+    producer_id, epoch = await _identity(ctx, request.producer_id, request.producer_epoch)
+    return InitProducerIdResponse(producer_id, epoch)
 
 
-async def _next_producer_id(ctx: BrokerContext) -> int:
+async def _identity(ctx: BrokerContext, producer_id: int, epoch: int) -> tuple[int, int]:
     if ctx.zk is None:
         raise BrokerNotAvailableError("the broker is not connected to ZooKeeper yet")
     manager = _managers.get(ctx.zk)
     if manager is None:
         manager = _managers[ctx.zk] = ProducerIdManager(ctx.zk, ctx.config.broker_id)
     try:
-        return await manager.next_id()
+        return await manager.init(producer_id, epoch)
     except ZooKeeperError as exc:
         raise BrokerNotAvailableError(f"cannot claim a producer id block: {exc}") from exc
