@@ -6,16 +6,23 @@ claims no group before the controller's metadata names it."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka import Consumer
 from kazoo.client import KazooClient
 
+from brokerd.groups.coordinator_choice import coordinator_for
+from spark_replica.client import Admin, Cluster
 from spark_replica.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
     NotCoordinatorError,
     OffsetMetadataTooLargeError,
 )
 from spark_replica.kafka_wire.admin_client import (
+    FIND_COORDINATOR,
     OFFSET_COMMIT,
     OFFSET_FETCH,
     KafkaConnection,
@@ -24,7 +31,7 @@ from spark_replica.kafka_wire.schema import Data
 from spark_replica.launcher import BrokerProcess
 from spark_replica.security.settings import SecurityConfig
 from spark_replica.zk.session import connect
-from tests.support import BrokerFactory, create_topic, run
+from tests.support import BrokerFactory, create_topic, produce, run, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -54,11 +61,13 @@ async def _call(broker: BrokerProcess, api: tuple[int, int], body: Data) -> Data
         await connection.close()
 
 
-def commit(broker: BrokerProcess, group: str, topic: str, metadata: dict[int, str]) -> dict:
-    """A simple commit (no member, generation -1) of offset 7 per partition: the error code
-    of each partition."""
+def commit(
+    broker: BrokerProcess, group: str, topic: str, metadata: dict[int, str], offset: int = 7
+) -> dict:
+    """A simple commit (no member, generation -1) of `offset` on each partition: the error
+    code of each partition."""
     partitions = [
-        Data(partition_index=p, committed_offset=7, committed_metadata=m)
+        Data(partition_index=p, committed_offset=offset, committed_metadata=m)
         for p, m in sorted(metadata.items())
     ]
     body = Data(
@@ -69,6 +78,10 @@ def commit(broker: BrokerProcess, group: str, topic: str, metadata: dict[int, st
     )
     answer = run(_call(broker, OFFSET_COMMIT, body))
     return {p.partition_index: p.error_code for t in answer.topics for p in t.partitions}
+
+
+def fetch_error(broker: BrokerProcess, group: str) -> int:
+    return int(run(_call(broker, OFFSET_FETCH, Data(group_id=group, topics=None))).error_code)
 
 
 def committed(broker: BrokerProcess, group: str) -> dict[tuple[str, int], tuple[int, str]]:
@@ -115,3 +128,118 @@ def test_large_commits_keep_the_session_and_metadata_is_bounded_per_partition(
     assert committed(broker, "g-over") == {("wide", 1): (7, "m" * 4096)}
     assert commit(broker, "g-over", "wide", {1: "again"}) == {1: 0}
     assert committed(broker, "g-over") == {("wide", 1): (7, "again")}
+
+
+async def _recreate(bootstrap: list[tuple[str, int]], topic: str) -> None:
+    cluster = Cluster(bootstrap)
+    try:
+        await Admin(cluster).delete_topic(topic)
+        await Admin(cluster).create_topic(topic, 1, 1, {})
+    finally:
+        await cluster.close()
+
+
+def test_a_deleted_topics_offsets_go_with_it(brokers: BrokerFactory, zk: KazooClient) -> None:
+    broker = brokers.start(1, **{"group.initial.rebalance.delay.ms": "0"})
+    run(create_topic(brokers.bootstrap, "reborn"))
+    run(produce(brokers.bootstrap, "reborn", [f"old{i}" for i in range(5)]))
+    assert commit(broker, "old-group", "reborn", {0: ""}, offset=3) == {0: 0}
+    run(_recreate(brokers.bootstrap, "reborn"))
+    assert zk.exists("/consumers/old-group/offsets/reborn") is None
+    run(produce(brokers.bootstrap, "reborn", [f"new{i}" for i in range(5)]))
+    consumer = Consumer(
+        {
+            "bootstrap.servers": brokers.kafka_bootstrap(),
+            "group.id": "old-group",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        consumer.subscribe(["reborn"])
+        read: list[tuple[int, bytes]] = []
+        deadline = time.monotonic() + 30
+        while len(read) < 5 and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                read.append((message.offset(), message.value()))
+    finally:
+        consumer.close()
+    assert read == [(i, f"new{i}".encode()) for i in range(5)]
+
+
+def test_an_empty_groups_offsets_expire_and_a_consuming_groups_stay(
+    brokers: BrokerFactory, zk: KazooClient
+) -> None:
+    retention_s = 2.0
+    broker = brokers.start(
+        1,
+        **{
+            "offsets.retention.ms": str(int(retention_s * 1000)),
+            "offsets.retention.check.interval.ms": "200",
+            "group.initial.rebalance.delay.ms": "0",
+        },
+    )
+    run(create_topic(brokers.bootstrap, "kept"))
+    run(produce(brokers.bootstrap, "kept", ["v"]))
+    assert commit(broker, "standalone", "kept", {0: ""}, offset=1) == {0: 0}
+    member = Consumer(
+        {
+            "bootstrap.servers": brokers.kafka_bootstrap(),
+            "group.id": "members",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        member.subscribe(["kept"])
+        deadline = time.monotonic() + 30
+        message = None
+        while message is None or message.error() is not None:
+            assert time.monotonic() < deadline, "the member read nothing"
+            message = member.poll(0.2)
+        member.commit(message=message, asynchronous=False)
+        wait_until(
+            lambda: zk.exists("/consumers/standalone") is None,
+            "the standalone group's offsets expired",
+            timeout_s=10 * retention_s,
+        )
+        # Past its retention the consuming group keeps its offset of a subscribed topic.
+        until = time.monotonic() + 2 * retention_s
+        while time.monotonic() < until:
+            member.poll(0.1)
+        assert committed(broker, "members") == {("kept", 0): (1, "")}
+    finally:
+        member.close()
+    wait_until(
+        lambda: zk.exists("/consumers/members") is None,
+        "the emptied group's offsets expired",
+        timeout_s=10 * retention_s,
+    )
+    assert committed(broker, "members") == {}
+
+
+def test_a_starting_broker_claims_no_group_before_the_controllers_metadata(
+    brokers: BrokerFactory,
+) -> None:
+    # A session timeout long enough that the paused controller stays the controller.
+    first = brokers.start(1, **{"zookeeper.session.timeout.ms": "15000"})
+    run(create_topic(brokers.bootstrap, "held"))
+    assert commit(first, "held-group", "held", {0: ""}, offset=4) == {0: 0}
+    first.pause()
+    try:
+        second = brokers.start(2)
+        found = run(_call(second, FIND_COORDINATOR, Data(key="held-group", key_type=0)))
+        assert found.error_code == CoordinatorNotAvailableError.code
+        assert fetch_error(second, "held-group") == CoordinatorLoadInProgressError.code
+    finally:
+        first.resume()
+    expected = coordinator_for("held-group", [1, 2])
+
+    def settled() -> bool:
+        found = run(_call(second, FIND_COORDINATOR, Data(key="held-group", key_type=0)))
+        return found.error_code == 0 and found.node_id == expected
+
+    wait_until(settled, "broker 2 answers FindCoordinator once it has the metadata")
+    owner = brokers.brokers[expected]
+    assert committed(owner, "held-group") == {("held", 0): (4, "")}

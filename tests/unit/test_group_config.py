@@ -21,6 +21,16 @@ def test_defaults_are_kafkas_but_the_initial_delay() -> None:
     assert config.group_initial_rebalance_delay_ms == 300
     assert config.group_max_size == 2**31 - 1
     assert config.offset_metadata_max_bytes == 4096
+    assert config.offsets_retention_ms == 10_080 * 60_000
+    assert config.offsets_retention_check_interval_ms == 600_000
+
+
+def test_offsets_retention_in_kafkas_minutes_or_replogs_ms() -> None:
+    assert _config(**{"offsets.retention.minutes": "2"}).offsets_retention_ms == 120_000
+    both = {"offsets.retention.minutes": "2", "offsets.retention.ms": "500"}
+    assert _config(**both).offsets_retention_ms == 500
+    interval = _config(**{"offsets.retention.check.interval.ms": "100"})
+    assert interval.offsets_retention_check_interval_ms == 100
 
 
 def test_overrides_by_kafka_name() -> None:
@@ -54,6 +64,8 @@ def test_overrides_by_kafka_name() -> None:
             "group.max.session.timeout.ms",
         ),
         ({"group.max.size": "many"}, "group.max.size"),
+        ({"offsets.retention.minutes": "0"}, "offsets_retention_ms"),
+        ({"offsets.retention.check.interval.ms": "0"}, "offsets_retention_check_interval_ms"),
     ],
 )
 def test_bad_values_are_named(settings: dict[str, str], named: str) -> None:

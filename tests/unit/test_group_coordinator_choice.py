@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from brokerd.groups.coordinator_choice import coordinator_for
+from brokerd.groups.coordinator_choice import coordinator_for, serves_groups
 
 
 def test_no_live_broker_means_no_coordinator() -> None:
@@ -32,3 +32,12 @@ def test_a_dead_brokers_groups_move_to_live_brokers() -> None:
     orphaned = [g for g in groups if coordinator_for(g, [1, 2, 3]) == 2]
     assert orphaned
     assert {coordinator_for(g, [1, 3]) for g in orphaned} <= {1, 3}
+
+
+def test_a_broker_serves_groups_only_once_the_controllers_metadata_names_it() -> None:
+    # Starting: no metadata yet, or metadata from before it registered. Counting itself
+    # in would make broker 2 the coordinator of every group while broker 1 serves them.
+    assert not serves_groups(2, [])
+    assert not serves_groups(2, [1])
+    assert not serves_groups(None, [1, 2])
+    assert serves_groups(2, [1, 2])
