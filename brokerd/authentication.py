@@ -1,12 +1,18 @@
 """Who is on the other end of a connection: the SASL exchange and the principal.
 
 Each connection of a SASL listener starts unauthenticated: until its exchange succeeds
-it may only ask for ApiVersions, SaslHandshake and SaslAuthenticate, and any other
-request is answered ILLEGAL_SASL_STATE and the connection closed. A failed exchange is
-answered SASL_AUTHENTICATION_FAILED, with the same message whether the user is unknown
-or the password wrong, and the connection closed after a delay that grows with the
-recent failures from the same address (connection.failed.authentication.delay.ms per
-failure, at most MAX_FAILURE_DELAY_S), so that guessing passwords is slow.
+it may only ask for ApiVersions, SaslHandshake and SaslAuthenticate (the table is
+brokerd/pre_login.py). A failed exchange is answered SASL_AUTHENTICATION_FAILED, with
+the same message whether the user is unknown or the password wrong, and the connection
+closed after a delay that grows with the recent failures from the same address
+(connection.failed.authentication.delay.ms per failure, at most MAX_FAILURE_DELAY_S), so
+that guessing passwords is slow.
+
+An unknown user costs what a known one does: one read of the user's znode, and a fake
+credential from the cluster's key (spark_replica.security.scram.fake_credential) where
+the user's own would be, so the exchange takes the same steps and the same hashing.
+SASL/PLAIN's PBKDF2 runs on a worker thread, a bounded number at a time (`HashingRunner`,
+given by the server), never on the event loop.
 
 The principal is `User:NAME` after SASL, `User:<CN>` of a TLS client certificate on an
 SSL listener, and `User:ANONYMOUS` otherwise (as Kafka names them).
@@ -15,7 +21,8 @@ SSL listener, and `User:ANONYMOUS` otherwise (as Kafka names them).
 from __future__ import annotations
 
 import collections
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from brokerd.security_config import PLAIN, BrokerSecurity
@@ -34,19 +41,30 @@ from spark_replica.protocol.sasl import (
 from spark_replica.security.scram import (
     ScramCredential,
     ScramServer,
+    fake_credential,
     parse_plain,
-    verify_password_or_decoy,
+    plain_credential,
+    verify_password,
 )
 
 ANONYMOUS = "User:ANONYMOUS"
-# What an unauthenticated connection of a SASL listener may ask.
-BEFORE_LOGIN = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 MAX_FAILURE_DELAY_S = 5.0
 FAILURE_WINDOW_S = 60.0
 
-# (username, mechanism) -> the stored credential, or None: ZooKeeper I/O, done by the
-# caller's thread pool.
-CredentialLookup = Callable[[str, str], Awaitable[ScramCredential | None]]
+
+@dataclass(frozen=True)
+class StoredUser:
+    """What a login learns from the store about a name: its SCRAM credentials by
+    mechanism (none for an unknown user) and the cluster's fake-credential key."""
+
+    credentials: Mapping[str, ScramCredential]
+    fake_key: bytes
+
+
+# username -> StoredUser: ZooKeeper I/O, done off the event loop by the caller.
+CredentialLookup = Callable[[str], Awaitable[StoredUser]]
+# Runs CPU-heavy work (PBKDF2) on a worker thread, a bounded number at a time.
+HashingRunner = Callable[[Callable[[], bool]], Awaitable[bool]]
 
 
 def principal_of_certificate(peercert: dict[str, Any] | None) -> str:
@@ -82,9 +100,12 @@ class FailedLogins:
 class SaslSession:
     """One connection's SASL state: handshake, then the mechanism's exchange."""
 
-    def __init__(self, security: BrokerSecurity, lookup: CredentialLookup) -> None:
+    def __init__(
+        self, security: BrokerSecurity, lookup: CredentialLookup, run_hashing: HashingRunner
+    ) -> None:
         self.security = security
         self.lookup = lookup
+        self.run_hashing = run_hashing
         self.principal: str | None = None
         self._mechanism: str | None = None
         self._scram: ScramServer | None = None
@@ -121,14 +142,13 @@ class SaslSession:
 
     async def _plain(self, token: bytes) -> SaslAuthenticateResponse:
         username, password = parse_plain(token)
-        # PLAIN is checked against the user's SCRAM credential: one store of salted
-        # secrets serves both mechanisms, and no password is kept in the clear. An
-        # unknown user costs the same hashing, so timing does not tell who exists.
-        credential = None
-        for mechanism in self.security.enabled_mechanisms:
-            if mechanism != PLAIN and credential is None:
-                credential = await self.lookup(username, mechanism)
-        if verify_password_or_decoy(credential, password):
+        # PLAIN is checked against the user's SCRAM credential, whichever mechanisms the
+        # listener enables: one store of salted secrets serves both, and no password is
+        # kept in the clear. An unknown user costs the same read and the same hashing.
+        stored = await self.lookup(username)
+        credential, exists = plain_credential(stored.credentials, stored.fake_key, username)
+        matches = await self.run_hashing(lambda: verify_password(credential, password))
+        if matches and exists:
             self.principal = f"User:{username}"
             return SaslAuthenticateResponse(b"")
         raise SaslAuthenticationFailedError("invalid user name or password")
@@ -138,8 +158,12 @@ class SaslSession:
         if self._scram is None:
             self._scram = ScramServer(self._mechanism)
             username = self._scram.receive_client_first(token)
-            credential = await self.lookup(username, self._mechanism)
-            return SaslAuthenticateResponse(self._scram.server_first(credential))
+            stored = await self.lookup(username)
+            credential = stored.credentials.get(self._mechanism)
+            exists = credential is not None
+            if credential is None:
+                credential = fake_credential(stored.fake_key, self._mechanism, username)
+            return SaslAuthenticateResponse(self._scram.server_first(credential, exists=exists))
         final = self._scram.receive_client_final(token)
         assert self._scram.username is not None
         self.principal = f"User:{self._scram.username}"

@@ -3,7 +3,8 @@
 The server (brokerd/server.py) owns the connections and asks these functions what to do
 with them; nothing here touches a socket or a clock, so every rule is tested with plain
 values. Names follow Kafka's broker configs (max.connections, max.connections.per.ip,
-connections.max.idle.ms); the read deadline is replog's own.
+connections.max.idle.ms); the read deadline and the login deadline
+(sasl.server.authentication.timeout.ms, brokerd/pre_login.py) are replog's own.
 """
 
 from __future__ import annotations
@@ -24,10 +25,14 @@ class ConnectionLimits:
     max_connections_per_ip: int
     idle_ms: int
     request_read_timeout_ms: int
+    login_timeout_ms: int | None = None  # None: no connection has to log in
 
     @property
     def sweep_interval_s(self) -> float:
-        shortest_s = min(self.idle_ms, self.request_read_timeout_ms) / 1000
+        deadlines = [self.idle_ms, self.request_read_timeout_ms]
+        if self.login_timeout_ms is not None:
+            deadlines.append(self.login_timeout_ms)
+        shortest_s = min(deadlines) / 1000
         return min(
             MAX_SWEEP_INTERVAL_S, max(MIN_SWEEP_INTERVAL_S, shortest_s / SWEEPS_PER_DEADLINE)
         )
@@ -55,15 +60,24 @@ def reap_reason(
     last_active_s: float,
     receiving_since_s: float | None,
     busy: bool,
+    login_deadline_s: float | None = None,
 ) -> str | None:
     """Why an open connection must be closed now; None to keep it.
 
+    A connection that must log in (login_deadline_s not None) and has not by then is
+    closed whatever it is doing: before login a client may only authenticate, and a
+    slow one would hold a connection and a share of the request budget.
     A request whose bytes have been arriving for longer than the read deadline is a
     slow-loris sender (or a dead link): it would hold its connection, and possibly its
     share of the request budget, for ever. A connection that is neither handling a
     request nor receiving one, and has received nothing and been answered nothing for
     connections.max.idle.ms, is idle.
     """
+    if login_deadline_s is not None and now_s > login_deadline_s:
+        return (
+            "not logged in in time, "
+            f"sasl.server.authentication.timeout.ms={limits.login_timeout_ms}"
+        )
     if receiving_since_s is not None:
         receiving_ms = (now_s - receiving_since_s) * 1000
         if receiving_ms > limits.request_read_timeout_ms:

@@ -4,8 +4,10 @@ handlers of brokerd/api.
 Every answer starts with a top-level error code (spark_replica/protocol/frames.py), so
 whatever cannot be served (an unknown API or version, a body that does not decode, a
 frame over the size limit, plaintext on a TLS listener) is answered with a typed error
-every client can read. With an authorizer every request is checked against the ACLs
-before its handler runs (brokerd/authorization.py).
+every client can read. What may come before login is the server's one table
+(brokerd/pre_login.py): a request it does not admit gets a header-only error from
+`refuse`, its body never decoded, and the connection closes. With an authorizer every
+request is checked against the ACLs before its handler runs (brokerd/authorization.py).
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from typing import Any
 
 from brokerd.api import HANDLERS, BrokerContext
 from brokerd.api.produce import UnansweredProduceFailed
-from brokerd.authentication import BEFORE_LOGIN
 from brokerd.authorization import check, filter_metadata
+from brokerd.pre_login import Phase
 from brokerd.server import CLOSE, Answer, Connection, LoginRefused, Logins
 from spark_replica.errors import (
     BrokerResponseError,
@@ -55,19 +57,28 @@ class ReplogDispatch:
         error = MessageTooLargeError(f"request of {frame.size} bytes is over the limit of {limit}")
         return _error_response(header.int32(), error)
 
+    def refuse(
+        self, connection: Connection, phase: Phase, api_key: int, correlation_id: int
+    ) -> Answer:
+        protocol = self.ctx.config.security.protocol
+        error: BrokerResponseError
+        if phase is Phase.TLS_REQUIRED:
+            error = SaslAuthenticationFailedError(
+                f"this listener requires TLS ({protocol}): the client connected "
+                "in plaintext; set security.protocol to SSL or SASL_SSL"
+            )
+        else:
+            error = IllegalSaslStateError(
+                f"{_api_name(api_key)} before authentication: this listener requires SASL "
+                f"({protocol}); set security.protocol and the SASL settings"
+            )
+        return Answer(_error_response(correlation_id, error), 0.0)
+
     async def handle(self, connection: Connection, frame: Frame) -> Answer:
         reader = Reader(frame)
         header = RequestHeader.read(reader)
         correlation_id = header.correlation_id
-        security = self.ctx.config.security
         error: BrokerResponseError
-        if connection.stream.protocol.plaintext_on_tls:
-            error = SaslAuthenticationFailedError(
-                f"this listener requires TLS ({security.protocol}): the client connected "
-                "in plaintext; set security.protocol to SSL or SASL_SSL"
-            )
-            logger.info("closing connection from %s: plaintext on a TLS listener", connection.ip)
-            return Answer(_error_response(correlation_id, error), 0.0)
         if not is_supported(header.api_key, header.api_version):
             error = UnsupportedVersionError(
                 f"api key {header.api_key} version {header.api_version} is not supported"
@@ -90,12 +101,6 @@ class ReplogDispatch:
             except LoginRefused as refused:
                 return Answer(_error_response(correlation_id, refused.error), refused.close_after_s)
             return Answer(_encode(api_key, correlation_id, response))
-        if sasl is not None and not sasl.authenticated and api_key not in BEFORE_LOGIN:
-            error = IllegalSaslStateError(
-                f"{api_key.name} before authentication: this listener requires SASL "
-                f"({security.protocol}); set security.protocol and the SASL settings"
-            )
-            return Answer(_error_response(correlation_id, error), 0.0)
         return await self._serve(connection, api_key, request, correlation_id)
 
     async def _serve(
@@ -121,6 +126,13 @@ class ReplogDispatch:
                 authorizer, connection.principal, connection.ip, response, request.topics is None
             )
         return Answer(_encode(api_key, correlation_id, response))
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"api key {api_key}"
 
 
 def _encode(api_key: ApiKey, correlation_id: int, response: Any) -> list[Buffer]:

@@ -11,10 +11,18 @@ answer before reading the next, so answers leave in request order and a producer
 batches are appended in the order it sent them. Clients pipeline by sending ahead;
 long-polling fetches should use their own connection.
 
-Memory for requests is bounded: a frame's declared size is taken from one budget of
-queued.max.request.bytes shared by all connections before its body is held, and given
-back once the frame is handled and answered; a connection that finds the budget spent
-is not read until then (spark_replica/transport.py).
+Memory for requests is bounded: the bytes of frames received are charged to one budget
+of queued.max.request.bytes shared by all connections as they arrive, and given back
+once the frame is handled and answered; a connection that finds the budget spent is not
+read until then, and one connection holds at most its phase's largest frame of it
+(spark_replica/transport.py).
+
+What a connection may send before it has logged in is decided here, once for both
+protocols, from the table of brokerd/pre_login.py: the server reads a frame's api key
+and asks the table before the dispatch decodes anything; a frame the phase does not
+admit is refused by the dispatch from its fixed header alone. The phase also sets the
+largest frame read (sasl.server.max.receive.size before login) and the login deadline
+(sasl.server.authentication.timeout.ms) the sweep enforces.
 
 Connections over max.connections, or over max.connections.per.ip from one address,
 are closed as soon as they are accepted; a connection idle for connections.max.idle.ms,
@@ -26,7 +34,9 @@ Security is per listener (brokerd/security_config.py): on a TLS listener a clien
 first byte tells a TLS handshake from plaintext (the dispatch decides how to refuse
 plaintext); on a SASL listener a connection must authenticate before anything else
 (brokerd/authentication.py). Failed logins are remembered per address by the Logins
-both listeners share, so guessing passwords is as slow on one port as on the other.
+both listeners share, so guessing passwords is as slow on one port as on the other;
+Logins also reads credentials off the loop and hashes SASL/PLAIN passwords on worker
+threads, MAX_CONCURRENT_HASHING at a time.
 
 Every answered frame is counted in the listener's request metrics under its API (the
 first two bytes of a frame are the api key in both protocols), with the time from its
@@ -43,7 +53,10 @@ import asyncio
 import collections
 import contextlib
 import logging
+import os
+import struct
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -52,10 +65,12 @@ from brokerd.authentication import (
     ANONYMOUS,
     FailedLogins,
     SaslSession,
+    StoredUser,
     principal_of_certificate,
 )
 from brokerd.connection_limits import ConnectionLimits, reap_reason, refusal
 from brokerd.metrics import ListenerRequests
+from brokerd.pre_login import Phase, PhaseLimits, admits, phase_of
 from spark_replica.errors import (
     BrokerResponseError,
     ConfigError,
@@ -67,7 +82,6 @@ from spark_replica.errors import (
 )
 from spark_replica.protocol.apis import ApiKey
 from spark_replica.protocol.frames import Buffer
-from spark_replica.security.scram import ScramCredential
 from spark_replica.transport import (
     Frame,
     FrameStream,
@@ -75,12 +89,15 @@ from spark_replica.transport import (
     RequestBudget,
     serve_frame_streams,
 )
-from spark_replica.zk.security_store import read_credential
+from spark_replica.zk.security_store import fake_credential_key, read_user_credentials
 
 logger = logging.getLogger("brokerd.server")
 
 # api key, api version and correlation id: enough to answer a frame we will not read.
 FIXED_HEADER_BYTES = 8
+_FIXED_HEADER = struct.Struct(">hhi")
+# PBKDF2 checks of SASL/PLAIN passwords running at once; more logins wait their turn.
+MAX_CONCURRENT_HASHING = min(4, os.cpu_count() or 1)
 
 
 @dataclass(eq=False)
@@ -91,6 +108,16 @@ class Connection:
     sasl: SaslSession | None = None  # on a SASL listener, until and after login
     busy: bool = False  # a request is being handled
     answered_at: float = field(default_factory=time.monotonic)
+    accepted_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def phase(self) -> Phase:
+        sasl = self.sasl
+        return phase_of(
+            self.stream.protocol.plaintext_on_tls,
+            sasl is not None,
+            sasl is not None and sasl.authenticated,
+        )
 
 
 @dataclass
@@ -123,11 +150,15 @@ class Logins:
         self.ctx = ctx
         security = ctx.config.security
         self._failed = FailedLogins(security.failed_authentication_delay_ms / 1000)
+        self._hashing = asyncio.Semaphore(MAX_CONCURRENT_HASHING)
+        self._fake_key: bytes | None = None  # read from ZooKeeper once
 
     def new_session(self) -> SaslSession | None:
         """A connection's SASL state, or None on a listener without SASL."""
         security = self.ctx.config.security
-        return SaslSession(security, self._credential) if security.uses_sasl else None
+        if not security.uses_sasl:
+            return None
+        return SaslSession(security, self._stored_user, self._hash)
 
     async def step(self, connection: Connection, api_key: ApiKey, request: Any) -> Any:
         """Answer one SaslHandshake or SaslAuthenticate (replog's request types); on
@@ -149,14 +180,25 @@ class Logins:
             connection.principal = sasl.principal
         return response
 
-    async def _credential(self, username: str, mechanism: str) -> ScramCredential | None:
+    async def _stored_user(self, username: str) -> StoredUser:
         zk = self.ctx.zk
         if zk is None:
             raise ZooKeeperConnectionError("the broker has no ZooKeeper session yet")
-        try:
-            return await asyncio.to_thread(read_credential, zk, username, mechanism)
-        except ConfigError:
-            return None  # a name no znode can have: no such user
+
+        def read() -> StoredUser:
+            if self._fake_key is None:
+                self._fake_key = fake_credential_key(zk)
+            try:
+                credentials = read_user_credentials(zk, username)
+            except ConfigError:
+                credentials = {}  # a name no znode can have: no such user
+            return StoredUser(credentials, self._fake_key)
+
+        return await asyncio.to_thread(read)
+
+    async def _hash(self, work: Callable[[], bool]) -> bool:
+        async with self._hashing:
+            return await asyncio.to_thread(work)
 
 
 class Dispatch(Protocol):
@@ -165,8 +207,15 @@ class Dispatch(Protocol):
     logins: Logins
 
     async def handle(self, connection: Connection, frame: Frame) -> Answer:
-        """Answer one frame; raise ProtocolError when its header cannot be read (the
-        connection is closed)."""
+        """Answer one frame the connection's phase admits; raise ProtocolError when its
+        header cannot be read (the connection is closed)."""
+        ...
+
+    def refuse(
+        self, connection: Connection, phase: Phase, api_key: int, correlation_id: int
+    ) -> Answer:
+        """The answer to a request the phase does not admit, from its fixed header
+        alone (its body is never decoded); the connection closes after it."""
         ...
 
     def oversized_answer(self, frame: OversizedFrame, limit: int) -> list[Buffer] | None:
@@ -192,11 +241,17 @@ class RequestServer:
         self.dispatch = dispatch
         self._server: asyncio.Server | None = None
         config = ctx.config
+        self.phase_limits = PhaseLimits(
+            max_frame_bytes,
+            config.sasl_server_max_receive_size,
+            config.sasl_server_authentication_timeout_ms,
+        )
         self.limits = ConnectionLimits(
             config.max_connections,
             config.max_connections_per_ip,
             config.connections_max_idle_ms,
             config.socket_request_read_timeout_ms,
+            config.sasl_server_authentication_timeout_ms,
         )
         self.budget = RequestBudget(config.queued_max_request_bytes)
         self._connections: dict[asyncio.Task[None], Connection] = {}
@@ -252,6 +307,7 @@ class RequestServer:
                 stream.transport.get_extra_info("peercert")
             )
         connection.sasl = self.dispatch.logins.new_session()
+        self._apply_phase_limits(connection)
         task = asyncio.create_task(self._serve(connection))
         self._connections[task] = connection
         task.add_done_callback(self._forget)
@@ -276,6 +332,7 @@ class RequestServer:
                 max(protocol.last_received, connection.answered_at),
                 protocol.receiving_since,
                 connection.busy,
+                self.phase_limits.login_deadline_s(connection.phase, connection.accepted_at),
             )
             if reason is not None:
                 logger.info("closing connection from %s: %s", connection.stream.peer, reason)
@@ -293,7 +350,7 @@ class RequestServer:
                 try:
                     connection.busy = True
                     try:
-                        answer = await self.dispatch.handle(connection, frame)
+                        answer = await self._answer(connection, frame)
                     finally:
                         connection.busy = False
                     if answer.buffers is not None:
@@ -312,15 +369,40 @@ class RequestServer:
         finally:
             stream.close()
 
+    async def _answer(self, connection: Connection, frame: Frame) -> Answer:
+        """The dispatch's answer to a frame the connection's phase admits, its refusal
+        (the body unread) to any other."""
+        phase = connection.phase
+        if len(frame) < FIXED_HEADER_BYTES:
+            raise ProtocolError(f"a request of {len(frame)} bytes has no header")
+        api_key, _, correlation_id = _FIXED_HEADER.unpack_from(frame)
+        if not admits(phase, api_key):
+            logger.info(
+                "closing connection from %s: api key %d %s",
+                connection.ip,
+                api_key,
+                phase.value,
+            )
+            return self.dispatch.refuse(connection, phase, api_key, correlation_id)
+        answer = await self.dispatch.handle(connection, frame)
+        if connection.phase is not phase:
+            self._apply_phase_limits(connection)
+        return answer
+
+    def _apply_phase_limits(self, connection: Connection) -> None:
+        limit = self.phase_limits.frame_bytes(connection.phase)
+        connection.stream.protocol.set_limits(limit, limit)
+
     async def _refuse_oversized(self, stream: FrameStream, frame: OversizedFrame) -> None:
-        buffers = self.dispatch.oversized_answer(frame, self.max_frame_bytes)
+        limit = stream.protocol.max_frame_bytes
+        buffers = self.dispatch.oversized_answer(frame, limit)
         if buffers is not None:
             await stream.write(buffers)
         logger.warning(
             "closing connection from %s: request of %d bytes is over the limit of %d",
             stream.peer,
             frame.size,
-            self.max_frame_bytes,
+            limit,
         )
 
 

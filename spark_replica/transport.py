@@ -14,9 +14,16 @@ separately), so record bytes are never concatenated into a message buffer first.
 
 Flow control both ways: reading pauses while too many frames wait to be handled, and
 `drain()` waits while the transport's write buffer is above its high-water mark. A
-server also shares one RequestBudget among its connections: a frame's declared size is
-taken from it before the frame's body is held (as Kafka's memory pool does), and a
-connection that finds the budget spent stops reading until bytes are given back.
+server also shares one RequestBudget among its connections, charged only for bytes that
+have arrived: a frame read whole from the scratch buffer when it is complete, a large
+frame in steps of CHARGE_STEP_BYTES ahead of its bytes, so that a client declaring a
+huge frame and trickling it holds next to nothing. A connection that finds the budget
+spent stops reading until bytes are given back, and one connection holds at most
+`max_held_bytes` of it (its frames queued, being handled and arriving), so that no one
+client holds the budget. A large frame's buffer is allocated at its declared size but
+costs memory only as its pages are written. Charging partial frames could deadlock (every
+frame half-charged, none able to finish): the budget only lets a frame grow while some
+arriving frame could still be completed with what the others leave (RequestBudget).
 
 For the server's deadlines, a protocol notes when it last received bytes and since when
 it has been reading a frame that has not arrived whole (time spent not reading, for flow
@@ -44,6 +51,8 @@ SCRATCH_BYTES = 256 * 1024
 LARGE_WRITE_BYTES = 64 * 1024
 # Stop reading from the socket while this many frames wait to be handled.
 MAX_QUEUED_FRAMES = 32
+# A large frame is charged to the budget this much ahead of its bytes, not all at once.
+CHARGE_STEP_BYTES = SCRATCH_BYTES
 
 Buffer = bytes | bytearray | memoryview
 Frame = bytearray | memoryview  # a frame's body; writable either way
@@ -58,23 +67,60 @@ class OversizedFrame:
 
 
 class RequestBudget:
-    """Bytes of frames read and not yet released, shared by the connections of a server.
+    """Bytes of frames received and not yet released, shared by the connections of a server.
 
-    Owned by the event loop's thread. A connection takes a frame's size before it holds
-    the frame's body and gives it back once the frame is handled (FrameStream.release);
-    one that cannot take waits, not reading, until some other frame is released.
+    Owned by the event loop's thread. Whole frames are taken with `try_take`; a frame
+    still arriving is charged step by step with `try_take_part`, then `complete_part`
+    once whole (its bytes stay taken until released) or `drop_part` if it never will be.
+    A connection that cannot take waits, not reading, until some bytes are released.
+
+    The rule that keeps partial frames from deadlocking: the bytes charged to arriving
+    frames plus the smallest remaining need among them never exceed the limit. Whole
+    frames are always released once handled, so that frame can always finish, release,
+    and let the next one finish.
     """
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.used = 0
+        self._partial_used = 0  # of `used`: charged to frames still arriving
+        self._still_needed: dict[object, int] = {}  # an arriving frame -> bytes it lacks
         self._waiting: dict[Callable[[], None], None] = {}  # an ordered set
 
     def try_take(self, size: int) -> bool:
+        """Take the bytes of a frame that has arrived whole."""
         if self.used + size > self.limit:
             return False
         self.used += size
         return True
+
+    def try_take_part(self, owner: object, size: int, still_needed_after: int) -> bool:
+        """Charge `size` more bytes to `owner`'s arriving frame, which then lacks
+        `still_needed_after`; False (nothing taken) if the budget or the rule forbids it."""
+        if self.used + size > self.limit:
+            return False
+        smallest_need = still_needed_after
+        for other, needed in self._still_needed.items():
+            if other is not owner and needed < smallest_need:
+                smallest_need = needed
+        if self._partial_used + size + smallest_need > self.limit:
+            return False
+        self.used += size
+        self._partial_used += size
+        self._still_needed[owner] = still_needed_after
+        return True
+
+    def complete_part(self, owner: object, charged: int) -> None:
+        """`owner`'s frame has arrived whole: its `charged` bytes stay taken, as a whole
+        frame's, until released."""
+        self._still_needed.pop(owner, None)
+        self._partial_used -= charged
+
+    def drop_part(self, owner: object, charged: int) -> None:
+        """`owner`'s frame will never arrive whole: give back what it was charged."""
+        self._still_needed.pop(owner, None)
+        self._partial_used -= charged
+        self.release(charged)
 
     def release(self, size: int) -> None:
         """Give bytes back; every waiting connection tries again, oldest first."""
@@ -102,6 +148,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
         budget: RequestBudget | None = None,
     ) -> None:
         self.max_frame_bytes = max_frame_bytes
+        # The most of the budget this connection may hold at once (set_limits).
+        self.max_held_bytes = max_frame_bytes
         self.head_bytes_of_oversized = head_bytes_of_oversized
         self.on_stream = on_stream
         self.budget = budget
@@ -111,13 +159,17 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._scratch_used = 0
         self._frame: memoryview | None = None
         self._frame_filled = 0
+        self._frame_charged = 0  # budget bytes taken for the frame being filled
         self._frames: collections.deque[Frame | OversizedFrame] = collections.deque()
         self._held = 0  # budget bytes of the queued frames and the one being filled
+        self._in_hand = 0  # budget bytes of frames the reader took and has not released
+        self._discarded = False
         self._closed: BaseException | None = None  # no more frames will arrive
         self._lost: BaseException | None = None  # the connection itself is gone
         self._frame_ready = asyncio.Event()
         self._queue_full = False
-        self._waiting_for_budget = False
+        self._waiting_for_budget = False  # for the shared budget to have room
+        self._waiting_for_own = False  # for the reader to release this connection's frames
         self._reading_paused = False
         self.last_received = time.monotonic()
         # When the frame that is partly here began to arrive; None when none is.
@@ -133,9 +185,17 @@ class FrameProtocol(asyncio.BufferedProtocol):
         if self.on_stream is not None:
             self.on_stream(FrameStream(transport, self))
 
+    def set_limits(self, max_frame_bytes: int, max_held_bytes: int) -> None:
+        """Change the largest frame taken and the most of the budget held (the server
+        raises both once a connection has logged in)."""
+        self.max_frame_bytes = max_frame_bytes
+        self.max_held_bytes = max_held_bytes
+        if self._waiting_for_own:
+            self._retry_with_budget()
+
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._frame is not None:
-            return self._frame[self._frame_filled :]
+            return self._frame[self._frame_filled : self._frame_charged]
         return self._scratch_view[self._scratch_used :]
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -143,8 +203,12 @@ class FrameProtocol(asyncio.BufferedProtocol):
         if self._frame is not None:
             self._frame_filled += nbytes
             if self._frame_filled == len(self._frame):
+                if self.budget is not None:
+                    self.budget.complete_part(self, self._frame_charged)
                 self._deliver(self._frame)
                 self._frame = None
+            elif self._frame_filled == self._frame_charged:
+                self._charge_more()
         else:
             self._scratch_used += nbytes
             self._parse_scratch()
@@ -180,11 +244,12 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 position = start + size
                 continue
             if size + SIZE_BYTES > SCRATCH_BYTES:
-                if not self._take(size):
+                first = size if self.budget is None else min(size, CHARGE_STEP_BYTES)
+                if not self._take_part(first, size - first):
                     break
                 frame = memoryview(pa.allocate_buffer(size)).cast("B")
                 frame[:available] = view[start : self._scratch_used]
-                self._frame, self._frame_filled = frame, available
+                self._frame, self._frame_filled, self._frame_charged = frame, available, first
                 position = self._scratch_used
             break
         remaining = self._scratch_used - position
@@ -193,20 +258,60 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._scratch_used = remaining
 
     def _take(self, size: int) -> bool:
-        """Take `size` bytes from the budget, or wait (not reading) until they can be."""
+        """Take a whole frame's `size` bytes from the budget, or wait (not reading) until
+        they can be."""
         if self.budget is None:
             return True
+        if self._discarded or not self._within_own_share(size):
+            return False
         if self.budget.try_take(size):
             self._held += size
             return True
+        self._wait_for_budget()
+        return False
+
+    def _take_part(self, size: int, still_needed_after: int) -> bool:
+        """Charge `size` more bytes of the frame being filled, or wait (not reading)."""
+        if self.budget is None:
+            return True
+        if self._discarded or not self._within_own_share(size):
+            return False
+        if self.budget.try_take_part(self, size, still_needed_after):
+            self._held += size
+            return True
+        self._wait_for_budget()
+        return False
+
+    def _within_own_share(self, size: int) -> bool:
+        """Whether this connection may hold `size` more bytes; if not, it waits for its
+        reader to release some."""
+        if self._held + self._in_hand + size <= self.max_held_bytes:
+            return True
+        self._waiting_for_own = True
+        return False
+
+    def _wait_for_budget(self) -> None:
+        assert self.budget is not None
         self._waiting_for_budget = True
         self.budget.wait(self._retry_with_budget)
-        return False
+
+    def _charge_more(self) -> None:
+        """The frame being filled has used what it was charged: charge the next step."""
+        assert self._frame is not None
+        lacking = len(self._frame) - self._frame_charged
+        step = min(CHARGE_STEP_BYTES, lacking)
+        if self._take_part(step, lacking - step):
+            self._frame_charged += step
 
     def _retry_with_budget(self) -> None:
         self._waiting_for_budget = False
+        self._waiting_for_own = False
         if self._closed is None:
-            self._parse_scratch()
+            if self._frame is not None:
+                if self._frame_filled == self._frame_charged:
+                    self._charge_more()
+            else:
+                self._parse_scratch()
         self._update_reading()
 
     def _deliver(self, frame: Frame | OversizedFrame) -> None:
@@ -220,7 +325,12 @@ class FrameProtocol(asyncio.BufferedProtocol):
         """Read from the socket exactly while a frame may be taken in."""
         if self.transport is None or self._lost is not None:
             return
-        pause = self._closed is not None or self._queue_full or self._waiting_for_budget
+        pause = (
+            self._closed is not None
+            or self._queue_full
+            or self._waiting_for_budget
+            or self._waiting_for_own
+        )
         if pause and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
@@ -247,6 +357,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         frame = self._frames.popleft()
         if self.budget is not None and not isinstance(frame, OversizedFrame):
             self._held -= len(frame)
+            self._in_hand += len(frame)
         if self._queue_full and len(self._frames) < MAX_QUEUED_FRAMES // 2:
             self._queue_full = False
             self._update_reading()
@@ -255,19 +366,29 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def release(self, frame: Frame | OversizedFrame) -> None:
         """Give a handled frame's bytes back to the budget."""
         if self.budget is not None and not isinstance(frame, OversizedFrame):
+            self._in_hand -= len(frame)
             self.budget.release(len(frame))
+            if self._waiting_for_own:
+                self._retry_with_budget()
 
     def discard(self) -> None:
-        """Give back the budget of frames nobody will read, once the stream is closed."""
-        if self.budget is None:
+        """Give back the budget of frames nobody will read, once the stream is closed.
+
+        Frames the reader holds are still given back by its `release`."""
+        if self.budget is None or self._discarded:
             return
+        self._discarded = True
         self.budget.stop_waiting(self._retry_with_budget)
-        self._waiting_for_budget = False
+        self._waiting_for_budget = self._waiting_for_own = False
         self._frames.clear()
-        self._frame = None
-        held, self._held = self._held, 0
-        if held:
-            self.budget.release(held)
+        queued = self._held
+        if self._frame is not None:
+            queued -= self._frame_charged
+            self.budget.drop_part(self, self._frame_charged)
+            self._frame = None
+        self._held = 0
+        if queued:
+            self.budget.release(queued)
 
     def connection_lost(self, exc: Exception | None) -> None:
         reason = "closed" if exc is None else f"failed: {exc!r}"

@@ -16,10 +16,11 @@ or a hang:
 - An acks=0 produce that fails for any partition closes the connection (Kafka's way of
   telling a client that reads no answer; it then refreshes its metadata).
 
-Security: plaintext on a TLS listener is closed at once (the client reports a broken
-connection; there is no Kafka answer that would explain more). On a SASL listener only
-ApiVersions, SaslHandshake and SaslAuthenticate may come before the login; anything else
-closes the connection, as Kafka does. The SASL exchange itself is the replog listener's
+Security: what may come before login is the server's one table (brokerd/pre_login.py):
+on a SASL listener only ApiVersions, SaslHandshake and SaslAuthenticate are decoded
+before the login, and anything else closes the connection unread, as Kafka does; so does
+plaintext on a TLS listener (the client reports a broken connection; there is no Kafka
+answer that would explain more). The SASL exchange itself is the replog listener's
 (Logins): the same users, mechanisms and failure delays. Authorization is per resource,
 inside each handler (brokerd/kafka/authorization.py).
 """
@@ -35,6 +36,7 @@ from brokerd.api.produce import UnansweredProduceFailed
 from brokerd.groups.handlers import GROUP_HANDLERS
 from brokerd.kafka.handlers import DATA_HANDLERS
 from brokerd.kafka.request import KafkaHandler, KafkaRequest
+from brokerd.pre_login import Phase
 from brokerd.server import CLOSE, Answer, Connection, LoginRefused, Logins
 from spark_replica.errors import (
     IllegalSaslStateError,
@@ -92,10 +94,12 @@ class KafkaDispatch:
     def oversized_answer(self, frame: OversizedFrame, limit: int) -> None:
         return None
 
+    def refuse(
+        self, connection: Connection, phase: Phase, api_key: int, correlation_id: int
+    ) -> Answer:
+        return CLOSE
+
     async def handle(self, connection: Connection, frame: Frame) -> Answer:
-        if connection.stream.protocol.plaintext_on_tls:
-            logger.info("closing connection from %s: plaintext on a TLS listener", connection.ip)
-            return CLOSE
         reader = Reader(frame)
         header = read_request_header(reader)
         key, version, correlation_id = header.api_key, header.api_version, header.correlation_id
@@ -123,14 +127,6 @@ class KafkaDispatch:
             return CLOSE
         if key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
             return await self._authenticate(connection, key, version, correlation_id, body)
-        sasl = connection.sasl
-        if sasl is not None and not sasl.authenticated:
-            logger.info(
-                "closing connection from %s: api key %d before SASL authentication",
-                connection.ip,
-                key,
-            )
-            return CLOSE
         request = KafkaRequest(
             key,
             version,

@@ -6,9 +6,11 @@ moves the messages (SaslAuthenticate); this module only computes and checks them
 Rules kept here, so the callers need not know them:
 - Only "n,," channel binding is spoken ("y,," is read as no binding; "p=" is refused:
   replog's TLS does not export channel-binding data).
-- A server never reveals whether a user exists: an unknown user gets a fake salt that is
-  the same on every attempt for that name (within this process), the exchange runs to its
-  final step and fails there with the same message as a wrong password.
+- A server never reveals whether a user exists: an unknown user gets a fake credential
+  derived from a key the whole cluster shares (`fake_credential`), so every broker shows
+  the same salt and iterations for that name on every attempt, before and after
+  restarts; the exchange does the same work to its final step and fails there with the
+  same message as a wrong password. SASL/PLAIN likewise hashes against a fake credential.
 - The client refuses a server that asks for fewer than MIN_ITERATIONS (a downgrade) or
   more than MAX_ITERATIONS (a way to make the client spin).
 - Passwords are used as their UTF-8 bytes, without SASLprep, as Kafka does.
@@ -21,8 +23,8 @@ import binascii
 import hashlib
 import hmac
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import cache
 
 from spark_replica.errors import (
     ConfigError,
@@ -43,8 +45,11 @@ SALT_BYTES = 32
 GS2_HEADER = "n,,"
 INVALID_CREDENTIALS = "authentication failed: invalid credentials"
 
-# Keys the fake salts of unknown users: unpredictable from outside, stable for this process.
-_FAKE_SALT_KEY = secrets.token_bytes(32)
+# The key of the fake credentials: at least this long (the cluster's is FAKE_KEY_BYTES).
+FAKE_KEY_BYTES = 32
+MIN_FAKE_KEY_BYTES = 16
+# What SASL/PLAIN checks a password against, most preferred first.
+PLAIN_CHECKED_AGAINST = ("SCRAM-SHA-512", "SCRAM-SHA-256")
 
 
 def _hash_spec(mechanism: str) -> tuple[str, int]:
@@ -175,18 +180,48 @@ def verify_password(credential: ScramCredential, password: str) -> bool:
     return hmac.compare_digest(stored_key, credential.stored_key)
 
 
-def verify_password_or_decoy(credential: ScramCredential | None, password: str) -> bool:
-    """verify_password, except that an unknown user (None) costs the same PBKDF2 work and
-    is refused: how long a SASL/PLAIN check takes must not tell whether the user exists."""
-    if credential is None:
-        verify_password(_decoy_credential(), password)
-        return False
-    return verify_password(credential, password)
+def fake_credential(key: bytes, mechanism: str, username: str) -> ScramCredential:
+    """The credential shown for a user that does not exist: derived from the cluster's
+    secret `key`, so every broker shows the same salt for the same name, and shaped like
+    a real one (salt length, iterations of a default credential), so that nothing in the
+    exchange tells an unknown user from a known one. It never authenticates anyone: the
+    caller knows it is fake and refuses the login whatever the proof."""
+    if len(key) < MIN_FAKE_KEY_BYTES:
+        raise ConfigError(f"the fake-credential key must be at least {MIN_FAKE_KEY_BYTES} bytes")
+    _, size = _hash_spec(mechanism)
+
+    def derive(label: str, length: int) -> bytes:
+        message = "\0".join((label, mechanism, username)).encode("utf-8")
+        return hmac.new(key, message, "sha512").digest()[:length]
+
+    return ScramCredential(
+        mechanism,
+        derive("salt", SALT_BYTES),
+        derive("stored_key", size),
+        derive("server_key", size),
+        MIN_ITERATIONS,
+    )
 
 
-@cache
-def _decoy_credential() -> ScramCredential:
-    return make_credential("SCRAM-SHA-512", secrets.token_urlsafe(16))
+def new_fake_key() -> bytes:
+    """A new key for a cluster's fake credentials (made once, kept in ZooKeeper)."""
+    return secrets.token_bytes(FAKE_KEY_BYTES)
+
+
+def plain_credential(
+    stored: Mapping[str, ScramCredential], key: bytes, username: str
+) -> tuple[ScramCredential, bool]:
+    """The credential a SASL/PLAIN password is checked against, and whether it is real.
+
+    One of the user's SCRAM credentials (SCRAM-SHA-512 first), whichever mechanisms the
+    listener enables; for an unknown user a fake one, so that the check costs the same
+    PBKDF2 work either way.
+    """
+    for mechanism in PLAIN_CHECKED_AGAINST:
+        credential = stored.get(mechanism)
+        if credential is not None:
+            return credential, True
+    return fake_credential(key, PLAIN_CHECKED_AGAINST[0], username), False
 
 
 def escape_username(username: str) -> str:
@@ -331,11 +366,6 @@ class ScramClient:
             )
 
 
-def fake_salt(username: str) -> bytes:
-    """The salt shown for a user that does not exist: the same for the same name."""
-    return hmac.new(_FAKE_SALT_KEY, username.encode("utf-8"), "sha256").digest()
-
-
 class ScramServer:
     """One SCRAM exchange, server side: receive_client_first, server_first,
     receive_client_final. The caller looks the credential up between the first two."""
@@ -352,6 +382,7 @@ class ScramServer:
         self._nonce = ""
         self._server_first = ""
         self._credential: ScramCredential | None = None
+        self._exists = False
         self._finished = False
 
     def receive_client_first(self, message: bytes) -> str:
@@ -385,16 +416,15 @@ class ScramServer:
         self.username = username
         return username
 
-    def server_first(self, credential: ScramCredential | None) -> bytes:
+    def server_first(self, credential: ScramCredential, *, exists: bool = True) -> bytes:
+        """The server-first message for the user's credential; for an unknown user pass
+        its `fake_credential` and exists=False: the exchange goes on alike and fails."""
         if self.username is None or self._server_first:
             raise IllegalSaslStateError("SCRAM server: server-first out of order")
-        if credential is not None and credential.mechanism != self.mechanism:
+        if credential.mechanism != self.mechanism:
             raise ValueError(f"a {credential.mechanism} credential for a {self.mechanism} exchange")
-        self._credential = credential
-        if credential is None:
-            salt, iterations = fake_salt(self.username), MIN_ITERATIONS
-        else:
-            salt, iterations = credential.salt, credential.iterations
+        self._credential, self._exists = credential, exists
+        salt, iterations = credential.salt, credential.iterations
         self._server_first = f"r={self._nonce},s={_b64(salt)},i={iterations}"
         return self._server_first.encode("utf-8")
 
@@ -417,14 +447,16 @@ class ScramServer:
         except ValueError:
             raise SaslAuthenticationFailedError("SCRAM proof is not base64") from None
         credential = self._credential
-        if credential is None or len(proof) != self._size:
+        assert credential is not None
+        if len(proof) != self._size:
             raise SaslAuthenticationFailedError(INVALID_CREDENTIALS)
         auth_message = ",".join((self._client_first_bare, self._server_first, without_proof))
         signature = _hmac(self._hash_name, credential.stored_key, auth_message.encode())
         client_key = _xor(proof, signature)
-        if not hmac.compare_digest(
+        matches = hmac.compare_digest(
             hashlib.new(self._hash_name, client_key).digest(), credential.stored_key
-        ):
+        )
+        if not (matches and self._exists):
             raise SaslAuthenticationFailedError(INVALID_CREDENTIALS)
         server_signature = _hmac(self._hash_name, credential.server_key, auth_message.encode())
         return f"v={_b64(server_signature)}".encode()

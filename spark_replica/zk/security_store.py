@@ -55,7 +55,7 @@ from spark_replica.security.acl import (
     decode_entries,
     encode_entries,
 )
-from spark_replica.security.scram import MECHANISMS, ScramCredential
+from spark_replica.security.scram import MECHANISMS, ScramCredential, new_fake_key
 from spark_replica.zk import znodes
 from spark_replica.zk.kazoo_errors import (
     children_if_present,
@@ -70,6 +70,8 @@ CONFIG_PATH = "/config"
 USERS_PATH = "/config/users"
 USER_ENTITY_PREFIX = "users/"
 USER_CONFIG_VERSION = 1
+# The cluster's key for the fake credentials of unknown users (scram.fake_credential).
+FAKE_KEY_PATH = "/replog/scram_fake_key"
 ACL_PATH = "/kafka-acl"
 EXTENDED_ACL_PATH = "/kafka-acl-extended/prefixed"
 ACL_CHANGES_PATH = "/kafka-acl-changes"
@@ -259,6 +261,46 @@ def read_credential(zk: KazooClient, username: str, mechanism: str) -> ScramCred
         return ScramCredential.decode(mechanism, text)
     except ConfigError as exc:
         raise ZooKeeperError(f"{path} holds a bad {mechanism} credential: {exc}") from exc
+
+
+def read_user_credentials(zk: KazooClient, username: str) -> dict[str, ScramCredential]:
+    """Every SCRAM credential of a user by mechanism, in one read (none if unknown): a
+    login reads exactly this, whoever the user and whatever the mechanism, so that
+    ZooKeeper's answer time does not tell which users exist."""
+    path = user_path(username)
+    found = read_if_present(zk, path)
+    if found is None:
+        return {}
+    config = _decode_user_config(path, found[0])
+    credentials = {}
+    for mechanism in MECHANISMS:
+        text = config.get(mechanism)
+        if text is None:
+            continue
+        try:
+            credentials[mechanism] = ScramCredential.decode(mechanism, text)
+        except ConfigError as exc:
+            raise ZooKeeperError(f"{path} holds a bad {mechanism} credential: {exc}") from exc
+    return credentials
+
+
+def fake_credential_key(zk: KazooClient) -> bytes:
+    """The cluster's key for fake credentials, created by the first broker that asks.
+
+    Kept as private as the credentials (`private_acl`): whoever knew it could tell the
+    fake salts from real ones.
+    """
+    found = read_if_present(zk, FAKE_KEY_PATH)
+    if found is None:
+        try:
+            with translated():
+                zk.create(FAKE_KEY_PATH, new_fake_key(), acl=private_acl(zk), makepath=True)
+        except ZnodeExistsError:
+            pass  # another broker made it first: use theirs
+        found = read_if_present(zk, FAKE_KEY_PATH)
+        if found is None:
+            raise ZooKeeperError(f"{FAKE_KEY_PATH} vanished as it was created")
+    return found[0]
 
 
 def list_users(zk: KazooClient) -> dict[str, list[str]]:

@@ -1,9 +1,12 @@
 """The broker's side of login without a broker: the SASL session's order of steps,
-principals from certificates, and the delays after failed logins."""
+what an unknown user costs, PLAIN alone, principals from certificates, and the delays
+after failed logins."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -12,6 +15,7 @@ from brokerd.authentication import (
     MAX_FAILURE_DELAY_S,
     FailedLogins,
     SaslSession,
+    StoredUser,
     principal_of_certificate,
 )
 from brokerd.security_config import BrokerSecurity
@@ -22,19 +26,32 @@ from spark_replica.errors import (
 )
 from spark_replica.protocol import ApiKey
 from spark_replica.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
-from spark_replica.security.scram import ScramClient, ScramCredential, make_credential
+from spark_replica.security.scram import ScramClient, make_credential, plain_message
 
 MECHANISM = "SCRAM-SHA-256"
-STORED = {"alice": make_credential(MECHANISM, "pw")}
+STORED = {"alice": {MECHANISM: make_credential(MECHANISM, "pw")}}
+KEY = b"cluster-key-" * 3
 
 
-async def _lookup(username: str, mechanism: str) -> ScramCredential | None:
-    credential = STORED.get(username)
-    return credential if credential is not None and credential.mechanism == mechanism else None
+class Store:
+    """The store as a session sees it: each lookup counted, hashing run inline."""
+
+    def __init__(self) -> None:
+        self.lookups: list[str] = []
+        self.hashed = 0
+
+    async def lookup(self, username: str) -> StoredUser:
+        self.lookups.append(username)
+        return StoredUser(STORED.get(username, {}), KEY)
+
+    async def run_hashing(self, work: Callable[[], bool]) -> bool:
+        self.hashed += 1
+        return work()
 
 
-def _session() -> SaslSession:
-    return SaslSession(BrokerSecurity(), _lookup)
+def _session(store: Store | None = None, security: BrokerSecurity | None = None) -> SaslSession:
+    store = Store() if store is None else store
+    return SaslSession(security or BrokerSecurity(), store.lookup, store.run_hashing)
 
 
 async def _login(session: SaslSession, username: str, password: str) -> None:
@@ -73,6 +90,35 @@ def test_steps_out_of_order_are_refused() -> None:
     asyncio.run(_login(session, "alice", "pw"))
     with pytest.raises(IllegalSaslStateError, match="already"):
         asyncio.run(session.handle(ApiKey.SASL_HANDSHAKE, SaslHandshakeRequest(MECHANISM)))
+
+
+@pytest.mark.parametrize(("user", "password"), [("alice", "pw"), ("alice", "no"), ("ghost", "pw")])
+def test_plain_alone_reads_once_and_hashes_once_for_any_user(user: str, password: str) -> None:
+    security = replace(BrokerSecurity(), enabled_mechanisms=("PLAIN",))
+    store = Store()
+    session = _session(store, security)
+
+    async def login() -> None:
+        await session.handle(ApiKey.SASL_HANDSHAKE, SaslHandshakeRequest("PLAIN"))
+        await session.handle(
+            ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequest(plain_message(user, password))
+        )
+
+    if password == "pw" and user == "alice":
+        asyncio.run(login())
+        assert session.principal == "User:alice"
+    else:
+        with pytest.raises(SaslAuthenticationFailedError, match="invalid user name or password"):
+            asyncio.run(login())
+    assert (store.lookups, store.hashed) == ([user], 1)
+
+
+@pytest.mark.parametrize("user", ["alice", "ghost"])
+def test_a_scram_login_reads_the_store_once_for_any_user(user: str) -> None:
+    store = Store()
+    with pytest.raises(SaslAuthenticationFailedError):
+        asyncio.run(_login(_session(store), user, "wrong"))
+    assert store.lookups == [user]
 
 
 def test_failed_logins_from_one_address_wait_longer_up_to_a_cap() -> None:

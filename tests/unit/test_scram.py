@@ -21,13 +21,15 @@ from spark_replica.security.scram import (
     ScramServer,
     credential_from_salted_password,
     escape_username,
+    fake_credential,
     make_credential,
+    new_fake_key,
     parse_plain,
+    plain_credential,
     plain_message,
     salted_password,
     unescape_username,
     verify_password,
-    verify_password_or_decoy,
 )
 
 # RFC 7677 section 3.
@@ -45,6 +47,7 @@ RFC_CLIENT_FINAL = (
 RFC_SERVER_FINAL = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
 
 MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
+CLUSTER_KEY = b"k" * 32
 
 
 def rfc_credential() -> ScramCredential:
@@ -57,11 +60,16 @@ def exchange(
     password: str,
     credential: ScramCredential | None,
 ) -> tuple[ScramClient, ScramServer, bytes]:
-    """Run a whole exchange; returns the parties and the server-final message."""
+    """Run a whole exchange (None: an unknown user, shown its fake credential); returns
+    the parties and the server-final message."""
     client = ScramClient(mechanism, username, password)
     server = ScramServer(mechanism)
     assert server.receive_client_first(client.first_message()) == username
-    final = client.final_message(server.server_first(credential))
+    if credential is None:
+        shown = fake_credential(CLUSTER_KEY, mechanism, username)
+        final = client.final_message(server.server_first(shown, exists=False))
+    else:
+        final = client.final_message(server.server_first(credential))
     return client, server, server.receive_client_final(final)
 
 
@@ -94,28 +102,37 @@ def test_wrong_password_fails_with_invalid_credentials(mechanism: str) -> None:
 
 
 def test_unknown_user_fails_at_the_final_step_exactly_like_a_wrong_password() -> None:
-    client = ScramClient("SCRAM-SHA-256", "nobody", "pw")
-    server = ScramServer("SCRAM-SHA-256")
-    server.receive_client_first(client.first_message())
-    final = client.final_message(server.server_first(None))
     with pytest.raises(SaslAuthenticationFailedError) as unknown:
-        server.receive_client_final(final)
+        exchange("SCRAM-SHA-256", "nobody", "pw", None)
     with pytest.raises(SaslAuthenticationFailedError) as wrong:
         exchange("SCRAM-SHA-256", "alice", "wrong", make_credential("SCRAM-SHA-256", "x"))
     assert str(unknown.value) == str(wrong.value)
 
 
-def test_unknown_user_sees_the_same_plausible_salt_every_time() -> None:
-    def first_reply(username: str) -> dict[str, str]:
+def test_a_credential_shown_as_fake_never_authenticates_even_with_the_right_proof() -> None:
+    credential = make_credential("SCRAM-SHA-256", "pw")
+    server = ScramServer("SCRAM-SHA-256")
+    client = ScramClient("SCRAM-SHA-256", "ghost", "pw")
+    server.receive_client_first(client.first_message())
+    final = client.final_message(server.server_first(credential, exists=False))
+    with pytest.raises(SaslAuthenticationFailedError, match=INVALID_CREDENTIALS):
+        server.receive_client_final(final)
+
+
+def test_unknown_users_see_a_salt_fixed_by_the_cluster_key_shaped_like_a_real_one() -> None:
+    def first_reply(username: str, key: bytes = CLUSTER_KEY) -> dict[str, str]:
         server = ScramServer("SCRAM-SHA-256")
         server.receive_client_first(ScramClient("SCRAM-SHA-256", username, "pw").first_message())
-        text = server.server_first(None).decode()
+        shown = fake_credential(key, "SCRAM-SHA-256", username)
+        text = server.server_first(shown, exists=False).decode()
         return dict(part.split("=", 1) for part in text.split(","))
 
     first, again, other = first_reply("ghost"), first_reply("ghost"), first_reply("ghost2")
     assert first["s"] == again["s"] != other["s"]
-    assert len(base64.b64decode(first["s"])) >= 16
-    assert first["i"] == str(MIN_ITERATIONS)
+    assert first_reply("ghost", new_fake_key())["s"] != first["s"]
+    real = make_credential("SCRAM-SHA-256", "pw")
+    assert len(base64.b64decode(first["s"])) == len(real.salt)
+    assert first["i"] == str(real.iterations) == str(MIN_ITERATIONS)
 
 
 def test_server_rejects_a_forged_server_signature() -> None:
@@ -211,7 +228,7 @@ def test_server_refuses_tampered_client_final(tamper: Callable[[bytes], bytes]) 
 def test_messages_out_of_order_are_illegal_sasl_state() -> None:
     server = ScramServer("SCRAM-SHA-256")
     with pytest.raises(IllegalSaslStateError):
-        server.server_first(None)
+        server.server_first(make_credential("SCRAM-SHA-256", "pw"))
     with pytest.raises(IllegalSaslStateError):
         server.receive_client_final(b"c=biws,r=x,p=AAAA")
     credential = make_credential("SCRAM-SHA-256", "pw")
@@ -305,10 +322,15 @@ def test_verify_password() -> None:
     assert not verify_password(credential, "")
 
 
-def test_verify_password_or_decoy_refuses_unknown_users() -> None:
-    assert verify_password_or_decoy(rfc_credential(), "pencil")
-    assert not verify_password_or_decoy(rfc_credential(), "pen")
-    assert not verify_password_or_decoy(None, "pencil")
+def test_plain_checks_against_a_real_credential_or_a_fake_one() -> None:
+    sha256 = make_credential("SCRAM-SHA-256", "pw")
+    sha512 = make_credential("SCRAM-SHA-512", "pw")
+    both = {"SCRAM-SHA-256": sha256, "SCRAM-SHA-512": sha512}
+    assert plain_credential(both, CLUSTER_KEY, "alice") == (sha512, True)
+    assert plain_credential({"SCRAM-SHA-256": sha256}, CLUSTER_KEY, "alice") == (sha256, True)
+    fake, exists = plain_credential({}, CLUSTER_KEY, "ghost")
+    assert not exists
+    assert fake == fake_credential(CLUSTER_KEY, "SCRAM-SHA-512", "ghost")
 
 
 def test_plain_round_trip_and_authzid() -> None:

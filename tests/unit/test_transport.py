@@ -1,6 +1,8 @@
 """FrameProtocol's parsing: frames come out whole and in order however the bytes arrive.
 
-A server's connections also share one budget of request bytes: frames wait for it, unread.
+A server's connections also share one budget of request bytes, charged as bytes arrive:
+frames wait for it, unread; partial frames never deadlock it; one connection holds at
+most its share.
 """
 
 from __future__ import annotations
@@ -13,7 +15,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spark_replica.errors import ConnectionLostError, ProtocolError
-from spark_replica.transport import SCRATCH_BYTES, FrameProtocol, OversizedFrame, RequestBudget
+from spark_replica.transport import (
+    CHARGE_STEP_BYTES,
+    SCRATCH_BYTES,
+    FrameProtocol,
+    OversizedFrame,
+    RequestBudget,
+)
 
 
 class RecordingTransport(asyncio.Transport):
@@ -146,19 +154,70 @@ def connected(
     return protocol, transport
 
 
-def test_a_large_frame_waits_unread_until_the_budget_has_room() -> None:
+def feed_while_reading(protocol: FrameProtocol, transport: RecordingTransport, data: bytes) -> int:
+    """Deliver as much of `data` as the protocol reads before it pauses; how much that was."""
+    position = 0
+    while position < len(data) and not transport.paused:
+        buffer = protocol.get_buffer(-1)
+        n = min(len(buffer), len(data) - position)
+        buffer[:n] = data[position : position + n]
+        protocol.buffer_updated(n)
+        position += n
+    return position
+
+
+def test_a_large_frame_is_charged_as_its_bytes_arrive_not_as_declared() -> None:
     async def scenario() -> None:
-        budget = RequestBudget(3 * SCRATCH_BYTES)
-        first, _ = connected(budget)
-        second, second_transport = connected(budget)
-        size = 2 * SCRATCH_BYTES
-        feed(first, frames_of([b"a" * size]), [])
-        frame = await first.next_frame()
-        assert budget.used == size
-        feed(second, struct.pack(">i", size) + b"b" * 100, [])
-        assert second_transport.paused and budget.used == size
-        first.release(frame)
-        assert not second_transport.paused and budget.used == size
+        budget = RequestBudget(100 * SCRATCH_BYTES)
+        tricklers = [connected(budget, 50 * SCRATCH_BYTES) for _ in range(6)]
+        for protocol, _ in tricklers:
+            feed(protocol, struct.pack(">i", 50 * SCRATCH_BYTES) + b"t", [])
+        # Six frames declaring half the budget each hold one step of it between them.
+        assert budget.used == 6 * CHARGE_STEP_BYTES
+        protocol, transport = connected(budget)
+        size = 3 * SCRATCH_BYTES
+        assert feed_while_reading(protocol, transport, frames_of([b"a" * size])) == size + 4
+        assert bytes(await protocol.next_frame()) == b"a" * size
+        assert budget.used == 6 * CHARGE_STEP_BYTES + size
+
+    asyncio.run(scenario())
+
+
+def test_partial_frames_never_take_the_budget_so_that_none_can_finish() -> None:
+    async def scenario() -> None:
+        budget = RequestBudget(4 * SCRATCH_BYTES)
+        size = 3 * SCRATCH_BYTES
+        (first, first_transport), (second, second_transport) = connected(budget), connected(budget)
+        data = [frames_of([b"1" * size]), frames_of([b"2" * size])]
+        sent = [0, 0]
+        # Charged half each, both would wait for ever; the budget lets one finish.
+        for _ in range(8):
+            for i, (protocol, transport) in enumerate(
+                [(first, first_transport), (second, second_transport)]
+            ):
+                if not transport.paused and sent[i] < len(data[i]):
+                    chunk = data[i][sent[i] : sent[i] + SCRATCH_BYTES]
+                    sent[i] += feed_while_reading(protocol, transport, chunk)
+        assert sent[0] == len(data[0]) and second_transport.paused
+        first.release(await first.next_frame())
+        assert not second_transport.paused
+        feed(second, data[1][sent[1] :], [])
+        assert bytes(await second.next_frame()) == b"2" * size
+
+    asyncio.run(scenario())
+
+
+def test_one_connection_holds_at_most_its_share_of_the_budget() -> None:
+    async def scenario() -> None:
+        budget = RequestBudget(1000)
+        protocol, transport = connected(budget)
+        protocol.set_limits(100, 20)
+        assert feed_while_reading(protocol, transport, frames_of([b"12345678"] * 3)) == 36
+        assert transport.paused and budget.used == 16
+        frame = await protocol.next_frame()
+        assert transport.paused  # taken by the reader, still held until released
+        protocol.release(frame)
+        assert not transport.paused and budget.used == 16
 
     asyncio.run(scenario())
 
@@ -182,7 +241,7 @@ def test_closing_gives_back_what_nobody_will_read() -> None:
         budget = RequestBudget(10 * SCRATCH_BYTES)
         protocol, _ = connected(budget)
         feed(protocol, frames_of([b"x" * 10]) + struct.pack(">i", 2 * SCRATCH_BYTES) + b"y", [])
-        assert budget.used == 10 + 2 * SCRATCH_BYTES
+        assert budget.used == 10 + CHARGE_STEP_BYTES
         protocol.discard()
         assert budget.used == 0
 

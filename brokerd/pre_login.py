@@ -1,0 +1,87 @@
+"""What a connection may send before it has logged in: one table for both listeners.
+
+Everything that decides what an unauthenticated client can make the broker do lives
+here, and nothing else decides it. The server (brokerd/server.py) reads only the fixed
+start of each frame, api key, version and correlation id, which both protocols share,
+and asks `admits` before a dispatch decodes anything; a frame that is not admitted is
+refused by its dispatch from those three numbers alone (Kafka: the connection closes;
+replog: one header-only error, then the close), so its body is never decoded. The size
+limits and the deadline of each phase are here too: the transport refuses a larger frame
+from its size prefix alone, and the idle sweep closes a connection that has not logged
+in by its deadline (brokerd/connection_limits.py).
+
+| phase        | decoded                                      | largest frame | deadline |
+|--------------|----------------------------------------------|---------------|----------|
+| TLS_REQUIRED | nothing (one answer saying TLS is required)  | before login  | login    |
+| BEFORE_LOGIN | ApiVersions, SaslHandshake, SaslAuthenticate | before login  | login    |
+| SERVING      | every API the dispatch serves                | any request   | none     |
+
+"before login" is sasl.server.max.receive.size, "any request" socket.request.max.bytes,
+"login" sasl.server.authentication.timeout.ms from the accept. The largest frame is also
+the most of the shared request budget one connection may hold at once.
+
+Versions are the dispatch's business: it checks them from the header before decoding a
+body, as it does for every request.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from spark_replica.protocol.apis import ApiKey
+
+
+class Phase(enum.Enum):
+    TLS_REQUIRED = "plaintext on a TLS listener"
+    BEFORE_LOGIN = "before SASL authentication"
+    SERVING = "serving"  # a listener without SASL, or a connection that has logged in
+
+
+# The SASL exchange and the version negotiation that precedes it: Kafka's list.
+LOGIN_APIS = frozenset(
+    {int(ApiKey.API_VERSIONS), int(ApiKey.SASL_HANDSHAKE), int(ApiKey.SASL_AUTHENTICATE)}
+)
+
+# phase -> the api keys whose requests are decoded (None: every one the dispatch serves)
+ADMITTED: dict[Phase, frozenset[int] | None] = {
+    Phase.TLS_REQUIRED: frozenset(),
+    Phase.BEFORE_LOGIN: LOGIN_APIS,
+    Phase.SERVING: None,
+}
+
+
+def phase_of(plaintext_on_tls: bool, uses_sasl: bool, logged_in: bool) -> Phase:
+    if plaintext_on_tls:
+        return Phase.TLS_REQUIRED
+    if uses_sasl and not logged_in:
+        return Phase.BEFORE_LOGIN
+    return Phase.SERVING
+
+
+def admits(phase: Phase, api_key: int) -> bool:
+    """Whether a request with this api key may be decoded in this phase."""
+    admitted = ADMITTED[phase]
+    return admitted is None or api_key in admitted
+
+
+@dataclass(frozen=True)
+class PhaseLimits:
+    """The size limits and the login deadline that depend on the phase."""
+
+    max_frame_bytes: int  # socket.request.max.bytes
+    max_receive_before_login: int  # sasl.server.max.receive.size
+    login_timeout_ms: int  # sasl.server.authentication.timeout.ms
+
+    def frame_bytes(self, phase: Phase) -> int:
+        """The largest frame read in this phase; also the most of the shared request
+        budget one connection may hold, so that no one client holds all of it."""
+        if phase is Phase.SERVING:
+            return self.max_frame_bytes
+        return min(self.max_receive_before_login, self.max_frame_bytes)
+
+    def login_deadline_s(self, phase: Phase, accepted_s: float) -> float | None:
+        """When a connection accepted at `accepted_s` must have logged in (None: never)."""
+        if phase is Phase.SERVING:
+            return None
+        return accepted_s + self.login_timeout_ms / 1000
