@@ -15,6 +15,9 @@ remembers with their offsets) is answered DUPLICATE_SEQUENCE_NUMBER, and the pro
 counts it as delivered; with acks=all only once the HW has passed everything up to the
 remembered batches, so that such an answer never stands for records a failover can lose.
 
+A request naming one partition more than once is refused for that partition (every
+entry of it INVALID_RECORD, as Kafka does) before any of its records are read.
+
 An acks=0 produce has no answer to carry an error, so one that fails for any partition
 raises UnansweredProduceFailed and the listener closes the connection, as Kafka does: the
 client sees the connection drop, refreshes its metadata and sends to the new leader,
@@ -105,19 +108,60 @@ def append_records(
 
     `prepare` turns the request's records into stored batches (checking or converting
     them); it runs only once the partition is known to be led here, so a misrouted
-    request costs no conversion. The records are counted in the topic's metrics as
-    received (bytes on the wire) and as appended (a retried duplicate adds none).
+    request costs no conversion.
     """
+    _, present = led_partition(ctx, tp, records, acks)
+    return append_stored(ctx, tp, prepare(present), len(present), acks, now)
+
+
+def led_partition(
+    ctx: BrokerContext, tp: TopicPartition, records: Records | None, acks: int
+) -> tuple[Partition, Records]:
+    """The partition `records` are for and the records, if this broker leads it and the
+    request is sound; else the typed error refusing them. Checked before any work is
+    spent on the records."""
     if acks not in VALID_ACKS:
         raise InvalidRequiredAcksError(f"acks={acks}; use 0, 1 or -1 (all)")
     if not records:
         raise InvalidRecordError("the partition's record set is empty")
     partition = ctx.replicas.get_partition(tp)
     partition.require_leader()
-    info = partition.append_as_leader(prepare(records), acks, now)
+    return partition, records
+
+
+def append_stored(
+    ctx: BrokerContext, tp: TopicPartition, stored: Records, received: int, acks: int, now: int
+) -> tuple[Partition, AppendInfo]:
+    """Append stored batches made from `received` bytes of a request, as leader.
+
+    The partition is looked up again (the records may have been converted on a worker
+    meanwhile, and the partition moved or gone). The records are counted in the topic's
+    metrics as received (bytes on the wire) and as appended (a retried duplicate adds none).
+    """
+    partition = ctx.replicas.get_partition(tp)
+    info = partition.append_as_leader(stored, acks, now)
     appended = info.record_count if info.bytes_appended else 0
-    ctx.replicas.metrics.produced(tp.topic, len(records), appended)
+    ctx.replicas.metrics.produced(tp.topic, received, appended)
     return partition, info
+
+
+def repeated_partitions(entries: Iterable[tuple[str, int]]) -> set[tuple[str, int]]:
+    """The (topic, partition) pairs a Produce names more than once.
+
+    Every entry of such a partition is refused with INVALID_RECORD, as Kafka does, before
+    its records are looked at: otherwise one request could make the broker check (or
+    decompress) the same partition's records hundreds of times, and which of the entries
+    should be appended, in which order, is anyone's guess.
+    """
+    seen: set[tuple[str, int]] = set()
+    repeated: set[tuple[str, int]] = set()
+    for entry in entries:
+        (repeated if entry in seen else seen).add(entry)
+    return repeated
+
+
+def repeated_error(tp: TopicPartition) -> InvalidRecordError:
+    return InvalidRecordError(f"the request names {tp} more than once; none of it was appended")
 
 
 async def complete_appends(appended: list[Appended], acks: int, timeout_ms: int) -> None:
@@ -151,8 +195,13 @@ async def handle_produce(ctx: BrokerContext, request: ProduceRequest) -> Produce
     """Answer per partition; with acks=0 answer nothing (the client does not wait)."""
     now = now_ms()
     appended: list[Appended] = []
+    repeated = repeated_partitions(
+        (topic.topic, entry.partition) for topic in request.topics for entry in topic.partitions
+    )
 
     def serve(tp: TopicPartition, entry: ProducePartition, result: ProducePartitionResult) -> None:
+        if repeated and (tp.topic, tp.partition) in repeated:
+            raise repeated_error(tp)
         partition, info = append_records(ctx, tp, entry.records, request.acks, now, _validated)
         result.base_offset = info.first_offset
         result.log_start_offset = partition.log.log_start_offset

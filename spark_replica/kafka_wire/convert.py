@@ -52,15 +52,19 @@ def kafka_to_replog(
     UnsupportedForMessageFormatError (magic 0/1), InvalidRecordError (transactional or
     control batches; offset deltas not 0..n-1; record count and last offset delta
     disagree; a header key not UTF-8), UnsupportedCompressionTypeError (codec bits 5-7),
-    RecordListTooLargeError (a batch decompressing to more than `max_records_bytes`).
+    MessageTooLargeError (the batches' records, uncompressed, hold more than
+    `max_records_bytes` together: the broker passes the topic's max.message.bytes, so
+    one partition's records never cost more than that, however many batches they are in).
     store_codec: "none" | "lz4" | "zstd", the Arrow IPC buffer compression of the
     stored batches (ConfigError otherwise).
     """
     store_codec = parse_compression(store_codec, "store_codec")
     converted = []
+    budget = max_records_bytes
     for batch in iter_kafka_batches(records):
         header = batch.header
-        buffer, size = decompress(batch.codec_bits, batch.records, max_records_bytes)
+        buffer, size = decompress(batch.codec_bits, batch.records, budget)
+        budget -= size
         columns = decode_records(buffer, size, header)
         stored = encode_batch(
             columns,

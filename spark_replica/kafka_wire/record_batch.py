@@ -123,6 +123,19 @@ def iter_kafka_batches(records: bytes | bytearray | memoryview) -> Iterator[Kafk
         pos += header.total_size
 
 
+def all_uncompressed(records: bytes | bytearray | memoryview) -> bool:
+    """Whether no batch in `records` names a codec: what they cost to convert is then
+    known from their size (only the framing is read here, nothing is checked)."""
+    view = memoryview(records).cast("B")
+    pos = 0
+    while pos < len(view):
+        header = read_header(view, pos)
+        if header.attributes & 0x07:
+            return False
+        pos += header.total_size
+    return True
+
+
 def check_rules(header: BatchHeader) -> None:
     """Refuse what replog does not store: transactions, control batches, bad counts."""
     if header.attributes & CONTROL:
