@@ -1,13 +1,18 @@
 """Serving DescribeAcls, CreateAcls, DeleteAcls and the SCRAM credential APIs.
 
+The ACL work is dialect-free (`describe_acls`, `create_acls`, `delete_acls`, on the
+wire model of spark_replica/protocol/acls.py): the replog listener's handlers below and
+the Kafka listener's (brokerd/kafka/acls.py) only translate layouts, so both manage the
+same ACLs with the same checks.
+
 ACLs and credentials live in ZooKeeper (spark_replica/zk/security_store.py), which every
 broker watches: an answer means "written", and brokers apply it within their watch delay.
 kazoo blocks, so each request's ZooKeeper work runs in one worker thread. Whether the
 caller may do this at all (Describe or Alter on the Cluster) is decided before a handler
-runs (brokerd/authorization.py).
+runs (brokerd/authorization.py; on the Kafka listener, in its handlers).
 
 Checks follow Kafka's: an ACL to create must name a concrete resource type, pattern type,
-operation and permission and a `User:NAME` principal; a credential needs a known
+operation and permission and a `TYPE:NAME` principal; a credential needs a known
 mechanism, a non-empty user name and Kafka's iteration bounds. A bad item gets its own
 typed error; the others of the request are still served. A user's credential changes
 are all refused if any of them is invalid, otherwise applied one mechanism at a time.
@@ -77,20 +82,20 @@ T = TypeVar("T")
 # --------------------------------------------------------------------------- ACLs
 
 
-async def handle_describe_acls(
-    ctx: BrokerContext, request: DescribeAclsRequest
-) -> DescribeAclsResponse:
-    check_filter(request.filter)
+async def describe_acls(ctx: BrokerContext, f: AclFilter) -> list[AclBinding]:
+    """The stored ACLs the filter matches, sorted; InvalidRequestError for a bad filter."""
+    check_filter(f)
     bindings = await _in_zookeeper(ctx, security_store.read_all_acls)
-    return DescribeAclsResponse(
-        [binding_to_wire(b) for b in sorted(bindings) if filter_matches(request.filter, b)]
-    )
+    return [b for b in sorted(bindings) if filter_matches(f, b)]
 
 
-async def handle_create_acls(ctx: BrokerContext, request: CreateAclsRequest) -> CreateAclsResponse:
-    results = [AclCreationResult() for _ in request.creations]
+async def create_acls(
+    ctx: BrokerContext, creations: list[WireAclBinding]
+) -> list[AclCreationResult]:
+    """Store each ACL; one result per creation, in order (a bad one gets its error)."""
+    results = [AclCreationResult() for _ in creations]
     by_pattern: dict[ResourcePattern, list[tuple[int, AclEntry]]] = {}
-    for index, wire in enumerate(request.creations):
+    for index, wire in enumerate(creations):
         try:
             binding = _acl_to_create(wire)
         except BrokerResponseError as exc:
@@ -108,7 +113,7 @@ async def handle_create_acls(ctx: BrokerContext, request: CreateAclsRequest) -> 
 
     if by_pattern:
         await _in_zookeeper(ctx, create)
-    return CreateAclsResponse(results)
+    return results
 
 
 def _acl_to_create(wire: WireAclBinding) -> AclBinding:
@@ -119,15 +124,15 @@ def _acl_to_create(wire: WireAclBinding) -> AclBinding:
     return binding
 
 
-async def handle_delete_acls(ctx: BrokerContext, request: DeleteAclsRequest) -> DeleteAclsResponse:
+async def delete_acls(ctx: BrokerContext, filters: list[AclFilter]) -> list[AclDeletionResult]:
     """Each filter removes the ACLs it matches, and lists them; one ACL matched by two
     filters is listed under both, as in Kafka."""
 
     def delete(zk: KazooClient) -> list[AclDeletionResult]:
         existing = sorted(security_store.read_all_acls(zk))
-        return [_delete_matching(zk, f, existing) for f in request.filters]
+        return [_delete_matching(zk, f, existing) for f in filters]
 
-    return DeleteAclsResponse(await _in_zookeeper(ctx, delete))
+    return await _in_zookeeper(ctx, delete)
 
 
 def _delete_matching(
@@ -144,6 +149,21 @@ def _delete_matching(
     except ReplogError as exc:
         return AclDeletionResult(code_of(exc), wire_message(exc))
     return AclDeletionResult(0, None, [binding_to_wire(b) for b in matched])
+
+
+async def handle_describe_acls(
+    ctx: BrokerContext, request: DescribeAclsRequest
+) -> DescribeAclsResponse:
+    bindings = await describe_acls(ctx, request.filter)
+    return DescribeAclsResponse([binding_to_wire(b) for b in bindings])
+
+
+async def handle_create_acls(ctx: BrokerContext, request: CreateAclsRequest) -> CreateAclsResponse:
+    return CreateAclsResponse(await create_acls(ctx, request.creations))
+
+
+async def handle_delete_acls(ctx: BrokerContext, request: DeleteAclsRequest) -> DeleteAclsResponse:
+    return DeleteAclsResponse(await delete_acls(ctx, request.filters))
 
 
 # --------------------------------------------------------------------------- SCRAM users

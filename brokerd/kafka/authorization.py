@@ -13,6 +13,8 @@ where the response layout has room for it. The rules are Kafka's:
   CreatePartitions: Alter. DescribeConfigs: DescribeConfigs on the topic or cluster.
 - InitProducerId without a transactional id: any authenticated principal (producer ids
   are not a resource here; the Write is checked on every produce).
+- DescribeAcls: Describe on the cluster; CreateAcls and DeleteAcls: Alter on the cluster
+  (brokerd/kafka/acls.py).
 - Groups (brokerd/groups/handlers.py calls `authorize_group`): FindCoordinator,
   DescribeGroups and OffsetFetch Describe the group, JoinGroup, SyncGroup, Heartbeat,
   LeaveGroup and OffsetCommit Read it, DeleteGroups Delete it; OffsetCommit also needs

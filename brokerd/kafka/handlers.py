@@ -1,7 +1,8 @@
-"""The data and admin APIs of the Kafka listener, by api key (groups are brokerd/groups)."""
+"""The data, admin and ACL APIs of the Kafka listener, by api key (groups are brokerd/groups)."""
 
 from __future__ import annotations
 
+from brokerd.kafka.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from brokerd.kafka.configs import handle_describe_configs
 from brokerd.kafka.fetch import handle_fetch
 from brokerd.kafka.metadata import handle_metadata
@@ -24,6 +25,9 @@ DATA_HANDLERS: dict[int, KafkaHandler] = {
     20: handle_delete_topics,
     22: handle_init_producer_id,
     23: handle_offset_for_leader_epoch,
+    29: handle_describe_acls,
+    30: handle_create_acls,
+    31: handle_delete_acls,
     32: handle_describe_configs,
     37: handle_create_partitions,
 }
