@@ -12,11 +12,13 @@ here and its waiting requests are answered NOT_COORDINATOR, so its members find 
 coordinator and rejoin there.
 
 A broker serves no group until the controller's metadata names it live
-(coordinator_choice.serves_groups): COORDINATOR_LOAD_IN_PROGRESS to group requests,
-COORDINATOR_NOT_AVAILABLE to FindCoordinator. The first commit of a group here claims
-its znode (group_store.claim_group) and every commit is conditional on that claim: a
-coordinator that another broker has since loaded the group on answers NOT_COORDINATOR
-and drops the group rather than writing over the other's commits.
+(coordinator_choice.serves_groups): COORDINATOR_NOT_AVAILABLE to FindCoordinator, and to
+group requests COORDINATOR_LOAD_IN_PROGRESS while it has no metadata (starting) or
+NOT_COORDINATOR while the metadata leaves it out (the controller counts it dead). The
+first commit of a group here claims its znode (group_store.claim_group) and every commit
+is conditional on that claim: a coordinator that another broker has since loaded the
+group on answers NOT_COORDINATOR and drops the group rather than writing over the
+other's commits.
 
 Offsets of empty groups expire (brokerd/groups/offset_expiry.py) in a task that looks at
 the groups this broker coordinates every offsets.retention.check.interval.ms.
@@ -35,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
-from brokerd.groups.coordinator_choice import coordinator_for, serves_groups
+from brokerd.groups.coordinator_choice import coordinator_for, not_serving_error, serves_groups
 from brokerd.groups.membership import (
     ErrorType,
     Group,
@@ -49,7 +51,6 @@ from brokerd.groups.membership import (
 from brokerd.groups.offset_expiry import expired_offsets, subscribed_topics
 from spark_replica.errors import (
     BrokerResponseError,
-    CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,
     InvalidSessionTimeoutError,
@@ -179,17 +180,22 @@ class GroupCoordinator:
     def _check(self, group_id: str) -> None:
         """Raise unless this broker may serve the group now."""
         group_store.check_group_id(group_id)
-        if not self._running or self.ctx.registration is None:
-            raise CoordinatorNotAvailableError("the group coordinator is not running")
-        if not self._ready():
-            raise CoordinatorLoadInProgressError(
-                "this broker has not yet the controller's metadata naming it live"
-            )
-        self._forget_moved_groups()
+        self._require_ready()
         if not self._is_mine(group_id):
             raise NotCoordinatorError(
-                f"broker {self.ctx.registration.broker_id} does not coordinate group {group_id!r}"
+                f"broker {self._own_id()} does not coordinate group {group_id!r}"
             )
+
+    def _require_ready(self) -> None:
+        """Raise unless this broker serves groups now: COORDINATOR_LOAD_IN_PROGRESS while
+        it has no metadata yet (starting), NOT_COORDINATOR when the controller's metadata
+        leaves it out (it counts this broker dead: others coordinate its groups now)."""
+        if not self._running or self.ctx.registration is None:
+            raise CoordinatorNotAvailableError("the group coordinator is not running")
+        self._forget_moved_groups()
+        error = not_serving_error(self._own_id(), self._live_brokers())
+        if error is not None:
+            raise error("the controller's metadata does not (yet) name this broker live")
 
     def _forget_moved_groups(self) -> None:
         brokers = self.ctx.metadata.brokers
@@ -424,13 +430,7 @@ class GroupCoordinator:
     async def list_groups(self) -> list[tuple[str, str, str]]:
         """(group id, protocol type, state) of the groups coordinated here: those with
         members or a state in memory, and those with offsets in ZooKeeper."""
-        if not self._running or self.ctx.registration is None:
-            raise CoordinatorNotAvailableError("the group coordinator is not running")
-        if not self._ready():
-            raise CoordinatorLoadInProgressError(
-                "this broker has not yet the controller's metadata naming it live"
-            )
-        self._forget_moved_groups()
+        self._require_ready()
         listed = {
             group_id: (group_id, entry.group.protocol_type or "", entry.group.state.value)
             for group_id, entry in self._groups.items()

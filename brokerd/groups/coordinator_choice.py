@@ -19,6 +19,12 @@ from __future__ import annotations
 import zlib
 from collections.abc import Iterable
 
+from spark_replica.errors import (
+    BrokerResponseError,
+    CoordinatorLoadInProgressError,
+    NotCoordinatorError,
+)
+
 
 def coordinator_for(group_id: str, live_broker_ids: Iterable[int]) -> int | None:
     """The coordinating broker's id, or None when no broker is live."""
@@ -33,3 +39,15 @@ def serves_groups(own_id: int | None, live_broker_ids: Iterable[int]) -> bool:
     """Whether this broker (`own_id`, None until registered) may coordinate any group:
     only once the controller's live set, the one every broker hashes with, includes it."""
     return own_id is not None and own_id in set(live_broker_ids)
+
+
+def not_serving_error(
+    own_id: int | None, live_broker_ids: Iterable[int]
+) -> type[BrokerResponseError] | None:
+    """What group requests get while this broker does not serve groups (None when it
+    does): COORDINATOR_LOAD_IN_PROGRESS before any metadata (starting: retry here),
+    NOT_COORDINATOR when the metadata leaves it out (others coordinate: look again)."""
+    live = set(live_broker_ids)
+    if serves_groups(own_id, live):
+        return None
+    return NotCoordinatorError if live else CoordinatorLoadInProgressError

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from brokerd.groups.coordinator_choice import coordinator_for, serves_groups
+from brokerd.groups.coordinator_choice import coordinator_for, not_serving_error, serves_groups
+from spark_replica.errors import CoordinatorLoadInProgressError, NotCoordinatorError
 
 
 def test_no_live_broker_means_no_coordinator() -> None:
@@ -41,3 +42,9 @@ def test_a_broker_serves_groups_only_once_the_controllers_metadata_names_it() ->
     assert not serves_groups(2, [1])
     assert not serves_groups(None, [1, 2])
     assert serves_groups(2, [1, 2])
+
+
+def test_until_it_serves_a_broker_says_load_in_progress_or_not_coordinator() -> None:
+    assert not_serving_error(2, []) is CoordinatorLoadInProgressError  # starting
+    assert not_serving_error(2, [1, 3]) is NotCoordinatorError  # counted dead
+    assert not_serving_error(2, [1, 2]) is None
