@@ -8,8 +8,7 @@ cluster or the topic), deleting Delete, adding partitions Alter. The control pla
 queries that claim a replica id) needs ClusterAction on the cluster, which only the
 brokers' own principal holds, so a client cannot move the HW, poison the controller
 epoch or stop replicas. ACL and user administration needs Describe or Alter on the
-cluster. A producer id needs IdempotentWrite on the cluster, which whoever may Write some
-topic has (KIP-679; spark_replica/security/acl.py).
+cluster.
 
 A request that names several topics is refused whole, naming the topics it may not
 touch, rather than answered per partition: replog's clients send one topic per request
@@ -89,8 +88,12 @@ _RULES: dict[int, Rule] = {
     # Answered per topic below (filter_metadata); nothing is refused whole.
     ApiKey.METADATA: lambda r: Needs(),
     ApiKey.API_VERSIONS: lambda r: Needs(),
-    # Kafka's rule: IdempotentWrite on the cluster, implied by Write on any topic.
-    ApiKey.INIT_PRODUCER_ID: _cluster(Operation.IDEMPOTENT_WRITE),
+    # Producer ids are not a resource: anyone authenticated may ask for one. Kafka asks
+    # for IdempotentWrite on the cluster, which Write on any topic implies (KIP-679), so
+    # a principal Kafka would refuse could only hold ids it may not use: every produce is
+    # checked for Write. Refusing here would turn a producer's missing Write into a
+    # producer-id failure instead of the TOPIC_AUTHORIZATION_FAILED that names the topic.
+    ApiKey.INIT_PRODUCER_ID: lambda r: Needs(),
     ApiKey.CREATE_TOPICS: lambda r: Needs(
         cluster=Operation.CREATE,
         topic=Operation.CREATE,
