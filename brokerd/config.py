@@ -85,6 +85,7 @@ _INTERVAL_KEYS = {
     "offset.metadata.max.bytes": "offset_metadata_max_bytes",
     "offsets.retention.ms": "offsets_retention_ms",
     "offsets.retention.check.interval.ms": "offsets_retention_check_interval_ms",
+    "max.partitions.per.topic": "max_partitions_per_topic",
 }
 # Kafka's offsets.retention.minutes, in offsets_retention_ms; replog's offsets.retention.ms
 # (no Kafka key) says it finer and wins when both are given.
@@ -149,6 +150,11 @@ class BrokerConfig:
     compression_type: str = DEFAULT_COMPRESSION_TYPE
     num_partitions: int = 1  # Kafka's defaults for a topic created without them
     default_replication_factor: int = 1
+    # replog's own (Kafka has none): the most partitions CreateTopics or CreatePartitions
+    # may ask of one topic, refused before anything is built. The control plane is
+    # measured at 10,000 (benchmarks/controller_scale.py), and such an assignment stays
+    # far below ZooKeeper's 1 MiB znode limit.
+    max_partitions_per_topic: int = 10_000
     producer_id_expiration_ms: int = 86_400_000  # Kafka's default: one day
     producer_id_expiration_check_interval_ms: int = 600_000
     # Kafka's default is unlimited; each connection that has sent bytes holds a 256 KiB
@@ -216,6 +222,7 @@ class BrokerConfig:
             "min_insync_replicas",
             "num_partitions",
             "default_replication_factor",
+            "max_partitions_per_topic",
             "producer_id_expiration_ms",
             "producer_id_expiration_check_interval_ms",
             "max_connections",
@@ -233,6 +240,11 @@ class BrokerConfig:
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
+        if self.num_partitions > self.max_partitions_per_topic:
+            raise ConfigError(
+                f"num.partitions={self.num_partitions} is over "
+                f"max.partitions.per.topic={self.max_partitions_per_topic}"
+            )
         if self.queued_max_request_bytes < self.max_frame_bytes:
             raise ConfigError(
                 f"queued.max.request.bytes={self.queued_max_request_bytes} must be at least "

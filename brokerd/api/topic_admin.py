@@ -3,6 +3,11 @@
 Topic changes are written to ZooKeeper (off the event loop: kazoo blocks); the brokers
 pick them up from there like any other change, so the answer means "written", not
 "every broker has applied it". Clients wait on Metadata for the latter.
+
+A partition count above max.partitions.per.topic is refused with INVALID_PARTITIONS
+before anything is read or built (`check_partition_count`, on both listeners, with
+validate_only too): an assignment is built in memory for every partition asked, and
+2^31-1 of them would take the broker's memory.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from kazoo.client import KazooClient
 from brokerd.api.context import BrokerContext
 from spark_replica.errors import (
     ConfigError,
+    InvalidPartitionsError,
     ReplogError,
     UnknownServerError,
     code_of,
@@ -45,6 +51,16 @@ async def handle_api_versions(
     )
 
 
+def check_partition_count(ctx: BrokerContext, topic: str, partitions: int) -> None:
+    """Refuse asking `topic` to have more partitions than max.partitions.per.topic."""
+    bound = ctx.config.max_partitions_per_topic
+    if partitions > bound:
+        raise InvalidPartitionsError(
+            f"topic {topic!r}: {partitions} partitions is over the broker's "
+            f"max.partitions.per.topic ({bound}); ask for fewer or raise that config"
+        )
+
+
 async def handle_create_topics(
     ctx: BrokerContext, request: CreateTopicsRequest
 ) -> TopicResultsResponse:
@@ -53,6 +69,7 @@ async def handle_create_topics(
         [
             (
                 new.topic,
+                new.num_partitions,
                 partial(
                     topic_store.create_topic,
                     topic=new.topic,
@@ -70,7 +87,8 @@ async def handle_delete_topics(
     ctx: BrokerContext, request: DeleteTopicsRequest
 ) -> TopicResultsResponse:
     return await _each_topic(
-        ctx, [(name, partial(topic_store.delete_topic, topic=name)) for name in request.topics]
+        ctx,
+        [(name, None, partial(topic_store.delete_topic, topic=name)) for name in request.topics],
     )
 
 
@@ -80,25 +98,31 @@ async def handle_create_partitions(
     return await _each_topic(
         ctx,
         [
-            (e.topic, partial(topic_store.add_partitions, topic=e.topic, count=e.count))
+            (e.topic, e.count, partial(topic_store.add_partitions, topic=e.topic, count=e.count))
             for e in request.topics
         ],
     )
 
 
-async def _each_topic(
-    ctx: BrokerContext, writes: list[tuple[str, Callable[[KazooClient], object]]]
-) -> TopicResultsResponse:
+# Each topic's name, the partition count it asks for (None: not a count), and its write.
+TopicWrite = tuple[str, int | None, Callable[[KazooClient], object]]
+
+
+async def _each_topic(ctx: BrokerContext, writes: list[TopicWrite]) -> TopicResultsResponse:
     """Run each topic's ZooKeeper write in turn; each gets its own result."""
-    return TopicResultsResponse([await _run(topic, write, ctx) for topic, write in writes])
+    return TopicResultsResponse(
+        [await _run(topic, partitions, write, ctx) for topic, partitions, write in writes]
+    )
 
 
 async def _run(
-    topic: str, write: Callable[[KazooClient], object], ctx: BrokerContext
+    topic: str, partitions: int | None, write: Callable[[KazooClient], object], ctx: BrokerContext
 ) -> TopicResult:
     if ctx.zk is None:
         return TopicResult(topic, UnknownServerError.code, "the broker has no ZooKeeper session")
     try:
+        if partitions is not None:
+            check_partition_count(ctx, topic, partitions)
         await asyncio.to_thread(write, ctx.zk)
     except (ReplogError, ConfigError) as exc:
         return TopicResult(topic, code_of(exc), wire_message(exc))

@@ -6,6 +6,8 @@ brokers to apply it). validate_only runs the same checks and writes nothing. Rep
 assignments chosen by the client are not served (the placement is replog's): such a
 topic is refused with INVALID_REQUEST. -1 partitions or replication factor (v4+) take
 the broker's num.partitions and default.replication.factor (Kafka's defaults: 1 and 1).
+A partition count above max.partitions.per.topic is refused with INVALID_PARTITIONS
+before anything is read or built, validate_only or not (brokerd/api/topic_admin.py).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Callable
 from kazoo.client import KazooClient
 
 from brokerd.api.context import BrokerContext
+from brokerd.api.topic_admin import check_partition_count
 from brokerd.kafka.authorization import authorize_cluster, authorize_topic, topic_denied
 from brokerd.kafka.partitions import set_error
 from brokerd.kafka.request import KafkaRequest
@@ -42,10 +45,16 @@ USE_DEFAULT = -1
 
 
 async def _in_zookeeper(
-    ctx: BrokerContext, result: Data, work: Callable[[KazooClient], object]
+    ctx: BrokerContext,
+    result: Data,
+    work: Callable[[KazooClient], object],
+    partitions: int | None = None,
 ) -> None:
-    """Run one topic's blocking ZooKeeper work; its typed failure is the topic's error."""
+    """Run one topic's blocking ZooKeeper work, after checking the partition count it asks
+    for (if any); its typed failure is the topic's error."""
     try:
+        if partitions is not None:
+            check_partition_count(ctx, result.name, partitions)
         if ctx.zk is None:
             raise UnknownServerError("the broker has no ZooKeeper session")
         await asyncio.to_thread(work, ctx.zk)
@@ -117,7 +126,7 @@ async def handle_create_topics(ctx: BrokerContext, request: KafkaRequest) -> Dat
             replication_factor=replication,
             configs=configs,
         )
-        await _in_zookeeper(ctx, result, work)
+        await _in_zookeeper(ctx, result, work, partitions)
     return Data(throttle_time_ms=0, topics=results)
 
 
@@ -162,6 +171,6 @@ async def handle_create_partitions(ctx: BrokerContext, request: KafkaRequest) ->
             continue
         grow = _check_growth if body.validate_only else topic_store.add_partitions
         await _in_zookeeper(
-            ctx, result, functools.partial(grow, topic=topic.name, count=topic.count)
+            ctx, result, functools.partial(grow, topic=topic.name, count=topic.count), topic.count
         )
     return Data(throttle_time_ms=0, results=results)
