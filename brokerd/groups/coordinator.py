@@ -469,17 +469,21 @@ class GroupCoordinator:
                 continue
             try:
                 await self.expire_offsets(_wall_ms())
-            except (ZooKeeperError, BrokerResponseError) as exc:
+            except ZooKeeperError as exc:
                 logger.warning("expiring committed offsets failed; next check retries: %s", exc)
 
     async def expire_offsets(self, now_ms: int) -> int:
         """Delete the expired offsets of the groups coordinated here (Kafka's rules,
-        offset_expiry); the number of offsets deleted."""
+        offset_expiry), and any left of a deleted topic; the number deleted."""
         self._forget_moved_groups()
         deleted = 0
         for group_id in await _off_loop(group_store.list_groups, self._zk()):
-            if group_id and self._is_mine(group_id):
+            if not (group_id and self._is_mine(group_id)):
+                continue
+            try:
                 deleted += await self._expire_group(group_id, now_ms)
+            except (ZooKeeperError, BrokerResponseError) as exc:
+                logger.warning("expiring offsets of group %r failed: %s", group_id, exc)
         return deleted
 
     async def _expire_group(self, group_id: str, now_ms: int) -> int:
@@ -502,6 +506,12 @@ class GroupCoordinator:
                 empty_since_ms=entry.empty_since_ms,
                 subscribed_topics=subscribed,
             )
+            # The controller removes a deleted topic's offsets; a controller that failed
+            # half way through a deletion may leave some, which go here.
+            unknown = sorted({tp.topic for tp in offsets} - set(self.ctx.metadata.topics()))
+            if unknown:
+                gone = await _off_loop(group_store.missing_topics, self._zk(), unknown)
+                expired |= {tp for tp in offsets if tp.topic in gone}
             if not expired:
                 return 0
             fence = await self._claim(group_id, entry)

@@ -366,6 +366,18 @@ def expire_offsets(
     return removes_group
 
 
+def missing_topics(zk: KazooClient, topics: Sequence[str]) -> set[str]:
+    """Those of `topics` whose znode does not exist (deleted, or never made)."""
+    with translated():
+        pending = {topic: zk.exists_async(znodes.topic_path(topic)) for topic in topics}
+    missing = set()
+    for topic, answer in pending.items():
+        with translated():
+            if answer.get() is None:
+                missing.add(topic)
+    return missing
+
+
 def delete_topic_offsets(zk: KazooClient, topic: str) -> list[str]:
     """Remove every group's committed offsets of a deleted topic; the groups that had some.
 

@@ -116,6 +116,7 @@ def test_a_deleted_topics_offsets_are_refused_and_removed(zk: KazooClient) -> No
         {TopicPartition("t", 1): CommittedOffset(2), TopicPartition("u", 0): CommittedOffset(3)},
     )
     zk.delete(znodes.topic_path("t"))
+    assert group_store.missing_topics(zk, ["t", "u", "never"]) == {"t", "never"}
     refused = group_store.write_offsets(
         zk,
         "g2",
