@@ -116,7 +116,7 @@ class BrokerProcess:
         expires), so "registered" means a znode newer than the one present before start.
         """
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        zk = connect(self.zookeeper)
+        zk = connect(self.zookeeper, create_chroot=False)
         try:
             stale = zk.exists(znodes.broker_path(self.broker_id))
         finally:
@@ -138,7 +138,7 @@ class BrokerProcess:
         self.wait_registered(timeout_s, stale_czxid=None if stale is None else stale.czxid)
 
     def wait_registered(self, timeout_s: float, stale_czxid: int | None = None) -> None:
-        zk = connect(self.zookeeper)
+        zk = connect(self.zookeeper, create_chroot=False)
         try:
             deadline = time.monotonic() + timeout_s
             path = znodes.broker_path(self.broker_id)

@@ -449,7 +449,7 @@ def _wait_for_controller(
     of the cluster (its session not yet expired), so it does not count.
     """
     ids = {b.broker_id for b in brokers}
-    zk = connect(info.zookeeper)
+    zk = connect(info.zookeeper, create_chroot=False)
     try:
         while True:
             for broker in brokers:
@@ -472,7 +472,7 @@ def _wait_for_controller(
 
 
 def _controller_czxid(connect_string: str, timeout_s: float) -> int | None:
-    zk = connect(connect_string, connect_timeout_s=timeout_s)
+    zk = connect(connect_string, connect_timeout_s=timeout_s, create_chroot=False)
     try:
         return _read_controller(zk)[1]
     finally:
@@ -573,7 +573,9 @@ def _zookeeper_view(info: ClusterInfo) -> tuple[set[int], int]:
     if info.zookeeper_nodes and not any(n.running() for n in info.zookeeper_nodes):
         return set(), NO_CONTROLLER
     try:
-        zk = connect(info.zookeeper, connect_timeout_s=STATUS_CONNECT_TIMEOUT_S)
+        zk = connect(
+            info.zookeeper, connect_timeout_s=STATUS_CONNECT_TIMEOUT_S, create_chroot=False
+        )
     except ZooKeeperError as exc:
         print(f"replog: {exc}; showing the recorded processes only", file=sys.stderr)
         return set(), NO_CONTROLLER

@@ -66,7 +66,7 @@ def bootstrap_from_zookeeper(connect_string: str) -> list[tuple[str, int]]:
     from spark_replica.zk import topic_store
     from spark_replica.zk.session import connect
 
-    zk = connect(connect_string)
+    zk = connect(connect_string, create_chroot=False)
     try:
         brokers = topic_store.read_brokers(zk)
     finally:

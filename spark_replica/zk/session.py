@@ -1,8 +1,11 @@
 """Opening a kazoo session from a connect string, chroot included.
 
 A connect string is ``host:port[,host:port...][/chroot]``. kazoo applies the chroot
-itself but needs the chroot znode to exist, so it is created first through a session
-without the chroot.
+itself but needs the chroot znode to exist for creates, so a session that writes creates
+it first through a session without the chroot. A session that only looks does not
+(`create_chroot=False`): the chroot would carry that session's ACL, the open one for an
+anonymous look before the first broker of a secured cluster ran, and whoever may change
+the cluster's root may delete /controller or plant znodes beside the cluster's own.
 
 With a digest login (``user:password``, zookeeper.set.acl) the session authenticates and
 creates znodes that only that identity may change while everyone may read them, as
@@ -11,6 +14,8 @@ Kafka's brokers do with zookeeper.set.acl=true. Nodes holding secrets narrow tha
 """
 
 from __future__ import annotations
+
+import warnings
 
 from kazoo.client import KazooClient
 from kazoo.retry import KazooRetry
@@ -26,6 +31,10 @@ DEFAULT_CONNECT_TIMEOUT_S = 15.0
 # session timeout and lose a session the returning quorum still held. ZooKeeper's own
 # client waits at most a second between rounds; so do we (less for short sessions).
 MAX_RECONNECT_DELAY_S = 1.0
+
+# kazoo warns on start when the chroot is missing; connect() makes it for sessions that
+# write, and one that only reads (create_chroot=False) finds nothing there, as it should.
+warnings.filterwarnings("ignore", message="No chroot path exists", module="kazoo.client")
 
 
 def split_connect_string(connect: str) -> tuple[str, str | None]:
@@ -65,10 +74,12 @@ def connect(
     session_timeout_s: float = DEFAULT_SESSION_TIMEOUT_S,
     connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
     digest: str | None = None,
+    create_chroot: bool = True,
 ) -> KazooClient:
-    """A started kazoo client rooted at the connect string's chroot."""
+    """A started kazoo client rooted at the connect string's chroot (made where missing
+    unless `create_chroot` is False: for sessions that only read)."""
     hosts, chroot = split_connect_string(connect_string)
-    if chroot is not None:
+    if chroot is not None and create_chroot:
         root = _start(hosts, session_timeout_s, connect_timeout_s, digest)
         try:
             root.ensure_path(chroot)

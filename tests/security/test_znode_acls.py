@@ -20,9 +20,9 @@ from kazoo.security import Permissions
 
 from spark_replica.zk import znodes
 from spark_replica.zk.kazoo_errors import children_if_present, read_if_present
-from spark_replica.zk.session import connect
+from spark_replica.zk.session import connect, split_connect_string
 from tests.security.conftest import PASSWORDS, ZK_DIGEST, SecureSetup, jaas
-from tests.support import replog_in_process, wait_until
+from tests.support import BrokerFactory, replog_in_process, wait_until
 
 pytestmark = pytest.mark.slow
 
@@ -195,3 +195,24 @@ def test_no_znode_of_a_secured_cluster_is_open_to_anonymous_writers(
     assert open_to_world == []
     outcomes = _anonymous_set_outcomes(secure.zk_connect, paths)
     assert {p: o for p, o in outcomes.items() if o != "NoAuthError"} == {}
+
+
+def test_the_cluster_root_is_made_by_the_secured_broker_not_by_whoever_looked_first(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    """The launcher looks for a stale registration before the first broker runs; had that
+    look made the missing chroot, it would carry the launcher's open ACL, and anyone could
+    delete /controller or plant znodes at the cluster's top."""
+    brokers = BrokerFactory(zk_connect, tmp_path)
+    try:
+        brokers.start(1, **{"zookeeper.set.acl": "true", "zookeeper.digest": ZK_DIGEST})
+        hosts, chroot = split_connect_string(zk_connect)
+        assert chroot is not None
+        zk = connect(hosts, digest=ZK_DIGEST)
+        try:
+            assert not _world_may_change(zk, chroot)
+        finally:
+            zk.stop()
+            zk.close()
+    finally:
+        brokers.stop_all()
