@@ -89,26 +89,33 @@ class Conversion:
             self._next = 0
             self._taken = []
             self._budget = min(read.max_bytes, self.remaining)
-        tp = read.tp
-        while self._next < len(self._batches):
+        topic, partition = read.tp
+        batches, taken, cache = self._batches, self._taken, self.cache
+        codecs: dict[int, int] = {}  # attributes -> codec: a read's batches share a few
+        while self._next < len(batches):
             if self.sent and self._budget <= 0:
                 break
-            header, batch = self._batches[self._next]
-            codec = fetch_codec(header.attributes, read.compression_type)
+            header, batch = batches[self._next]
+            codec = codecs.get(header.attributes)
+            if codec is None:
+                codec = codecs[header.attributes] = fetch_codec(
+                    header.attributes, read.compression_type
+                )
             key = BatchKey(
-                tp.topic, tp.partition, header.base_offset, header.leader_epoch, header.crc, codec
+                topic, partition, header.base_offset, header.leader_epoch, header.crc, codec
             )
-            converted = self.cache.get(key)
+            converted = cache.get(key)
             if converted is None:
                 if inline and not self._cheap(header, batch, codec):
                     return False
                 converted = replog_batch_to_kafka(batch, codec)
-                self.cache.put(key, converted)
-            if self.sent and len(converted) > self._budget:
+                cache.put(key, converted)
+            size = len(converted)
+            if self.sent and size > self._budget:
                 break
-            self._taken.append(converted)
-            self._budget -= len(converted)
-            self.remaining -= len(converted)
+            taken.append(converted)
+            self._budget -= size
+            self.remaining -= size
             self.sent = True
             self._next += 1
         return True

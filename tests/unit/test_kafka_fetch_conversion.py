@@ -9,7 +9,7 @@ from aiokafka.record.default_records import DefaultRecordBatch
 from brokerd.batch_validation import validate_produced
 from brokerd.kafka.fetch_cache import FetchCache
 from brokerd.kafka.fetch_convert import INLINE_STORED_BYTES, Conversion, StoredRead
-from spark_replica.errors import CorruptMessageError, code_of
+from spark_replica.errors import CorruptMessageError, InvalidRecordError, code_of
 from spark_replica.kafka_wire.convert import (
     fetch_codec,
     kafka_to_replog,
@@ -52,6 +52,8 @@ def test_the_fetch_codec_is_the_producers_the_stored_one_or_the_topics() -> None
     assert fetch_codec(attributes, "uncompressed") == 0
     assert fetch_codec(native_zstd, "snappy") == 2
     assert fetch_codec(produced_plain, "lz4") == 3
+    with pytest.raises(InvalidRecordError, match="produced Kafka codec 5"):
+        validate_produced(build_batch([b"x"], attributes=6 << 8))
 
 
 def read(
