@@ -429,8 +429,12 @@ class GroupCoordinator:
 
     async def list_groups(self) -> list[tuple[str, str, str]]:
         """(group id, protocol type, state) of the groups coordinated here: those with
-        members or a state in memory, and those with offsets in ZooKeeper."""
-        self._require_ready()
+        members or a state in memory, and those with offsets in ZooKeeper. A broker the
+        controller's metadata leaves out coordinates none."""
+        try:
+            self._require_ready()
+        except NotCoordinatorError:
+            return []
         listed = {
             group_id: (group_id, entry.group.protocol_type or "", entry.group.state.value)
             for group_id, entry in self._groups.items()
