@@ -103,7 +103,10 @@ class Broker:
                 )
             )
             self.metrics_server = MetricsServer(
-                self.metrics.registry, binds[METRICS].host, binds[METRICS].port
+                self.metrics.registry,
+                binds[METRICS].host,
+                binds[METRICS].port,
+                config.metrics_access,
             )
         self.stopping = asyncio.Event()
         self._zk: ZooKeeperSync | None = None

@@ -23,6 +23,8 @@ from brokerd.listeners import (
     is_wildcard,
 )
 from brokerd.log import LogConfig
+from brokerd.metrics.access import KEYS as METRICS_ACCESS_KEYS
+from brokerd.metrics.access import MetricsAccess
 from brokerd.security_config import KEYS as SECURITY_KEYS
 from brokerd.security_config import BrokerSecurity
 from spark_replica.errors import ConfigError
@@ -111,6 +113,7 @@ BROKER_CONFIG_KEYS = frozenset(
         *_TOPIC_DEFAULT_KEYS,
         *_BOOLEAN_KEYS,
         *SECURITY_KEYS,
+        *METRICS_ACCESS_KEYS,
         OFFSETS_RETENTION_MINUTES_KEY,
     ]
 )
@@ -183,6 +186,8 @@ class BrokerConfig:
     offsets_retention_ms: int = 10_080 * 60_000
     offsets_retention_check_interval_ms: int = 600_000
     security: BrokerSecurity = field(default_factory=BrokerSecurity)
+    # Who may read /metrics: TLS and basic authentication (metrics.* configs).
+    metrics_access: MetricsAccess = field(default_factory=MetricsAccess)
 
     def __post_init__(self) -> None:
         if self.broker_id < 0:
@@ -286,9 +291,12 @@ class BrokerConfig:
         log_fields: dict[str, Any] = {}
         broker_fields: dict[str, Any] = {}
         security_settings: dict[str, str] = {}
+        metrics_settings: dict[str, str] = {}
         for key, raw in overrides.items():
             if key in SECURITY_KEYS:
                 security_settings[key] = raw
+            elif key in METRICS_ACCESS_KEYS:
+                metrics_settings[key] = raw
             elif key in _LOG_DEFAULT_KEYS:
                 log_fields[_LOG_DEFAULT_KEYS[key]] = _parse_int(key, raw)
             elif key in _INTERVAL_KEYS:
@@ -310,6 +318,8 @@ class BrokerConfig:
         log_defaults = replace(self.log_defaults, **log_fields)
         if security_settings:
             broker_fields["security"] = self.security.with_settings(security_settings)
+        if metrics_settings:
+            broker_fields["metrics_access"] = self.metrics_access.with_settings(metrics_settings)
         return replace(self, log_defaults=log_defaults, **broker_fields)
 
     def log_config_for(self, topic_configs: Mapping[str, str]) -> LogConfig:

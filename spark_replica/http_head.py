@@ -32,6 +32,21 @@ def parse_request_line(head: bytes) -> RequestLine | None:
     return RequestLine(method, target.split("?", 1)[0])
 
 
+def header_value(head: bytes, name: str) -> str | None:
+    """The value of the first header called `name` (any case) in a request head, stripped;
+    None if there is none or the head is not ASCII."""
+    try:
+        lines = head.decode("ascii").split("\r\n")[1:]
+    except UnicodeDecodeError:
+        return None
+    wanted = name.lower()
+    for line in lines:
+        key, colon, value = line.partition(":")
+        if colon and key.lower() == wanted:
+            return value.strip()
+    return None
+
+
 def encode_response(
     status: HTTPStatus,
     content_type: str,

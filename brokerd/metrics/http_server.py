@@ -7,6 +7,9 @@ head must arrive within READ_TIMEOUT_S and fit in MAX_REQUEST_BYTES (a body, if 
 is ignored); the answer carries `Connection: close` and the connection is closed.
 Anything but GET /metrics is refused with its status code (404, 405, 400, 431).
 
+With `metrics.*` configs (access.py) the endpoint serves HTTPS only, and a request
+without the configured basic-authentication credentials gets 401 whatever it asks for.
+
 Parsing and answering are pure functions (`answer_for`, on spark_replica/http_head.py,
 which the console shares), apart from the small shell that reads and writes the socket.
 """
@@ -16,11 +19,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from http import HTTPStatus
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
-from spark_replica.http_head import RequestLine, encode_response, parse_request_line
+from brokerd.metrics.access import REALM, MetricsAccess
+from spark_replica.http_head import RequestLine, encode_response, header_value, parse_request_line
 
 logger = logging.getLogger("brokerd.metrics")
 
@@ -31,10 +36,19 @@ WRITE_TIMEOUT_S = 10.0
 TEXT = "text/plain; charset=utf-8"
 
 
-def answer_for(request: RequestLine | None, registry: CollectorRegistry) -> bytes:
-    """The whole answer to one request head."""
+def answer_for(
+    request: RequestLine | None, registry: CollectorRegistry, authorized: bool = True
+) -> bytes:
+    """The whole answer to one request head (`authorized`: it passed the access check)."""
     if request is None:
         return encode_response(HTTPStatus.BAD_REQUEST, TEXT, b"not an HTTP/1.x request\n")
+    if not authorized:
+        return encode_response(
+            HTTPStatus.UNAUTHORIZED,
+            TEXT,
+            b"basic authentication required\n",
+            [f'WWW-Authenticate: Basic realm="{REALM}", charset="UTF-8"'],
+        )
     if request.path != METRICS_PATH:
         body = f"only {METRICS_PATH} is served here\n".encode()
         return encode_response(HTTPStatus.NOT_FOUND, TEXT, body)
@@ -46,17 +60,31 @@ def answer_for(request: RequestLine | None, registry: CollectorRegistry) -> byte
 class MetricsServer:
     """Owned by the broker's event loop."""
 
-    def __init__(self, registry: CollectorRegistry, host: str, port: int) -> None:
+    def __init__(
+        self,
+        registry: CollectorRegistry,
+        host: str,
+        port: int,
+        access: MetricsAccess | None = None,
+    ) -> None:
         self._registry = registry
         self._host = host
         self._port = port
+        self._access = MetricsAccess() if access is None else access
+        # Built here, so that a bad keystore fails the broker's start.
+        self._ssl = self._access.ssl_context()
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> int:
         """Listen; return the bound port (useful when asked for port 0)."""
         self._server = await asyncio.start_server(
-            self._serve, self._host, self._port, limit=MAX_REQUEST_BYTES
+            self._serve,
+            self._host,
+            self._port,
+            limit=MAX_REQUEST_BYTES,
+            ssl=self._ssl,
+            ssl_handshake_timeout=READ_TIMEOUT_S if self._ssl is not None else None,
         )
         port: int = self._server.sockets[0].getsockname()[1]
         return port
@@ -83,9 +111,10 @@ class MetricsServer:
                     )
                 )
             else:
-                writer.write(answer_for(parse_request_line(head), self._registry))
+                authorized = self._access.authorized(header_value(head, "authorization"))
+                writer.write(answer_for(parse_request_line(head), self._registry, authorized))
             await asyncio.wait_for(writer.drain(), WRITE_TIMEOUT_S)
-        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError):
+        except (asyncio.IncompleteReadError, ConnectionError, TimeoutError, ssl.SSLError):
             pass  # the scraper went away or stalled: nothing to answer
         except Exception:
             logger.exception("answering a metrics request failed")

@@ -1,0 +1,66 @@
+"""A broker's /metrics behind TLS and basic authentication (metrics.* configs).
+
+Before, the endpoint served every scraper in plaintext with no login, and the configs
+did not exist. Now, with them set, plain HTTP gets no answer, a request without the
+credentials (or with wrong ones) gets 401, and Prometheus-style basic authentication
+over HTTPS gets the metrics.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import ssl
+from pathlib import Path
+
+import pytest
+
+from spark_replica.security.certs import issue_server_cert, make_ca
+from tests.support import BrokerFactory
+
+pytestmark = pytest.mark.slow
+
+USER, PASSWORD = "prometheus", "scrape-me"
+TIMEOUT_S = 10.0
+
+
+def scrape(port: int, context: ssl.SSLContext, credentials: str | None) -> tuple[int, bytes]:
+    connection = http.client.HTTPSConnection("127.0.0.1", port, timeout=TIMEOUT_S, context=context)
+    headers = {}
+    if credentials is not None:
+        headers["Authorization"] = "Basic " + base64.b64encode(credentials.encode()).decode()
+    try:
+        connection.request("GET", "/metrics", headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def test_metrics_need_tls_and_the_configured_login(brokers: BrokerFactory, tmp_path: Path) -> None:
+    ca = make_ca(tmp_path / "ca")
+    keystore = issue_server_cert(ca, tmp_path / "metrics.pem")
+    broker = brokers.start(
+        1,
+        **{
+            "metrics.ssl.keystore.location": str(keystore),
+            "metrics.basic.auth.username": USER,
+            "metrics.basic.auth.password": PASSWORD,
+        },
+    )
+    context = ssl.create_default_context(cafile=str(ca.cert))
+
+    plain = http.client.HTTPConnection("127.0.0.1", broker.metrics_port, timeout=TIMEOUT_S)
+    try:
+        with pytest.raises((http.client.HTTPException, OSError)):
+            plain.request("GET", "/metrics")
+            plain.getresponse().read()
+    finally:
+        plain.close()
+
+    for credentials in (None, f"{USER}:wrong", f"someone:{PASSWORD}"):
+        status, _ = scrape(broker.metrics_port, context, credentials)
+        assert status == 401, credentials
+    status, body = scrape(broker.metrics_port, context, f"{USER}:{PASSWORD}")
+    assert status == 200
+    assert b"kafka_server_replicamanager_underreplicatedpartitions" in body
