@@ -99,7 +99,7 @@ def session_losses(broker: BrokerProcess) -> list[str]:
     return [
         line
         for line in text.splitlines()
-        if "Connection dropped" in line or "SUSPENDED" in line or "Session has expired" in line
+        if "Connection dropped" in line or "connection lost" in line or "has expired" in line
     ]
 
 
