@@ -13,6 +13,13 @@ connection. If not, the chunk's frames are saved for replay, the broker's logs c
 beside them, and the broker restarted; a batch that got no answer within the deadline
 is saved the same way (a hang), and so is one answered UNKNOWN_SERVER_ERROR (a handler
 failed in a way nobody meant).
+
+Either listener can be fuzzed: replog's (replog's frames, answers counted by error code)
+or Kafka's (kafka_frames.py; answers only counted, their layouts differing by API). With
+SASL a share of the connections log in before their first batch, the rest send theirs
+unauthenticated. A hostile run (`hostile=True`) mixes hostile.py's cases into the
+chunks, holds the slow lane (lane.py) open beside them, and has a well-behaved client
+(steady.py) produce throughout; its latencies are in the figures.
 """
 
 from __future__ import annotations
@@ -29,17 +36,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spark_replica.errors import UnknownServerError, error_for_code
+from spark_replica.errors import ReplogError, UnknownServerError, error_for_code
 from spark_replica.launcher import BrokerProcess
 from spark_replica.protocol import ApiKey
+from tests.fuzz.background import Background
 from tests.fuzz.cluster import (
-    MAX_FRAME_BYTES,
     FuzzCluster,
+    answers_kafka,
     answers_metadata,
     is_running,
     open_fds,
     rss_mb,
 )
+from tests.fuzz.hostile import HOSTILE_SHARE, FrameSourceLike, HostileFrames, HostileMix
+from tests.fuzz.kafka_frames import KafkaFrameSource
+from tests.fuzz.login import KAFKA, REPLOG, Login, login_stream
 from tests.fuzz.requests import request_frame
 from tests.fuzz.source import FrameSource, FuzzFrame, load_frames, save_frames
 from tests.fuzz.triage import FrameKind
@@ -50,6 +61,9 @@ MAX_PIPELINE = 16
 MARKER_BASE = 0x5E000000
 # RSS after this many frames is reported too: growth past it is what accumulates.
 WARMUP_FRAMES = 20_000
+# With SASL: the share of connections that log in before their first batch.
+LOGIN_SHARE = 0.5
+LOGIN_TIMEOUT_S = 10.0
 _ANSWER_HEAD = struct.Struct(">ih")
 
 
@@ -60,6 +74,10 @@ class Stats:
     closed_by_broker: int = 0
     stalls: int = 0
     broker_restarts: int = 0
+    logins: int = 0
+    login_failures: int = 0
+    # Kafka answers are counted, not read: their layouts differ by API.
+    kafka_answers: int = 0
     answers: Counter[int] = field(default_factory=Counter)
     findings: list[str] = field(default_factory=list)
 
@@ -87,11 +105,23 @@ class Chunk:
 class Sender:
     """Sends chunks to one broker over `connections` connections at a time."""
 
-    def __init__(self, broker: BrokerProcess, stats: Stats, findings: Path, seed: int) -> None:
+    def __init__(
+        self,
+        broker: BrokerProcess,
+        stats: Stats,
+        findings: Path,
+        seed: int,
+        *,
+        listener: str = REPLOG,
+        login: Login | None = None,
+    ) -> None:
         self.broker = broker
         self.stats = stats
         self.findings = findings
         self.rng = random.Random(seed)
+        self.kafka = listener == KAFKA
+        self.address = (broker.host, broker.kafka_port if self.kafka else broker.port)
+        self.login = login
         self._marker = MARKER_BASE
 
     async def send(self, chunk: Chunk, connections: int) -> None:
@@ -121,12 +151,20 @@ class Sender:
     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
         try:
             streams = await asyncio.wait_for(
-                asyncio.open_connection(self.broker.host, self.broker.port), CONNECT_TIMEOUT_S
+                asyncio.open_connection(*self.address), CONNECT_TIMEOUT_S
             )
         except (OSError, TimeoutError):
             chunk.broker_down = True
             return None
         self.stats.connections += 1
+        if self.login is not None and self.rng.random() < LOGIN_SHARE:
+            try:
+                async with asyncio.timeout(LOGIN_TIMEOUT_S):
+                    await login_stream(*streams, self.login)
+                self.stats.logins += 1
+            except (OSError, TimeoutError, asyncio.IncompleteReadError, ReplogError):
+                # The batch goes out unauthenticated, or finds the connection closed.
+                self.stats.login_failures += 1
         return streams
 
     async def _exchange(
@@ -155,7 +193,7 @@ class Sender:
         except TimeoutError:
             self.stats.stalls += 1
             self.save(f"stall-{self.stats.stalls}", batch)
-        except (ConnectionError, asyncio.IncompleteReadError):
+        except (OSError, asyncio.IncompleteReadError):  # closed, reset, not connected
             self.stats.closed_by_broker += 1
         return False
 
@@ -169,10 +207,16 @@ class Sender:
                 head += await reader.readexactly(4 - len(head))
             (size,) = struct.unpack(">i", head)
             body = await reader.readexactly(size)
+            if len(body) < _ANSWER_HEAD.size:
+                self.stats.kafka_answers += 1
+                continue
             correlation_id, code = _ANSWER_HEAD.unpack_from(body)
             if correlation_id == marker and code == 0:
                 return True
-            self.stats.answers[code] += 1
+            if self.kafka:
+                self.stats.kafka_answers += 1
+            else:
+                self.stats.answers[code] += 1
 
     def _next_marker(self) -> int:
         self._marker += 1
@@ -189,10 +233,15 @@ def _close(writer: asyncio.StreamWriter) -> None:
         writer.close()
 
 
-async def healthy(cluster: FuzzCluster) -> bool:
-    """Every broker runs and answers Metadata on a fresh connection."""
-    for broker in cluster.brokers:
-        if not is_running(broker) or not await asyncio.to_thread(answers_metadata, broker):
+async def healthy(cluster: FuzzCluster, broker: BrokerProcess | None = None) -> bool:
+    """Every broker (or `broker`) runs and answers Metadata on a fresh connection (logged
+    in with SASL), and ApiVersions on its Kafka listener if it has one."""
+    for each in cluster.brokers if broker is None else [broker]:
+        if not is_running(each):
+            return False
+        if not await asyncio.to_thread(answers_metadata, each, cluster.login()):
+            return False
+        if each.kafka_port >= 0 and not await asyncio.to_thread(answers_kafka, each):
             return False
     return True
 
@@ -207,17 +256,95 @@ class FuzzSettings:
     progress: bool = False
     # Stop after the chunk that passes this many seconds (the JSON says so).
     max_seconds: float | None = None
+    listener: str = REPLOG
+    hostile: bool = False
 
 
 async def fuzz(cluster: FuzzCluster, settings: FuzzSettings) -> dict[str, Any]:
     """Send fuzzed frames to the first broker; return the run's figures."""
     broker = cluster.brokers[0]
     stats = Stats()
-    source = FrameSource(cluster.target(broker), random.Random(settings.seed), MAX_FRAME_BYTES)
-    sender = Sender(broker, stats, settings.findings, settings.seed)
+    target = cluster.target(broker)
+    rng = random.Random(settings.seed)
+    source: FrameSourceLike
+    if settings.listener == KAFKA:
+        source = KafkaFrameSource(target, rng)
+    else:
+        source = FrameSource(target, rng, cluster.max_frame_bytes)
+    hostile: HostileMix | None = None
+    if settings.hostile:
+        frames = HostileFrames(
+            settings.listener, target, rng, cluster.max_frame_bytes, cluster.sasl
+        )
+        source = hostile = HostileMix(source, frames, rng, HOSTILE_SHARE)
+    login = cluster.login(settings.listener)
+    sender = Sender(
+        broker, stats, settings.findings, settings.seed, listener=settings.listener, login=login
+    )
     rss_before, fds_before = rss_mb(broker), open_fds(broker)
+    background = Background(cluster, settings.listener, target, settings.seed) if hostile else None
+    try:
+        figures = await _send_chunks(cluster, settings, stats, source, sender, background)
+    finally:
+        extra = {} if background is None else await background.stop()
+    rss_after = rss_mb(broker)
+    seconds = figures.pop("seconds")
+    rss_warm = figures.pop("rss_warm")
+    result: dict[str, Any] = {
+        "listener": settings.listener,
+        "sasl": cluster.sasl,
+        "hostile": settings.hostile,
+        "frames": stats.frames,
+        "crashes": stats.broker_restarts,
+        "rss_growth_mb": round(rss_after - rss_before, 1),
+        "connections": stats.connections,
+        "broker_restarts": stats.broker_restarts,
+        "rss_before_mb": round(rss_before, 1),
+        "rss_after_mb": round(rss_after, 1),
+        "rss_after_warmup_mb": None if rss_warm is None else round(rss_warm, 1),
+        "rss_growth_after_warmup_mb": None if rss_warm is None else round(rss_after - rss_warm, 1),
+        "rss_peak_mb": round(max(figures.pop("rss_peak"), rss_after), 1),
+        "fds_before": fds_before,
+        "fds_after": open_fds(broker),
+        "seconds": round(seconds, 1),
+        "frames_per_s": round(stats.frames / seconds, 1) if seconds else 0.0,
+        "answers_by_error": _by_name(stats.answers),
+        "closed_by_broker": stats.closed_by_broker,
+        "stalls": stats.stalls,
+        "frame_kinds": dict(source.kinds),
+        "hazards_skipped": source.hazards_skipped,
+        "findings": stats.findings,
+        "seed": settings.seed,
+        "brokers": len(cluster.brokers),
+        **figures,
+    }
+    if settings.listener == KAFKA:
+        result["kafka_answers"] = stats.kafka_answers
+    if login is not None:
+        result |= {"logins": stats.logins, "login_failures": stats.login_failures}
+    if hostile is not None:
+        well_behaved = extra["well_behaved"]
+        result |= {
+            "well_behaved_p50_ms": well_behaved.get("p50_ms"),
+            "well_behaved_p99_ms": well_behaved.get("p99_ms"),
+            "hostile_cases": dict(hostile.cases.most_common()),
+            **extra,
+        }
+    return result
+
+
+async def _send_chunks(
+    cluster: FuzzCluster,
+    settings: FuzzSettings,
+    stats: Stats,
+    source: FrameSourceLike,
+    sender: Sender,
+    background: Background | None,
+) -> dict[str, Any]:
+    """The chunks, each followed by a health check; RSS and time figures."""
+    broker = cluster.brokers[0]
     rss_warm: float | None = None
-    rss_peak = rss_before
+    rss_peak = rss_mb(broker)
     started = time.monotonic()
     stopped_early = False
     while stats.frames < settings.frames:
@@ -235,32 +362,15 @@ async def fuzz(cluster: FuzzCluster, settings: FuzzSettings) -> dict[str, Any]:
             print(json.dumps(line), file=sys.stderr, flush=True)
         if chunk.broker_down or not await healthy(cluster):
             await _recover(cluster, stats, sender, chunk)
-            source.retarget(cluster.target(broker))
-    seconds = time.monotonic() - started
-    rss_after = rss_mb(broker)
+            target = cluster.target(broker)
+            source.retarget(target)
+            if background is not None:
+                background.retarget(target)
     return {
-        "frames": stats.frames,
-        "connections": stats.connections,
-        "broker_restarts": stats.broker_restarts,
-        "rss_before_mb": round(rss_before, 1),
-        "rss_after_mb": round(rss_after, 1),
-        "rss_growth_mb": round(rss_after - rss_before, 1),
-        "rss_after_warmup_mb": None if rss_warm is None else round(rss_warm, 1),
-        "rss_growth_after_warmup_mb": None if rss_warm is None else round(rss_after - rss_warm, 1),
-        "rss_peak_mb": round(max(rss_peak, rss_after), 1),
-        "fds_before": fds_before,
-        "fds_after": open_fds(broker),
-        "seconds": round(seconds, 1),
-        "frames_per_s": round(stats.frames / seconds, 1) if seconds else 0.0,
-        "answers_by_error": _by_name(stats.answers),
-        "closed_by_broker": stats.closed_by_broker,
-        "stalls": stats.stalls,
-        "frame_kinds": dict(source.kinds),
-        "hazards_skipped": source.hazards_skipped,
-        "findings": stats.findings,
+        "seconds": time.monotonic() - started,
+        "rss_warm": rss_warm,
+        "rss_peak": rss_peak,
         "stopped_early": stopped_early,
-        "seed": settings.seed,
-        "brokers": len(cluster.brokers),
     }
 
 
@@ -270,7 +380,7 @@ async def _recover(cluster: FuzzCluster, stats: Stats, sender: Sender, chunk: Ch
     name = f"crash-{stats.broker_restarts}"
     sender.save(name, chunk.frames[: chunk.taken])
     for broker in cluster.brokers:
-        if not is_running(broker) or not await asyncio.to_thread(answers_metadata, broker):
+        if not await healthy(cluster, broker):
             cluster.keep_logs(broker, sender.findings / name)
             await asyncio.to_thread(cluster.restart, broker)
 
@@ -282,11 +392,11 @@ def _by_name(answers: Counter[int]) -> dict[str, int]:
     return dict(named.most_common())
 
 
-async def replay(cluster: FuzzCluster, path: Path) -> dict[str, Any]:
+async def replay(cluster: FuzzCluster, path: Path, listener: str = REPLOG) -> dict[str, Any]:
     """Send saved frames one connection each, in order; name the first that kills the broker."""
     broker = cluster.brokers[0]
     stats = Stats()
-    sender = Sender(broker, stats, path.parent, 0)
+    sender = Sender(broker, stats, path.parent, 0, listener=listener, login=cluster.login(listener))
     for index, item in enumerate(load_frames(path)):
         chunk = Chunk([item])
         await sender.send(chunk, 1)
