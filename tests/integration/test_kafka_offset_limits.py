@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 from confluent_kafka import Consumer
+from confluent_kafka import TopicPartition as KafkaPartition
 from kazoo.client import KazooClient
 
 from brokerd.groups.coordinator_choice import coordinator_for
@@ -181,6 +182,7 @@ def test_an_empty_groups_offsets_expire_and_a_consuming_groups_stay(
         },
     )
     run(create_topic(brokers.bootstrap, "kept"))
+    run(create_topic(brokers.bootstrap, "unsubscribed"))
     run(produce(brokers.bootstrap, "kept", ["v"]))
     assert commit(broker, "standalone", "kept", {0: ""}, offset=1) == {0: 0}
     member = Consumer(
@@ -198,16 +200,20 @@ def test_an_empty_groups_offsets_expire_and_a_consuming_groups_stay(
         while message is None or message.error() is not None:
             assert time.monotonic() < deadline, "the member read nothing"
             message = member.poll(0.2)
-        member.commit(message=message, asynchronous=False)
+        offsets = [KafkaPartition("kept", 0, 1), KafkaPartition("unsubscribed", 0, 0)]
+        member.commit(offsets=offsets, asynchronous=False)
         wait_until(
             lambda: zk.exists("/consumers/standalone") is None,
             "the standalone group's offsets expired",
             timeout_s=10 * retention_s,
         )
-        # Past its retention the consuming group keeps its offset of a subscribed topic.
-        until = time.monotonic() + 2 * retention_s
-        while time.monotonic() < until:
-            member.poll(0.1)
+        # A Stable group loses the offsets of topics it does not subscribe to a retention
+        # after their commit, and keeps those it subscribes to (committed together).
+        wait_until(
+            lambda: zk.exists("/consumers/members/offsets/unsubscribed") is None,
+            "the offset of a topic no member subscribes to expired",
+            timeout_s=10 * retention_s,
+        )
         assert committed(broker, "members") == {("kept", 0): (1, "")}
     finally:
         member.close()
