@@ -42,6 +42,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help=f"port to serve the page on; 0 picks a free one (default {DEFAULT_PORT})",
     )
     parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name the page may be reached by besides localhost, IP addresses and "
+        "--host; repeatable (default: none). Requests naming any other host are refused, "
+        "so that a web page elsewhere cannot read the console through DNS rebinding",
+    )
+    parser.add_argument(
         "--checkpoint",
         type=Path,
         action="append",
@@ -76,7 +85,7 @@ async def _serve(args: argparse.Namespace, zk: KazooClient | None) -> None:
     try:
         console = Console(ClusterSource(cluster, zk), args.checkpoint, args.interval)
         try:
-            server = await ConsoleServer(console).start(args.host, args.port)
+            server = await ConsoleServer(console, args.allow_host).start(args.host, args.port)
         except OSError as exc:
             where = f"{args.host}:{args.port}"
             raise ConfigError(

@@ -5,10 +5,19 @@ after each answer, so a request is only its head: the request line and headers, 
 MAX_HEAD_BYTES. Bodies are never read. Going the other way, the console scrapes the
 brokers' /metrics with HTTP/1.0 (the server then closes after the body and never
 chunks it), and `parse_response` reads that answer.
+
+DNS rebinding: a page on an attacker's domain can have that name resolve to 127.0.0.1
+and then read the console as if it were its own origin. The browser still names the
+attacker's domain in the Host header, so a request is served only when its Host is a
+name the console answers to (`check_host`): localhost, an IP address (a page whose
+origin is an address is not another site), the address it was bound to, or a name the
+operator allowed with --allow-host. Anything else gets 421 Misdirected Request.
 """
 
 from __future__ import annotations
 
+import ipaddress
+from collections.abc import Iterable
 from dataclasses import dataclass
 from http import HTTPStatus
 
@@ -68,6 +77,63 @@ def parse_request_head(head: bytes) -> Request:
             f"{request_line.method} not allowed: the console is read-only",
         )
     return Request(request_line.method, request_line.path, headers)
+
+
+LOCAL_NAMES = frozenset({"localhost"})
+WILDCARD_HOSTS = frozenset({"", "0.0.0.0", "::"})
+
+
+def host_name(host_header: str) -> str | None:
+    """The name or address a Host header value names, without its port, lower-cased and
+    without a trailing dot (`[::1]:8080` -> `::1`); None if it is malformed."""
+    value = host_header.strip().lower()
+    if value.startswith("["):
+        address, bracket, rest = value[1:].partition("]")
+        if not bracket or (rest and not (rest.startswith(":") and rest[1:].isdigit())):
+            return None
+        return address or None
+    name, colon, port = value.partition(":")
+    if colon and not port.isdigit():
+        return None
+    name = name.rstrip(".")
+    return name or None
+
+
+def allowed_hosts(bind_host: str, extra: Iterable[str] = ()) -> frozenset[str]:
+    """The names the console answers to besides addresses: localhost, the name it was
+    bound to (unless a wildcard) and the operator's --allow-host names."""
+    names = set(LOCAL_NAMES)
+    if bind_host not in WILDCARD_HOSTS:
+        names.add(bind_host.lower().strip("[]").rstrip("."))
+    for name in extra:
+        parsed = host_name(name)
+        if parsed is not None:
+            names.add(parsed)
+    return frozenset(names)
+
+
+def _is_address(name: str) -> bool:
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def check_host(request: Request, allowed: frozenset[str]) -> None:
+    """Refuse a request whose Host header is missing or names a host not served here."""
+    value = request.headers.get("host")
+    if value is None:
+        raise HttpRequestError(HTTPStatus.BAD_REQUEST, "no Host header")
+    name = host_name(value)
+    if name is None:
+        raise HttpRequestError(HTTPStatus.BAD_REQUEST, f"malformed Host header {value!r}")
+    if name not in allowed and not _is_address(name):
+        raise HttpRequestError(
+            HTTPStatus.MISDIRECTED_REQUEST,
+            f"this console does not answer to {name!r}; start it with --allow-host {name} "
+            "to reach it by that name",
+        )
 
 
 @dataclass(frozen=True)

@@ -2,13 +2,15 @@
 
 A request's head must arrive within REQUEST_TIMEOUT_S and fit in MAX_HEAD_BYTES, and at
 most MAX_CONNECTIONS are served at once (more are closed at once), so a slow or hostile
-client holds nothing for long. Every answer closes its connection.
+client holds nothing for long. Every answer closes its connection. A request whose Host
+header names another site is refused (DNS rebinding; http.py's `check_host`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterable
 from http import HTTPStatus
 
 from spark_replica.console.app import Console
@@ -17,6 +19,8 @@ from spark_replica.console.http import (
     MAX_HEAD_BYTES,
     HttpRequestError,
     Response,
+    allowed_hosts,
+    check_host,
     error_response,
     parse_request_head,
 )
@@ -26,11 +30,14 @@ MAX_CONNECTIONS = 64
 
 
 class ConsoleServer:
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, allow_hosts: Iterable[str] = ()) -> None:
         self.console = console
         self.connections = 0
+        self._allow_hosts = tuple(allow_hosts)
+        self.allowed_hosts = allowed_hosts("", self._allow_hosts)
 
     async def start(self, host: str, port: int) -> asyncio.Server:
+        self.allowed_hosts = allowed_hosts(host, self._allow_hosts)
         return await asyncio.start_server(self.handle, host, port, limit=MAX_HEAD_BYTES)
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -62,6 +69,7 @@ class ConsoleServer:
             return None
         try:
             request = parse_request_head(head)
+            check_host(request, self.allowed_hosts)
         except HttpRequestError as exc:
             return error_response(exc.status, str(exc)).encode()
         response: Response = self.console.route(request.path)

@@ -23,11 +23,11 @@ async def exchange(port: int, request: bytes) -> bytes:
         writer.close()
 
 
-def answers(requests: list[bytes]) -> list[bytes]:
+def answers(requests: list[bytes], allow_hosts: tuple[str, ...] = ()) -> list[bytes]:
     async def main() -> list[bytes]:
         cluster = Cluster([("127.0.0.1", 1)])
         console = Console(ClusterSource(cluster, zk=None), checkpoints=[])
-        server = await ConsoleServer(console).start("127.0.0.1", 0)
+        server = await ConsoleServer(console, allow_hosts).start("127.0.0.1", 0)
         port = server.sockets[0].getsockname()[1]
         async with server:
             return [await exchange(port, r) for r in requests]
@@ -35,8 +35,8 @@ def answers(requests: list[bytes]) -> list[bytes]:
     return asyncio.run(asyncio.wait_for(main(), 30))
 
 
-def get(path: str, method: str = "GET") -> bytes:
-    return f"{method} {path} HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+def get(path: str, method: str = "GET", host: str = "127.0.0.1:8080") -> bytes:
+    return f"{method} {path} HTTP/1.1\r\nHost: {host}\r\n\r\n".encode()
 
 
 def test_the_page_its_files_and_the_documents_are_served() -> None:
@@ -74,3 +74,36 @@ def test_unknown_paths_writes_and_huge_heads_are_refused() -> None:
     head_status, head_body = head.split(b"\r\n", 1)[0], head.partition(b"\r\n\r\n")[2]
     assert head_status == b"HTTP/1.1 200 OK"
     assert head_body == b""
+
+
+def test_only_requests_naming_this_console_are_served() -> None:
+    """DNS rebinding: a page on another site that resolves its name to 127.0.0.1 still
+    names that site in Host, and gets nothing."""
+    hosts = [
+        "localhost:8080",
+        "LOCALHOST.",
+        "127.0.0.1",
+        "[::1]:8080",
+        "10.1.2.3:80",
+        "console.example:8080",
+        "evil.example:8080",
+        "localhost.evil.example",
+        "127.0.0.1.nip.io",
+        "[::1",
+    ]
+    answered = answers([get("/api/cluster", host=h) for h in hosts], ("console.example",))
+    statuses = dict(zip(hosts, (parse_response(a)[0] for a in answered), strict=True))
+    assert statuses == {
+        "localhost:8080": 200,
+        "LOCALHOST.": 200,
+        "127.0.0.1": 200,
+        "[::1]:8080": 200,
+        "10.1.2.3:80": 200,
+        "console.example:8080": 200,
+        "evil.example:8080": 421,
+        "localhost.evil.example": 421,
+        "127.0.0.1.nip.io": 421,
+        "[::1": 400,
+    }
+    (no_host,) = answers([b"GET / HTTP/1.1\r\n\r\n"])
+    assert parse_response(no_host)[0] == 400
