@@ -15,6 +15,8 @@ says:
   other than the payload schema, more than one Arrow record batch, a row count other
   than the header's record count, a null timestamp, or first/max timestamps that are not
   the first and largest of the payload.
+* RECORD_TOO_LARGE: compressed payloads declaring more bytes, decompressed, than the
+  topic's max.message.bytes, refused from their metadata before anything decompresses.
 
 Only followers' fetches skip this: they copy what a leader already checked.
 
@@ -29,7 +31,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from spark_replica.errors import CorruptMessageError, InvalidRecordError
+from spark_replica.errors import CorruptMessageError, InvalidRecordError, MessageTooLargeError
+from spark_replica.payload_bounds import declared_payload_bytes
 from spark_replica.records import (
     COMPRESSION_MASK,
     HEADER_SIZE,
@@ -49,11 +52,34 @@ _MAX_PRODUCED_CODEC = 5
 _READ_ERRORS = (pa.ArrowException, OSError, ValueError)
 
 
+def decompressed_payload_bytes(records: bytes | bytearray | memoryview, limit: int) -> int:
+    """The bytes the compressed payloads among `records` declare they hold decompressed;
+    MessageTooLargeError (RECORD_TOO_LARGE) when that is more than `limit` in all.
+
+    Call it before validate_produced, which decompresses: Arrow allocates what a payload
+    declares (spark_replica.payload_bounds). Uncompressed payloads count nothing here:
+    they are read in place. A batch damaged in transit is CORRUPT_MESSAGE here too.
+    """
+    total = 0
+    for header, batch in iter_batches(records):
+        if not header.attributes & COMPRESSION_MASK:
+            continue
+        total += declared_payload_bytes(pa.py_buffer(batch[HEADER_SIZE:]))
+        if total > limit:
+            verify_batch(batch, header)
+            raise MessageTooLargeError(
+                f"batch payloads hold {total} bytes decompressed, more than the topic's "
+                f"max.message.bytes {limit}"
+            )
+    return total
+
+
 def validate_produced(records: bytes | bytearray | memoryview) -> None:
     """Raise CorruptMessageError or InvalidRecordError unless every batch is sound.
 
     The CRC is checked first, so that a batch damaged in transit is always answered
-    CORRUPT_MESSAGE, whatever the damage makes its payload look like.
+    CORRUPT_MESSAGE, whatever the damage makes its payload look like. Compressed
+    payloads are decompressed: bound them first (decompressed_payload_bytes).
     """
     for header, batch in iter_batches(records):
         verify_batch(batch, header)

@@ -1,9 +1,12 @@
 """Serving Produce: append to led partitions, then wait for the HW when acks=all.
 
-Both listeners produce through the same core (`append_records`, then
-`complete_appends`): replog's handler below, and the Kafka listener's
-(brokerd/kafka/produce.py), which converts Kafka's record batches to stored batches
-first. Only the decoding of the request and the shape of the answer differ.
+Both listeners produce through the same core (`accept` each entry, `prepare_and_append`,
+then `complete_appends`): replog's handler below, which validates the stored batches it
+is sent, and the Kafka listener's (brokerd/kafka/produce.py), which converts Kafka's
+record batches to stored batches. Only the decoding of the request, the preparing of
+the records and the shape of the answer differ. Preparing that may take milliseconds
+(decompressing, bounded by the topic's max.message.bytes) runs on the produce workers,
+off the event loop.
 
 An acks=all batch is answered success once the HW has passed it over an ISR of at least
 min.insync.replicas members; if the ISR shrank below that after the append, it is
@@ -27,12 +30,13 @@ instead of writing on to a broker that no longer leads and drops every record.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from brokerd.api.context import BrokerContext, answer_each_partition
-from brokerd.batch_validation import validate_produced
+from brokerd.batch_validation import decompressed_payload_bytes, validate_produced
 from brokerd.log import AppendInfo
 from brokerd.partition import Partition
 from spark_replica.errors import (
@@ -40,6 +44,8 @@ from spark_replica.errors import (
     DuplicateSequenceNumberError,
     InvalidRecordError,
     InvalidRequiredAcksError,
+    ProtocolError,
+    code_of,
     wire_message,
 )
 from spark_replica.protocol.produce import (
@@ -61,6 +67,16 @@ VALID_ACKS = (ACKS_NONE, ACKS_LEADER, ACKS_ALL)
 MAX_PRODUCE_TIMEOUT_MS = 300_000
 
 Records = bytes | bytearray | memoryview
+R = TypeVar("R")
+# Checks and conversions of produced records that may take milliseconds (decompressing,
+# up to the topic's max.message.bytes) run on these threads, never on the event loop;
+# their own pool, so that ZooKeeper reads and file work on the loop's default executor
+# never queue behind them. Each holds at most one partition's decompressed records.
+PRODUCE_WORKERS = 2
+_produce_workers = ThreadPoolExecutor(PRODUCE_WORKERS, thread_name_prefix="produce-worker")
+# Compressed replog payloads declaring at most this many bytes decompressed are
+# validated on the loop, where a worker's hand-over would cost more than the work.
+INLINE_DECOMPRESSED_BYTES = 1024 * 1024
 
 
 class UnansweredProduceFailed(Exception):
@@ -96,25 +112,65 @@ class Appended:
     info: AppendInfo
 
 
-def append_records(
+@dataclass(slots=True)
+class Accepted:
+    """One partition entry of a request that passed the checks made before its records
+    are read: this broker leads the partition, and the entry is its only one."""
+
+    tp: TopicPartition
+    records: Records
+    max_records_bytes: int  # the topic's max.message.bytes, which bounds decompression
+    result: Any
+
+
+def accept(
     ctx: BrokerContext,
     tp: TopicPartition,
     records: Records | None,
     acks: int,
+    repeated: set[tuple[str, int]],
+    result: Any,
+) -> Accepted:
+    """The entry, accepted; else the typed error refusing it (see repeated_partitions)."""
+    if repeated and (tp.topic, tp.partition) in repeated:
+        raise InvalidRecordError(f"the request names {tp} more than once; none of it was appended")
+    partition, present = _led_partition(ctx, tp, records, acks)
+    return Accepted(tp, present, partition.log.config.max_batch_bytes, result)
+
+
+async def prepare_and_append(
+    ctx: BrokerContext,
+    accepted: list[Accepted],
+    acks: int,
     now: int,
-    prepare: Callable[[Records], Records],
-) -> tuple[Partition, AppendInfo]:
-    """Append one partition's records as its leader; raise the typed error refusing them.
+    prepare: Callable[[Accepted], Awaitable[Records]],
+) -> list[Appended]:
+    """Turn each accepted entry into stored batches with `prepare` (checking or
+    converting them, maybe on a worker) and append them, one entry after another in
+    request order, so that a request holds one partition's prepared records at a time.
+    A typed error becomes that partition's answer and touches nothing else."""
+    appended: list[Appended] = []
+    for entry in accepted:
+        result = entry.result
+        try:
+            stored = await prepare(entry)
+            partition, info = _append_stored(ctx, entry.tp, stored, len(entry.records), acks, now)
+        except (BrokerResponseError, ProtocolError) as exc:
+            result.error_code = code_of(exc)
+            result.error_message = wire_message(exc)
+            continue
+        result.base_offset = info.first_offset
+        result.log_start_offset = partition.log.log_start_offset
+        appended.append(Appended(result, entry.tp, partition, info))
+    return appended
 
-    `prepare` turns the request's records into stored batches (checking or converting
-    them); it runs only once the partition is known to be led here, so a misrouted
-    request costs no conversion.
-    """
-    _, present = led_partition(ctx, tp, records, acks)
-    return append_stored(ctx, tp, prepare(present), len(present), acks, now)
+
+async def on_produce_worker(work: Callable[..., R], *args: Any) -> R:
+    """`work(*args)` on the produce workers, off the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(_produce_workers, work, *args)
 
 
-def led_partition(
+def _led_partition(
     ctx: BrokerContext, tp: TopicPartition, records: Records | None, acks: int
 ) -> tuple[Partition, Records]:
     """The partition `records` are for and the records, if this broker leads it and the
@@ -129,7 +185,7 @@ def led_partition(
     return partition, records
 
 
-def append_stored(
+def _append_stored(
     ctx: BrokerContext, tp: TopicPartition, stored: Records, received: int, acks: int, now: int
 ) -> tuple[Partition, AppendInfo]:
     """Append stored batches made from `received` bytes of a request, as leader.
@@ -160,10 +216,6 @@ def repeated_partitions(entries: Iterable[tuple[str, int]]) -> set[tuple[str, in
     return repeated
 
 
-def repeated_error(tp: TopicPartition) -> InvalidRecordError:
-    return InvalidRecordError(f"the request names {tp} more than once; none of it was appended")
-
-
 async def complete_appends(appended: list[Appended], acks: int, timeout_ms: int) -> None:
     """Wait for acks=all appends to commit, and put each failure or old duplicate into
     its result."""
@@ -186,30 +238,33 @@ async def complete_appends(appended: list[Appended], acks: int, timeout_ms: int)
             )
 
 
-def _validated(records: Records) -> Records:
-    validate_produced(records)
+async def _validated(entry: Accepted) -> Records:
+    """Validation runs on the loop where it is cheap: uncompressed payloads are read in
+    place, small compressed ones decompress in well under a millisecond. Payloads
+    declaring more (up to max.message.bytes) decompress on a produce worker."""
+    records, limit = entry.records, entry.max_records_bytes
+    if decompressed_payload_bytes(records, limit) <= INLINE_DECOMPRESSED_BYTES:
+        validate_produced(records)
+        return records
+    await on_produce_worker(validate_produced, records)
     return records
 
 
 async def handle_produce(ctx: BrokerContext, request: ProduceRequest) -> ProduceResponse | None:
     """Answer per partition; with acks=0 answer nothing (the client does not wait)."""
     now = now_ms()
-    appended: list[Appended] = []
+    accepted: list[Accepted] = []
     repeated = repeated_partitions(
         (topic.topic, entry.partition) for topic in request.topics for entry in topic.partitions
     )
 
-    def serve(tp: TopicPartition, entry: ProducePartition, result: ProducePartitionResult) -> None:
-        if repeated and (tp.topic, tp.partition) in repeated:
-            raise repeated_error(tp)
-        partition, info = append_records(ctx, tp, entry.records, request.acks, now, _validated)
-        result.base_offset = info.first_offset
-        result.log_start_offset = partition.log.log_start_offset
-        appended.append(Appended(result, tp, partition, info))
+    def check(tp: TopicPartition, entry: ProducePartition, result: ProducePartitionResult) -> None:
+        accepted.append(accept(ctx, tp, entry.records, request.acks, repeated, result))
 
     topics = answer_each_partition(
-        request.topics, ProduceTopicResult, ProducePartitionResult, serve
+        request.topics, ProduceTopicResult, ProducePartitionResult, check
     )
+    appended = await prepare_and_append(ctx, accepted, request.acks, now, _validated)
     await complete_appends(appended, request.acks, request.timeout_ms)
     close_if_unanswered_failed(
         request.acks, (result for topic in topics for result in topic.partitions)

@@ -17,30 +17,27 @@ partition, decompressed, count against the topic's max.message.bytes (RECORD_TOO
 past it; decompression stops there). Small uncompressed records are converted on the
 event loop, where a worker's hand-over would cost more than the work; anything larger,
 and anything compressed (a few kilobytes can decompress to the whole limit), is
-converted on one of CONVERT_WORKERS threads, so that one client's bomb never stalls the
-others. Partitions are converted one after another, so one request holds at most one
-partition's decompressed records at a time; appends stay on the loop, in request order.
+converted on a produce worker thread (brokerd/api/produce.py), so that one client's bomb
+never stalls the others. Partitions are converted one after another, so one request
+holds at most one partition's decompressed records at a time; appends stay on the loop,
+in request order.
 """
 
 from __future__ import annotations
 
-import asyncio
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-
 from brokerd.api.context import BrokerContext
 from brokerd.api.produce import (
-    Appended,
+    Accepted,
     Records,
-    append_stored,
+    accept,
     close_if_unanswered_failed,
     complete_appends,
-    led_partition,
-    repeated_error,
+    on_produce_worker,
+    prepare_and_append,
     repeated_partitions,
 )
 from brokerd.kafka.authorization import authorize_topic, topic_denied
-from brokerd.kafka.partitions import SERVING_ERRORS, serve_partition, set_error
+from brokerd.kafka.partitions import serve_partition
 from brokerd.kafka.request import KafkaRequest
 from spark_replica.errors import BrokerResponseError, TransactionalIdAuthorizationFailedError
 from spark_replica.kafka_wire.convert import kafka_to_replog
@@ -52,13 +49,8 @@ from spark_replica.security.acl import Operation
 from spark_replica.topics import TopicPartition
 
 # Uncompressed records up to this size are converted on the event loop (tens of
-# microseconds); larger or compressed ones on a worker.
+# microseconds); larger or compressed ones on a produce worker.
 INLINE_CONVERT_BYTES = 64 * 1024
-# Conversions running at once, broker-wide: each holds up to max.message.bytes of
-# decompressed records. Their own pool, so that they never queue ZooKeeper reads and
-# file work behind them on the loop's default executor.
-CONVERT_WORKERS = 2
-_converters = ThreadPoolExecutor(CONVERT_WORKERS, thread_name_prefix="kafka-produce-convert")
 
 
 async def stored_batches(records: Records, max_records_bytes: int) -> bytes:
@@ -66,20 +58,11 @@ async def stored_batches(records: Records, max_records_bytes: int) -> bytes:
     cheapest (see the module's docstring); the conversion's typed errors as raised."""
     if len(records) <= INLINE_CONVERT_BYTES and all_uncompressed(records):
         return kafka_to_replog(records, max_records_bytes=max_records_bytes)
-    loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(
-        _converters, kafka_to_replog, records, "none", max_records_bytes
-    )
+    return await on_produce_worker(kafka_to_replog, records, "none", max_records_bytes)
 
 
-@dataclass(slots=True)
-class _Entry:
-    """One partition entry of the request that passed the checks made before converting."""
-
-    tp: TopicPartition
-    records: Records
-    max_records_bytes: int
-    result: Data
+async def _converted(entry: Accepted) -> Records:
+    return await stored_batches(entry.records, entry.max_records_bytes)
 
 
 async def handle_produce(ctx: BrokerContext, request: KafkaRequest) -> Data | None:
@@ -88,7 +71,7 @@ async def handle_produce(ctx: BrokerContext, request: KafkaRequest) -> Data | No
     repeated = repeated_partitions(
         (topic.name, entry.index) for topic in body.topic_data for entry in topic.partition_data
     )
-    accepted: list[_Entry] = []
+    accepted: list[Accepted] = []
     responses = []
     for topic in body.topic_data:
         name = topic.name
@@ -112,15 +95,12 @@ async def handle_produce(ctx: BrokerContext, request: KafkaRequest) -> Data | No
             )
 
             def check(tp: TopicPartition, entry: Data = entry, result: Data = result) -> None:
-                if repeated and (tp.topic, tp.partition) in repeated:
-                    raise repeated_error(tp)
-                partition, records = led_partition(ctx, tp, entry.records, body.acks)
-                accepted.append(_Entry(tp, records, partition.log.config.max_batch_bytes, result))
+                accepted.append(accept(ctx, tp, entry.records, body.acks, repeated, result))
 
             serve_partition(name, entry.index, result, denied, check)
             results.append(result)
         responses.append(Data(name=name, partition_responses=results))
-    appended = await _convert_and_append(ctx, accepted, body.acks, now)
+    appended = await prepare_and_append(ctx, accepted, body.acks, now, _converted)
     await complete_appends(appended, body.acks, body.timeout_ms)
     close_if_unanswered_failed(
         body.acks,
@@ -129,23 +109,3 @@ async def handle_produce(ctx: BrokerContext, request: KafkaRequest) -> Data | No
     if body.acks == ACKS_NONE:
         return None
     return Data(responses=responses, throttle_time_ms=0)
-
-
-async def _convert_and_append(
-    ctx: BrokerContext, accepted: list[_Entry], acks: int, now: int
-) -> list[Appended]:
-    """Convert and append each accepted entry in request order; a typed error becomes
-    that partition's answer and touches nothing else."""
-    appended: list[Appended] = []
-    for entry in accepted:
-        result = entry.result
-        try:
-            stored = await stored_batches(entry.records, entry.max_records_bytes)
-            partition, info = append_stored(ctx, entry.tp, stored, len(entry.records), acks, now)
-        except SERVING_ERRORS as exc:
-            set_error(result, exc)
-            continue
-        result.base_offset = info.first_offset
-        result.log_start_offset = partition.log.log_start_offset
-        appended.append(Appended(result, entry.tp, partition, info))
-    return appended

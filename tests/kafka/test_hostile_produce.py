@@ -1,9 +1,10 @@
 """Produce requests built to cost the broker memory or time are refused cheaply.
 
-One broker with a Kafka listener, spoken to over raw sockets: no Kafka client builds a
-batch that lies about its record count, a compression bomb or a request naming one
-partition twice. Each answer is checked exactly, and a well-behaved confluent-kafka
-producer shows that nobody else waits while the bad requests are refused.
+One broker, spoken to over raw sockets on its Kafka listener (and, for Arrow payload
+bombs, its replog listener): no client builds a batch that lies about its record count,
+a compression bomb or a request naming one partition twice. Each answer is checked
+exactly, and a well-behaved confluent-kafka producer shows that nobody else waits while
+the bad requests are refused.
 """
 
 from __future__ import annotations
@@ -18,10 +19,14 @@ from pathlib import Path
 
 import cramjam
 import crc32c
+import numpy as np
+import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from spark_replica.launcher import BrokerProcess
+from spark_replica.protocol.produce import ProducePartition, ProduceRequest, ProduceTopic
+from spark_replica.records import PAYLOAD_SCHEMA_NO_HEADERS, encode_batch
 from spark_replica.zk.embedded import EmbeddedZooKeeper
 from tests.kafka.clients import (
     SOCKET_TIMEOUT_S,
@@ -31,6 +36,7 @@ from tests.kafka.clients import (
     read_frame,
 )
 from tests.support import BrokerFactory
+from tests.support_wire import RawConnection
 
 pytestmark = pytest.mark.slow
 
@@ -46,6 +52,9 @@ BOMB_BYTES = 256 << 20
 BOMBS_PER_ENTRY = 4
 PLAIN = "plain"
 ANSWER_S = 1.0
+# An Arrow payload bomb: its value decompresses to this much (the test builds it once).
+ARROW_BOMB_BYTES = 128 << 20
+TIMESTAMP = pa.timestamp("ms", tz="UTC")
 RSS_GROWTH_MB = 50
 
 
@@ -269,3 +278,46 @@ def test_a_partition_named_twice_is_refused_and_nothing_appended(
     ]
     after = end_offsets(bootstrap, PLAIN, 2)
     assert after == [before[0], before[1] + 1]
+
+
+def arrow_bomb(value_size: int) -> bytes:
+    """A replog batch of one record whose value is `value_size` zero bytes, its Arrow
+    buffers zstd-compressed: a few kilobytes declaring the whole value."""
+    offsets = pa.py_buffer(np.array([0, value_size], np.int32))
+    value = pa.Array.from_buffers(pa.binary(), 1, [None, offsets, pa.py_buffer(bytes(value_size))])
+    records = pa.RecordBatch.from_arrays(
+        [pa.array([None], pa.binary()), value, pa.array([int(time.time() * 1000)], TIMESTAMP)],
+        schema=PAYLOAD_SCHEMA_NO_HEADERS,
+    )
+    return bytes(encode_batch(records, compression="zstd"))
+
+
+def test_replog_listener_refuses_arrow_bombs_and_repeated_partitions(
+    kafka_broker: BrokerFactory,
+) -> None:
+    """A compressed payload declaring more than max.message.bytes is refused from its
+    metadata, before Arrow allocates and decompresses it; a partition named twice is
+    refused on this listener too."""
+    broker = kafka_broker.brokers[1]
+    bomb = arrow_bomb(ARROW_BOMB_BYTES)
+    assert len(bomb) < 64 * 1024
+    before = rss_mb(broker)
+    with RawConnection((broker.host, broker.port)) as connection:
+        answer = connection.call(
+            ProduceRequest(
+                acks=1,
+                timeout_ms=30_000,
+                topics=[
+                    ProduceTopic(BOMBS, [ProducePartition(0, bomb)]),
+                    ProduceTopic(PLAIN, [ProducePartition(0, bomb), ProducePartition(0, bomb)]),
+                ],
+            )
+        )
+    growth = rss_mb(broker) - before
+    errors = [(t.topic, p.partition, p.error_code) for t in answer.topics for p in t.partitions]
+    assert errors == [
+        (BOMBS, 0, RECORD_TOO_LARGE),
+        (PLAIN, 0, INVALID_RECORD),
+        (PLAIN, 0, INVALID_RECORD),
+    ]
+    assert growth < RSS_GROWTH_MB, f"broker RSS grew {growth:.0f} MB"

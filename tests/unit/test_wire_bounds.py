@@ -1,21 +1,35 @@
 """Counts and lengths from the wire are refused before anything is sized from them, in
-both codecs and in Kafka's record batches, by the one helper (spark_replica.wire_bounds)."""
+both codecs and in Kafka's record batches, by the one helper (spark_replica.wire_bounds);
+what replog's compressed Arrow payloads declare is bounded before Arrow decompresses them
+(spark_replica.payload_bounds, brokerd.batch_validation)."""
 
 from __future__ import annotations
 
+import contextlib
 import struct
 import tracemalloc
 
 import cramjam
+import numpy as np
+import pyarrow as pa
 import pytest
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
+from brokerd.batch_validation import decompressed_payload_bytes, validate_produced
 from spark_replica.errors import CorruptMessageError, MessageTooLargeError, ProtocolError
 from spark_replica.kafka_wire import primitives as kafka_primitives
 from spark_replica.kafka_wire.convert import kafka_to_replog
 from spark_replica.kafka_wire.messages.groups import OFFSET_FETCH_REQUEST
+from spark_replica.payload_bounds import declared_payload_bytes
 from spark_replica.protocol import primitives as native_primitives
-from spark_replica.records import HEADER_SIZE, compute_crc
+from spark_replica.records import (
+    HEADER_SIZE,
+    PAYLOAD_SCHEMA,
+    PAYLOAD_SCHEMA_NO_HEADERS,
+    build_batch,
+    compute_crc,
+    encode_batch,
+)
 from spark_replica.wire_bounds import bounded_count
 
 HUGE = 2**31 - 1
@@ -146,3 +160,51 @@ def test_compressed_records_count_against_the_limit_across_batches() -> None:
     assert len(kafka_to_replog(one, max_records_bytes=1_000_000)) > 0
     with pytest.raises(MessageTooLargeError):
         kafka_to_replog(one + one, max_records_bytes=1_000_000)
+
+
+def arrow_buffers_bytes(records: pa.RecordBatch) -> int:
+    return sum(b.size for column in records.columns for b in column.buffers() if b is not None)
+
+
+@pytest.mark.parametrize("compression", ["lz4", "zstd"])
+def test_compressed_payloads_declare_their_buffers_sizes(compression: str) -> None:
+    batch = build_batch(
+        [b"a" * 1000, None, b"c"],
+        keys=[b"k", None, b""],
+        headers=[[("h", b"v")], None, [("x", None)]],
+        compression=compression,
+    )
+    payload = pa.py_buffer(memoryview(batch)[HEADER_SIZE:])
+    records = pa.ipc.open_stream(payload).read_next_batch()
+    assert records.schema.equals(PAYLOAD_SCHEMA)
+    assert declared_payload_bytes(payload) == arrow_buffers_bytes(records)
+    assert decompressed_payload_bytes(batch, limit=10_000) == arrow_buffers_bytes(records)
+    assert decompressed_payload_bytes(build_batch([b"v"]), limit=0) == 0  # read in place
+
+
+def test_an_arrow_bomb_is_refused_before_arrow_allocates_it() -> None:
+    size = 32 << 20
+    offsets = pa.py_buffer(np.array([0, size], np.int32))
+    value = pa.Array.from_buffers(pa.binary(), 1, [None, offsets, pa.py_buffer(bytes(size))])
+    timestamps = pa.array([1_700_000_000_000], pa.timestamp("ms", tz="UTC"))
+    records = pa.RecordBatch.from_arrays(
+        [pa.array([None], pa.binary()), value, timestamps], schema=PAYLOAD_SCHEMA_NO_HEADERS
+    )
+    bomb = bytes(encode_batch(records, compression="zstd"))
+    del records, value
+    assert len(bomb) < 64 * 1024
+    allocated = pa.total_allocated_bytes()
+    with pytest.raises(MessageTooLargeError, match=r"max\.message\.bytes 16777216"):
+        decompressed_payload_bytes(bomb, limit=16 << 20)
+    assert pa.total_allocated_bytes() - allocated < ALLOCATION_CEILING
+    assert decompressed_payload_bytes(bomb, limit=size + 100) > size
+    validate_produced(bomb)  # what the bound protects: it is a sound batch
+
+
+def test_damaged_arrow_metadata_is_corrupt_message_never_another_error() -> None:
+    batch = bytearray(build_batch([b"value"] * 3, keys=[b"k"] * 3, compression="zstd"))
+    for position in range(HEADER_SIZE, len(batch)):
+        damaged = bytearray(batch)
+        damaged[position] ^= 0xFF
+        with contextlib.suppress(CorruptMessageError):
+            declared_payload_bytes(pa.py_buffer(bytes(damaged[HEADER_SIZE:])))
