@@ -78,14 +78,21 @@ async def drain(protocol: FrameProtocol, count: int) -> list[bytearray | Oversiz
         max_size=6,
     ),
     st.lists(st.integers(min_value=0, max_value=4 * SCRATCH_BYTES), max_size=12),
+    st.booleans(),
 )
-def test_frames_survive_any_split(payloads: list[bytes], cuts: list[int]) -> None:
+def test_frames_survive_any_split(payloads: list[bytes], cuts: list[int], charged: bool) -> None:
+    """With a budget too: a large frame charged step by step arrives whole all the same."""
+
     async def scenario() -> list[bytearray | OversizedFrame]:
-        protocol = FrameProtocol(max_frame_bytes=10 * SCRATCH_BYTES)
+        budget = RequestBudget(100 * SCRATCH_BYTES) if charged else None
+        protocol = FrameProtocol(max_frame_bytes=10 * SCRATCH_BYTES, budget=budget)
+        protocol.set_limits(10 * SCRATCH_BYTES, 100 * SCRATCH_BYTES)  # feed() never pauses
         protocol.connection_made(RecordingTransport())
         data = frames_of(payloads)
         feed(protocol, data, [c for c in cuts if c < len(data)])
-        return await drain(protocol, len(payloads))
+        frames = await drain(protocol, len(payloads))
+        assert budget is None or budget.used == len(data) - 4 * len(payloads)
+        return frames
 
     assert [bytes(f) for f in asyncio.run(scenario())] == payloads  # type: ignore[arg-type]
 
