@@ -85,6 +85,7 @@ def broker_configs(ctx: BrokerContext) -> list[Data]:
     config = ctx.config
     values = {
         "broker.id": str(config.broker_id),
+        "compression.type": config.compression_type,
         "min.insync.replicas": str(config.min_insync_replicas),
         "log.retention.ms": str(config.log_defaults.retention_ms),
         "log.segment.bytes": str(config.log_defaults.segment_bytes),

@@ -4,7 +4,9 @@ Both keep the same 61-byte header (spark_replica.records), so a conversion keeps
 offset, leader epoch, producer id/epoch, base sequence, record count, first and max
 timestamps and the timestamp type, and rewrites the payload, the codec bits and the CRC:
 varint records (maybe compressed with a Kafka codec) one way, an Arrow IPC stream (maybe
-with Arrow buffer compression) the other.
+with Arrow buffer compression) the other. A stored batch remembers the Kafka codec it was
+produced with (records.PRODUCED_CODEC_MASK), so that a fetch can send it back compressed
+alike (`fetch_codec`).
 
 The broker runs these on every produced and every fetched record, so they read and
 write whole columns (record_batch, record_writer) rather than records. What a produce
