@@ -5,17 +5,23 @@ cleanly), or with --detach leaves it running and records its PID in the director
 `stop` to find. `start --ensemble N` runs N QuorumPeerMain nodes on free ports instead,
 each in `node-<myid>` under the directory with its own PID file, and prints the connect
 string naming them all; `stop` stops every node it finds there.
+
+`lock-znodes` locks what a cluster made before zookeeper.set.acl was on
+(spark_replica/zk/acl_lock.py), as Kafka's zookeeper-security-migration does.
 """
 
 from __future__ import annotations
 
 import argparse
 import signal
+import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from spark_replica.cli.common import add_connection_options, zookeeper_session
 from spark_replica.cluster_dir import ClusterInfo, ZooKeeperNodeEntry
+from spark_replica.zk.acl_lock import lock_cluster_znodes
 from spark_replica.zk.embedded import PID_FILE, STOP_TIMEOUT_S, EmbeddedZooKeeper, stop_pid
 from spark_replica.zk.ensemble import (
     EnsembleNode,
@@ -47,10 +53,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     stop.add_argument(
         "--dir", type=Path, required=True, help="the data directory the server was started with"
     )
+    lock = actions.add_parser(
+        "lock-znodes",
+        help="give every znode of the cluster that anyone may change the ACL "
+        "zookeeper.set.acl gives new ones (run after the brokers restarted with it)",
+    )
+    add_connection_options(lock)
     zookeeper.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.action == "lock-znodes":
+        return _lock_znodes(args)
     if args.action == "stop":
         pid_files = [args.dir / PID_FILE, *sorted(args.dir.glob(f"node-*/{PID_FILE}"))]
         found = [pid_file for pid_file in pid_files if pid_file.exists()]
@@ -75,6 +89,19 @@ def run(args: argparse.Namespace) -> int:
         lambda: None if process.poll() is None else "ZooKeeper exited on its own",
         server.stop,
     )
+
+
+def _lock_znodes(args: argparse.Namespace) -> int:
+    with zookeeper_session(args, "locking znodes") as zk:
+        outcome = lock_cluster_znodes(zk)
+    locked = len(outcome.locked)
+    print(f"Locked {locked} znode(s): only the cluster's ZooKeeper login may change them.")
+    for path in outcome.refused:
+        print(
+            f"replog: {path}: anyone may change it, but not its ACL with this login",
+            file=sys.stderr,
+        )
+    return 1 if outcome.refused else 0
 
 
 def _run_ensemble(args: argparse.Namespace) -> int:

@@ -24,6 +24,26 @@ PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
 # Kafka's reassignment file layout; see spark_replica.reassignment for its codec.
 REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
 VERSION = 1
+# The names at the top of a cluster's tree (as Kafka's SecureRootPaths): the znodes
+# `replog zookeeper lock-znodes` locks in an ensemble the cluster shares without a chroot
+# of its own (with one, it locks the whole chroot).
+CLUSTER_ROOTS = frozenset(
+    {
+        "admin",
+        "brokers",
+        "config",
+        "consumers",
+        "controller",
+        "controller_epoch",
+        "isr_change_notification",
+        "kafka-acl",
+        "kafka-acl-changes",
+        "kafka-acl-extended",
+        "kafka-acl-extended-changes",
+        "latest_producer_id_block",
+        "replog",
+    }
+)
 
 
 def broker_path(broker_id: int) -> str:

@@ -18,11 +18,21 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NoAuthError
 from kazoo.security import Permissions
 
+from spark_replica.security.scram import make_credential
 from spark_replica.zk import znodes
 from spark_replica.zk.kazoo_errors import children_if_present, read_if_present
+from spark_replica.zk.security_store import write_credential
 from spark_replica.zk.session import connect, split_connect_string
 from tests.security.conftest import PASSWORDS, ZK_DIGEST, SecureSetup, jaas
-from tests.support import BrokerFactory, replog_in_process, wait_until
+from tests.support import (
+    BrokerFactory,
+    create_topic,
+    leadership,
+    replog_in_process,
+    run,
+    wait_for,
+    wait_until,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -140,6 +150,20 @@ def _world_may_change(zk: KazooClient, path: str) -> bool:
     return any(a.perms & ~Permissions.READ for a in world)
 
 
+def _audit(zk_connect: str) -> tuple[list[str], list[str]]:
+    """Every znode of the cluster, and those whose ACL lets the world change them.
+
+    Listed by the cluster's own identity: some znodes (credentials) are not even readable
+    by others, so an anonymous session could not list what lies under them."""
+    zk = connect(zk_connect, digest=ZK_DIGEST)
+    try:
+        paths = _whole_tree(zk)
+        return paths, [p for p in paths if _world_may_change(zk, p)]
+    finally:
+        zk.stop()
+        zk.close()
+
+
 def _anonymous_set_outcomes(zk_connect: str, paths: list[str]) -> dict[str, str]:
     """What an unauthenticated session's `set` on each znode met (pipelined)."""
     anonymous = KazooClient(hosts=zk_connect)
@@ -167,15 +191,7 @@ def test_no_znode_of_a_secured_cluster_is_open_to_anonymous_writers(
     _through_the_cli(secure, tmp_path)
     _through_kafka_clients(secure)
 
-    # Listed by the cluster's own identity: some znodes (credentials) are not even
-    # readable by others, so an anonymous session could not list what lies under them.
-    zk = connect(secure.zk_connect, digest=ZK_DIGEST)
-    try:
-        paths = _whole_tree(zk)
-        open_to_world = [p for p in paths if _world_may_change(zk, p)]
-    finally:
-        zk.stop()
-        zk.close()
+    paths, open_to_world = _audit(secure.zk_connect)
     expected = [
         znodes.partition_state_path("cli-made", 2),
         znodes.partition_state_path("kafka-made", 1),
@@ -192,6 +208,8 @@ def test_no_znode_of_a_secured_cluster_is_open_to_anonymous_writers(
         "/consumers/committers/offsets/kafka-made/1",
     ]
     assert set(expected) <= set(paths), sorted(set(expected) - set(paths))
+    # `replog zookeeper lock-znodes` knows every top-level znode the cluster makes.
+    assert {p.split("/")[1] for p in paths if p != "/"} <= znodes.CLUSTER_ROOTS
     assert open_to_world == []
     outcomes = _anonymous_set_outcomes(secure.zk_connect, paths)
     assert {p: o for p, o in outcomes.items() if o != "NoAuthError"} == {}
@@ -216,3 +234,55 @@ def test_the_cluster_root_is_made_by_the_secured_broker_not_by_whoever_looked_fi
             zk.close()
     finally:
         brokers.stop_all()
+
+
+def test_lock_znodes_closes_what_a_cluster_made_before_it_was_secured(
+    zk_connect: str, tmp_path: Path
+) -> None:
+    """Kafka's zookeeper-security-migration: brokers restarted with zookeeper.set.acl,
+    then the znodes they made open are locked; the cluster keeps working."""
+    brokers = BrokerFactory(zk_connect, tmp_path)
+    try:
+        brokers.start(1)
+        run(create_topic(brokers.bootstrap, "before", 2))
+        unsecured = connect(zk_connect)
+        try:
+            write_credential(unsecured, "early", make_credential("SCRAM-SHA-256", "pw"))
+        finally:
+            unsecured.stop()
+            unsecured.close()
+        assert _audit(zk_connect)[1], "an unsecured cluster's znodes are open"
+        brokers.brokers[1].stop()
+        brokers.start(1, **{"zookeeper.set.acl": "true", "zookeeper.digest": ZK_DIGEST})
+
+        anonymous = replog_in_process("zookeeper", "lock-znodes", "--zookeeper", zk_connect)
+        assert anonymous.returncode != 0 and b"zookeeper.digest" in anonymous.stderr
+        properties = tmp_path / "zk.properties"
+        properties.write_text(f"zookeeper.digest={ZK_DIGEST}\n")
+        where = ("--zookeeper", zk_connect, "--command-config", str(properties))
+        locked = replog_in_process("zookeeper", "lock-znodes", *where)
+        assert locked.returncode == 0, locked.stderr.decode()
+        paths, open_to_world = _audit(zk_connect)
+        assert open_to_world == []
+        assert set(_anonymous_set_outcomes(zk_connect, paths).values()) == {"NoAuthError"}
+        secret = KazooClient(hosts=zk_connect)
+        secret.start(timeout=ZK_CONNECT_TIMEOUT_S)
+        try:
+            with pytest.raises(NoAuthError):
+                secret.get("/config/users/early")  # a credential: not even readable now
+        finally:
+            secret.stop()
+            secret.close()
+        again = replog_in_process("zookeeper", "lock-znodes", *where)
+        assert again.stdout.startswith(b"Locked 0 znode(s)"), again.stdout
+
+        # The broker still writes where it wrote before: a new topic under the locked
+        # parents, its partition states, a config change.
+        run(create_topic(brokers.bootstrap, "after", 2, **{"retention.ms": "3600000"}))
+        run(wait_for(lambda: _led_by(brokers, "after", 1), DEADLINE_S))
+    finally:
+        brokers.stop_all()
+
+
+async def _led_by(brokers: BrokerFactory, topic: str, broker_id: int) -> bool:
+    return all(p["leader"] == broker_id for p in await leadership(brokers.bootstrap, topic))
