@@ -24,6 +24,7 @@ from spark_replica.launcher import BrokerProcess
 from spark_replica.records import build_batch
 from tests.kafka.clients import (
     SOCKET_TIMEOUT_S,
+    Deliveries,
     at_least,
     consume,
     flush,
@@ -142,10 +143,14 @@ class SmallProducer(threading.Thread):
         self.bootstrap = bootstrap
         self.topic = topic
         self.stop = threading.Event()
+        self.ready = threading.Event()  # connected, metadata known: latencies from now on
         self.latencies: list[float] = []
 
     def run(self) -> None:
         with kafka_producer({"bootstrap.servers": self.bootstrap, "linger.ms": 0}) as producer:
+            producer.produce(self.topic, value=b"warm-up")
+            flush(producer)
+            self.ready.set()
             while not self.stop.is_set():
                 sent = time.monotonic()
                 producer.produce(self.topic, value=b"small")
@@ -167,13 +172,16 @@ def test_a_64_mib_record_is_read_and_the_record_after_it_while_others_produce(
         "compression.type": "zstd",
         "message.max.bytes": 100_000_000,
     }
+    deliveries = Deliveries()
     with kafka_producer(config) as producer:
-        producer.produce("huge", value=large, partition=0)
-        producer.produce("huge", value=b"after", partition=0)
+        producer.produce("huge", value=large, partition=0, on_delivery=deliveries)
+        producer.produce("huge", value=b"after", partition=0, on_delivery=deliveries)
         flush(producer)
+    assert not deliveries.failed and len(deliveries.acked) == 2, deliveries.failed
     other = SmallProducer(bootstrap, "busy")
     other.start()
     try:
+        assert other.ready.wait(30), "the other producer never delivered"
         consumer_config = {"bootstrap.servers": bootstrap, "group.id": "huge"}
         with kafka_consumer(consumer_config) as consumer:
             consumer.assign([TopicPartition("huge", 0, 0)])
