@@ -6,11 +6,11 @@ Once the answer is final its stored batches are converted to Kafka batches with 
 same base offset, leader epoch, producer fields and timestamps (fetch_convert.py: the
 fetch limits applied to the converted bytes, the first batch always sent), compressed
 with the codec the topic's compression.type names or, for "producer", the one each
-batch was produced with. Converted batches go through a cache (fetch_cache.py) that
-every consumer of this broker shares; conversions that are not cheap run on
-CONVERT_WORKERS worker threads, so a large batch never holds the event loop and at most
-that many are expanded in memory at once. One cache and one pool per process: a
-process is one broker.
+batch was produced with (zstd only from Fetch v10, whose clients read it). Converted
+batches go through a cache (fetch_cache.py) that every consumer of this broker shares;
+conversions that are not cheap run on CONVERT_WORKERS worker threads, so a large batch
+never holds the event loop and at most that many are expanded in memory at once. One
+cache and one pool per process: a process is one broker.
 
 Every partition's records field is a (maybe empty) record set, never null, errors
 included: librdkafka refuses a null one ("invalid MessageSetSize -1"), and an
@@ -45,6 +45,8 @@ from spark_replica.security.acl import Operation
 from spark_replica.topics import TopicPartition
 
 CONSUMER_REPLICA_ID = -1
+# The first Fetch version whose clients read zstd batches (KIP-110).
+FIRST_ZSTD_FETCH_VERSION = 10
 FETCH_CACHE = FetchCache()
 # Threads converting fetched batches: each holds at most one batch's records expanded
 # (bounded by max.message.bytes on produce), so this bounds that memory too.
@@ -67,7 +69,12 @@ async def handle_fetch(ctx: BrokerContext, request: KafkaRequest) -> Data:
             denied[topic.topic] = None
     read_all = functools.partial(_read_all, ctx, body, denied)
     response, reads = await long_poll(read_all, body.max_wait_ms, body.min_bytes)
-    conversion = Conversion(reads, min(body.max_bytes, FETCH_MAX_BYTES), FETCH_CACHE)
+    conversion = Conversion(
+        reads,
+        min(body.max_bytes, FETCH_MAX_BYTES),
+        FETCH_CACHE,
+        zstd=request.version >= FIRST_ZSTD_FETCH_VERSION,
+    )
     if not conversion.run(inline=True):
         await asyncio.get_running_loop().run_in_executor(_CONVERTER, conversion.run, False)
     for topic in response.responses:

@@ -16,6 +16,10 @@ the event loop converting only such cheap batches (up to INLINE_STORED_BYTES of 
 answer) and stops at the first other one; the caller then finishes the same Conversion
 in a worker thread, from where it stopped.
 
+Kafka's clients read zstd from Fetch v10 on (KIP-110); Kafka's broker answers an older
+Fetch of a zstd batch with UNSUPPORTED_COMPRESSION_TYPE. Converting anyway, replog
+sends such a client the batch uncompressed instead.
+
 Pure logic over the shared cache (fetch_cache.py, thread-safe); no I/O.
 """
 
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 from brokerd.kafka.fetch_cache import BatchKey, FetchCache
 from brokerd.kafka.partitions import SERVING_ERRORS, set_error
 from spark_replica.errors import CorruptMessageError, CorruptRecordError
-from spark_replica.kafka_wire.compress import NONE
+from spark_replica.kafka_wire.compress import NONE, ZSTD
 from spark_replica.kafka_wire.convert import fetch_codec, replog_batch_to_kafka
 from spark_replica.kafka_wire.schema import Data
 from spark_replica.records import COMPRESSION_MASK, BatchHeader, iter_batches
@@ -51,9 +55,12 @@ class StoredRead:
 class Conversion:
     """The conversion of one answer's reads, resumable: see the module's notes."""
 
-    def __init__(self, reads: list[StoredRead], max_bytes: int, cache: FetchCache) -> None:
+    def __init__(
+        self, reads: list[StoredRead], max_bytes: int, cache: FetchCache, zstd: bool = True
+    ) -> None:
         self.reads = reads
         self.cache = cache
+        self.zstd = zstd  # whether the client reads zstd (Fetch v10+)
         self.remaining = max_bytes  # of the request's limit
         self.sent = False  # a batch is in the answer: later ones must fit
         self._inline_left = INLINE_STORED_BYTES
@@ -98,9 +105,10 @@ class Conversion:
             header, batch = batches[self._next]
             codec = codecs.get(header.attributes)
             if codec is None:
-                codec = codecs[header.attributes] = fetch_codec(
-                    header.attributes, read.compression_type
-                )
+                codec = fetch_codec(header.attributes, read.compression_type)
+                if codec == ZSTD and not self.zstd:
+                    codec = NONE
+                codecs[header.attributes] = codec
             key = BatchKey(
                 topic, partition, header.base_offset, header.leader_epoch, header.crc, codec
             )

@@ -122,3 +122,13 @@ def test_a_batch_that_does_not_convert_is_that_partitions_error_alone() -> None:
     assert bad.result.error_code == code_of(CorruptMessageError("x"))
     assert bad.result.records == b""
     assert good.result.error_code == 0 and len(sizes(good)) == 1
+
+
+def test_a_client_before_fetch_v10_gets_zstd_batches_uncompressed() -> None:
+    compressed = stored("zstd")
+    old, new = read([compressed], 1 << 20, "producer"), read([compressed], 1 << 20, "producer")
+    cache = FetchCache()
+    assert Conversion([old], 1 << 20, cache, zstd=False).run(inline=False)
+    assert Conversion([new], 1 << 20, cache, zstd=True).run(inline=False)
+    assert DefaultRecordBatch(old.result.records[0]).compression_type == 0
+    assert DefaultRecordBatch(new.result.records[0]).compression_type == 4
