@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import shlex
 import signal
 import socket
@@ -27,6 +28,33 @@ BROKER_START_TIMEOUT_S = 60.0
 BROKER_STOP_TIMEOUT_S = 30.0
 
 log = logging.getLogger("replog.launcher")
+
+
+# How a process says it could not listen (Python's asyncio, Java's BindException).
+_PORT_IN_USE = re.compile(r"address already in use", re.IGNORECASE)
+# How much of the end of a failed process's output is searched for that.
+_OUTPUT_TAIL_BYTES = 64 * 1024
+
+
+class PortInUseError(ReplogError):
+    """A process could not listen: a port picked for it was taken before it bound it.
+    Picking a port and binding it are two steps, so another process can come between."""
+
+
+def output_since(path: Path, offset: int) -> str:
+    """What a process wrote to `path` from `offset` on (its last 64 KiB), as text."""
+    try:
+        with path.open("rb") as output:
+            end = output.seek(0, os.SEEK_END)
+            start = offset if offset <= end else 0  # the file was started afresh
+            output.seek(max(start, end - _OUTPUT_TAIL_BYTES))
+            return output.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def says_port_in_use(output: str) -> bool:
+    return _PORT_IN_USE.search(output) is not None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -54,6 +82,8 @@ class BrokerProcess:
     # the PID we hold is the broker's own.
     command_prefix: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
+    # Where this start's output begins in broker.stderr (earlier runs' output precedes it).
+    stderr_offset: int = field(default=0, repr=False)
 
     @property
     def reachable_host(self) -> str:
@@ -125,6 +155,7 @@ class BrokerProcess:
         command = self.command()
         log.info("starting broker %d: %s", self.broker_id, shlex.join(command))
         stderr = open(self.log_dir / "broker.stderr", "ab")  # noqa: SIM115 - the child's
+        self.stderr_offset = stderr.seek(0, os.SEEK_END)
         try:
             self.process = subprocess.Popen(
                 [*self.command_prefix, *command],
@@ -144,10 +175,14 @@ class BrokerProcess:
             path = znodes.broker_path(self.broker_id)
             while True:
                 if self.process is not None and self.process.poll() is not None:
-                    raise ReplogError(
+                    output = self.log_dir / "broker.stderr"
+                    failure = (
                         f"broker {self.broker_id} exited with code {self.process.returncode}; "
-                        f"see {self.log_dir / 'broker.stderr'} and broker.log"
+                        f"see {output} and broker.log"
                     )
+                    if says_port_in_use(output_since(output, self.stderr_offset)):
+                        raise PortInUseError(f"{failure} (a port it was given is in use)")
+                    raise ReplogError(failure)
                 stat = zk.exists(path)
                 if stat is not None and stat.czxid != stale_czxid:
                     log.info("broker %d registered in ZooKeeper", self.broker_id)
