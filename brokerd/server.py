@@ -270,11 +270,19 @@ class RequestServer:
             self._on_stream,
             self.budget,
             self.security.server_ssl_context(),
-            self.ctx.config.socket_request_read_timeout_ms / 1000,
+            self._handshake_timeout_s(),
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self._sweeper = asyncio.create_task(self._sweep_forever())
         return self.port
+
+    def _handshake_timeout_s(self) -> float:
+        """A TLS handshake comes before any login: it gets no longer than a login does."""
+        config = self.ctx.config
+        return (
+            min(config.socket_request_read_timeout_ms, config.sasl_server_authentication_timeout_ms)
+            / 1000
+        )
 
     async def close(self) -> None:
         if self._server is not None:
