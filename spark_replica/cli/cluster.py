@@ -24,13 +24,14 @@ same brokers with the same files.
 Ports are picked free and bound a moment later by the process started on them, so
 another process (another `up` starting at the same moment, an outgoing connection) can
 take one in between. ZooKeeper or a broker that finds a port taken is started again on
-fresh ports (up to PORT_ATTEMPTS times), and the ports it got are the ones recorded.
+fresh ports (spark_replica/cli/port_race.py), and the ports it got are the ones recorded.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import signal
 import socket
@@ -42,7 +43,7 @@ from pathlib import Path
 from kazoo.client import KazooClient
 
 from spark_replica import cluster_dir
-from spark_replica.cli import hosts
+from spark_replica.cli import hosts, port_race
 from spark_replica.cli import zookeeper as ensemble_cli
 from spark_replica.cli.output import print_table
 from spark_replica.cli.progress import waiting
@@ -54,26 +55,13 @@ from spark_replica.cluster_dir import (
     EmbeddedZooKeeperEntry,
 )
 from spark_replica.errors import ConfigError, ReplogError, TimeoutExpiredError, ZooKeeperError
-from spark_replica.launcher import (
-    BROKER_STOP_TIMEOUT_S,
-    BrokerProcess,
-    PortInUseError,
-    free_port,
-    output_since,
-    says_port_in_use,
-)
+from spark_replica.launcher import BROKER_STOP_TIMEOUT_S, BrokerProcess, free_port
 from spark_replica.security import local_cluster
 from spark_replica.security.local_cluster import LocalSecurity
 from spark_replica.security.settings import load_properties
 from spark_replica.topic_config import parse_assignments
 from spark_replica.zk import znodes
-from spark_replica.zk.embedded import (
-    LOG_FILE,
-    PID_FILE,
-    STOP_TIMEOUT_S,
-    EmbeddedZooKeeper,
-    is_answering,
-)
+from spark_replica.zk.embedded import PID_FILE, STOP_TIMEOUT_S, EmbeddedZooKeeper
 from spark_replica.zk.ensemble import ZooKeeperEnsemble, validate_node_count
 from spark_replica.zk.kazoo_errors import read_if_present
 from spark_replica.zk.session import connect, split_connect_string
@@ -85,10 +73,6 @@ DEFAULT_TIMEOUT_S = 60.0
 # status must answer quickly even when an external ZooKeeper is gone.
 STATUS_CONNECT_TIMEOUT_S = 5.0
 NO_CONTROLLER = -1
-# Ports are picked free, then bound by the process started on them; another process can
-# take one in between (another `up` starting at the same moment, an outgoing connection).
-# A process that finds its port taken is started again on fresh ports, this many times.
-PORT_ATTEMPTS = 5
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -374,7 +358,9 @@ def _start(directory: Path, info: ClusterInfo, timeout_s: float, fresh: bool) ->
             if info.embedded_zookeeper is not None:
                 progress.update("starting ZooKeeper")
                 entry = info.embedded_zookeeper
-                zookeeper = _start_embedded_zookeeper(info, entry, deadline)
+                zookeeper = port_race.start_embedded_zookeeper(
+                    hosts.embedded_zookeeper, info, entry, HOST, lambda: _remaining(deadline)
+                )
                 assert zookeeper.process is not None
                 entry.pid = zookeeper.process.pid
                 info.zookeeper = zookeeper.connect_string
@@ -397,7 +383,14 @@ def _start(directory: Path, info: ClusterInfo, timeout_s: float, fresh: bool) ->
             brokers = [_broker_process(directory, info, b) for b in info.brokers]
             with ThreadPoolExecutor(len(brokers)) as pool:
                 started = [
-                    pool.submit(_start_broker, directory, info, brokers, index, deadline)
+                    pool.submit(
+                        port_race.start_broker,
+                        brokers,
+                        index,
+                        info.brokers[index],
+                        functools.partial(_broker_process, directory, info),
+                        lambda: _remaining(deadline),
+                    )
                     for index in range(len(brokers))
                 ]
                 for future in started:
@@ -426,59 +419,6 @@ def _start(directory: Path, info: ClusterInfo, timeout_s: float, fresh: bool) ->
                 recorded.pid = None
             cluster_dir.save(directory, info)
         raise
-
-
-def _start_embedded_zookeeper(
-    info: ClusterInfo, entry: EmbeddedZooKeeperEntry, deadline: float
-) -> EmbeddedZooKeeper:
-    """Start the cluster's own ZooKeeper, on a fresh port whenever its port is taken."""
-    attempt = 1
-    while True:
-        zookeeper = hosts.embedded_zookeeper(info, entry, HOST)
-        log_file = Path(entry.dir) / LOG_FILE
-        offset = log_file.stat().st_size if log_file.exists() else 0
-        try:
-            if is_answering(zookeeper.host, zookeeper.port):
-                raise PortInUseError(f"something already answers on {zookeeper.connect_string}")
-            zookeeper.start(_remaining(deadline))
-            return zookeeper
-        except (PortInUseError, ZooKeeperError) as exc:
-            taken = isinstance(exc, PortInUseError) or says_port_in_use(
-                output_since(log_file, offset)
-            )
-            if not taken or attempt >= PORT_ATTEMPTS:
-                raise
-            attempt += 1
-            taken_port, entry.port = entry.port, free_port()
-            print(
-                f"replog up: ZooKeeper's port {taken_port} is taken; starting it on {entry.port}",
-                file=sys.stderr,
-                flush=True,
-            )
-
-
-def _start_broker(
-    directory: Path, info: ClusterInfo, brokers: list[BrokerProcess], index: int, deadline: float
-) -> None:
-    """Start `brokers[index]`, on fresh ports whenever one of its ports is taken. The
-    process is replaced in `brokers`, so that a failure stops the one that runs."""
-    entry = info.brokers[index]
-    for attempt in range(1, PORT_ATTEMPTS + 1):
-        try:
-            brokers[index].start(_remaining(deadline))
-            return
-        except PortInUseError as exc:
-            if attempt == PORT_ATTEMPTS:
-                raise
-            entry.port = free_port()
-            entry.kafka_port = free_port() if entry.kafka_port != -1 else -1
-            entry.metrics_port = free_port() if entry.metrics_port != -1 else -1
-            print(
-                f"replog up: {exc}; starting it on {entry.address} instead",
-                file=sys.stderr,
-                flush=True,
-            )
-            brokers[index] = _broker_process(directory, info, entry)
 
 
 def _prepare_security(directory: Path, info: ClusterInfo) -> LocalSecurity | None:

@@ -76,9 +76,17 @@ def send_with_replog(bootstrap: list[tuple[str, int]], log: SendLog, stop: threa
     run(sending(), timeout_s=300)
 
 
+async def partition_state(bootstrap: list[tuple[str, int]]) -> tuple[int, list[int]]:
+    """The partition's leader and ISR from metadata."""
+    state = (await leadership(bootstrap, TOPIC))[0]
+    leader, isr = state["leader"], state["isr"]
+    assert isinstance(leader, int) and isinstance(isr, list)
+    return leader, isr
+
+
 def leader_is(bootstrap: list[tuple[str, int]], leader: int) -> Callable[[], object]:
     async def check() -> bool:
-        return (await leadership(bootstrap, TOPIC))[0]["leader"] == leader
+        return (await partition_state(bootstrap))[0] == leader
 
     return check
 
@@ -94,7 +102,7 @@ def test_acks_zero_records_follow_a_killed_and_an_elected_leader(
     for broker_id in (1, 2):
         brokers.start(broker_id, **{"auto.leader.rebalance.enable": "false"})
     make_topic(brokers, TOPIC, 1, rf=2)
-    preferred = int(run(leadership(brokers.bootstrap, TOPIC))[0]["leader"])  # type: ignore[call-overload]
+    preferred, _ = run(partition_state(brokers.bootstrap))
     other = 3 - preferred
     other_only = [(brokers.brokers[other].host, brokers.brokers[other].port)]
     logs = [SendLog("kafka-"), SendLog("replog-")]
@@ -118,7 +126,7 @@ def test_acks_zero_records_follow_a_killed_and_an_elected_leader(
         brokers.start(preferred)
 
         async def back_in_sync() -> bool:
-            return preferred in (await leadership(brokers.bootstrap, TOPIC))[0]["isr"]  # type: ignore[operator]
+            return preferred in (await partition_state(brokers.bootstrap))[1]
 
         run(wait_for(back_in_sync, timeout_s=30))
         elected = replog("elect-leaders", "--topic", TOPIC, "--zookeeper", brokers.zk_connect)
