@@ -3,7 +3,9 @@
 Brokers (alive, controller), topics and partitions (leader, ISR, HW, under-replicated),
 produce/consume rates from the brokers' metrics, and the lag of Spark queries given by
 their checkpoints. The metrics ports are read from the brokers' ZooKeeper registrations,
-so with only --bootstrap the page shows everything but the rates.
+so with only --bootstrap the page shows everything but the rates. Brokers whose metrics
+need HTTPS and a login are scraped with `metrics.ssl.truststore.location`,
+`metrics.basic.auth.username` and `metrics.basic.auth.password` from --command-config.
 """
 
 from __future__ import annotations
@@ -16,9 +18,15 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
-from spark_replica.cli.common import add_connection_options, open_cluster, zookeeper_session
+from spark_replica.cli.common import (
+    add_connection_options,
+    client_properties,
+    open_cluster,
+    zookeeper_session,
+)
 from spark_replica.console.app import DEFAULT_INTERVAL_S, Console
 from spark_replica.console.cluster_source import ClusterSource
+from spark_replica.console.scrape import ScrapeSettings
 from spark_replica.console.server import ConsoleServer
 from spark_replica.errors import ConfigError
 
@@ -83,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
 async def _serve(args: argparse.Namespace, zk: KazooClient | None) -> None:
     cluster = open_cluster(args)
     try:
-        console = Console(ClusterSource(cluster, zk), args.checkpoint, args.interval)
+        scrape = ScrapeSettings.from_properties(client_properties(args))
+        console = Console(ClusterSource(cluster, zk), args.checkpoint, args.interval, scrape)
         try:
             server = await ConsoleServer(console, args.allow_host).start(args.host, args.port)
         except OSError as exc:

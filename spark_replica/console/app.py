@@ -25,7 +25,7 @@ from spark_replica.console.cluster_view import cluster_json
 from spark_replica.console.http import Response, error_response
 from spark_replica.console.lag import lag_json
 from spark_replica.console.rates import RateTracker
-from spark_replica.console.scrape import scrape_round
+from spark_replica.console.scrape import ScrapeSettings, scrape_round
 
 DEFAULT_INTERVAL_S = 1.0
 # Lag asks every partition's leader for its HW: half as often as the rest.
@@ -68,8 +68,10 @@ class Console:
         source: ClusterSource,
         checkpoints: list[Path],
         interval_s: float = DEFAULT_INTERVAL_S,
+        scrape: ScrapeSettings | None = None,
     ) -> None:
         self.source = source
+        self.scrape = ScrapeSettings() if scrape is None else scrape
         self.cluster: Cluster = source.cluster
         self.checkpoints = checkpoints
         self.interval_s = interval_s
@@ -114,7 +116,7 @@ class Console:
             reason = NO_METRICS_PORT
         else:
             reason = None
-            await scrape_round(self.source.live, self.tracker)
+            await scrape_round(self.source.live, self.tracker, self.scrape)
         document = {**self.tracker.as_json(), "available": reason is None, "reason": reason}
         self.documents["/api/rates"] = stamped(document)
 

@@ -161,10 +161,11 @@ def error_response(status: HTTPStatus, message: str) -> Response:
     return Response(status, "text/plain; charset=utf-8", f"{status.phrase}: {message}\n".encode())
 
 
-def metrics_request(host: str, port: int, path: str) -> bytes:
+def metrics_request(host: str, port: int, path: str, authorization: str | None = None) -> bytes:
+    login = "" if authorization is None else f"Authorization: {authorization}\r\n"
     return (
         f"GET {path} HTTP/1.0\r\nHost: {host}:{port}\r\nAccept: text/plain\r\n"
-        "User-Agent: replog-console\r\n\r\n"
+        f"{login}User-Agent: replog-console\r\n\r\n"
     ).encode("ascii")
 
 

@@ -12,6 +12,8 @@ from prometheus_client import CollectorRegistry
 from brokerd.config import BrokerConfig
 from brokerd.metrics.access import MetricsAccess
 from brokerd.metrics.http_server import answer_for
+from spark_replica.console.http import metrics_request
+from spark_replica.console.scrape import ScrapeSettings
 from spark_replica.errors import ConfigError
 from spark_replica.http_head import RequestLine, header_value
 
@@ -78,3 +80,23 @@ def test_header_values_are_found_in_any_case() -> None:
     assert header_value(head, "Authorization") == "Basic eA=="
     assert header_value(head, "cookie") is None
     assert header_value(b"GET / HTTP/1.1\r\nX: \xff\r\n\r\n", "x") is None
+
+
+def test_the_console_scrapes_with_its_own_login(tmp_path: Path) -> None:
+    assert ScrapeSettings.from_properties({}) == ScrapeSettings()
+    with pytest.raises(ConfigError, match="HTTPS"):
+        ScrapeSettings.from_properties(
+            {"metrics.basic.auth.username": "u", "metrics.basic.auth.password": "p"}
+        )
+    with pytest.raises(ConfigError, match="both"):
+        ScrapeSettings.from_properties({"metrics.basic.auth.username": "u"})
+    with pytest.raises(ConfigError, match="cannot load"):
+        ScrapeSettings.from_properties({"metrics.ssl.truststore.location": str(tmp_path / "no")})
+    request = metrics_request("b1", 9404, "/metrics", basic("u:p"))
+    assert b"Authorization: Basic dTpw\r\n" in request
+    assert (
+        MetricsAccess()
+        .with_settings(LOGIN)
+        .authorized(request.decode().split("Authorization: ")[1].split("\r\n")[0])
+        is False
+    )

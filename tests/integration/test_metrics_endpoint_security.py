@@ -3,25 +3,29 @@
 Before, the endpoint served every scraper in plaintext with no login, and the configs
 did not exist. Now, with them set, plain HTTP gets no answer, a request without the
 credentials (or with wrong ones) gets 401, and Prometheus-style basic authentication
-over HTTPS gets the metrics.
+over HTTPS gets the metrics; `replog console` scrapes them with the same login from its
+--command-config.
 """
 
 from __future__ import annotations
 
 import base64
 import http.client
+import json
 import ssl
+import time
 from pathlib import Path
 
 import pytest
 
 from spark_replica.security.certs import issue_server_cert, make_ca
-from tests.support import BrokerFactory
+from tests.support import BrokerFactory, http_get, running_console
 
 pytestmark = pytest.mark.slow
 
 USER, PASSWORD = "prometheus", "scrape-me"
 TIMEOUT_S = 10.0
+CONSOLE_DEADLINE_S = 30.0
 
 
 def scrape(port: int, context: ssl.SSLContext, credentials: str | None) -> tuple[int, bytes]:
@@ -64,3 +68,22 @@ def test_metrics_need_tls_and_the_configured_login(brokers: BrokerFactory, tmp_p
     status, body = scrape(broker.metrics_port, context, f"{USER}:{PASSWORD}")
     assert status == 200
     assert b"kafka_server_replicamanager_underreplicatedpartitions" in body
+
+    console_properties = tmp_path / "console.properties"
+    console_properties.write_text(
+        f"metrics.ssl.truststore.location={ca.cert}\n"
+        f"metrics.basic.auth.username={USER}\n"
+        f"metrics.basic.auth.password={PASSWORD}\n"
+    )
+    with running_console(
+        "--zookeeper", brokers.zk_connect, "--command-config", str(console_properties)
+    ) as url:
+        deadline = time.monotonic() + CONSOLE_DEADLINE_S
+        while True:
+            rates = json.loads(http_get(url, "/api/rates")[2])
+            if rates["points"]:
+                break
+            assert time.monotonic() < deadline, f"the console scraped nothing: {rates}"
+            time.sleep(0.3)
+        assert rates["available"] is True
+        assert rates["errors"] == {}
