@@ -40,6 +40,7 @@ from spark_replica.protocol.frames import (
     encode_response,
 )
 from spark_replica.protocol.primitives import Reader, Writer
+from spark_replica.protocol.produce import ACKS_NONE
 from spark_replica.transport import Frame, OversizedFrame
 
 logger = logging.getLogger("brokerd.server")
@@ -115,6 +116,12 @@ class ReplogDispatch:
             logger.info("closing connection from %s: %s", connection.ip, exc)
             return CLOSE
         except BrokerResponseError as exc:
+            if api_key == ApiKey.PRODUCE and request.acks == ACKS_NONE:
+                # No answer is read: closing is the only way to say it was refused.
+                logger.info(
+                    "closing connection from %s: acks=0 produce refused: %s", connection.ip, exc
+                )
+                return CLOSE
             return Answer(_error_response(correlation_id, exc))
         except Exception as exc:
             logger.exception("%s request failed", api_key.name)
