@@ -4,7 +4,8 @@ Before, the endpoint served every scraper in plaintext with no login, and the co
 did not exist. Now, with them set, plain HTTP gets no answer, a request without the
 credentials (or with wrong ones) gets 401, and Prometheus-style basic authentication
 over HTTPS gets the metrics; `replog console` scrapes them with the same login from its
---command-config.
+--command-config. The console itself answers only requests naming it (DNS rebinding):
+localhost, an address, or a name given with --allow-host; before, any Host was served.
 """
 
 from __future__ import annotations
@@ -12,12 +13,15 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import socket
 import ssl
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 
+from spark_replica.console.http import parse_response
 from spark_replica.security.certs import issue_server_cert, make_ca
 from tests.support import BrokerFactory, http_get, running_console
 
@@ -39,6 +43,17 @@ def scrape(port: int, context: ssl.SSLContext, credentials: str | None) -> tuple
         return response.status, response.read()
     finally:
         connection.close()
+
+
+def console_status(url: str, host: str) -> int:
+    """The console's answer to a request naming `host` in its Host header."""
+    address = urlsplit(url)
+    with socket.create_connection((address.hostname or "", address.port or 0), TIMEOUT_S) as sock:
+        sock.sendall(f"GET /api/cluster HTTP/1.1\r\nHost: {host}\r\n\r\n".encode())
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    return parse_response(data)[0]
 
 
 def test_metrics_need_tls_and_the_configured_login(brokers: BrokerFactory, tmp_path: Path) -> None:
@@ -76,8 +91,15 @@ def test_metrics_need_tls_and_the_configured_login(brokers: BrokerFactory, tmp_p
         f"metrics.basic.auth.password={PASSWORD}\n"
     )
     with running_console(
-        "--zookeeper", brokers.zk_connect, "--command-config", str(console_properties)
+        "--zookeeper",
+        brokers.zk_connect,
+        "--command-config",
+        str(console_properties),
+        "--allow-host",
+        "console.example",
     ) as url:
+        assert console_status(url, "rebound.example:8080") == 421, "DNS rebinding"
+        assert console_status(url, "console.example:8080") == 200
         deadline = time.monotonic() + CONSOLE_DEADLINE_S
         while True:
             rates = json.loads(http_get(url, "/api/rates")[2])
