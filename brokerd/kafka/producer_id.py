@@ -3,7 +3,9 @@
 The ids come from the same allocator as the replog listener's (brokerd/api/
 init_producer_id.py), so both kinds of producers share one id space and one producer
 state per partition, and one rule for an existing id and epoch (KIP-360's: bumped only
-when that epoch is the current one, otherwise a new id). Transactions are not served: a transactional id is refused with
+when that epoch is the current one, otherwise a new id).
+
+Transactions are not served: a transactional id is refused with
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED and a message naming transactions, which Kafka's
 clients report as a fatal error of the transactional producer (an id that authorizes
 nothing), rather than one they would retry.
