@@ -3,6 +3,13 @@
 Each test gets its own ZooKeeper chroot, so tests sharing the server never see each
 other's brokers or topics. Every process a test starts is stopped by the test's
 teardown, by its own PID. Helpers (run, create_topic, BrokerFactory) are in support.py.
+
+The suite runs on pytest-xdist workers (pyproject.toml's addopts): each worker is a test
+session of its own, with its own ZooKeeper. Tests that share something costlier than a
+ZooKeeper are kept on one worker by an xdist group (see `pytest_collection_modifyitems`):
+the Spark tests share one SparkSession and one cluster, and the tests on separate hosts
+(tests/netns and the chaos harness's --netns schedules) share the machine's network
+namespaces and bridge.
 """
 
 from __future__ import annotations
@@ -62,3 +69,18 @@ def brokers(zk_connect: str, tmp_path: Path) -> Iterator[BrokerFactory]:
 @pytest.fixture
 def broker(brokers: BrokerFactory) -> BrokerProcess:
     return brokers.start(1)
+
+
+# Folders whose tests must all run on one worker, and the xdist group that keeps them there.
+ONE_WORKER_FOLDERS = {"spark": "spark", "netns": "netns", "chaos": "netns"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Put each test of a one-worker folder in its folder's xdist group (used by
+    `--dist loadgroup`; without xdist the marker means nothing)."""
+    tests_root = Path(__file__).parent
+    for item in items:
+        folder = item.path.relative_to(tests_root).parts[0]
+        group = ONE_WORKER_FOLDERS.get(folder)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
