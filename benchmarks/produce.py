@@ -112,13 +112,13 @@ from spark_replica.client import (
     SyncProducer,
     parse_acks,
 )
-from spark_replica.client.producer import DEFAULT_BUFFER_MEMORY
-from spark_replica.cluster_dir import PLAINTEXT_MODE, SECURITY_MODES
+from spark_replica.client.producer_config import DEFAULT_BUFFER_MEMORY
 from spark_replica.errors import BufferExhaustedError
-from spark_replica.protocol.list_offsets import LATEST_TIMESTAMP
 from spark_replica.records import COMPRESSION_CODECS, encode_batch
 from spark_replica.security.settings import SecurityConfig
+from spark_replica.tools.launcher.cluster_dir import PLAINTEXT_MODE, SECURITY_MODES
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.list_offsets import LATEST_TIMESTAMP
 
 TOPIC = "bench"
 DEFAULT_VALUE_BYTES = 500 * MB  # default --records: 5,000,000 records of 100 bytes

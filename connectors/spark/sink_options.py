@@ -42,8 +42,7 @@ from connectors.spark.connection import (
     ZOOKEEPER_OPTION,
     bootstrap_servers,
 )
-from spark_replica.client import ACKS_ALL
-from spark_replica.client.producer import ProducerConfig, parse_acks
+from spark_replica.client import ACKS_ALL, ProducerConfig, parse_acks
 from spark_replica.errors import ConfigError, InvalidTopicError
 from spark_replica.records import parse_compression
 from spark_replica.security.settings import SecurityConfig, is_security_setting

@@ -8,13 +8,14 @@ from spark_replica.client.consumer_records import ConsumerRecord
 from spark_replica.client.fetched import CREATE_TIME, LOG_APPEND_TIME, FetchedRecords, RecordsLost
 from spark_replica.client.list_offsets import EARLIEST, LATEST, list_offsets
 from spark_replica.client.partitioner import murmur2, partition_for_key
-from spark_replica.client.producer import Producer, ProducerConfig, RecordMetadata, parse_acks
+from spark_replica.client.producer import Producer, RecordMetadata
+from spark_replica.client.producer_config import ProducerConfig, parse_acks
 from spark_replica.client.range_reader import RangeReader
 from spark_replica.client.retry import DEFAULT_RETRY_POLICY, Attempts, RetryPolicy
 from spark_replica.client.sequenced_producer import SendOutcome, SequencedProducer
 from spark_replica.client.sync import SyncProducer
 from spark_replica.client.sync_consumer import SyncConsumer
-from spark_replica.protocol.produce import ACKS_ALL, ACKS_LEADER, ACKS_NONE
+from spark_replica.wire.native.produce import ACKS_ALL, ACKS_LEADER, ACKS_NONE
 
 __all__ = [
     "ACKS_ALL",

@@ -24,19 +24,28 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from itertools import repeat
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import pyarrow as pa
 
 from spark_replica.errors import ConfigError
+from spark_replica.topics import TopicPartition
 
-if TYPE_CHECKING:
-    from spark_replica.topics import TopicPartition
-
-    from .consumer import Consumer, FetchedRecords
+from .fetched import FetchedRecords
 
 Header = tuple[str, bytes | None]
 NO_HEADERS: tuple[Header, ...] = ()
+
+
+class Polled(Protocol):
+    """What iterating needs of a consumer (Consumer is one): its positions, its poll.
+
+    A protocol rather than Consumer itself, which imports this module.
+    """
+
+    positions: dict[TopicPartition, int]
+
+    async def poll(self, max_wait_ms: int | None = None) -> list[FetchedRecords]: ...
 
 
 @dataclass(slots=True)
@@ -95,7 +104,7 @@ def _headers(column: pa.Array) -> Iterator[tuple[Header, ...]]:
     )
 
 
-def deliver(consumer: Consumer, fetched: list[FetchedRecords]) -> Iterator[ConsumerRecord]:
+def deliver(consumer: Polled, fetched: list[FetchedRecords]) -> Iterator[ConsumerRecord]:
     """Yield the records of one poll round, keeping positions at the next record to hand out.
 
     The rules are in the module docstring. The consumer's positions dict is looked up
@@ -125,7 +134,7 @@ def deliver(consumer: Consumer, fetched: list[FetchedRecords]) -> Iterator[Consu
 
 
 async def iterate_records(
-    consumer: Consumer,
+    consumer: Polled,
     *,
     max_wait_ms: int | None = None,
     idle_timeout_s: float | None = None,
@@ -163,7 +172,7 @@ class IdleTimer:
         return self.timeout_s is not None and now - self.last_records >= self.timeout_s
 
 
-def require_assignment(consumer: Consumer) -> None:
+def require_assignment(consumer: Polled) -> None:
     """Refuse to iterate nothing: a poll with no partitions returns at once, for ever."""
     if not consumer.positions:
         raise ConfigError("no partitions are assigned to this consumer: assign some first")

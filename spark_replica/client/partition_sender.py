@@ -47,7 +47,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -58,8 +58,6 @@ from spark_replica.errors import (
     ReplogError,
     error_for_code,
 )
-from spark_replica.protocol.init_producer_id import NO_PRODUCER_EPOCH
-from spark_replica.protocol.produce import ACKS_NONE, ProducePartition, ProduceRequest, ProduceTopic
 from spark_replica.records import (
     HEADER_TYPE,
     NO_PRODUCER_ID,
@@ -68,16 +66,21 @@ from spark_replica.records import (
     stamp_producer,
 )
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.init_producer_id import NO_PRODUCER_EPOCH
+from spark_replica.wire.native.produce import (
+    ACKS_NONE,
+    ProducePartition,
+    ProduceRequest,
+    ProduceTopic,
+)
 
 from .accumulator import Callback, Headers, OpenBatch
 from .cluster import Cluster
 from .connection import BrokerConnection
 from .delivery_timeout import delivery_timeout_error
 from .in_flight import Failure, PartitionWindow, WindowBatch
+from .producer_config import ProducerConfig
 from .retry import refreshes_metadata
-
-if TYPE_CHECKING:
-    from .producer import ProducerConfig
 
 logger = logging.getLogger("spark_replica.client.producer")
 

@@ -28,20 +28,19 @@ import concurrent.futures
 import logging
 import threading
 import time
-from collections.abc import Coroutine, Iterable
+from collections.abc import Iterable
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any
 
 from spark_replica.errors import ClientClosedError, ConfigError, ReplogError, TimeoutExpiredError
-from spark_replica.protocol.metadata import TopicMetadata
 from spark_replica.security.settings import SecurityConfig
+from spark_replica.wire.native.metadata import TopicMetadata
 
 from .accumulator import RECORD_OVERHEAD_BYTES, Headers, estimate_record_bytes
 from .buffer_pool import exhausted_error
 from .cluster import Cluster, parse_bootstrap
+from .loop_thread import LoopThread
 from .producer import DeliveryCallback, Producer, ProducerConfig, RecordMetadata, as_bytes
-
-T = TypeVar("T")
 
 logger = logging.getLogger("spark_replica.client.producer")
 
@@ -81,14 +80,10 @@ class SyncProducer:
         self._pending: list[_Record | _Flush] = []
         self._handed_bytes = 0
         self._closed = False
-        self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(
-            target=self._loop.run_forever, name="replog-producer-io", daemon=True
-        )
-        self._thread.start()
+        self._thread = LoopThread("replog-producer-io")
         self._cluster = Cluster(addresses, client_id=client_id, security=security)
         self._wake = asyncio.Event()  # set on the I/O thread only
-        self._producer, self._drainer = self._call(self._start())
+        self._producer, self._drainer = self._thread.call(self._start())
 
     async def _start(self) -> tuple[Producer, asyncio.Task[None]]:
         producer = Producer(self._cluster, self.config)
@@ -170,7 +165,9 @@ class SyncProducer:
                 f"no metadata for topic {topic!r} yet, and a delivery callback cannot wait for it"
             )
         try:
-            return self._call(self._cluster.ensure_topic(topic), self.config.max_block_ms / 1000)
+            return self._thread.call(
+                self._cluster.ensure_topic(topic), self.config.max_block_ms / 1000
+            )
         except TimeoutError:
             raise TimeoutExpiredError(
                 f"no metadata for topic {topic!r} within max_block_ms={self.config.max_block_ms}"
@@ -188,7 +185,7 @@ class SyncProducer:
             self._handed_bytes += size
             wake = len(self._pending) == 1
         if wake:
-            self._loop.call_soon_threadsafe(self._wake.set)
+            self._thread.wake(self._wake.set)
 
     def _wait_for_room(self, size: int) -> None:
         """Wait (holding `_lock`, which waiting releases) until `size` bytes fit."""
@@ -263,15 +260,12 @@ class SyncProducer:
             self._pending.append(request)
             wake = len(self._pending) == 1
         if wake:
-            self._loop.call_soon_threadsafe(self._wake.set)
+            self._thread.wake(self._wake.set)
         try:
             request.done.result(timeout_s)
         finally:
-            self._call(self._shut_down(), timeout_s)
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join(timeout_s)
-            if not self._thread.is_alive():
-                self._loop.close()
+            self._thread.call(self._shut_down(), timeout_s)
+            self._thread.stop(timeout_s)
 
     async def _shut_down(self) -> None:
         self._drainer.cancel()
@@ -280,20 +274,11 @@ class SyncProducer:
         await self._cluster.close()
 
     def _on_io_thread(self) -> bool:
-        return threading.current_thread() is self._thread
+        return self._thread.is_current()
 
     def _refuse_on_io_thread(self) -> None:
         if self._on_io_thread():
             raise ReplogError("flush and close wait for the I/O thread: not from a callback")
-
-    def _call(self, work: Coroutine[Any, Any, T], timeout_s: float | None = None) -> T:
-        """Run `work` on the I/O thread's loop and wait for its result here."""
-        future = asyncio.run_coroutine_threadsafe(work, self._loop)
-        try:
-            return future.result(timeout_s)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise
 
 
 def _report_unsent(topic: str, callback: DeliveryCallback | None, error: Exception) -> None:

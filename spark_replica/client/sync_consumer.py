@@ -14,8 +14,6 @@ threads.
 
 from __future__ import annotations
 
-import asyncio
-import threading
 import time
 from collections.abc import Coroutine, Iterable, Iterator
 from itertools import chain
@@ -33,6 +31,7 @@ from .consumer_records import (
     iter_records,
     require_assignment,
 )
+from .loop_thread import LoopThread
 
 if TYPE_CHECKING:
     from spark_replica.security.settings import SecurityConfig
@@ -41,30 +40,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 # How long close() waits for the loop thread to finish closing connections.
 CLOSE_TIMEOUT_S = 10.0
-
-
-class LoopThread:
-    """An event loop running on a daemon thread, and a way to wait for work on it."""
-
-    def __init__(self, name: str) -> None:
-        self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name=name, daemon=True)
-        self._thread.start()
-
-    def call(self, work: Coroutine[Any, Any, T]) -> T:
-        """Run `work` on the loop and wait for its result (its exception is raised here)."""
-        future = asyncio.run_coroutine_threadsafe(work, self.loop)
-        try:
-            return future.result()
-        except BaseException:
-            future.cancel()  # e.g. KeyboardInterrupt in the caller: stop the work too
-            raise
-
-    def stop(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self._thread.join(CLOSE_TIMEOUT_S)
-        if not self._thread.is_alive():
-            self.loop.close()
 
 
 class SyncConsumer:
@@ -159,7 +134,7 @@ class SyncConsumer:
         try:
             thread.call(self._consumer.cluster.close())
         finally:
-            thread.stop()
+            thread.stop(CLOSE_TIMEOUT_S)
 
     def __enter__(self) -> SyncConsumer:
         return self

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from spark_replica.client import ProducerConfig
 from spark_replica.client.buffer_pool import BufferPool, exhausted_error
-from spark_replica.client.producer import ProducerConfig
 from spark_replica.errors import (
     BufferExhaustedError,
     ConfigError,

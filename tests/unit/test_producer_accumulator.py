@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 
 from brokerd.producer_state import Outcome, ProducerStateManager
+from spark_replica.client import ProducerConfig
 from spark_replica.client.accumulator import OpenBatch, estimate_record_bytes
 from spark_replica.client.delivery_timeout import delivery_timeout_error
 from spark_replica.client.in_flight import (
@@ -23,7 +24,6 @@ from spark_replica.client.in_flight import (
     PartitionWindow,
     WindowBatch,
 )
-from spark_replica.client.producer import ProducerConfig
 from spark_replica.client.retry import RetryPolicy
 from spark_replica.errors import (
     ConfigError,
@@ -37,7 +37,6 @@ from spark_replica.errors import (
     TimeoutExpiredError,
     UnknownProducerIdError,
 )
-from spark_replica.protocol.produce import ACKS_ALL, ACKS_LEADER
 from spark_replica.records import (
     BatchHeader,
     build_batch,
@@ -47,6 +46,7 @@ from spark_replica.records import (
     verify_batch,
 )
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.produce import ACKS_ALL, ACKS_LEADER
 from tests.support import idempotent_header
 
 POLICY = RetryPolicy(backoff_s=0.1, max_backoff_s=1.0)
