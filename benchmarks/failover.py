@@ -56,7 +56,7 @@ from _broker_log import CONTROLLER_PREFIX, GONE_LINE, log_time
 from _cluster import LocalCluster, local_cluster
 from _common import emit
 
-from brokerd.config import BrokerConfig
+from brokerd.config.broker import BrokerConfig
 from spark_replica.client import Admin, Cluster, PartitionDescription, Producer, ProducerConfig
 from spark_replica.errors import ReplogError
 from spark_replica.protocol.metadata import NO_LEADER

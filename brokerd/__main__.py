@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TypeVar
 
 from brokerd.broker import Broker
-from brokerd.config import BrokerConfig
+from brokerd.config.broker import BrokerConfig
+from brokerd.config.server_properties import parse_server_properties
 from brokerd.logging_setup import (
     DEFAULT_BACKUP_COUNT,
     DEFAULT_LEVEL,
@@ -25,7 +26,6 @@ from brokerd.logging_setup import (
     LogSettings,
     configure_broker_logging,
 )
-from brokerd.server_properties import parse_server_properties
 from spark_replica.errors import ConfigError, ReplogError
 from spark_replica.security.settings import load_properties
 from spark_replica.topic_config import parse_assignments

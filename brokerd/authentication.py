@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from brokerd.security_config import PLAIN, BrokerSecurity
+from brokerd.config.security import PLAIN, BrokerSecurity
 from spark_replica.errors import (
     IllegalSaslStateError,
     SaslAuthenticationFailedError,

@@ -21,7 +21,8 @@ from collections.abc import Awaitable, Callable
 
 from brokerd.api import BrokerContext
 from brokerd.authorization import load_acls_into
-from brokerd.config import BrokerConfig
+from brokerd.config.broker import BrokerConfig
+from brokerd.config.topic_changes import TopicConfigFollower
 from brokerd.controller.controller import Controller, RebalanceSettings
 from brokerd.controller.zk_store import current_controller
 from brokerd.groups.coordinator import GroupCoordinator
@@ -40,7 +41,6 @@ from brokerd.replica_fetcher import ReplicaFetcherManager
 from brokerd.replica_manager import ReplicaManager
 from brokerd.replog_dispatch import ReplogDispatch
 from brokerd.server import Logins, RequestServer
-from brokerd.topic_configs import TopicConfigFollower
 from brokerd.zk_sync import ZooKeeperSync
 from spark_replica.client.connection import BrokerConnection
 from spark_replica.errors import NotControllerError, ReplogError

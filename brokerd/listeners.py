@@ -24,7 +24,7 @@ import ipaddress
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-from brokerd.security_config import PROTOCOLS
+from brokerd.config.security import PROTOCOLS
 from spark_replica.errors import ConfigError
 
 REPLOG = "REPLOG"

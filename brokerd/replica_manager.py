@@ -17,7 +17,7 @@ import logging
 import threading
 from pathlib import Path
 
-from brokerd.config import BrokerConfig
+from brokerd.config.broker import BrokerConfig
 from brokerd.log import HW_CHECKPOINT_FILE, Log, read_offsets_checkpoint, write_offsets_checkpoint
 from brokerd.metrics.registry import BrokerMetrics
 from brokerd.partition import Partition

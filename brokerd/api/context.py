@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from kazoo.client import KazooClient
 
-from brokerd.config import BrokerConfig
+from brokerd.config.broker import BrokerConfig
 from brokerd.isr_writer import IsrWriter
 from brokerd.metadata_cache import MetadataCache
 from brokerd.replica_fetcher import ReplicaFetcherManager

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from brokerd.kafka.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
-from brokerd.kafka.configs import handle_describe_configs
+from brokerd.kafka.describe_configs import handle_describe_configs
 from brokerd.kafka.fetch import handle_fetch
 from brokerd.kafka.metadata import handle_metadata
 from brokerd.kafka.offsets import handle_list_offsets, handle_offset_for_leader_epoch

@@ -315,7 +315,7 @@ def _plan(args: argparse.Namespace) -> ClusterInfo:
 def _shared_configs(args: argparse.Namespace) -> dict[str, str] | None:
     """`--config` with `--override` on top, checked; None when neither is given (the
     recorded ones stay)."""
-    from brokerd.server_properties import cluster_configs
+    from brokerd.config.server_properties import cluster_configs
 
     if args.config is None and not args.override:
         return None

@@ -18,7 +18,7 @@ from brokerd.authentication import (
     StoredUser,
     principal_of_certificate,
 )
-from brokerd.security_config import BrokerSecurity
+from brokerd.config.security import BrokerSecurity
 from spark_replica.errors import (
     IllegalSaslStateError,
     SaslAuthenticationFailedError,

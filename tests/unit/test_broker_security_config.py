@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from brokerd.config import BrokerConfig
+from brokerd.config.broker import BrokerConfig
 from spark_replica.errors import ConfigError
 
 JAAS = (

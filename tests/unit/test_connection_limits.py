@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from brokerd.config import BrokerConfig
+from brokerd.config.broker import BrokerConfig
 from brokerd.connection_limits import ConnectionLimits, reap_reason, refusal
 from spark_replica.errors import ConfigError
 

@@ -15,7 +15,7 @@ import pytest
 
 from brokerd.api.context import BrokerContext
 from brokerd.api.controller_requests import handle_leader_and_isr
-from brokerd.config import BrokerConfig
+from brokerd.config.broker import BrokerConfig
 from brokerd.replica_fetcher import ReplicaFetcherManager
 from brokerd.replica_manager import ReplicaManager
 from spark_replica.launcher import free_port

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from brokerd.__main__ import build_parser, resolve
-from brokerd.config import BrokerConfig
+from brokerd.config.broker import BrokerConfig
 from brokerd.listeners import (
     KAFKA,
     METRICS,

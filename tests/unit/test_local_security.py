@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 
-from brokerd.security_config import BrokerSecurity
+from brokerd.config.security import BrokerSecurity
 from spark_replica import cluster_dir
 from spark_replica.cli.common import client_properties, client_security
 from spark_replica.cli.main import build_parser, main

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from brokerd.config import BrokerConfig
+from brokerd.config.broker import BrokerConfig
 from brokerd.metrics.access import MetricsAccess
 from brokerd.metrics.http_server import answer_for
 from spark_replica.console.http import metrics_request

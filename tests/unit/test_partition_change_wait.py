@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from brokerd.api.fetch import long_poll
-from brokerd.config import BrokerConfig
+from brokerd.config.broker import BrokerConfig
 from brokerd.partition import Partition, wait_for_change
 from brokerd.replica_manager import ReplicaManager
 from spark_replica.errors import RequestTimedOutError

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from brokerd.config import BrokerConfig
+from brokerd.config.broker import BrokerConfig
 from brokerd.partition import Partition
 from brokerd.replica_manager import ReplicaManager
 from spark_replica.errors import InvalidFetchSizeError, OffsetOutOfRangeError

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from brokerd.config import BrokerConfig
+from brokerd.config.broker import BrokerConfig
 from brokerd.connection_limits import ConnectionLimits, reap_reason
 from brokerd.pre_login import LOGIN_APIS, Phase, PhaseLimits, admits, phase_of
 from spark_replica.protocol.apis import ApiKey

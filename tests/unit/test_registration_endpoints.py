@@ -8,7 +8,7 @@ import json
 import pytest
 
 from brokerd.__main__ import build_parser, resolve
-from brokerd.config import BrokerConfig
+from brokerd.config.broker import BrokerConfig
 from spark_replica import cluster_dir
 from spark_replica.cli.cluster import _plan as cluster_plan
 from spark_replica.cli.main import build_parser as build_replog_parser

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from brokerd import replica_manager
-from brokerd.config import BrokerConfig
+from brokerd.config.broker import BrokerConfig
 from brokerd.log import checkpoint
 from brokerd.replica_manager import ReplicaManager
 from spark_replica.topics import TopicPartition

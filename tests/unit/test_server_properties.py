@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from brokerd.config import BrokerConfig
+from brokerd.config.broker import BrokerConfig
+from brokerd.config.server_properties import cluster_configs, parse_server_properties
 from brokerd.listeners import Endpoint
-from brokerd.server_properties import cluster_configs, parse_server_properties
 from spark_replica.errors import ConfigError
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from brokerd.config import BrokerConfig
+from brokerd.config.broker import BrokerConfig
+from brokerd.config.topic_changes import change_sequence
 from brokerd.log import Log, LogConfig
 from brokerd.replica_manager import ReplicaManager
-from brokerd.topic_configs import change_sequence
 from spark_replica.cli.configs import split_items
 from spark_replica.errors import ConfigError, ZooKeeperError
 from spark_replica.records import build_batch

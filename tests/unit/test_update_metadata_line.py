@@ -12,7 +12,7 @@ import pytest
 
 from brokerd.api.context import BrokerContext
 from brokerd.api.controller_requests import handle_update_metadata
-from brokerd.config import BrokerConfig
+from brokerd.config.broker import BrokerConfig
 from brokerd.logging_setup import OneLineFormatter
 from brokerd.replica_fetcher import ReplicaFetcherManager
 from brokerd.replica_manager import ReplicaManager

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from brokerd.config.security import KEYS as SECURITY_KEYS
+from brokerd.config.security import BrokerSecurity
 from brokerd.listeners import (
     KAFKA,
     METRICS,
@@ -25,8 +27,6 @@ from brokerd.listeners import (
 from brokerd.log import LogConfig
 from brokerd.metrics.access import KEYS as METRICS_ACCESS_KEYS
 from brokerd.metrics.access import MetricsAccess
-from brokerd.security_config import KEYS as SECURITY_KEYS
-from brokerd.security_config import BrokerSecurity
 from spark_replica.errors import ConfigError
 from spark_replica.protocol.frames import DEFAULT_MAX_FRAME_BYTES
 from spark_replica.topic_config import (

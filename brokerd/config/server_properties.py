@@ -6,7 +6,7 @@ pass unread by mistake. So every key falls in exactly one of these groups:
 - identity: `broker.id`, `log.dirs` (or `log.dir`; one directory), `zookeeper.connect`,
   `listeners`, `advertised.listeners`, and replog's `metrics.port` (Kafka has no such key;
   -1 off, 0 any port; `METRICS://host:port` in listeners says the same with a host);
-- Kafka's broker configs that replog implements (brokerd.config.BROKER_CONFIG_KEYS), plus
+- Kafka's broker configs that replog implements (brokerd.config.broker.BROKER_CONFIG_KEYS), plus
   `log.retention.hours|minutes` and `log.roll.hours`, turned into their `.ms` key with
   Kafka's precedence (ms, then minutes, then hours);
 - the broker's own log: `broker.log.*` (brokerd.logging_setup);
@@ -33,11 +33,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from brokerd.config import BROKER_CONFIG_KEYS, BrokerConfig
+from brokerd.config.broker import BROKER_CONFIG_KEYS, BrokerConfig
+from brokerd.config.security import KEYS as SECURITY_KEYS
 from brokerd.listeners import KAFKA, METRICS, REPLOG, Endpoint, parse_listener_list
 from brokerd.logging_setup import PROPERTY_PREFIX as LOG_PREFIX
 from brokerd.logging_setup import LogSettings
-from brokerd.security_config import KEYS as SECURITY_KEYS
 from spark_replica.errors import ConfigError
 from spark_replica.zk.session import split_connect_string
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 
 from brokerd.api.context import BrokerContext
-from brokerd.config import TOPIC_LOG_FIELDS
+from brokerd.config.broker import TOPIC_LOG_FIELDS
 from brokerd.kafka.authorization import (
     authorize_cluster,
     authorize_topic,

@@ -1,0 +1,1 @@
+"""The broker's settings: its own, server.properties, security, and topic config changes."""
