@@ -57,8 +57,8 @@ from pyspark.sql.types import StructType
 from connectors.spark.schema import source_schema
 from connectors.spark.source import ReplogDataSource
 from spark_replica.client import Cluster, Consumer
-from spark_replica.protocol.list_offsets import LATEST_TIMESTAMP
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.list_offsets import LATEST_TIMESTAMP
 
 if TYPE_CHECKING:
     import pyarrow as pa

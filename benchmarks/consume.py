@@ -50,8 +50,8 @@ from produce import (
 
 from spark_replica.client import Cluster, Consumer, Producer, ProducerConfig
 from spark_replica.client.sync_consumer import SyncConsumer
-from spark_replica.protocol.produce import ACKS_LEADER
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.produce import ACKS_LEADER
 
 CONSUME_TIMEOUT_S = 120.0
 

@@ -60,7 +60,7 @@ from spark_replica.client import Admin, Cluster
 from spark_replica.client.connection import BrokerConnection
 from spark_replica.errors import ReplogError
 from spark_replica.launcher import BrokerProcess
-from spark_replica.protocol.metadata import NO_LEADER, MetadataRequest, MetadataResponse
+from spark_replica.wire.native.metadata import NO_LEADER, MetadataRequest, MetadataResponse
 from spark_replica.zk import znodes
 from spark_replica.zk.session import connect
 

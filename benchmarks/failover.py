@@ -59,9 +59,9 @@ from _common import emit
 from brokerd.config.broker import BrokerConfig
 from spark_replica.client import Admin, Cluster, PartitionDescription, Producer, ProducerConfig
 from spark_replica.errors import ReplogError
-from spark_replica.protocol.metadata import NO_LEADER
-from spark_replica.protocol.produce import ACKS_ALL
 from spark_replica.records import build_batch
+from spark_replica.wire.native.metadata import NO_LEADER
+from spark_replica.wire.native.produce import ACKS_ALL
 
 T = TypeVar("T")
 

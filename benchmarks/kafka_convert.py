@@ -20,8 +20,8 @@ from collections.abc import Callable
 import pyarrow as pa
 from _common import emit
 
-from spark_replica.kafka_wire.convert import kafka_to_replog, replog_to_kafka
 from spark_replica.records import encode_batch
+from spark_replica.wire.kafka.records.convert import kafka_to_replog, replog_to_kafka
 
 KEY_BYTES = 10
 VALUE_BYTES = 100

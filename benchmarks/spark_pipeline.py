@@ -82,9 +82,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
 from spark_replica.client import Admin, Cluster, Consumer, Producer, ProducerConfig
-from spark_replica.protocol.list_offsets import LATEST_TIMESTAMP
-from spark_replica.protocol.produce import ACKS_LEADER
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.list_offsets import LATEST_TIMESTAMP
+from spark_replica.wire.native.produce import ACKS_LEADER
 
 SOURCE_TOPIC = "pipeline-in"
 SINK_TOPIC = "pipeline-out"

@@ -75,9 +75,9 @@ from pyspark.sql import DataFrame, SparkSession
 from connectors.spark.partition_reader import RangePartition, read_range
 from spark_replica.client import Admin, Cluster, Producer, ProducerConfig
 from spark_replica.client.consumer import Consumer
-from spark_replica.protocol.list_offsets import LATEST_TIMESTAMP
-from spark_replica.protocol.produce import ACKS_LEADER
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.list_offsets import LATEST_TIMESTAMP
+from spark_replica.wire.native.produce import ACKS_LEADER
 
 TOPIC = "bench"  # produce.send_all writes to this topic
 WARMUP_TOPIC = "warmup"

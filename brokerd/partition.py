@@ -66,12 +66,12 @@ from spark_replica.errors import (
     UnknownLeaderEpochError,
     UnknownProducerIdError,
 )
-from spark_replica.protocol.fetch import NO_LEADER_EPOCH
-from spark_replica.protocol.produce import ACKS_ALL
 from spark_replica.records import NO_PRODUCER_ID, BatchHeader, iter_batches, runs_within
 from spark_replica.records import now_ms as clock_ms
 from spark_replica.topic_config import DEFAULT_COMPRESSION_TYPE
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.fetch import NO_LEADER_EPOCH
+from spark_replica.wire.native.produce import ACKS_ALL
 
 logger = logging.getLogger("brokerd.partition")
 

@@ -29,14 +29,14 @@ from brokerd.partition import Partition
 from brokerd.replication_rules import Truncation, truncation_point
 from spark_replica.client.connection import BrokerConnection
 from spark_replica.errors import OffsetOutOfRangeError, ReplogError, error_for_code
-from spark_replica.protocol.fetch import FetchPartition, FetchRequest, FetchTopic
-from spark_replica.protocol.offsets_for_leader_epoch import (
+from spark_replica.records import now_ms
+from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.fetch import FetchPartition, FetchRequest, FetchTopic
+from spark_replica.wire.native.offsets_for_leader_epoch import (
     EpochQuery,
     EpochQueryTopic,
     OffsetsForLeaderEpochRequest,
 )
-from spark_replica.records import now_ms
-from spark_replica.topics import TopicPartition
 
 if TYPE_CHECKING:
     from spark_replica.security.settings import SecurityConfig

@@ -27,8 +27,8 @@ from spark_replica.errors import (
     StaleControllerEpochError,
     UnknownTopicOrPartitionError,
 )
-from spark_replica.protocol.controller_requests import PartitionLeaderState
 from spark_replica.topics import TopicPartition, validate_topic_name
+from spark_replica.wire.native.controller_requests import PartitionLeaderState
 
 logger = logging.getLogger("brokerd.replica_manager")
 

@@ -80,8 +80,6 @@ from spark_replica.errors import (
     RequestTimedOutError,
     ZooKeeperConnectionError,
 )
-from spark_replica.protocol.apis import ApiKey
-from spark_replica.protocol.frames import Buffer
 from spark_replica.transport import (
     Frame,
     FrameStream,
@@ -89,6 +87,8 @@ from spark_replica.transport import (
     RequestBudget,
     serve_frame_streams,
 )
+from spark_replica.wire.native.apis import ApiKey
+from spark_replica.wire.native.frames import Buffer
 from spark_replica.zk.security_store import fake_credential_key, read_user_credentials
 
 logger = logging.getLogger("brokerd.server")

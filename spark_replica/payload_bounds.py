@@ -7,7 +7,7 @@ buffer is stored as it is). Arrow's reader allocates that length and decompresse
 it, so 17 KB of zstd declaring 512 MiB costs 512 MiB and seconds of CPU. The leader
 therefore adds up the declared lengths first (brokerd.batch_validation) and refuses a
 payload declaring more than the topic's max.message.bytes (RECORD_TOO_LARGE), as the
-Kafka listener bounds its codecs (spark_replica.kafka_wire.compression).
+Kafka listener bounds its codecs (spark_replica.wire.kafka.records.decompress).
 
 The lengths are read from the IPC messages' metadata, a flatbuffer (Arrow's
 Message.fbs: a Message table whose header union holds a RecordBatch table with its
@@ -23,7 +23,7 @@ import struct
 import pyarrow as pa
 
 from spark_replica.errors import CorruptMessageError
-from spark_replica.wire_bounds import bounded_count
+from spark_replica.wire.bounds import bounded_count
 
 _U16 = struct.Struct("<H")
 _I32 = struct.Struct("<i")

@@ -44,8 +44,8 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from spark_replica.errors import ConnectionLostError, ProtocolError, SslHandshakeError
-from spark_replica.protocol.frames import SIZE, SIZE_BYTES
 from spark_replica.request_budget import RequestBudget
+from spark_replica.wire.native.frames import SIZE, SIZE_BYTES
 
 SCRATCH_BYTES = 256 * 1024
 # Buffers at least this large are written on their own rather than joined with others.

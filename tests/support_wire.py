@@ -20,7 +20,8 @@ from kazoo.client import KazooClient
 
 from spark_replica.errors import BrokerResponseError, error_for_code
 from spark_replica.launcher import BrokerProcess
-from spark_replica.protocol import (
+from spark_replica.records import build_batch, decode_payload, iter_batches, verify_batch
+from spark_replica.wire.native import (
     RESPONSE_TYPES,
     SUPPORTED_VERSIONS,
     ApiKey,
@@ -30,18 +31,17 @@ from spark_replica.protocol import (
     MetadataRequest,
     ProduceRequest,
 )
-from spark_replica.protocol.fetch import FetchPartition, FetchResponse, FetchTopic
-from spark_replica.protocol.frames import SIZE, ResponseHeader
-from spark_replica.protocol.list_offsets import (
+from spark_replica.wire.native.fetch import FetchPartition, FetchResponse, FetchTopic
+from spark_replica.wire.native.frames import SIZE, ResponseHeader
+from spark_replica.wire.native.list_offsets import (
     LATEST_TIMESTAMP,
     ListOffsetsPartition,
     ListOffsetsResponse,
     ListOffsetsTopic,
 )
-from spark_replica.protocol.metadata import MetadataResponse
-from spark_replica.protocol.primitives import Reader, Writer
-from spark_replica.protocol.produce import ProducePartition, ProduceTopic
-from spark_replica.records import build_batch, decode_payload, iter_batches, verify_batch
+from spark_replica.wire.native.metadata import MetadataResponse
+from spark_replica.wire.native.primitives import Reader, Writer
+from spark_replica.wire.native.produce import ProducePartition, ProduceTopic
 from spark_replica.zk import znodes
 from spark_replica.zk.session import connect as zk_session
 from tests.support import BrokerFactory, create_topic, run

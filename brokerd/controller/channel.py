@@ -17,15 +17,15 @@ from typing import TYPE_CHECKING
 from brokerd.controller.context import ControllerContext
 from spark_replica.client.connection import BrokerConnection
 from spark_replica.errors import ReplogError
-from spark_replica.protocol.controller_requests import (
+from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.controller_requests import (
     ControllerHeader,
     LeaderAndIsrRequest,
     PartitionLeaderState,
     TopicLeaderStates,
     UpdateMetadataRequest,
 )
-from spark_replica.protocol.metadata import BrokerInfo
-from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.metadata import BrokerInfo
 
 if TYPE_CHECKING:
     from spark_replica.security.settings import SecurityConfig

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from brokerd.controller.states import PartitionState, ReplicaState, StateTable
-from spark_replica.protocol.metadata import NO_LEADER
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.metadata import NO_LEADER
 from spark_replica.zk import znodes
 
 

@@ -16,8 +16,8 @@ from brokerd.controller.election import (
     preferred_leader,
     shrink_isr_without,
 )
-from spark_replica.protocol.metadata import NO_LEADER
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.metadata import NO_LEADER
 from spark_replica.zk import znodes
 
 

@@ -23,12 +23,12 @@ from brokerd.controller.context import ControllerContext
 from brokerd.controller.decisions import StateWrite, next_state
 from brokerd.controller.states import PartitionState, ReplicaState
 from brokerd.metrics.registry import BrokerMetrics
-from spark_replica.protocol.controller_requests import (
+from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.controller_requests import (
     ControllerHeader,
     StopReplicaRequest,
     StopReplicaTopic,
 )
-from spark_replica.topics import TopicPartition
 
 logger = logging.getLogger("brokerd.controller")
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from spark_replica.errors import ProtocolError
-from spark_replica.kafka_wire.primitives import Buffer, Reader
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.primitives import Buffer, Reader
 from spark_replica.zk.group_store import CommittedOffset
 
 UNKNOWN_TIME = -1

@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from brokerd.kafka.fetch_cache import BatchKey, FetchCache
 from brokerd.kafka.partitions import SERVING_ERRORS, set_error
 from spark_replica.errors import CorruptMessageError, CorruptRecordError
-from spark_replica.kafka_wire.compress import NONE, ZSTD
-from spark_replica.kafka_wire.convert import fetch_codec, replog_batch_to_kafka
-from spark_replica.kafka_wire.schema import Data
 from spark_replica.records import COMPRESSION_MASK, BatchHeader, iter_batches
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.kafka.records.compress import NONE, ZSTD
+from spark_replica.wire.kafka.records.convert import fetch_codec, replog_batch_to_kafka
+from spark_replica.wire.schema import Data
 
 # Stored bytes of uncompressed batches one answer may convert on the event loop: about
 # a millisecond of work. Anything else is converted in a worker thread.

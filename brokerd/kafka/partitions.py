@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from spark_replica.errors import BrokerResponseError, ProtocolError, code_of, wire_message
-from spark_replica.kafka_wire.schema import Data
 from spark_replica.topics import TopicPartition, validate_topic_name
+from spark_replica.wire.schema import Data
 
 # A typed error raised while serving one partition is that partition's answer.
 SERVING_ERRORS = (BrokerResponseError, ProtocolError)

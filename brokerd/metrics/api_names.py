@@ -1,6 +1,6 @@
 """Kafka's names of its request types, as its RequestMetrics label them (`request=`).
 
-Both listeners number their APIs as Kafka does (spark_replica/protocol/apis.py), so one
+Both listeners number their APIs as Kafka does (spark_replica/wire/native/apis.py), so one
 table names the requests of either. Keys nobody serves share one name, so that a
 client sending made-up keys cannot grow the set of labelled series.
 """

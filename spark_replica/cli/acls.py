@@ -25,7 +25,6 @@ from spark_replica.cli.output import add_json_flag, print_json, print_table, row
 from spark_replica.client import Cluster
 from spark_replica.client.security_admin import SecurityAdmin
 from spark_replica.errors import ConfigError
-from spark_replica.protocol.acls import AclFilter, acl_filter
 from spark_replica.security.acl import (
     CLUSTER_NAME,
     WILDCARD,
@@ -40,6 +39,7 @@ from spark_replica.security.acl import (
     parse_pattern_type,
     parse_principal,
 )
+from spark_replica.wire.native.acls import AclFilter, acl_filter
 
 # The operations kafka-acls accepts for each resource type.
 VALID_OPERATIONS: dict[ResourceType, frozenset[Operation]] = {

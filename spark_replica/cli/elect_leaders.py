@@ -19,7 +19,7 @@ from spark_replica.cli.output import add_json_flag, print_json, print_table
 from spark_replica.cli.progress import Waiting, waiting
 from spark_replica.client import Cluster
 from spark_replica.errors import ConfigError
-from spark_replica.protocol.metadata import NO_LEADER
+from spark_replica.wire.native.metadata import NO_LEADER
 from spark_replica.zk import topic_store
 
 WAIT_S = 30.0

@@ -55,8 +55,8 @@ from spark_replica.kafka_wire.admin_client import (
     KafkaAdminClient,
     parse_bootstrap_servers,
 )
-from spark_replica.kafka_wire.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_assignment
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.kafka.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_assignment
 from spark_replica.zk.topic_store import read_brokers
 
 T = TypeVar("T")

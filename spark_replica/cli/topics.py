@@ -27,8 +27,8 @@ from spark_replica.cli.common import add_connection_options, run_with_cluster, z
 from spark_replica.cli.output import add_json_flag, print_json, print_table, rows_as_json
 from spark_replica.cli.progress import waiting
 from spark_replica.client import Admin, Cluster, PartitionDescription
-from spark_replica.protocol.metadata import NO_LEADER, MetadataResponse
 from spark_replica.topic_config import parse_assignments
+from spark_replica.wire.native.metadata import NO_LEADER, MetadataResponse
 from spark_replica.zk import topic_store
 
 UNDER_REPLICATED = "under-replicated"

@@ -18,8 +18,8 @@ from spark_replica.cli.output import add_json_flag, print_json, print_table, row
 from spark_replica.client import Cluster
 from spark_replica.client.security_admin import DEFAULT_MECHANISM, SecurityAdmin
 from spark_replica.errors import ConfigError
-from spark_replica.protocol.scram_credentials import MECHANISM_CODES
 from spark_replica.security import scram
+from spark_replica.wire.native.scram_credentials import MECHANISM_CODES
 
 LIST_COLUMNS = ("user", "mechanism", "iterations")
 

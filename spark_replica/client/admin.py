@@ -16,15 +16,15 @@ from spark_replica.errors import (
     UnknownTopicOrPartitionError,
     raise_for_code,
 )
-from spark_replica.protocol.metadata import NO_LEADER, TopicMetadata
-from spark_replica.protocol.topic_admin import (
+from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.metadata import NO_LEADER, TopicMetadata
+from spark_replica.wire.native.topic_admin import (
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteTopicsRequest,
     NewTopic,
     PartitionCount,
 )
-from spark_replica.topics import TopicPartition
 
 from .cluster import Cluster
 from .list_offsets import LATEST, list_offsets_at

@@ -22,7 +22,8 @@ from spark_replica.errors import (
     ReplogError,
     error_for_code,
 )
-from spark_replica.protocol.metadata import (
+from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.metadata import (
     NO_LEADER,
     BrokerInfo,
     MetadataRequest,
@@ -30,7 +31,6 @@ from spark_replica.protocol.metadata import (
     PartitionMetadata,
     TopicMetadata,
 )
-from spark_replica.topics import TopicPartition
 
 from .connection import BrokerConnection
 from .metadata_freshness import in_turn, merge_topics

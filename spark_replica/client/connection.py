@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any
 
 from spark_replica.client.sasl_login import sasl_login
 from spark_replica.errors import ConnectionLostError, ProtocolError, error_for_code
-from spark_replica.protocol import RESPONSE_TYPES
-from spark_replica.protocol.apis import ApiKey
-from spark_replica.protocol.frames import (
+from spark_replica.transport import Frame, FrameStream, OversizedFrame, open_frame_stream
+from spark_replica.wire.native import RESPONSE_TYPES
+from spark_replica.wire.native.apis import ApiKey
+from spark_replica.wire.native.frames import (
     DEFAULT_MAX_FRAME_BYTES,
     RequestHeader,
     ResponseHeader,
     encode_request,
 )
-from spark_replica.protocol.primitives import Reader, Writer
-from spark_replica.transport import Frame, FrameStream, OversizedFrame, open_frame_stream
+from spark_replica.wire.native.primitives import Reader, Writer
 
 if TYPE_CHECKING:
     from spark_replica.security.settings import SecurityConfig

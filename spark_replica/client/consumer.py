@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 
 from spark_replica.errors import ConfigError, OffsetOutOfRangeError, ReplogError, error_for_code
-from spark_replica.protocol.fetch import FetchPartition, FetchRequest, FetchTopic
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.fetch import FetchPartition, FetchRequest, FetchTopic
 
 from .cluster import Cluster
 from .consumer_records import ConsumerRecord, iterate_records

@@ -29,8 +29,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TypeVar
 
 from spark_replica.errors import ProtocolError, ReplogError, TimeoutExpiredError
-from spark_replica.protocol.metadata import MetadataResponse
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.metadata import MetadataResponse
 
 from .cluster import Cluster
 from .connection import BrokerConnection

@@ -13,7 +13,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 
 from spark_replica.errors import ReplogError, error_for_code
-from spark_replica.protocol.list_offsets import (
+from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.list_offsets import (
     DEBUG_REPLICA_ID,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -21,7 +22,6 @@ from spark_replica.protocol.list_offsets import (
     ListOffsetsRequest,
     ListOffsetsTopic,
 )
-from spark_replica.topics import TopicPartition
 
 from .cluster import Cluster
 from .connection import BrokerConnection

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from spark_replica.protocol.metadata import PartitionMetadata, TopicMetadata
+from spark_replica.wire.native.metadata import PartitionMetadata, TopicMetadata
 
 
 def is_older(known: PartitionMetadata, answered: PartitionMetadata) -> bool:

@@ -26,9 +26,9 @@ from spark_replica.errors import (
     UnknownTopicOrPartitionError,
     raise_for_code,
 )
-from spark_replica.protocol.fetch import FetchPartition, FetchRequest, FetchTopic
-from spark_replica.protocol.metadata import MetadataResponse
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.fetch import FetchPartition, FetchRequest, FetchTopic
+from spark_replica.wire.native.metadata import MetadataResponse
 
 from .cluster import Cluster
 from .connection import BrokerConnection

@@ -11,12 +11,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from spark_replica.errors import SaslAuthenticationFailedError, UnsupportedSaslMechanismError
-from spark_replica.protocol.sasl import (
+from spark_replica.security.scram import MECHANISMS, ScramClient, plain_message
+from spark_replica.wire.native.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
     SaslHandshakeRequest,
 )
-from spark_replica.security.scram import MECHANISMS, ScramClient, plain_message
 
 if TYPE_CHECKING:
     from spark_replica.security.settings import SecurityConfig

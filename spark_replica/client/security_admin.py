@@ -17,7 +17,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from spark_replica.errors import ConfigError, raise_for_code
-from spark_replica.protocol.acls import (
+from spark_replica.security import scram
+from spark_replica.security.acl import AclBinding
+from spark_replica.wire.native.acls import (
     AclFilter,
     CreateAclsRequest,
     DeleteAclsRequest,
@@ -25,7 +27,7 @@ from spark_replica.protocol.acls import (
     binding_from_wire,
     binding_to_wire,
 )
-from spark_replica.protocol.scram_credentials import (
+from spark_replica.wire.native.scram_credentials import (
     MECHANISM_CODES,
     MECHANISM_NAMES,
     AlterUserScramCredentialsRequest,
@@ -33,8 +35,6 @@ from spark_replica.protocol.scram_credentials import (
     ScramDeletion,
     ScramUpsertion,
 )
-from spark_replica.security import scram
-from spark_replica.security.acl import AclBinding
 
 from .cluster import Cluster
 

@@ -33,14 +33,14 @@ from spark_replica.errors import (
     TimeoutExpiredError,
     raise_for_code,
 )
-from spark_replica.protocol.produce import (
+from spark_replica.records import encode_batch
+from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.produce import (
     ACKS_ALL,
     ProducePartition,
     ProduceRequest,
     ProduceTopic,
 )
-from spark_replica.records import encode_batch
-from spark_replica.topics import TopicPartition
 
 from .cluster import Cluster
 from .connection import BrokerConnection

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from spark_replica.client import PartitionDescription
-from spark_replica.protocol.metadata import NO_LEADER
+from spark_replica.wire.native.metadata import NO_LEADER
 
 # Admin.describe's "this broker did not say" offset.
 UNKNOWN_OFFSET = -1

@@ -34,11 +34,11 @@ from spark_replica.errors import (
     error_for_code,
     raise_for_code,
 )
-from spark_replica.kafka_wire.headers import SIZE, decode_response, encode_request
-from spark_replica.kafka_wire.schema import Data
 from spark_replica.security.scram import MECHANISMS, ScramClient, plain_message
 from spark_replica.security.settings import SecurityConfig
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.kafka.headers import SIZE, decode_response, encode_request
+from spark_replica.wire.schema import Data
 
 T = TypeVar("T")
 

@@ -32,8 +32,8 @@ from spark_replica.client import (
     RecordMetadata,
 )
 from spark_replica.errors import OffsetOutOfRangeError, ReplogError
-from spark_replica.protocol.list_offsets import LATEST_TIMESTAMP
-from spark_replica.protocol.produce import ACKS_ALL
+from spark_replica.wire.native.list_offsets import LATEST_TIMESTAMP
+from spark_replica.wire.native.produce import ACKS_ALL
 from tests.chaos.checker import Send, Stored
 
 PRODUCER_CONFIG = ProducerConfig(

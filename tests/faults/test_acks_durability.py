@@ -7,8 +7,8 @@ import pytest
 
 from spark_replica.client import BrokerConnection
 from spark_replica.errors import NotEnoughReplicasAfterAppendError
-from spark_replica.protocol.produce import ProducePartition, ProduceRequest, ProduceTopic
 from spark_replica.records import build_batch
+from spark_replica.wire.native.produce import ProducePartition, ProduceRequest, ProduceTopic
 from tests.support import BrokerFactory, create, leadership, run, start_cluster, wait_for
 
 pytestmark = pytest.mark.slow

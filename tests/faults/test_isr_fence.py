@@ -20,7 +20,7 @@ from kazoo.client import KazooClient
 from brokerd.controller.zk_store import current_controller
 from spark_replica.client import BrokerConnection
 from spark_replica.errors import StaleControllerEpochError
-from spark_replica.protocol.controller_requests import (
+from spark_replica.wire.native.controller_requests import (
     ControllerHeader,
     LeaderAndIsrRequest,
     PartitionLeaderState,

@@ -10,8 +10,8 @@ import pytest
 
 from spark_replica.client import BrokerConnection
 from spark_replica.errors import ReplogError
-from spark_replica.protocol.produce import ProducePartition, ProduceRequest, ProduceTopic
 from spark_replica.records import build_batch
+from spark_replica.wire.native.produce import ProducePartition, ProduceRequest, ProduceTopic
 from spark_replica.zk import topic_store
 from spark_replica.zk.session import connect
 from tests.support import (

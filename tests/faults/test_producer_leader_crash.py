@@ -16,8 +16,8 @@ import time
 import pytest
 
 from spark_replica.client import Cluster, Producer, ProducerConfig
-from spark_replica.protocol.produce import ACKS_ALL
 from spark_replica.records import build_batch
+from spark_replica.wire.native.produce import ACKS_ALL
 from tests.support import BrokerFactory, create, leadership, run, start_cluster
 
 pytestmark = pytest.mark.slow

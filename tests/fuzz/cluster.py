@@ -23,13 +23,13 @@ from pathlib import Path
 from spark_replica.client import Admin, Cluster
 from spark_replica.errors import ReplogError
 from spark_replica.launcher import BrokerProcess, free_port
-from spark_replica.protocol import ApiKey, MetadataRequest, MetadataResponse
-from spark_replica.protocol.frames import SIZE, ResponseHeader
-from spark_replica.protocol.metadata import BrokerInfo
-from spark_replica.protocol.primitives import Reader
 from spark_replica.security.local_cluster import render_properties, scram_jaas_config
 from spark_replica.security.scram import MECHANISMS, make_credential
 from spark_replica.security.settings import SecurityConfig
+from spark_replica.wire.native import ApiKey, MetadataRequest, MetadataResponse
+from spark_replica.wire.native.frames import SIZE, ResponseHeader
+from spark_replica.wire.native.metadata import BrokerInfo
+from spark_replica.wire.native.primitives import Reader
 from spark_replica.zk import znodes
 from spark_replica.zk.embedded import EmbeddedZooKeeper
 from spark_replica.zk.security_store import write_credential

@@ -38,7 +38,7 @@ from typing import Any
 
 from spark_replica.errors import ReplogError, UnknownServerError, error_for_code
 from spark_replica.launcher import BrokerProcess
-from spark_replica.protocol import ApiKey
+from spark_replica.wire.native import ApiKey
 from tests.fuzz.background import Background
 from tests.fuzz.cluster import (
     FuzzCluster,

@@ -30,11 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
-from spark_replica.kafka_wire.schema import Data
-from spark_replica.kafka_wire.versions import REQUESTS
-from spark_replica.protocol import ApiKey
-from spark_replica.protocol.frames import SIZE
-from spark_replica.protocol.produce import ProducePartition, ProduceRequest, ProduceTopic
+from spark_replica.wire.kafka.versions import REQUESTS
+from spark_replica.wire.native import ApiKey
+from spark_replica.wire.native.frames import SIZE
+from spark_replica.wire.native.produce import ProducePartition, ProduceRequest, ProduceTopic
+from spark_replica.wire.schema import Data
 from tests.fuzz.bombs import (
     GZIP,
     ZSTD,

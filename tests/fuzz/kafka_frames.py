@@ -18,9 +18,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from spark_replica.kafka_wire.schema import Data
-from spark_replica.kafka_wire.versions import REQUESTS
-from spark_replica.protocol.frames import SIZE
+from spark_replica.wire.kafka.versions import REQUESTS
+from spark_replica.wire.native.frames import SIZE
+from spark_replica.wire.schema import Data
 from tests.fuzz.bombs import GZIP, ZSTD, kafka_records_batch
 from tests.fuzz.mutations import (
     Sample,

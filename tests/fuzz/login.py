@@ -15,17 +15,17 @@ from collections.abc import Generator
 from dataclasses import dataclass, field
 
 from spark_replica.errors import SaslAuthenticationFailedError
-from spark_replica.kafka_wire.schema import Data
-from spark_replica.kafka_wire.versions import REQUESTS, RESPONSES
-from spark_replica.protocol import ApiKey
-from spark_replica.protocol.frames import SIZE, ResponseHeader
-from spark_replica.protocol.primitives import Reader
-from spark_replica.protocol.sasl import (
+from spark_replica.security.scram import ScramClient
+from spark_replica.wire.kafka.versions import REQUESTS, RESPONSES
+from spark_replica.wire.native import ApiKey
+from spark_replica.wire.native.frames import SIZE, ResponseHeader
+from spark_replica.wire.native.primitives import Reader
+from spark_replica.wire.native.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
     SaslHandshakeRequest,
 )
-from spark_replica.security.scram import ScramClient
+from spark_replica.wire.schema import Data
 from tests.fuzz.requests import body_of, frame, header_bytes, request_frame
 
 MECHANISM = "SCRAM-SHA-256"

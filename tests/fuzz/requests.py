@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from spark_replica.protocol import (
+from spark_replica.records import build_batch
+from spark_replica.wire.native import (
     ApiKey,
     ApiVersionsRequest,
     ControlledShutdownRequest,
@@ -36,35 +37,34 @@ from spark_replica.protocol import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
-from spark_replica.protocol.acls import (
+from spark_replica.wire.native.acls import (
     AclFilter,
     CreateAclsRequest,
     DeleteAclsRequest,
     DescribeAclsRequest,
     WireAclBinding,
 )
-from spark_replica.protocol.controller_requests import (
+from spark_replica.wire.native.controller_requests import (
     ControllerHeader,
     PartitionLeaderState,
     StopReplicaTopic,
     TopicLeaderStates,
 )
-from spark_replica.protocol.fetch import FetchPartition, FetchTopic
-from spark_replica.protocol.frames import SIZE, RequestHeader
-from spark_replica.protocol.list_offsets import ListOffsetsPartition, ListOffsetsTopic
-from spark_replica.protocol.metadata import BrokerInfo
-from spark_replica.protocol.offsets_for_leader_epoch import EpochQuery, EpochQueryTopic
-from spark_replica.protocol.primitives import Writer
-from spark_replica.protocol.produce import ProducePartition, ProduceTopic
-from spark_replica.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
-from spark_replica.protocol.scram_credentials import (
+from spark_replica.wire.native.fetch import FetchPartition, FetchTopic
+from spark_replica.wire.native.frames import SIZE, RequestHeader
+from spark_replica.wire.native.list_offsets import ListOffsetsPartition, ListOffsetsTopic
+from spark_replica.wire.native.metadata import BrokerInfo
+from spark_replica.wire.native.offsets_for_leader_epoch import EpochQuery, EpochQueryTopic
+from spark_replica.wire.native.primitives import Writer
+from spark_replica.wire.native.produce import ProducePartition, ProduceTopic
+from spark_replica.wire.native.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+from spark_replica.wire.native.scram_credentials import (
     AlterUserScramCredentialsRequest,
     DescribeUserScramCredentialsRequest,
     ScramDeletion,
     ScramUpsertion,
 )
-from spark_replica.protocol.topic_admin import NewTopic, PartitionCount
-from spark_replica.records import build_batch
+from spark_replica.wire.native.topic_admin import NewTopic, PartitionCount
 
 INT16_MAX = 2**15 - 1
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1

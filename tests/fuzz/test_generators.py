@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_replica.protocol import (
+from spark_replica.wire.native import (
     REQUEST_TYPES,
     ApiKey,
     DeleteTopicsRequest,
@@ -15,14 +15,14 @@ from spark_replica.protocol import (
     LeaderAndIsrRequest,
     MetadataRequest,
 )
-from spark_replica.protocol.controller_requests import (
+from spark_replica.wire.native.controller_requests import (
     ControllerHeader,
     PartitionLeaderState,
     TopicLeaderStates,
 )
-from spark_replica.protocol.fetch import FetchPartition, FetchTopic
-from spark_replica.protocol.metadata import BrokerInfo
-from spark_replica.protocol.primitives import Reader
+from spark_replica.wire.native.fetch import FetchPartition, FetchTopic
+from spark_replica.wire.native.metadata import BrokerInfo
+from spark_replica.wire.native.primitives import Reader
 from tests.fuzz.mutations import Mark, mutated_frame, sample_of
 from tests.fuzz.requests import RequestGenerator, Target, body_of, frame, request_frame
 from tests.fuzz.source import FrameSource, load_frames, save_frames

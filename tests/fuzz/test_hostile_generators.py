@@ -15,11 +15,11 @@ import pytest
 from aiokafka.record.default_records import DefaultRecordBatch
 
 from spark_replica.errors import ProtocolError
-from spark_replica.kafka_wire.primitives import Reader
-from spark_replica.kafka_wire.versions import REQUESTS
-from spark_replica.protocol import ApiKey
-from spark_replica.protocol.metadata import BrokerInfo
 from spark_replica.records import HEADER_SIZE, decode_payload
+from spark_replica.wire.kafka.versions import REQUESTS
+from spark_replica.wire.native import ApiKey
+from spark_replica.wire.native.metadata import BrokerInfo
+from spark_replica.wire.primitives import Reader
 from tests.fuzz.bombs import (
     GZIP,
     INT32_MAX,

@@ -11,8 +11,6 @@ import socket
 
 import pytest
 
-from spark_replica.protocol.apis import ApiKey
-from spark_replica.protocol.produce import ACKS_NONE
 from spark_replica.records import build_batch
 from spark_replica.security.acl import (
     AclEntry,
@@ -22,6 +20,8 @@ from spark_replica.security.acl import (
     ResourcePattern,
     ResourceType,
 )
+from spark_replica.wire.native.apis import ApiKey
+from spark_replica.wire.native.produce import ACKS_NONE
 from spark_replica.zk.security_store import add_acls
 from spark_replica.zk.session import connect
 from tests.support import BrokerFactory

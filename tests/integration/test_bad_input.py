@@ -41,7 +41,12 @@ from spark_replica.errors import (
     UnknownTopicOrPartitionError,
     UnsupportedVersionError,
 )
-from spark_replica.protocol import (
+from spark_replica.records import (
+    CRC_FIELD_OFFSET,
+    HEADER_SIZE,
+    build_batch,
+)
+from spark_replica.wire.native import (
     REQUEST_TYPES,
     RESPONSE_TYPES,
     SUPPORTED_VERSIONS,
@@ -54,15 +59,15 @@ from spark_replica.protocol import (
     MetadataRequest,
     ProduceRequest,
 )
-from spark_replica.protocol.acls import (
+from spark_replica.wire.native.acls import (
     AclFilter,
     CreateAclsRequest,
     DeleteAclsRequest,
     DescribeAclsRequest,
     WireAclBinding,
 )
-from spark_replica.protocol.controlled_shutdown import ControlledShutdownRequest
-from spark_replica.protocol.controller_requests import (
+from spark_replica.wire.native.controlled_shutdown import ControlledShutdownRequest
+from spark_replica.wire.native.controller_requests import (
     ControllerHeader,
     LeaderAndIsrRequest,
     PartitionLeaderState,
@@ -71,37 +76,32 @@ from spark_replica.protocol.controller_requests import (
     TopicLeaderStates,
     UpdateMetadataRequest,
 )
-from spark_replica.protocol.fetch import FetchResponse
-from spark_replica.protocol.frames import SIZE
-from spark_replica.protocol.list_offsets import (
+from spark_replica.wire.native.fetch import FetchResponse
+from spark_replica.wire.native.frames import SIZE
+from spark_replica.wire.native.list_offsets import (
     ListOffsetsPartition,
     ListOffsetsResponse,
     ListOffsetsTopic,
 )
-from spark_replica.protocol.metadata import MetadataResponse
-from spark_replica.protocol.offsets_for_leader_epoch import (
+from spark_replica.wire.native.metadata import MetadataResponse
+from spark_replica.wire.native.offsets_for_leader_epoch import (
     EpochQuery,
     EpochQueryTopic,
     OffsetsForLeaderEpochRequest,
 )
-from spark_replica.protocol.primitives import Writer
-from spark_replica.protocol.produce import ProducePartition, ProduceResponse, ProduceTopic
-from spark_replica.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
-from spark_replica.protocol.scram_credentials import (
+from spark_replica.wire.native.primitives import Writer
+from spark_replica.wire.native.produce import ProducePartition, ProduceResponse, ProduceTopic
+from spark_replica.wire.native.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+from spark_replica.wire.native.scram_credentials import (
     AlterUserScramCredentialsRequest,
     DescribeUserScramCredentialsRequest,
     ScramDeletion,
 )
-from spark_replica.protocol.topic_admin import (
+from spark_replica.wire.native.topic_admin import (
     CreatePartitionsRequest,
     NewTopic,
     PartitionCount,
     TopicResultsResponse,
-)
-from spark_replica.records import (
-    CRC_FIELD_OFFSET,
-    HEADER_SIZE,
-    build_batch,
 )
 from spark_replica.zk import znodes
 from spark_replica.zk.embedded import EmbeddedZooKeeper

@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from spark_replica.client import Admin, Cluster, Producer, ProducerConfig
-from spark_replica.protocol.metadata import MetadataResponse, PartitionMetadata
-from spark_replica.protocol.produce import ACKS_ALL
 from spark_replica.records import BatchHeader, iter_batches
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.metadata import MetadataResponse, PartitionMetadata
+from spark_replica.wire.native.produce import ACKS_ALL
 from tests.support import BrokerFactory, run
 
 pytestmark = pytest.mark.slow

@@ -20,8 +20,6 @@ import pytest
 
 from spark_replica.client import BrokerConnection, Cluster, Consumer, Producer
 from spark_replica.errors import CorruptMessageError, InvalidRecordError
-from spark_replica.protocol.fetch import FetchPartition, FetchRequest, FetchTopic
-from spark_replica.protocol.produce import ProducePartition, ProduceRequest, ProduceTopic
 from spark_replica.records import (
     CRC_FIELD,
     CRC_FIELD_OFFSET,
@@ -34,6 +32,8 @@ from spark_replica.records import (
     compute_crc,
 )
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.fetch import FetchPartition, FetchRequest, FetchTopic
+from spark_replica.wire.native.produce import ProducePartition, ProduceRequest, ProduceTopic
 from spark_replica.zk.embedded import EmbeddedZooKeeper
 from tests.support import BrokerFactory, create_topic, run
 

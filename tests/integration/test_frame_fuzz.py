@@ -34,10 +34,10 @@ from spark_replica.errors import (
     ProtocolError,
     UnsupportedVersionError,
 )
-from spark_replica.protocol import REQUEST_TYPES, RESPONSE_TYPES, ApiKey, is_supported
-from spark_replica.protocol.frames import SIZE, RequestHeader, ResponseHeader
-from spark_replica.protocol.metadata import BrokerInfo
-from spark_replica.protocol.primitives import Reader
+from spark_replica.wire.native import REQUEST_TYPES, RESPONSE_TYPES, ApiKey, is_supported
+from spark_replica.wire.native.frames import SIZE, RequestHeader, ResponseHeader
+from spark_replica.wire.native.metadata import BrokerInfo
+from spark_replica.wire.native.primitives import Reader
 from tests.fuzz.mutations import Sample, mutate_body, sample_of
 from tests.fuzz.requests import RequestGenerator, Target, request_frame
 from tests.support import BrokerFactory

@@ -16,17 +16,17 @@ from spark_replica.errors import (
     error_for_code,
 )
 from spark_replica.launcher import BrokerProcess
-from spark_replica.protocol.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from spark_replica.protocol.list_offsets import EARLIEST_TIMESTAMP
-from spark_replica.protocol.produce import (
+from spark_replica.records import build_batch
+from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from spark_replica.wire.native.list_offsets import EARLIEST_TIMESTAMP
+from spark_replica.wire.native.produce import (
     ACKS_ALL,
     ProducePartition,
     ProducePartitionResult,
     ProduceRequest,
     ProduceTopic,
 )
-from spark_replica.records import build_batch
-from spark_replica.topics import TopicPartition
 from tests.support import BrokerFactory, create_topic, run
 
 pytestmark = pytest.mark.slow

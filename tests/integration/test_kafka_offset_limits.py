@@ -28,9 +28,9 @@ from spark_replica.kafka_wire.admin_client import (
     OFFSET_FETCH,
     KafkaConnection,
 )
-from spark_replica.kafka_wire.schema import Data
 from spark_replica.launcher import BrokerProcess
 from spark_replica.security.settings import SecurityConfig
+from spark_replica.wire.schema import Data
 from spark_replica.zk.session import connect
 from tests.support import BrokerFactory, create_topic, produce, run, wait_until
 

@@ -14,8 +14,8 @@ import pytest
 from spark_replica.client import Cluster, Consumer, Producer, ProducerConfig
 from spark_replica.errors import UnknownTopicOrPartitionError
 from spark_replica.launcher import BrokerProcess
-from spark_replica.protocol.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from tests.support import BrokerFactory, consume_all, create_topic, rows_of, run
 
 pytestmark = pytest.mark.slow
@@ -198,9 +198,9 @@ def test_pipelined_requests_on_one_connection_are_answered_in_order(
     broker: BrokerProcess,
 ) -> None:
     from spark_replica.client import BrokerConnection
-    from spark_replica.protocol.metadata import MetadataRequest
-    from spark_replica.protocol.produce import ProducePartition, ProduceRequest, ProduceTopic
     from spark_replica.records import build_batch
+    from spark_replica.wire.native.metadata import MetadataRequest
+    from spark_replica.wire.native.produce import ProducePartition, ProduceRequest, ProduceTopic
 
     async def scenario() -> list[int]:
         await create_topic([(broker.host, broker.port)], "piped")

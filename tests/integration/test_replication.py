@@ -20,9 +20,9 @@ from spark_replica.errors import (
     OffsetOutOfRangeError,
     UnknownLeaderEpochError,
 )
-from spark_replica.protocol.fetch import FetchPartition, FetchRequest, FetchTopic
-from spark_replica.protocol.list_offsets import LATEST_TIMESTAMP
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.fetch import FetchPartition, FetchRequest, FetchTopic
+from spark_replica.wire.native.list_offsets import LATEST_TIMESTAMP
 from tests.support import (
     BrokerFactory,
     assert_replicas_identical,

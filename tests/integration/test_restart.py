@@ -6,8 +6,8 @@ import pytest
 
 from brokerd.log import HW_CHECKPOINT_FILE, read_offsets_checkpoint
 from spark_replica.client import Cluster, Consumer, Producer, ProducerConfig
-from spark_replica.protocol.list_offsets import LATEST_TIMESTAMP
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.list_offsets import LATEST_TIMESTAMP
 from spark_replica.zk import znodes
 from spark_replica.zk.session import connect
 from tests.support import BrokerFactory, consume_all, create_topic, rows_of, run

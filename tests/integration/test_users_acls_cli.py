@@ -21,22 +21,6 @@ from spark_replica.errors import (
     UnsupportedSaslMechanismError,
 )
 from spark_replica.launcher import BrokerProcess
-from spark_replica.protocol.acls import (
-    AclFilter,
-    CreateAclsRequest,
-    DescribeAclsRequest,
-    OperationCode,
-    PatternTypeCode,
-    PermissionCode,
-    ResourceTypeCode,
-    WireAclBinding,
-)
-from spark_replica.protocol.scram_credentials import (
-    AlterUserScramCredentialsRequest,
-    DescribeUserScramCredentialsRequest,
-    ScramDeletion,
-    ScramUpsertion,
-)
 from spark_replica.security import scram
 from spark_replica.security.acl import (
     AclBinding,
@@ -46,6 +30,22 @@ from spark_replica.security.acl import (
     Permission,
     ResourcePattern,
     ResourceType,
+)
+from spark_replica.wire.native.acls import (
+    AclFilter,
+    CreateAclsRequest,
+    DescribeAclsRequest,
+    OperationCode,
+    PatternTypeCode,
+    PermissionCode,
+    ResourceTypeCode,
+    WireAclBinding,
+)
+from spark_replica.wire.native.scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    DescribeUserScramCredentialsRequest,
+    ScramDeletion,
+    ScramUpsertion,
 )
 from spark_replica.zk import security_store
 from spark_replica.zk.session import connect

@@ -16,12 +16,12 @@ import pytest
 from aiokafka.record.default_records import DefaultRecordBatch
 from confluent_kafka import TopicPartition
 
-from spark_replica.kafka_wire.headers import encode_request
-from spark_replica.kafka_wire.primitives import Reader
-from spark_replica.kafka_wire.schema import Data
-from spark_replica.kafka_wire.versions import RESPONSES
 from spark_replica.launcher import BrokerProcess
 from spark_replica.records import build_batch
+from spark_replica.wire.kafka.headers import encode_request
+from spark_replica.wire.kafka.versions import RESPONSES
+from spark_replica.wire.primitives import Reader
+from spark_replica.wire.schema import Data
 from tests.kafka.clients import (
     SOCKET_TIMEOUT_S,
     Deliveries,

@@ -35,8 +35,8 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from spark_replica.errors import ProtocolError
-from spark_replica.kafka_wire.primitives import Reader
-from spark_replica.kafka_wire.versions import REQUESTS
+from spark_replica.wire.kafka.versions import REQUESTS
+from spark_replica.wire.primitives import Reader
 from tests.kafka.clients import (
     API_VERSIONS_KEY,
     SOCKET_TIMEOUT_S,

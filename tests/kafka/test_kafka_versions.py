@@ -12,10 +12,10 @@ import struct
 
 import pytest
 
-from spark_replica.kafka_wire.headers import encode_request, response_header_is_flexible
-from spark_replica.kafka_wire.primitives import Reader
-from spark_replica.kafka_wire.schema import Data
-from spark_replica.kafka_wire.versions import RESPONSES
+from spark_replica.wire.kafka.headers import encode_request, response_header_is_flexible
+from spark_replica.wire.kafka.versions import RESPONSES
+from spark_replica.wire.primitives import Reader
+from spark_replica.wire.schema import Data
 from tests.kafka.clients import SOCKET_TIMEOUT_S, read_frame, served_versions
 from tests.support import BrokerFactory
 

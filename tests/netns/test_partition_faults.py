@@ -23,9 +23,9 @@ from kazoo.client import KazooClient
 
 from spark_replica.client import Admin, BrokerConnection, Cluster, Producer, ProducerConfig
 from spark_replica.errors import ReplogError
-from spark_replica.protocol.produce import ProducePartition, ProduceRequest, ProduceTopic
 from spark_replica.reassignment import assign_replicas
 from spark_replica.records import build_batch
+from spark_replica.wire.native.produce import ProducePartition, ProduceRequest, ProduceTopic
 from spark_replica.zk import topic_store, znodes
 from spark_replica.zk.session import connect
 from tests.support import create, produce_acks_all, replica_records, run, wait_for

@@ -9,8 +9,8 @@ import pytest
 
 from spark_replica.client import Admin, BrokerConnection, Cluster, Producer, ProducerConfig
 from spark_replica.errors import ClusterAuthorizationFailedError
-from spark_replica.protocol.controlled_shutdown import ControlledShutdownRequest
-from spark_replica.protocol.controller_requests import (
+from spark_replica.wire.native.controlled_shutdown import ControlledShutdownRequest
+from spark_replica.wire.native.controller_requests import (
     ControllerHeader,
     LeaderAndIsrRequest,
     PartitionLeaderState,
@@ -19,7 +19,7 @@ from spark_replica.protocol.controller_requests import (
     TopicLeaderStates,
     UpdateMetadataRequest,
 )
-from spark_replica.protocol.fetch import FetchPartition, FetchRequest, FetchTopic
+from spark_replica.wire.native.fetch import FetchPartition, FetchRequest, FetchTopic
 from spark_replica.zk import znodes
 from spark_replica.zk.session import connect
 from tests.security.conftest import SecureSetup

@@ -14,12 +14,12 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from spark_replica.client import Cluster
-from spark_replica.kafka_wire.headers import decode_response, encode_request
-from spark_replica.kafka_wire.schema import Data
 from spark_replica.launcher import BrokerProcess
-from spark_replica.protocol.frames import SIZE
 from spark_replica.security.scram import ScramClient
 from spark_replica.security.settings import SecurityConfig
+from spark_replica.wire.kafka.headers import decode_response, encode_request
+from spark_replica.wire.native.frames import SIZE
+from spark_replica.wire.schema import Data
 from tests.security.conftest import PASSWORDS, SecureSetup
 from tests.support import run
 

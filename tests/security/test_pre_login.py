@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from spark_replica.errors import MessageTooLargeError
 from spark_replica.launcher import BrokerProcess
-from spark_replica.protocol.frames import SIZE
+from spark_replica.wire.native.frames import SIZE
 from tests.security.conftest import PASSWORDS, SecureSetup
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ import pytest
 
 from spark_replica.client import Cluster
 from spark_replica.errors import ConnectionLostError
-from spark_replica.protocol.metadata import MetadataRequest
+from spark_replica.wire.native.metadata import MetadataRequest
 
 
 @pytest.fixture

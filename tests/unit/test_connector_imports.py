@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 CONNECTORS = Path(__file__).resolve().parents[2] / "connectors"
-FORBIDDEN = "spark_replica.protocol"
+FORBIDDEN = "spark_replica.wire.native"
 
 
 def protocol_imports(source: str) -> list[str]:
-    """The modules under spark_replica.protocol that `source` imports, at any depth."""
+    """The modules under spark_replica.wire.native that `source` imports, at any depth."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -27,18 +27,18 @@ def protocol_imports(source: str) -> list[str]:
 
 def test_the_check_sees_every_form_of_import() -> None:
     source = (
-        "import spark_replica.protocol.fetch\n"
-        "from spark_replica.protocol import produce\n"
-        "def f():\n    from spark_replica.protocol.list_offsets import LATEST_TIMESTAMP\n"
+        "import spark_replica.wire.native.fetch\n"
+        "from spark_replica.wire.native import produce\n"
+        "def f():\n    from spark_replica.wire.native.list_offsets import LATEST_TIMESTAMP\n"
         "import spark_replica.protocolish\n"
         "from spark_replica import client\n"
     )
     assert protocol_imports(source) == [
-        "spark_replica.protocol.fetch",
-        "spark_replica.protocol",
-        "spark_replica.protocol.produce",
-        "spark_replica.protocol.list_offsets",
-        "spark_replica.protocol.list_offsets.LATEST_TIMESTAMP",
+        "spark_replica.wire.native.fetch",
+        "spark_replica.wire.native",
+        "spark_replica.wire.native.produce",
+        "spark_replica.wire.native.list_offsets",
+        "spark_replica.wire.native.list_offsets.LATEST_TIMESTAMP",
     ]
 
 

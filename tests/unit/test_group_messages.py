@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from aiokafka.protocol import commit, coordination, group
 
-from spark_replica.kafka_wire.messages import groups
-from spark_replica.kafka_wire.schema import Data, Message
+from spark_replica.wire.kafka.messages import groups
+from spark_replica.wire.schema import Data, Message
 
 CASES: list[tuple[Message, int, Any, Data]] = [
     (

@@ -27,12 +27,12 @@ from spark_replica.kafka_wire.admin_client import (
     GroupMember,
     parse_bootstrap_servers,
 )
-from spark_replica.kafka_wire.consumer_protocol import (
+from spark_replica.topics import TopicPartition
+from spark_replica.wire.kafka.consumer_protocol import (
     MemberAssignment,
     decode_assignment,
     encode_assignment,
 )
-from spark_replica.topics import TopicPartition
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 

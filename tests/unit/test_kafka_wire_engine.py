@@ -7,7 +7,7 @@ import uuid
 import pytest
 
 from spark_replica.errors import ProtocolError
-from spark_replica.kafka_wire.headers import (
+from spark_replica.wire.kafka.headers import (
     RequestHeader,
     decode_request,
     decode_response,
@@ -15,8 +15,8 @@ from spark_replica.kafka_wire.headers import (
     encode_response,
     read_request_header,
 )
-from spark_replica.kafka_wire.primitives import LARGE_FIELD_BYTES, Reader, Writer
-from spark_replica.kafka_wire.schema import Data, Field, Message, parse_versions, snake_case
+from spark_replica.wire.primitives import LARGE_FIELD_BYTES, Reader, Writer
+from spark_replica.wire.schema import Data, Field, Message, parse_versions, snake_case
 
 SAMPLE = Message(
     "Sample",

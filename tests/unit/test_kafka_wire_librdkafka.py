@@ -21,9 +21,9 @@ from aiokafka import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from spark_replica.kafka_wire.headers import decode_request, encode_response
-from spark_replica.kafka_wire.schema import Data
-from spark_replica.kafka_wire.versions import SERVED
+from spark_replica.wire.kafka.headers import decode_request, encode_response
+from spark_replica.wire.kafka.versions import SERVED
+from spark_replica.wire.schema import Data
 
 PRODUCE = 0
 FETCH = 1

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from spark_replica.errors import ProtocolError
-from spark_replica.kafka_wire.headers import decode_request, encode_response
-from spark_replica.kafka_wire.schema import Data, Field, Message
-from spark_replica.kafka_wire.versions import REQUESTS, RESPONSES, SERVED, is_flexible
+from spark_replica.wire.kafka.headers import decode_request, encode_response
+from spark_replica.wire.kafka.versions import REQUESTS, RESPONSES, SERVED, is_flexible
+from spark_replica.wire.schema import Data, Field, Message
 
 MESSAGES = [*REQUESTS.values(), *RESPONSES.values()]
 CASES = [

@@ -12,14 +12,14 @@ from spark_replica.client.metadata_freshness import (
     merge_topics,
 )
 from spark_replica.errors import UnknownTopicOrPartitionError
-from spark_replica.protocol.metadata import (
+from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.metadata import (
     NO_LEADER,
     BrokerInfo,
     MetadataResponse,
     PartitionMetadata,
     TopicMetadata,
 )
-from spark_replica.topics import TopicPartition
 
 UNKNOWN_TOPIC = UnknownTopicOrPartitionError.code
 

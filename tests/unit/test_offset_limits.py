@@ -7,8 +7,8 @@ import pytest
 
 from brokerd.groups.offset_expiry import expired_offsets, subscribed_topics
 from spark_replica.errors import InvalidGroupIdError
-from spark_replica.kafka_wire.primitives import Writer
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.primitives import Writer
 from spark_replica.zk import group_store
 from spark_replica.zk.group_store import (
     MAX_TRANSACTION_BYTES,

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from spark_replica.errors import ProtocolError
-from spark_replica.protocol import REQUEST_TYPES, RESPONSE_TYPES, ApiKey, is_supported
-from spark_replica.protocol.api_versions import ApiVersionRange, ApiVersionsResponse
-from spark_replica.protocol.controlled_shutdown import (
+from spark_replica.wire.native import REQUEST_TYPES, RESPONSE_TYPES, ApiKey, is_supported
+from spark_replica.wire.native.api_versions import ApiVersionRange, ApiVersionsResponse
+from spark_replica.wire.native.controlled_shutdown import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
     RemainingPartitions,
 )
-from spark_replica.protocol.controller_requests import (
+from spark_replica.wire.native.controller_requests import (
     ControllerHeader,
     EmptyResponse,
     LeaderAndIsrRequest,
@@ -25,7 +25,7 @@ from spark_replica.protocol.controller_requests import (
     TopicLeaderStates,
     UpdateMetadataRequest,
 )
-from spark_replica.protocol.fetch import (
+from spark_replica.wire.native.fetch import (
     FetchPartition,
     FetchPartitionResult,
     FetchRequest,
@@ -33,17 +33,17 @@ from spark_replica.protocol.fetch import (
     FetchTopic,
     FetchTopicResult,
 )
-from spark_replica.protocol.frames import (
+from spark_replica.wire.native.frames import (
     RequestHeader,
     ResponseHeader,
     encode_request,
     encode_response,
 )
-from spark_replica.protocol.init_producer_id import (
+from spark_replica.wire.native.init_producer_id import (
     InitProducerIdRequest,
     InitProducerIdResponse,
 )
-from spark_replica.protocol.list_offsets import (
+from spark_replica.wire.native.list_offsets import (
     ListOffsetsPartition,
     ListOffsetsPartitionResult,
     ListOffsetsRequest,
@@ -51,14 +51,14 @@ from spark_replica.protocol.list_offsets import (
     ListOffsetsTopic,
     ListOffsetsTopicResult,
 )
-from spark_replica.protocol.metadata import (
+from spark_replica.wire.native.metadata import (
     BrokerInfo,
     MetadataRequest,
     MetadataResponse,
     PartitionMetadata,
     TopicMetadata,
 )
-from spark_replica.protocol.offsets_for_leader_epoch import (
+from spark_replica.wire.native.offsets_for_leader_epoch import (
     EpochEndOffset,
     EpochEndOffsetTopic,
     EpochQuery,
@@ -66,8 +66,8 @@ from spark_replica.protocol.offsets_for_leader_epoch import (
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
 )
-from spark_replica.protocol.primitives import Reader, Writer
-from spark_replica.protocol.produce import (
+from spark_replica.wire.native.primitives import Reader, Writer
+from spark_replica.wire.native.produce import (
     ProducePartition,
     ProducePartitionResult,
     ProduceRequest,
@@ -75,7 +75,7 @@ from spark_replica.protocol.produce import (
     ProduceTopic,
     ProduceTopicResult,
 )
-from spark_replica.protocol.topic_admin import (
+from spark_replica.wire.native.topic_admin import (
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteTopicsRequest,

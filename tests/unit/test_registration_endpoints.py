@@ -14,13 +14,13 @@ from spark_replica.cli.cluster import _plan as cluster_plan
 from spark_replica.cli.main import build_parser as build_replog_parser
 from spark_replica.errors import ConfigError, ZooKeeperError
 from spark_replica.launcher import BrokerProcess
-from spark_replica.protocol.controller_requests import (
+from spark_replica.wire.native.controller_requests import (
     ControllerHeader,
     LeaderAndIsrRequest,
     UpdateMetadataRequest,
 )
-from spark_replica.protocol.metadata import BrokerInfo
-from spark_replica.protocol.primitives import Reader, Writer
+from spark_replica.wire.native.metadata import BrokerInfo
+from spark_replica.wire.native.primitives import Reader, Writer
 from spark_replica.zk import znodes
 
 

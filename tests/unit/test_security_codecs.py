@@ -8,8 +8,18 @@ from typing import Any
 import pytest
 
 from spark_replica.errors import ConfigError, InvalidRequestError, ProtocolError
-from spark_replica.protocol import REQUEST_TYPES, RESPONSE_TYPES, ApiKey
-from spark_replica.protocol.acls import (
+from spark_replica.security.acl import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclEntry,
+    Operation,
+    PatternType,
+    Permission,
+    ResourcePattern,
+    ResourceType,
+)
+from spark_replica.wire.native import REQUEST_TYPES, RESPONSE_TYPES, ApiKey
+from spark_replica.wire.native.acls import (
     AclCreationResult,
     AclDeletionResult,
     AclFilter,
@@ -30,8 +40,8 @@ from spark_replica.protocol.acls import (
     check_filter,
     filter_matches,
 )
-from spark_replica.protocol.primitives import Reader, Writer
-from spark_replica.protocol.scram_credentials import (
+from spark_replica.wire.native.primitives import Reader, Writer
+from spark_replica.wire.native.scram_credentials import (
     MECHANISM_CODES,
     MECHANISM_NAMES,
     AlterUserScramCredentialsRequest,
@@ -43,16 +53,6 @@ from spark_replica.protocol.scram_credentials import (
     ScramUpsertion,
     UserAlterationResult,
     UserCredentials,
-)
-from spark_replica.security.acl import (
-    CLUSTER_NAME,
-    AclBinding,
-    AclEntry,
-    Operation,
-    PatternType,
-    Permission,
-    ResourcePattern,
-    ResourceType,
 )
 
 READ_ALICE = WireAclBinding(

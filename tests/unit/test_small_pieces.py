@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 import spark_replica.client as client_package
-import spark_replica.protocol as protocol_package
+import spark_replica.wire.native as protocol_package
 from brokerd.config.broker import BrokerConfig
 from spark_replica import errors
 from spark_replica.client import murmur2, parse_acks, parse_bootstrap, partition_for_key

@@ -1,0 +1,1 @@
+"""Kafka's wire protocol: message tables, headers, versions and record batches v2."""

@@ -1,0 +1,143 @@
+"""Tables of the ACL APIs: DescribeAcls, CreateAcls and DeleteAcls (Kafka 3.x's message
+definitions: version 1 adds the resource pattern type, 2 is flexible, 3 adds the User
+resource type). Resource type, pattern type, operation and permission travel as int8
+codes, Kafka's numbers, which spark_replica/wire/native/acls.py names."""
+
+from __future__ import annotations
+
+from spark_replica.wire.schema import Field, Message
+
+# Kafka's PatternType.LITERAL: what a version without the pattern type field means.
+LITERAL = 3
+
+
+def _entry_fields() -> list[Field]:
+    """Who may do what from where: the four fields every ACL layout ends with."""
+    return [
+        Field("Principal", "string", "0+"),
+        Field("Host", "string", "0+"),
+        Field("Operation", "int8", "0+"),
+        Field("PermissionType", "int8", "0+"),
+    ]
+
+
+def _filter_fields() -> list[Field]:
+    """A DescribeAcls or DeleteAcls filter: null strings match anything."""
+    return [
+        Field("ResourceTypeFilter", "int8", "0+"),
+        Field("ResourceNameFilter", "string", "0+", nullable="0+"),
+        Field("PatternTypeFilter", "int8", "1+", default=LITERAL),
+        Field("PrincipalFilter", "string", "0+", nullable="0+"),
+        Field("HostFilter", "string", "0+", nullable="0+"),
+        Field("Operation", "int8", "0+"),
+        Field("PermissionType", "int8", "0+"),
+    ]
+
+
+DESCRIBE_ACLS_REQUEST = Message(
+    "DescribeAclsRequest",
+    api_key=29,
+    versions=(0, 3),
+    flexible=2,
+    fields=_filter_fields(),
+)
+
+DESCRIBE_ACLS_RESPONSE = Message(
+    "DescribeAclsResponse",
+    api_key=29,
+    versions=(0, 3),
+    flexible=2,
+    fields=[
+        Field("ThrottleTimeMs", "int32", "0+"),
+        Field("ErrorCode", "int16", "0+"),
+        Field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+        Field(
+            "Resources",
+            [
+                Field("ResourceType", "int8", "0+"),
+                Field("ResourceName", "string", "0+"),
+                Field("PatternType", "int8", "1+", default=LITERAL),
+                Field("Acls", _entry_fields(), "0+"),
+            ],
+            "0+",
+        ),
+    ],
+)
+
+CREATE_ACLS_REQUEST = Message(
+    "CreateAclsRequest",
+    api_key=30,
+    versions=(0, 3),
+    flexible=2,
+    fields=[
+        Field(
+            "Creations",
+            [
+                Field("ResourceType", "int8", "0+"),
+                Field("ResourceName", "string", "0+"),
+                Field("ResourcePatternType", "int8", "1+", default=LITERAL),
+                *_entry_fields(),
+            ],
+            "0+",
+        ),
+    ],
+)
+
+CREATE_ACLS_RESPONSE = Message(
+    "CreateAclsResponse",
+    api_key=30,
+    versions=(0, 3),
+    flexible=2,
+    fields=[
+        Field("ThrottleTimeMs", "int32", "0+"),
+        Field(
+            "Results",
+            [
+                Field("ErrorCode", "int16", "0+"),
+                Field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+            ],
+            "0+",
+        ),
+    ],
+)
+
+DELETE_ACLS_REQUEST = Message(
+    "DeleteAclsRequest",
+    api_key=31,
+    versions=(0, 3),
+    flexible=2,
+    fields=[Field("Filters", _filter_fields(), "0+")],
+)
+
+DELETE_ACLS_RESPONSE = Message(
+    "DeleteAclsResponse",
+    api_key=31,
+    versions=(0, 3),
+    flexible=2,
+    fields=[
+        Field("ThrottleTimeMs", "int32", "0+"),
+        Field(
+            "FilterResults",
+            [
+                Field("ErrorCode", "int16", "0+"),
+                Field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+                Field(
+                    "MatchingAcls",
+                    [
+                        Field("ErrorCode", "int16", "0+"),
+                        Field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+                        Field("ResourceType", "int8", "0+"),
+                        Field("ResourceName", "string", "0+"),
+                        Field("PatternType", "int8", "1+", default=LITERAL),
+                        *_entry_fields(),
+                    ],
+                    "0+",
+                ),
+            ],
+            "0+",
+        ),
+    ],
+)
+
+REQUESTS = [DESCRIBE_ACLS_REQUEST, CREATE_ACLS_REQUEST, DELETE_ACLS_REQUEST]
+RESPONSES = [DESCRIBE_ACLS_RESPONSE, CREATE_ACLS_RESPONSE, DELETE_ACLS_RESPONSE]

@@ -1,0 +1,229 @@
+"""Tables of the admin APIs: CreateTopics, DeleteTopics, CreatePartitions and
+DescribeConfigs, at the versions the Kafka listener serves (field names as in
+Kafka 3.x's message definitions)."""
+
+from __future__ import annotations
+
+from spark_replica.wire.schema import Field, Message
+
+CREATE_TOPICS_REQUEST = Message(
+    "CreateTopicsRequest",
+    api_key=19,
+    versions=(0, 5),
+    flexible=5,
+    fields=[
+        Field(
+            "Topics",
+            [
+                Field("Name", "string", "0+"),
+                Field("NumPartitions", "int32", "0+"),
+                Field("ReplicationFactor", "int16", "0+"),
+                Field(
+                    "Assignments",
+                    [
+                        Field("PartitionIndex", "int32", "0+"),
+                        Field("BrokerIds", "[]int32", "0+"),
+                    ],
+                    "0+",
+                ),
+                Field(
+                    "Configs",
+                    [
+                        Field("Name", "string", "0+"),
+                        Field("Value", "string", "0+", nullable="0+"),
+                    ],
+                    "0+",
+                ),
+            ],
+            "0+",
+        ),
+        Field("TimeoutMs", "int32", "0+", default=60000),
+        Field("ValidateOnly", "bool", "1+", default=False),
+    ],
+)
+
+CREATE_TOPICS_RESPONSE = Message(
+    "CreateTopicsResponse",
+    api_key=19,
+    versions=(0, 5),
+    flexible=5,
+    fields=[
+        Field("ThrottleTimeMs", "int32", "2+"),
+        Field(
+            "Topics",
+            [
+                Field("Name", "string", "0+"),
+                Field("ErrorCode", "int16", "0+"),
+                Field("ErrorMessage", "string", "1+", nullable="0+", default=None),
+                Field("TopicConfigErrorCode", "int16", "5+", tag=0, tagged="5+"),
+                Field("NumPartitions", "int32", "5+", default=-1),
+                Field("ReplicationFactor", "int16", "5+", default=-1),
+                Field(
+                    "Configs",
+                    [
+                        Field("Name", "string", "5+"),
+                        Field("Value", "string", "5+", nullable="5+"),
+                        Field("ReadOnly", "bool", "5+"),
+                        Field("ConfigSource", "int8", "5+", default=-1),
+                        Field("IsSensitive", "bool", "5+"),
+                    ],
+                    "5+",
+                    nullable="5+",
+                ),
+            ],
+            "0+",
+        ),
+    ],
+)
+
+DELETE_TOPICS_REQUEST = Message(
+    "DeleteTopicsRequest",
+    api_key=20,
+    versions=(0, 4),
+    flexible=4,
+    fields=[
+        Field("TopicNames", "[]string", "0-5"),
+        Field("TimeoutMs", "int32", "0+"),
+    ],
+)
+
+DELETE_TOPICS_RESPONSE = Message(
+    "DeleteTopicsResponse",
+    api_key=20,
+    versions=(0, 4),
+    flexible=4,
+    fields=[
+        Field("ThrottleTimeMs", "int32", "1+"),
+        Field(
+            "Responses",
+            [
+                Field("Name", "string", "0+"),
+                Field("ErrorCode", "int16", "0+"),
+            ],
+            "0+",
+        ),
+    ],
+)
+
+CREATE_PARTITIONS_REQUEST = Message(
+    "CreatePartitionsRequest",
+    api_key=37,
+    versions=(0, 2),
+    flexible=2,
+    fields=[
+        Field(
+            "Topics",
+            [
+                Field("Name", "string", "0+"),
+                Field("Count", "int32", "0+"),
+                Field(
+                    "Assignments",
+                    [
+                        Field("BrokerIds", "[]int32", "0+"),
+                    ],
+                    "0+",
+                    nullable="0+",
+                    default=None,
+                ),
+            ],
+            "0+",
+        ),
+        Field("TimeoutMs", "int32", "0+"),
+        Field("ValidateOnly", "bool", "0+"),
+    ],
+)
+
+CREATE_PARTITIONS_RESPONSE = Message(
+    "CreatePartitionsResponse",
+    api_key=37,
+    versions=(0, 2),
+    flexible=2,
+    fields=[
+        Field("ThrottleTimeMs", "int32", "0+"),
+        Field(
+            "Results",
+            [
+                Field("Name", "string", "0+"),
+                Field("ErrorCode", "int16", "0+"),
+                Field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+            ],
+            "0+",
+        ),
+    ],
+)
+
+DESCRIBE_CONFIGS_REQUEST = Message(
+    "DescribeConfigsRequest",
+    api_key=32,
+    versions=(0, 4),
+    flexible=4,
+    fields=[
+        Field(
+            "Resources",
+            [
+                Field("ResourceType", "int8", "0+"),
+                Field("ResourceName", "string", "0+"),
+                Field("ConfigurationKeys", "[]string", "0+", nullable="0+", default=None),
+            ],
+            "0+",
+        ),
+        Field("IncludeSynonyms", "bool", "1+", default=False),
+        Field("IncludeDocumentation", "bool", "3+", default=False),
+    ],
+)
+
+DESCRIBE_CONFIGS_RESPONSE = Message(
+    "DescribeConfigsResponse",
+    api_key=32,
+    versions=(0, 4),
+    flexible=4,
+    fields=[
+        Field("ThrottleTimeMs", "int32", "0+"),
+        Field(
+            "Results",
+            [
+                Field("ErrorCode", "int16", "0+"),
+                Field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+                Field("ResourceType", "int8", "0+"),
+                Field("ResourceName", "string", "0+"),
+                Field(
+                    "Configs",
+                    [
+                        Field("Name", "string", "0+"),
+                        Field("Value", "string", "0+", nullable="0+"),
+                        Field("ReadOnly", "bool", "0+"),
+                        Field("IsDefault", "bool", "0"),
+                        Field("ConfigSource", "int8", "1+", default=-1),
+                        Field("IsSensitive", "bool", "0+"),
+                        Field(
+                            "Synonyms",
+                            [
+                                Field("Name", "string", "1+"),
+                                Field("Value", "string", "1+", nullable="0+"),
+                                Field("Source", "int8", "1+"),
+                            ],
+                            "1+",
+                        ),
+                        Field("ConfigType", "int8", "3+", default=0),
+                        Field("Documentation", "string", "3+", nullable="0+", default=None),
+                    ],
+                    "0+",
+                ),
+            ],
+            "0+",
+        ),
+    ],
+)
+
+REQUESTS = [
+    CREATE_TOPICS_REQUEST,
+    DELETE_TOPICS_REQUEST,
+    CREATE_PARTITIONS_REQUEST,
+    DESCRIBE_CONFIGS_REQUEST,
+]
+RESPONSES = [
+    CREATE_TOPICS_RESPONSE,
+    DELETE_TOPICS_RESPONSE,
+    CREATE_PARTITIONS_RESPONSE,
+    DESCRIBE_CONFIGS_RESPONSE,
+]

@@ -1,0 +1,428 @@
+"""Tables of the consumer group APIs, transcribed from Kafka's message definitions.
+
+Versions are those the group coordinator serves: FindCoordinator 0-4, JoinGroup 0-7,
+SyncGroup 0-5, Heartbeat 0-4, LeaveGroup 0-4, OffsetCommit 2-8, OffsetFetch 1-7,
+DescribeGroups 0-5, ListGroups 0-4, DeleteGroups 0-2. OffsetCommit starts at 2 and
+OffsetFetch at 1: the earlier versions kept offsets by other rules (v0 in ZooKeeper
+through the client, v1 with per-partition timestamps) that no maintained client sends.
+"""
+
+from __future__ import annotations
+
+from spark_replica.wire.schema import Field, Message
+
+FIND_COORDINATOR_REQUEST = Message(
+    "FindCoordinatorRequest",
+    api_key=10,
+    versions=(0, 4),
+    flexible=3,
+    fields=[
+        Field("Key", "string", "0-3"),
+        Field("KeyType", "int8", "1+"),
+        Field("CoordinatorKeys", "[]string", "4+"),
+    ],
+)
+
+FIND_COORDINATOR_RESPONSE = Message(
+    "FindCoordinatorResponse",
+    api_key=10,
+    versions=(0, 4),
+    flexible=3,
+    fields=[
+        Field("ThrottleTimeMs", "int32", "1+"),
+        Field("ErrorCode", "int16", "0-3"),
+        Field("ErrorMessage", "string", "1-3", nullable="1-3", default=None),
+        Field("NodeId", "int32", "0-3"),
+        Field("Host", "string", "0-3"),
+        Field("Port", "int32", "0-3"),
+        Field(
+            "Coordinators",
+            [
+                Field("Key", "string", "4+"),
+                Field("NodeId", "int32", "4+"),
+                Field("Host", "string", "4+"),
+                Field("Port", "int32", "4+"),
+                Field("ErrorCode", "int16", "4+"),
+                Field("ErrorMessage", "string", "4+", nullable="4+", default=None),
+            ],
+            "4+",
+        ),
+    ],
+)
+
+JOIN_GROUP_REQUEST = Message(
+    "JoinGroupRequest",
+    api_key=11,
+    versions=(0, 7),
+    flexible=6,
+    fields=[
+        Field("GroupId", "string", "0+"),
+        Field("SessionTimeoutMs", "int32", "0+"),
+        Field("RebalanceTimeoutMs", "int32", "1+", default=-1),
+        Field("MemberId", "string", "0+"),
+        Field("GroupInstanceId", "string", "5+", nullable="5+", default=None),
+        Field("ProtocolType", "string", "0+"),
+        Field(
+            "Protocols",
+            [
+                Field("Name", "string", "0+"),
+                Field("Metadata", "bytes", "0+"),
+            ],
+            "0+",
+        ),
+    ],
+)
+
+JOIN_GROUP_RESPONSE = Message(
+    "JoinGroupResponse",
+    api_key=11,
+    versions=(0, 7),
+    flexible=6,
+    fields=[
+        Field("ThrottleTimeMs", "int32", "2+"),
+        Field("ErrorCode", "int16", "0+"),
+        Field("GenerationId", "int32", "0+", default=-1),
+        Field("ProtocolType", "string", "7+", nullable="7+", default=None),
+        Field("ProtocolName", "string", "0+", nullable="7+"),
+        Field("Leader", "string", "0+"),
+        Field("MemberId", "string", "0+"),
+        Field(
+            "Members",
+            [
+                Field("MemberId", "string", "0+"),
+                Field("GroupInstanceId", "string", "5+", nullable="5+", default=None),
+                Field("Metadata", "bytes", "0+"),
+            ],
+            "0+",
+        ),
+    ],
+)
+
+SYNC_GROUP_REQUEST = Message(
+    "SyncGroupRequest",
+    api_key=14,
+    versions=(0, 5),
+    flexible=4,
+    fields=[
+        Field("GroupId", "string", "0+"),
+        Field("GenerationId", "int32", "0+"),
+        Field("MemberId", "string", "0+"),
+        Field("GroupInstanceId", "string", "3+", nullable="3+", default=None),
+        Field("ProtocolType", "string", "5+", nullable="5+", default=None),
+        Field("ProtocolName", "string", "5+", nullable="5+", default=None),
+        Field(
+            "Assignments",
+            [
+                Field("MemberId", "string", "0+"),
+                Field("Assignment", "bytes", "0+"),
+            ],
+            "0+",
+        ),
+    ],
+)
+
+SYNC_GROUP_RESPONSE = Message(
+    "SyncGroupResponse",
+    api_key=14,
+    versions=(0, 5),
+    flexible=4,
+    fields=[
+        Field("ThrottleTimeMs", "int32", "1+"),
+        Field("ErrorCode", "int16", "0+"),
+        Field("ProtocolType", "string", "5+", nullable="5+", default=None),
+        Field("ProtocolName", "string", "5+", nullable="5+", default=None),
+        Field("Assignment", "bytes", "0+"),
+    ],
+)
+
+HEARTBEAT_REQUEST = Message(
+    "HeartbeatRequest",
+    api_key=12,
+    versions=(0, 4),
+    flexible=4,
+    fields=[
+        Field("GroupId", "string", "0+"),
+        Field("GenerationId", "int32", "0+"),
+        Field("MemberId", "string", "0+"),
+        Field("GroupInstanceId", "string", "3+", nullable="3+", default=None),
+    ],
+)
+
+HEARTBEAT_RESPONSE = Message(
+    "HeartbeatResponse",
+    api_key=12,
+    versions=(0, 4),
+    flexible=4,
+    fields=[
+        Field("ThrottleTimeMs", "int32", "1+"),
+        Field("ErrorCode", "int16", "0+"),
+    ],
+)
+
+LEAVE_GROUP_REQUEST = Message(
+    "LeaveGroupRequest",
+    api_key=13,
+    versions=(0, 4),
+    flexible=4,
+    fields=[
+        Field("GroupId", "string", "0+"),
+        Field("MemberId", "string", "0-2"),
+        Field(
+            "Members",
+            [
+                Field("MemberId", "string", "3+"),
+                Field("GroupInstanceId", "string", "3+", nullable="3+", default=None),
+            ],
+            "3+",
+        ),
+    ],
+)
+
+LEAVE_GROUP_RESPONSE = Message(
+    "LeaveGroupResponse",
+    api_key=13,
+    versions=(0, 4),
+    flexible=4,
+    fields=[
+        Field("ThrottleTimeMs", "int32", "1+"),
+        Field("ErrorCode", "int16", "0+"),
+        Field(
+            "Members",
+            [
+                Field("MemberId", "string", "3+"),
+                Field("GroupInstanceId", "string", "3+", nullable="3+", default=None),
+                Field("ErrorCode", "int16", "3+"),
+            ],
+            "3+",
+        ),
+    ],
+)
+
+OFFSET_COMMIT_REQUEST = Message(
+    "OffsetCommitRequest",
+    api_key=8,
+    versions=(2, 8),
+    flexible=8,
+    fields=[
+        Field("GroupId", "string", "0+"),
+        Field("GenerationId", "int32", "1+", default=-1),
+        Field("MemberId", "string", "1+"),
+        Field("GroupInstanceId", "string", "7+", nullable="7+", default=None),
+        Field("RetentionTimeMs", "int64", "2-4", default=-1),
+        Field(
+            "Topics",
+            [
+                Field("Name", "string", "0+"),
+                Field(
+                    "Partitions",
+                    [
+                        Field("PartitionIndex", "int32", "0+"),
+                        Field("CommittedOffset", "int64", "0+"),
+                        Field("CommittedLeaderEpoch", "int32", "6+", default=-1),
+                        Field("CommittedMetadata", "string", "0+", nullable="0+"),
+                    ],
+                    "0+",
+                ),
+            ],
+            "0+",
+        ),
+    ],
+)
+
+OFFSET_COMMIT_RESPONSE = Message(
+    "OffsetCommitResponse",
+    api_key=8,
+    versions=(2, 8),
+    flexible=8,
+    fields=[
+        Field("ThrottleTimeMs", "int32", "3+"),
+        Field(
+            "Topics",
+            [
+                Field("Name", "string", "0+"),
+                Field(
+                    "Partitions",
+                    [
+                        Field("PartitionIndex", "int32", "0+"),
+                        Field("ErrorCode", "int16", "0+"),
+                    ],
+                    "0+",
+                ),
+            ],
+            "0+",
+        ),
+    ],
+)
+
+OFFSET_FETCH_REQUEST = Message(
+    "OffsetFetchRequest",
+    api_key=9,
+    versions=(1, 7),
+    flexible=6,
+    fields=[
+        Field("GroupId", "string", "0-7"),
+        Field(
+            "Topics",
+            [
+                Field("Name", "string", "0-7"),
+                Field("PartitionIndexes", "[]int32", "0-7"),
+            ],
+            "0-7",
+            nullable="2-7",
+        ),
+        Field("RequireStable", "bool", "7+"),
+    ],
+)
+
+OFFSET_FETCH_RESPONSE = Message(
+    "OffsetFetchResponse",
+    api_key=9,
+    versions=(1, 7),
+    flexible=6,
+    fields=[
+        Field("ThrottleTimeMs", "int32", "3+"),
+        Field(
+            "Topics",
+            [
+                Field("Name", "string", "0-7"),
+                Field(
+                    "Partitions",
+                    [
+                        Field("PartitionIndex", "int32", "0-7"),
+                        Field("CommittedOffset", "int64", "0-7"),
+                        Field("CommittedLeaderEpoch", "int32", "5-7", default=-1),
+                        Field("Metadata", "string", "0-7", nullable="0-7"),
+                        Field("ErrorCode", "int16", "0-7"),
+                    ],
+                    "0-7",
+                ),
+            ],
+            "0-7",
+        ),
+        Field("ErrorCode", "int16", "2-7"),
+    ],
+)
+
+DESCRIBE_GROUPS_REQUEST = Message(
+    "DescribeGroupsRequest",
+    api_key=15,
+    versions=(0, 5),
+    flexible=5,
+    fields=[
+        Field("Groups", "[]string", "0+"),
+        Field("IncludeAuthorizedOperations", "bool", "3+"),
+    ],
+)
+
+DESCRIBE_GROUPS_RESPONSE = Message(
+    "DescribeGroupsResponse",
+    api_key=15,
+    versions=(0, 5),
+    flexible=5,
+    fields=[
+        Field("ThrottleTimeMs", "int32", "1+"),
+        Field(
+            "Groups",
+            [
+                Field("ErrorCode", "int16", "0+"),
+                Field("GroupId", "string", "0+"),
+                Field("GroupState", "string", "0+"),
+                Field("ProtocolType", "string", "0+"),
+                Field("ProtocolData", "string", "0+"),
+                Field(
+                    "Members",
+                    [
+                        Field("MemberId", "string", "0+"),
+                        Field("GroupInstanceId", "string", "4+", nullable="4+", default=None),
+                        Field("ClientId", "string", "0+"),
+                        Field("ClientHost", "string", "0+"),
+                        Field("MemberMetadata", "bytes", "0+"),
+                        Field("MemberAssignment", "bytes", "0+"),
+                    ],
+                    "0+",
+                ),
+                Field("AuthorizedOperations", "int32", "3+", default=-(2**31)),
+            ],
+            "0+",
+        ),
+    ],
+)
+
+LIST_GROUPS_REQUEST = Message(
+    "ListGroupsRequest",
+    api_key=16,
+    versions=(0, 4),
+    flexible=3,
+    fields=[Field("StatesFilter", "[]string", "4+")],
+)
+
+LIST_GROUPS_RESPONSE = Message(
+    "ListGroupsResponse",
+    api_key=16,
+    versions=(0, 4),
+    flexible=3,
+    fields=[
+        Field("ThrottleTimeMs", "int32", "1+"),
+        Field("ErrorCode", "int16", "0+"),
+        Field(
+            "Groups",
+            [
+                Field("GroupId", "string", "0+"),
+                Field("ProtocolType", "string", "0+"),
+                Field("GroupState", "string", "4+"),
+            ],
+            "0+",
+        ),
+    ],
+)
+
+DELETE_GROUPS_REQUEST = Message(
+    "DeleteGroupsRequest",
+    api_key=42,
+    versions=(0, 2),
+    flexible=2,
+    fields=[Field("GroupsNames", "[]string", "0+")],
+)
+
+DELETE_GROUPS_RESPONSE = Message(
+    "DeleteGroupsResponse",
+    api_key=42,
+    versions=(0, 2),
+    flexible=2,
+    fields=[
+        Field("ThrottleTimeMs", "int32", "0+"),
+        Field(
+            "Results",
+            [
+                Field("GroupId", "string", "0+"),
+                Field("ErrorCode", "int16", "0+"),
+            ],
+            "0+",
+        ),
+    ],
+)
+
+REQUESTS = [
+    FIND_COORDINATOR_REQUEST,
+    JOIN_GROUP_REQUEST,
+    SYNC_GROUP_REQUEST,
+    HEARTBEAT_REQUEST,
+    LEAVE_GROUP_REQUEST,
+    OFFSET_COMMIT_REQUEST,
+    OFFSET_FETCH_REQUEST,
+    DESCRIBE_GROUPS_REQUEST,
+    LIST_GROUPS_REQUEST,
+    DELETE_GROUPS_REQUEST,
+]
+RESPONSES = [
+    FIND_COORDINATOR_RESPONSE,
+    JOIN_GROUP_RESPONSE,
+    SYNC_GROUP_RESPONSE,
+    HEARTBEAT_RESPONSE,
+    LEAVE_GROUP_RESPONSE,
+    OFFSET_COMMIT_RESPONSE,
+    OFFSET_FETCH_RESPONSE,
+    DESCRIBE_GROUPS_RESPONSE,
+    LIST_GROUPS_RESPONSE,
+    DELETE_GROUPS_RESPONSE,
+]

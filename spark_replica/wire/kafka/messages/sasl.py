@@ -1,0 +1,49 @@
+"""Tables of SaslHandshake and SaslAuthenticate (KIP-152: SASL bytes framed in Kafka
+requests, so a Kafka client authenticates the way replog's own client does)."""
+
+from __future__ import annotations
+
+from spark_replica.wire.schema import Field, Message
+
+SASL_HANDSHAKE_REQUEST = Message(
+    "SaslHandshakeRequest",
+    api_key=17,
+    versions=(0, 1),
+    flexible=None,
+    fields=[Field("Mechanism", "string", "0+")],
+)
+
+SASL_HANDSHAKE_RESPONSE = Message(
+    "SaslHandshakeResponse",
+    api_key=17,
+    versions=(0, 1),
+    flexible=None,
+    fields=[
+        Field("ErrorCode", "int16", "0+"),
+        Field("Mechanisms", "[]string", "0+"),
+    ],
+)
+
+SASL_AUTHENTICATE_REQUEST = Message(
+    "SaslAuthenticateRequest",
+    api_key=36,
+    versions=(0, 2),
+    flexible=2,
+    fields=[Field("AuthBytes", "bytes", "0+")],
+)
+
+SASL_AUTHENTICATE_RESPONSE = Message(
+    "SaslAuthenticateResponse",
+    api_key=36,
+    versions=(0, 2),
+    flexible=2,
+    fields=[
+        Field("ErrorCode", "int16", "0+"),
+        Field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+        Field("AuthBytes", "bytes", "0+"),
+        Field("SessionLifetimeMs", "int64", "1+", default=0),
+    ],
+)
+
+REQUESTS = [SASL_HANDSHAKE_REQUEST, SASL_AUTHENTICATE_REQUEST]
+RESPONSES = [SASL_HANDSHAKE_RESPONSE, SASL_AUTHENTICATE_RESPONSE]

@@ -1,0 +1,80 @@
+"""Framing: every message is an int32 size followed by that many bytes.
+
+A request frame starts with a header (api key, api version, correlation id, client id);
+a response frame starts with the correlation id and a top-level error code, followed by
+the API's body only when that code is 0. The top-level code lets a broker answer any
+request it can frame but not serve (unknown API, unsupported version, a body it cannot
+decode, a frame over the size limit) with a typed error that every client can read,
+without knowing the API's response layout.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from spark_replica.wire.native.primitives import Reader, Writer
+
+Buffer = bytes | bytearray | memoryview
+
+SIZE = struct.Struct(">i")
+SIZE_BYTES = SIZE.size
+# Like Kafka's socket.request.max.bytes: a frame above this is refused unread.
+DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+# Enough to read a request header (and so the correlation id) of an oversized frame.
+MAX_HEADER_PEEK_BYTES = 4 + 2 + 32767 + 4 + 2
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+    def write(self, writer: Writer) -> None:
+        writer.int16(self.api_key)
+        writer.int16(self.api_version)
+        writer.int32(self.correlation_id)
+        writer.string(self.client_id)
+
+    @classmethod
+    def read(cls, reader: Reader) -> RequestHeader:
+        return cls(reader.int16(), reader.int16(), reader.int32(), reader.string())
+
+
+@dataclass(frozen=True, slots=True)
+class ResponseHeader:
+    correlation_id: int
+    error_code: int
+    error_message: str | None
+
+    def write(self, writer: Writer) -> None:
+        writer.int32(self.correlation_id)
+        writer.int16(self.error_code)
+        if self.error_code:
+            writer.string(self.error_message)
+
+    @classmethod
+    def read(cls, reader: Reader) -> ResponseHeader:
+        correlation_id = reader.int32()
+        error_code = reader.int16()
+        message = reader.string() if error_code else None
+        return cls(correlation_id, error_code, message)
+
+
+def encode_request(header: RequestHeader, body: Writer) -> list[Buffer]:
+    """The whole request frame as buffers to write in order (size prefix first)."""
+    writer = Writer()
+    header.write(writer)
+    writer.extend(body)
+    return [SIZE.pack(len(writer)), *writer.buffers()]
+
+
+def encode_response(header: ResponseHeader, body: Writer | None) -> list[Buffer]:
+    """The whole response frame as buffers; the body is left out when there is an error."""
+    writer = Writer()
+    header.write(writer)
+    if body is not None and not header.error_code:
+        writer.extend(body)
+    return [SIZE.pack(len(writer)), *writer.buffers()]
