@@ -19,17 +19,14 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable
 
-from brokerd.api import BrokerContext
-from brokerd.authorization import load_acls_into
 from brokerd.config.broker import BrokerConfig
 from brokerd.config.topic_changes import TopicConfigFollower
 from brokerd.controller.controller import Controller, RebalanceSettings
 from brokerd.controller.zk_store import current_controller
+from brokerd.core.authorization import load_acls_into
+from brokerd.core.context import BrokerContext
 from brokerd.groups.coordinator import GroupCoordinator
-from brokerd.host_addresses import reachable_host
-from brokerd.isr_writer import IsrWriter
 from brokerd.kafka.dispatch import KafkaDispatch
-from brokerd.listeners import KAFKA, METRICS, REPLOG, Endpoint, advertise
 from brokerd.metrics import (
     KAFKA_LISTENER,
     REPLOG_LISTENER,
@@ -37,16 +34,19 @@ from brokerd.metrics import (
     BrokerStateCollector,
     MetricsServer,
 )
-from brokerd.replica_fetcher import ReplicaFetcherManager
-from brokerd.replica_manager import ReplicaManager
+from brokerd.replication.isr_writer import IsrWriter
+from brokerd.replication.replica_fetcher import ReplicaFetcherManager
+from brokerd.replication.replica_manager import ReplicaManager
 from brokerd.replog_dispatch import ReplogDispatch
-from brokerd.server import Logins, RequestServer
+from brokerd.serving.host_addresses import reachable_host
+from brokerd.serving.listeners import KAFKA, METRICS, REPLOG, Endpoint, advertise
+from brokerd.serving.server import Logins, RequestServer
 from brokerd.zk_sync import ZooKeeperSync
 from spark_replica.client.connection import BrokerConnection
 from spark_replica.errors import NotControllerError, ReplogError
+from spark_replica.protocol.controlled_shutdown import ControlledShutdownRequest
 from spark_replica.records import now_ms
 from spark_replica.security.acl import Authorizer
-from spark_replica.wire.native.controlled_shutdown import ControlledShutdownRequest
 from spark_replica.zk import topic_store, znodes
 from spark_replica.zk.security_store import AclChangeWatcher
 

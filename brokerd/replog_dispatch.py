@@ -1,13 +1,13 @@
 """replog's own protocol on a listener: its frames decoded, checked and handed to the
 handlers of brokerd/api.
 
-Every answer starts with a top-level error code (spark_replica/wire/native/frames.py), so
+Every answer starts with a top-level error code (spark_replica/protocol/frames.py), so
 whatever cannot be served (an unknown API or version, a body that does not decode, a
 frame over the size limit, plaintext on a TLS listener) is answered with a typed error
 every client can read. What may come before login is the server's one table
-(brokerd/pre_login.py): a request it does not admit gets a header-only error from
+(brokerd/serving/connection_state.py): a request it does not admit gets a header-only error from
 `refuse`, its body never decoded, and the connection closes. With an authorizer every
-request is checked against the ACLs before its handler runs (brokerd/authorization.py).
+request is checked against the ACLs before its handler runs (brokerd/core/authorization.py).
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from brokerd.api import HANDLERS, BrokerContext
+from brokerd.api import HANDLERS
 from brokerd.api.produce import UnansweredProduceFailed
-from brokerd.authorization import check, filter_metadata
-from brokerd.pre_login import Phase
-from brokerd.server import CLOSE, Answer, Connection, LoginRefused, Logins
+from brokerd.core.authorization import check, filter_metadata
+from brokerd.core.context import BrokerContext
+from brokerd.serving.connection_state import Phase
+from brokerd.serving.server import CLOSE, Answer, Connection, LoginRefused, Logins
 from spark_replica.errors import (
     BrokerResponseError,
     IllegalSaslStateError,
@@ -31,17 +32,17 @@ from spark_replica.errors import (
     UnsupportedVersionError,
     wire_message,
 )
-from spark_replica.transport import Frame, OversizedFrame
-from spark_replica.wire.native import REQUEST_TYPES, is_supported
-from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.native.frames import (
+from spark_replica.protocol import REQUEST_TYPES, is_supported
+from spark_replica.protocol.apis import ApiKey
+from spark_replica.protocol.frames import (
     Buffer,
     RequestHeader,
     ResponseHeader,
     encode_response,
 )
-from spark_replica.wire.native.primitives import Reader, Writer
-from spark_replica.wire.native.produce import ACKS_NONE
+from spark_replica.protocol.primitives import Reader, Writer
+from spark_replica.protocol.produce import ACKS_NONE
+from spark_replica.transport import Frame, OversizedFrame
 
 logger = logging.getLogger("brokerd.server")
 

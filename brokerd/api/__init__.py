@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from brokerd.api.context import BrokerContext
 from brokerd.api.controller_requests import (
     handle_controlled_shutdown,
     handle_leader_and_isr,
@@ -31,7 +30,8 @@ from brokerd.api.topic_admin import (
     handle_create_topics,
     handle_delete_topics,
 )
-from spark_replica.wire.native.apis import ApiKey
+from brokerd.core.context import BrokerContext
+from spark_replica.protocol.apis import ApiKey
 
 Handler = Callable[[BrokerContext, Any], Awaitable[Any]]
 

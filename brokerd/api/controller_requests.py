@@ -13,21 +13,19 @@ import asyncio
 import logging
 from collections import Counter
 
-from brokerd.api.context import BrokerContext, answer_each_partition
+from brokerd.core.context import BrokerContext, answer_each_partition
 from spark_replica.errors import (
     BrokerNotAvailableError,
     NotControllerError,
     StaleBrokerEpochError,
     StaleControllerEpochError,
 )
-from spark_replica.records import now_ms
-from spark_replica.topics import TopicPartition
-from spark_replica.wire.native.controlled_shutdown import (
+from spark_replica.protocol.controlled_shutdown import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
     RemainingPartitions,
 )
-from spark_replica.wire.native.controller_requests import (
+from spark_replica.protocol.controller_requests import (
     ControllerHeader,
     EmptyResponse,
     LeaderAndIsrRequest,
@@ -38,13 +36,15 @@ from spark_replica.wire.native.controller_requests import (
     TopicErrors,
     UpdateMetadataRequest,
 )
-from spark_replica.wire.native.offsets_for_leader_epoch import (
+from spark_replica.protocol.offsets_for_leader_epoch import (
     EpochEndOffset,
     EpochEndOffsetTopic,
     EpochQuery,
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
 )
+from spark_replica.records import now_ms
+from spark_replica.topics import TopicPartition
 from spark_replica.zk import topic_store
 
 # One INFO line per LeaderAndIsr: with thousands of partitions in a request, a line per

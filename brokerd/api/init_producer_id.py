@@ -2,10 +2,10 @@
 
 replog has no transaction coordinator, so any broker answers. An epoch is bumped only
 when the one named is the id's current epoch as this broker knows it (KIP-360's rule,
-brokerd/producer_ids.py); a stale or unknown identity, or one whose epoch cannot grow
+brokerd/core/producer_ids.py); a stale or unknown identity, or one whose epoch cannot grow
 past the int16 range, gets a new producer id instead, so no client can fence another's
 producer through this request. The partitions' producer state
-(brokerd/producer_state.py) is what enforces epochs and sequences.
+(brokerd/replication/producer_state.py) is what enforces epochs and sequences.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from weakref import WeakKeyDictionary
 
 from kazoo.client import KazooClient
 
-from brokerd.api.context import BrokerContext
-from brokerd.producer_ids import ProducerIdManager
+from brokerd.core.context import BrokerContext
+from brokerd.core.producer_ids import ProducerIdManager
 from spark_replica.errors import BrokerNotAvailableError, InvalidRequestError, ZooKeeperError
-from spark_replica.wire.native.init_producer_id import (
+from spark_replica.protocol.init_producer_id import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     InitProducerIdRequest,

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from brokerd.api.context import BrokerContext
+from brokerd.core.context import BrokerContext
 from spark_replica.errors import (
     BrokerResponseError,
     LeaderNotAvailableError,
     UnknownTopicOrPartitionError,
     wire_message,
 )
-from spark_replica.topics import validate_topic_name
-from spark_replica.wire.native.metadata import (
+from spark_replica.protocol.metadata import (
     NO_LEADER,
     BrokerInfo,
     MetadataRequest,
@@ -18,6 +17,7 @@ from spark_replica.wire.native.metadata import (
     PartitionMetadata,
     TopicMetadata,
 )
+from spark_replica.topics import validate_topic_name
 
 
 async def handle_metadata(ctx: BrokerContext, request: MetadataRequest) -> MetadataResponse:

@@ -35,10 +35,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from brokerd.api.context import BrokerContext, answer_each_partition
-from brokerd.batch_validation import decompressed_payload_bytes, validate_produced
+from brokerd.core.batch_validation import decompressed_payload_bytes, validate_produced
+from brokerd.core.context import BrokerContext, answer_each_partition
 from brokerd.log import AppendInfo
-from brokerd.partition import Partition
+from brokerd.replication.partition import Partition
 from spark_replica.errors import (
     BrokerResponseError,
     DuplicateSequenceNumberError,
@@ -48,9 +48,7 @@ from spark_replica.errors import (
     code_of,
     wire_message,
 )
-from spark_replica.records import now_ms
-from spark_replica.topics import TopicPartition
-from spark_replica.wire.native.produce import (
+from spark_replica.protocol.produce import (
     ACKS_ALL,
     ACKS_LEADER,
     ACKS_NONE,
@@ -60,6 +58,8 @@ from spark_replica.wire.native.produce import (
     ProduceResponse,
     ProduceTopicResult,
 )
+from spark_replica.records import now_ms
+from spark_replica.topics import TopicPartition
 
 VALID_ACKS = (ACKS_NONE, ACKS_LEADER, ACKS_ALL)
 # An acks=all produce holds its request's memory while it waits: never longer than this,

@@ -1,7 +1,7 @@
 """Serving DescribeAcls, CreateAcls, DeleteAcls and the SCRAM credential APIs.
 
 The ACL work is dialect-free (`describe_acls`, `create_acls`, `delete_acls`, on the
-wire model of spark_replica/wire/native/acls.py): the replog listener's handlers below and
+wire model of spark_replica/protocol/acls.py): the replog listener's handlers below and
 the Kafka listener's (brokerd/kafka/acls.py) only translate layouts, so both manage the
 same ACLs with the same checks.
 
@@ -9,7 +9,7 @@ ACLs and credentials live in ZooKeeper (spark_replica/zk/security_store.py), whi
 broker watches: an answer means "written", and brokers apply it within their watch delay.
 kazoo blocks, so each request's ZooKeeper work runs in one worker thread. Whether the
 caller may do this at all (Describe or Alter on the Cluster) is decided before a handler
-runs (brokerd/authorization.py; on the Kafka listener, in its handlers).
+runs (brokerd/core/authorization.py; on the Kafka listener, in its handlers).
 
 Checks follow Kafka's: an ACL to create must name a concrete resource type, pattern type,
 operation and permission and a `TYPE:NAME` principal; a credential needs a known
@@ -28,7 +28,7 @@ from typing import TypeVar
 
 from kazoo.client import KazooClient
 
-from brokerd.api.context import BrokerContext
+from brokerd.core.context import BrokerContext
 from spark_replica.errors import (
     BrokerResponseError,
     ConfigError,
@@ -43,9 +43,7 @@ from spark_replica.errors import (
     error_for_code,
     wire_message,
 )
-from spark_replica.security import scram
-from spark_replica.security.acl import AclBinding, AclEntry, ResourcePattern
-from spark_replica.wire.native.acls import (
+from spark_replica.protocol.acls import (
     AclCreationResult,
     AclDeletionResult,
     AclFilter,
@@ -61,7 +59,7 @@ from spark_replica.wire.native.acls import (
     check_filter,
     filter_matches,
 )
-from spark_replica.wire.native.scram_credentials import (
+from spark_replica.protocol.scram_credentials import (
     MECHANISM_CODES,
     MECHANISM_NAMES,
     AlterUserScramCredentialsRequest,
@@ -74,6 +72,8 @@ from spark_replica.wire.native.scram_credentials import (
     UserAlterationResult,
     UserCredentials,
 )
+from spark_replica.security import scram
+from spark_replica.security.acl import AclBinding, AclEntry, ResourcePattern
 from spark_replica.zk import security_store
 
 T = TypeVar("T")

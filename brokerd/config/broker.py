@@ -15,7 +15,10 @@ from typing import Any
 
 from brokerd.config.security import KEYS as SECURITY_KEYS
 from brokerd.config.security import BrokerSecurity
-from brokerd.listeners import (
+from brokerd.log import LogConfig
+from brokerd.metrics.access import KEYS as METRICS_ACCESS_KEYS
+from brokerd.metrics.access import MetricsAccess
+from brokerd.serving.listeners import (
     KAFKA,
     METRICS,
     REPLOG,
@@ -24,17 +27,14 @@ from brokerd.listeners import (
     check_shared_ports,
     is_wildcard,
 )
-from brokerd.log import LogConfig
-from brokerd.metrics.access import KEYS as METRICS_ACCESS_KEYS
-from brokerd.metrics.access import MetricsAccess
 from spark_replica.errors import ConfigError
+from spark_replica.protocol.frames import DEFAULT_MAX_FRAME_BYTES
 from spark_replica.topic_config import (
     DEFAULT_COMPRESSION_TYPE,
     TOPIC_CONFIG_PARSERS,
     parse_compression_type,
     parse_topic_configs,
 )
-from spark_replica.wire.native.frames import DEFAULT_MAX_FRAME_BYTES
 
 # broker override key -> LogConfig field
 _LOG_DEFAULT_KEYS = {
@@ -171,7 +171,7 @@ class BrokerConfig:
     # replog's own (Kafka has none): how long a request's bytes may take to arrive once
     # its first byte has, so that a sender trickling bytes cannot hold a connection.
     socket_request_read_timeout_ms: int = 30_000
-    # Before login (brokerd/pre_login.py): the largest frame read (Kafka's name and
+    # Before login (brokerd/serving/connection_state.py): the largest frame read (Kafka's name and
     # default), and how long a connection may take to log in (replog's own).
     sasl_server_max_receive_size: int = 524_288
     sasl_server_authentication_timeout_ms: int = 10_000

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 
 from kazoo.client import KazooClient
 
-from brokerd.replica_manager import ReplicaManager
+from brokerd.replication.replica_manager import ReplicaManager
 from spark_replica.errors import ReplogError, ZnodeMissingError, ZooKeeperError
 from spark_replica.records import now_ms
 from spark_replica.zk import topic_store, znodes

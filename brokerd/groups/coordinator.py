@@ -60,16 +60,16 @@ from spark_replica.errors import (
     UnknownMemberIdError,
     ZooKeeperError,
 )
+from spark_replica.kafka_wire.consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from spark_replica.protocol.metadata import BrokerInfo
 from spark_replica.topics import TopicPartition
-from spark_replica.wire.kafka.consumer_protocol import CONSUMER_PROTOCOL_TYPE
-from spark_replica.wire.native.metadata import BrokerInfo
 from spark_replica.zk import group_store
 from spark_replica.zk.group_store import CommittedOffset
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
 
-    from brokerd.api.context import BrokerContext
+    from brokerd.core.context import BrokerContext
 
 T = TypeVar("T")
 logger = logging.getLogger("brokerd.groups")

@@ -1,6 +1,6 @@
 """Which ACL each Kafka request needs, answered per resource as Kafka does.
 
-The replog listener refuses a request whole (brokerd/authorization.py); Kafka's clients
+The replog listener refuses a request whole (brokerd/core/authorization.py); Kafka's clients
 expect the refusal inside the answer instead: a Produce naming two topics, one of them
 forbidden, gets TOPIC_AUTHORIZATION_FAILED for that topic's partitions and is served
 for the other. So the Kafka handlers ask here, resource by resource, and put the error
@@ -37,7 +37,7 @@ from spark_replica.errors import (
 from spark_replica.security.acl import CLUSTER_NAME, Operation, ResourceType
 
 if TYPE_CHECKING:
-    from brokerd.api.context import BrokerContext
+    from brokerd.core.context import BrokerContext
 
 
 def _authorize(

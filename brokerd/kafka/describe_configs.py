@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 
-from brokerd.api.context import BrokerContext
 from brokerd.config.broker import TOPIC_LOG_FIELDS
+from brokerd.core.context import BrokerContext
 from brokerd.kafka.authorization import (
     authorize_cluster,
     authorize_topic,
@@ -28,9 +28,9 @@ from spark_replica.errors import (
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
+from spark_replica.kafka_wire.schema import Data
 from spark_replica.security.acl import Operation
 from spark_replica.topics import validate_topic_name
-from spark_replica.wire.schema import Data
 from spark_replica.zk import topic_store
 
 TOPIC = 2

@@ -16,7 +16,8 @@ or a hang:
 - An acks=0 produce that fails for any partition closes the connection (Kafka's way of
   telling a client that reads no answer; it then refreshes its metadata).
 
-Security: what may come before login is the server's one table (brokerd/pre_login.py):
+Security: what may come before login is the server's one table
+(brokerd/serving/connection_state.py):
 on a SASL listener only ApiVersions, SaslHandshake and SaslAuthenticate are decoded
 before the login, and anything else closes the connection unread, as Kafka does; so does
 plaintext on a TLS listener (the client reports a broken connection; there is no Kafka
@@ -31,13 +32,13 @@ import logging
 import struct
 from typing import Any
 
-from brokerd.api.context import BrokerContext
 from brokerd.api.produce import UnansweredProduceFailed
+from brokerd.core.context import BrokerContext
 from brokerd.groups.handlers import GROUP_HANDLERS
 from brokerd.kafka.handlers import DATA_HANDLERS
 from brokerd.kafka.request import KafkaHandler, KafkaRequest
-from brokerd.pre_login import Phase
-from brokerd.server import CLOSE, Answer, Connection, LoginRefused, Logins
+from brokerd.serving.connection_state import Phase
+from brokerd.serving.server import CLOSE, Answer, Connection, LoginRefused, Logins
 from spark_replica.errors import (
     IllegalSaslStateError,
     ProtocolError,
@@ -45,13 +46,13 @@ from spark_replica.errors import (
     code_of,
     wire_message,
 )
+from spark_replica.kafka_wire.headers import encode_response, read_request_header
+from spark_replica.kafka_wire.primitives import Buffer, Reader
+from spark_replica.kafka_wire.schema import Data
+from spark_replica.kafka_wire.versions import REQUESTS, SERVED
+from spark_replica.protocol.apis import ApiKey
+from spark_replica.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from spark_replica.transport import Frame, OversizedFrame
-from spark_replica.wire.kafka.headers import encode_response, read_request_header
-from spark_replica.wire.kafka.versions import REQUESTS, SERVED
-from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.native.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
-from spark_replica.wire.primitives import Buffer, Reader
-from spark_replica.wire.schema import Data
 
 logger = logging.getLogger("brokerd.kafka")
 

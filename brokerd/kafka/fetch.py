@@ -31,18 +31,18 @@ import asyncio
 import functools
 from concurrent.futures import ThreadPoolExecutor
 
-from brokerd.api.context import BrokerContext
 from brokerd.api.fetch import FETCH_MAX_BYTES, long_poll
+from brokerd.core.context import BrokerContext
 from brokerd.kafka.authorization import authorize_topic, topic_denied
 from brokerd.kafka.fetch_cache import FetchCache
 from brokerd.kafka.fetch_convert import Conversion, StoredRead
 from brokerd.kafka.partitions import serve_partition
 from brokerd.kafka.request import KafkaRequest
-from brokerd.partition import Partition
+from brokerd.replication.partition import Partition
 from spark_replica.errors import BrokerResponseError, InvalidFetchSizeError, InvalidRequestError
+from spark_replica.kafka_wire.schema import Data
 from spark_replica.security.acl import Operation
 from spark_replica.topics import TopicPartition
-from spark_replica.wire.schema import Data
 
 CONSUMER_REPLICA_ID = -1
 # The first Fetch version whose clients read zstd batches (KIP-110).

@@ -12,7 +12,7 @@ and gets TOPIC_AUTHORIZATION_FAILED when naming it.
 
 from __future__ import annotations
 
-from brokerd.api.context import BrokerContext
+from brokerd.core.context import BrokerContext
 from brokerd.kafka.authorization import authorize_topic, topic_denied
 from brokerd.kafka.partitions import set_error
 from brokerd.kafka.request import KafkaRequest
@@ -21,10 +21,10 @@ from spark_replica.errors import (
     LeaderNotAvailableError,
     UnknownTopicOrPartitionError,
 )
+from spark_replica.kafka_wire.schema import Data
+from spark_replica.protocol.metadata import BrokerInfo
 from spark_replica.security.acl import Operation
 from spark_replica.topics import validate_topic_name
-from spark_replica.wire.native.metadata import BrokerInfo
-from spark_replica.wire.schema import Data
 
 CLUSTER_ID = "replog"
 NO_LEADER = -1

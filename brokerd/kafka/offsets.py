@@ -12,15 +12,15 @@ consumer uses to detect that its position fell in a part of the log since trunca
 
 from __future__ import annotations
 
-from brokerd.api.context import BrokerContext
+from brokerd.core.context import BrokerContext
 from brokerd.kafka.authorization import authorize_topic, topic_denied
 from brokerd.kafka.partitions import serve_partition
 from brokerd.kafka.request import KafkaRequest
-from brokerd.partition import Partition
+from brokerd.replication.partition import Partition
 from spark_replica.errors import BrokerResponseError, InvalidRequestError
+from spark_replica.kafka_wire.schema import Data
 from spark_replica.security.acl import Operation
 from spark_replica.topics import TopicPartition
-from spark_replica.wire.schema import Data
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1

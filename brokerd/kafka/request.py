@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from brokerd.api.context import BrokerContext
+    from brokerd.core.context import BrokerContext
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 from kazoo.client import KazooClient
 
-from brokerd.api.context import BrokerContext
 from brokerd.api.topic_admin import check_partition_count
+from brokerd.core.context import BrokerContext
 from brokerd.kafka.authorization import authorize_cluster, authorize_topic, topic_denied
 from brokerd.kafka.partitions import set_error
 from brokerd.kafka.request import KafkaRequest
@@ -33,11 +33,11 @@ from spark_replica.errors import (
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
+from spark_replica.kafka_wire.schema import Data
 from spark_replica.reassignment import assign_replicas
 from spark_replica.security.acl import Operation
 from spark_replica.topic_config import parse_topic_configs
 from spark_replica.topics import validate_topic_name
-from spark_replica.wire.schema import Data
 from spark_replica.zk import topic_store, znodes
 from spark_replica.zk.kazoo_errors import translated
 

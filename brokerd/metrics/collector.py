@@ -20,7 +20,7 @@ from brokerd.metrics.registry import SESSION_STATES
 
 if TYPE_CHECKING:
     from brokerd.controller.controller import Controller
-    from brokerd.replica_manager import ReplicaManager
+    from brokerd.replication.replica_manager import ReplicaManager
 
 PARTITION_LABELS = ["topic", "partition"]
 NO_CLUSTER = ClusterHealth(topics=0, partitions=0, offline=0, preferred_imbalance=0)

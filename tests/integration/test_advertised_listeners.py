@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from brokerd.host_addresses import reachable_host
+from brokerd.serving.host_addresses import reachable_host
 from spark_replica.client import Cluster
 from spark_replica.client import Producer as ReplogProducer
 from spark_replica.launcher import BrokerProcess, free_port

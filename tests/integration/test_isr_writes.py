@@ -6,7 +6,7 @@ from __future__ import annotations
 from kazoo.client import KazooClient
 
 from brokerd.controller import zk_requests
-from brokerd.isr_writer import IsrWrite, write_isrs
+from brokerd.replication.isr_writer import IsrWrite, write_isrs
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import znodes
 

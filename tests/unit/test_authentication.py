@@ -10,7 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from brokerd.authentication import (
+from brokerd.config.security import BrokerSecurity
+from brokerd.serving.authentication import (
     ANONYMOUS,
     MAX_FAILURE_DELAY_S,
     FailedLogins,
@@ -18,15 +19,14 @@ from brokerd.authentication import (
     StoredUser,
     principal_of_certificate,
 )
-from brokerd.config.security import BrokerSecurity
 from spark_replica.errors import (
     IllegalSaslStateError,
     SaslAuthenticationFailedError,
     UnsupportedSaslMechanismError,
 )
+from spark_replica.protocol import ApiKey
+from spark_replica.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from spark_replica.security.scram import ScramClient, make_credential, plain_message
-from spark_replica.wire.native import ApiKey
-from spark_replica.wire.native.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 MECHANISM = "SCRAM-SHA-256"
 STORED = {"alice": {MECHANISM: make_credential(MECHANISM, "pw")}}

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from brokerd.config.broker import BrokerConfig
-from brokerd.connection_limits import ConnectionLimits, reap_reason, refusal
+from brokerd.serving.connection_limits import ConnectionLimits, reap_reason, refusal
 from spark_replica.errors import ConfigError
 
 LIMITS = ConnectionLimits(

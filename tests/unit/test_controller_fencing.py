@@ -7,19 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from brokerd.api.context import BrokerContext
 from brokerd.api.controller_requests import check_controller
 from brokerd.config.broker import BrokerConfig
-from brokerd.replica_fetcher import ReplicaFetcherManager
-from brokerd.replica_manager import ReplicaManager
+from brokerd.core.context import BrokerContext
+from brokerd.replication.replica_fetcher import ReplicaFetcherManager
+from brokerd.replication.replica_manager import ReplicaManager
 from spark_replica.errors import (
     BrokerNotAvailableError,
     FencedLeaderEpochError,
     StaleBrokerEpochError,
     StaleControllerEpochError,
 )
+from spark_replica.protocol.controller_requests import ControllerHeader, PartitionLeaderState
 from spark_replica.topics import TopicPartition
-from spark_replica.wire.native.controller_requests import ControllerHeader, PartitionLeaderState
 
 
 def broker_context(tmp_path: Path, broker_epoch: int, controller_epoch: int) -> BrokerContext:

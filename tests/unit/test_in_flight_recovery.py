@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from brokerd.producer_state import Outcome, ProducerStateManager
+from brokerd.replication.producer_state import Outcome, ProducerStateManager
 from spark_replica.client.in_flight import BatchState, Failure, PartitionWindow, WindowBatch
 from spark_replica.client.retry import RetryPolicy
 from spark_replica.errors import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from brokerd.isr_writer import is_own_write
+from brokerd.replication.isr_writer import is_own_write
 from spark_replica.zk import znodes
 
 WRITTEN = znodes.PartitionState(leader=1, leader_epoch=4, isr=[1, 3], controller_epoch=2)

@@ -11,7 +11,7 @@ from aiokafka.record.legacy_records import LegacyRecordBatchBuilder
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from brokerd.batch_validation import validate_produced
+from brokerd.core.batch_validation import validate_produced
 from spark_replica.errors import (
     BrokerResponseError,
     ConfigError,
@@ -21,8 +21,8 @@ from spark_replica.errors import (
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
 )
+from spark_replica.kafka_wire.convert import kafka_codec, kafka_to_replog, replog_to_kafka
 from spark_replica.records import HEADER, HEADER_SIZE, compute_crc
-from spark_replica.wire.kafka.records.convert import kafka_codec, kafka_to_replog, replog_to_kafka
 
 BASE_TS = 1_700_000_000_000
 ATTRIBUTES_OFFSET = 21

@@ -10,7 +10,7 @@ import pytest
 
 from brokerd.__main__ import build_parser, resolve
 from brokerd.config.broker import BrokerConfig
-from brokerd.listeners import (
+from brokerd.serving.listeners import (
     KAFKA,
     METRICS,
     REPLOG,
@@ -21,9 +21,9 @@ from brokerd.listeners import (
 )
 from spark_replica.errors import ConfigError
 from spark_replica.launcher import BrokerProcess
-from spark_replica.wire.native.controller_requests import ControllerHeader, UpdateMetadataRequest
-from spark_replica.wire.native.metadata import BrokerInfo
-from spark_replica.wire.native.primitives import Reader, Writer
+from spark_replica.protocol.controller_requests import ControllerHeader, UpdateMetadataRequest
+from spark_replica.protocol.metadata import BrokerInfo
+from spark_replica.protocol.primitives import Reader, Writer
 from spark_replica.zk import znodes
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pytest
 
-from brokerd.producer_state import Outcome, ProducerStateManager
+from brokerd.replication.producer_state import Outcome, ProducerStateManager
 from spark_replica.client import ProducerConfig
 from spark_replica.client.accumulator import OpenBatch, estimate_record_bytes
 from spark_replica.client.delivery_timeout import delivery_timeout_error

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from brokerd.log import AppendInfo, Log, LogConfig
-from brokerd.partition import Partition
-from brokerd.producer_state import (
+from brokerd.replication.partition import Partition
+from brokerd.replication.producer_state import (
     MAX_BATCHES_PER_PRODUCER,
     MAX_SEQUENCE,
     Outcome,
@@ -22,9 +22,9 @@ from spark_replica.errors import (
     OutOfOrderSequenceError,
     ProtocolError,
 )
+from spark_replica.protocol.produce import ACKS_LEADER
 from spark_replica.records import BatchHeader, build_batch
 from spark_replica.topics import TopicPartition
-from spark_replica.wire.native.produce import ACKS_LEADER
 
 PID = 7
 

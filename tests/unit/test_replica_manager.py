@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from brokerd import replica_manager
 from brokerd.config.broker import BrokerConfig
 from brokerd.log import checkpoint
-from brokerd.replica_manager import ReplicaManager
+from brokerd.replication import replica_manager
+from brokerd.replication.replica_manager import ReplicaManager
 from spark_replica.topics import TopicPartition
 
 A = TopicPartition("a", 0)

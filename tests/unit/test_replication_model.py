@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from brokerd.replication_rules import (
+from brokerd.replication.rules import (
     AckOutcome,
     FollowerProgress,
     acks_all_outcome,

@@ -10,9 +10,9 @@ import pytest
 from brokerd.api.produce import MAX_PRODUCE_TIMEOUT_MS, produce_wait_s
 from brokerd.log import Log
 from brokerd.log.config import LogConfig
-from brokerd.partition import Partition
-from brokerd.replica_fetcher import truncation_for
-from brokerd.replication_rules import (
+from brokerd.replication.partition import Partition
+from brokerd.replication.replica_fetcher import truncation_for
+from brokerd.replication.rules import (
     AckOutcome,
     FollowerProgress,
     Truncation,

@@ -10,7 +10,7 @@ import pytest
 
 from brokerd.config.broker import BrokerConfig
 from brokerd.config.server_properties import cluster_configs, parse_server_properties
-from brokerd.listeners import Endpoint
+from brokerd.serving.listeners import Endpoint
 from spark_replica.errors import ConfigError
 
 

@@ -10,7 +10,7 @@ import pytest
 from brokerd.config.broker import BrokerConfig
 from brokerd.config.topic_changes import change_sequence
 from brokerd.log import Log, LogConfig
-from brokerd.replica_manager import ReplicaManager
+from brokerd.replication.replica_manager import ReplicaManager
 from spark_replica.cli.configs import split_items
 from spark_replica.errors import ConfigError, ZooKeeperError
 from spark_replica.records import build_batch

@@ -10,19 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from brokerd.api.context import BrokerContext
 from brokerd.api.controller_requests import handle_update_metadata
 from brokerd.config.broker import BrokerConfig
+from brokerd.core.context import BrokerContext
 from brokerd.logging_setup import OneLineFormatter
-from brokerd.replica_fetcher import ReplicaFetcherManager
-from brokerd.replica_manager import ReplicaManager
-from spark_replica.wire.native.controller_requests import (
+from brokerd.replication.replica_fetcher import ReplicaFetcherManager
+from brokerd.replication.replica_manager import ReplicaManager
+from spark_replica.protocol.controller_requests import (
     ControllerHeader,
     PartitionLeaderState,
     TopicLeaderStates,
     UpdateMetadataRequest,
 )
-from spark_replica.wire.native.metadata import BrokerInfo
+from spark_replica.protocol.metadata import BrokerInfo
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 from controller_scale import METADATA_LINE

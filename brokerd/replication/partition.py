@@ -39,8 +39,8 @@ from collections.abc import Collection
 
 from brokerd.log import AppendInfo, Log
 from brokerd.log.producer_snapshots import read_snapshot, snapshot_offsets
-from brokerd.producer_state import Outcome, ProducerStateManager
-from brokerd.replication_rules import (
+from brokerd.replication.producer_state import Outcome, ProducerStateManager
+from brokerd.replication.rules import (
     AckOutcome,
     FollowerProgress,
     acks_all_outcome,

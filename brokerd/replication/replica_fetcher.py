@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from brokerd.log.epoch_cache import UNDEFINED_EPOCH
-from brokerd.partition import Partition
-from brokerd.replication_rules import Truncation, truncation_point
+from brokerd.replication.partition import Partition
+from brokerd.replication.rules import Truncation, truncation_point
 from spark_replica.client.connection import BrokerConnection
 from spark_replica.errors import OffsetOutOfRangeError, ReplogError, error_for_code
 from spark_replica.records import now_ms

@@ -20,7 +20,7 @@ from pathlib import Path
 from brokerd.config.broker import BrokerConfig
 from brokerd.log import HW_CHECKPOINT_FILE, Log, read_offsets_checkpoint, write_offsets_checkpoint
 from brokerd.metrics.registry import BrokerMetrics
-from brokerd.partition import Partition
+from brokerd.replication.partition import Partition
 from spark_replica.errors import (
     FencedLeaderEpochError,
     InvalidTopicError,

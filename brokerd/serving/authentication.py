@@ -2,7 +2,7 @@
 
 Each connection of a SASL listener starts unauthenticated: until its exchange succeeds
 it may only ask for ApiVersions, SaslHandshake and SaslAuthenticate (the table is
-brokerd/pre_login.py). A failed exchange is answered SASL_AUTHENTICATION_FAILED, with
+brokerd/serving/connection_state.py). A failed exchange is answered SASL_AUTHENTICATION_FAILED, with
 the same message whether the user is unknown or the password wrong, and the connection
 closed after a delay that grows with the recent failures from the same address
 (connection.failed.authentication.delay.ms per failure, at most MAX_FAILURE_DELAY_S), so
@@ -31,6 +31,13 @@ from spark_replica.errors import (
     SaslAuthenticationFailedError,
     UnsupportedSaslMechanismError,
 )
+from spark_replica.protocol.apis import ApiKey
+from spark_replica.protocol.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from spark_replica.security.scram import (
     ScramCredential,
     ScramServer,
@@ -38,13 +45,6 @@ from spark_replica.security.scram import (
     parse_plain,
     plain_credential,
     verify_password,
-)
-from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.native.sasl import (
-    SaslAuthenticateRequest,
-    SaslAuthenticateResponse,
-    SaslHandshakeRequest,
-    SaslHandshakeResponse,
 )
 
 ANONYMOUS = "User:ANONYMOUS"

@@ -18,7 +18,7 @@ read until then, and one connection holds at most its phase's largest frame of i
 (spark_replica/transport.py).
 
 What a connection may send before it has logged in is decided here, once for both
-protocols, from the table of brokerd/pre_login.py: the server reads a frame's api key
+protocols, from the table of brokerd/serving/connection_state.py: the server reads a frame's api key
 and asks the table before the dispatch decodes anything; a frame the phase does not
 admit is refused by the dispatch from its fixed header alone. The phase also sets the
 largest frame read (sasl.server.max.receive.size before login) and the login deadline
@@ -27,13 +27,13 @@ largest frame read (sasl.server.max.receive.size before login) and the login dea
 Connections over max.connections, or over max.connections.per.ip from one address,
 are closed as soon as they are accepted; a connection idle for connections.max.idle.ms,
 or one whose request takes longer than socket.request.read.timeout.ms to arrive, is
-closed by a periodic sweep (brokerd/connection_limits.py has the rules). The server's
+closed by a periodic sweep (brokerd/serving/connection_limits.py has the rules). The server's
 task owns the table of connections; each connection's task only marks itself busy.
 
 Security is per listener (brokerd/security_config.py): on a TLS listener a client's
 first byte tells a TLS handshake from plaintext (the dispatch decides how to refuse
 plaintext); on a SASL listener a connection must authenticate before anything else
-(brokerd/authentication.py). Failed logins are remembered per address by the Logins
+(brokerd/serving/authentication.py). Failed logins are remembered per address by the Logins
 both listeners share, so guessing passwords is as slow on one port as on the other;
 Logins also reads credentials off the loop and hashes SASL/PLAIN passwords on worker
 threads, MAX_CONCURRENT_HASHING at a time.
@@ -60,17 +60,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from brokerd.api import BrokerContext
-from brokerd.authentication import (
+from brokerd.core.context import BrokerContext
+from brokerd.metrics import ListenerRequests
+from brokerd.serving.authentication import (
     ANONYMOUS,
     FailedLogins,
     SaslSession,
     StoredUser,
     principal_of_certificate,
 )
-from brokerd.connection_limits import ConnectionLimits, reap_reason, refusal
-from brokerd.metrics import ListenerRequests
-from brokerd.pre_login import Phase, PhaseLimits, admits, phase_of
+from brokerd.serving.connection_limits import ConnectionLimits, reap_reason, refusal
+from brokerd.serving.connection_state import Phase, PhaseLimits, admits, phase_of
 from spark_replica.errors import (
     BrokerResponseError,
     ConfigError,

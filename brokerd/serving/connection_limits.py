@@ -1,10 +1,10 @@
 """Which connections a broker keeps: the rules, as plain functions of counts and times.
 
-The server (brokerd/server.py) owns the connections and asks these functions what to do
+The server (brokerd/serving/server.py) owns the connections and asks these functions what to do
 with them; nothing here touches a socket or a clock, so every rule is tested with plain
 values. Names follow Kafka's broker configs (max.connections, max.connections.per.ip,
 connections.max.idle.ms); the read deadline and the login deadline
-(sasl.server.authentication.timeout.ms, brokerd/pre_login.py) are replog's own.
+(sasl.server.authentication.timeout.ms, brokerd/serving/connection_state.py) are replog's own.
 """
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 from kazoo.client import KazooClient
 
 from brokerd.config.broker import BrokerConfig
-from brokerd.isr_writer import IsrWriter
-from brokerd.metadata_cache import MetadataCache
-from brokerd.replica_fetcher import ReplicaFetcherManager
-from brokerd.replica_manager import ReplicaManager
+from brokerd.core.metadata_cache import MetadataCache
+from brokerd.replication.isr_writer import IsrWriter
+from brokerd.replication.replica_fetcher import ReplicaFetcherManager
+from brokerd.replication.replica_manager import ReplicaManager
 from spark_replica.errors import BrokerResponseError, ProtocolError, code_of, wire_message
 from spark_replica.topics import TopicPartition, validate_topic_name
 from spark_replica.zk import znodes

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from kazoo.client import KazooClient
 
 from brokerd.metrics.registry import BrokerMetrics
-from brokerd.partition import Partition
+from brokerd.replication.partition import Partition
 from spark_replica.errors import ZnodeMissingError, ZnodeVersionError, ZooKeeperConnectionError
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import znodes

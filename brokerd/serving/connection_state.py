@@ -1,14 +1,14 @@
 """What a connection may send before it has logged in: one table for both listeners.
 
 Everything that decides what an unauthenticated client can make the broker do lives
-here, and nothing else decides it. The server (brokerd/server.py) reads only the fixed
+here, and nothing else decides it. The server (brokerd/serving/server.py) reads only the fixed
 start of each frame, api key, version and correlation id, which both protocols share,
 and asks `admits` before a dispatch decodes anything; a frame that is not admitted is
 refused by its dispatch from those three numbers alone (Kafka: the connection closes;
 replog: one header-only error, then the close), so its body is never decoded. The size
 limits and the deadline of each phase are here too: the transport refuses a larger frame
 from its size prefix alone, and the idle sweep closes a connection that has not logged
-in by its deadline (brokerd/connection_limits.py).
+in by its deadline (brokerd/serving/connection_limits.py).
 
 | phase        | decoded                                      | largest frame | deadline |
 |--------------|----------------------------------------------|---------------|----------|
@@ -29,7 +29,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from spark_replica.wire.native.apis import ApiKey
+from spark_replica.protocol.apis import ApiKey
 
 
 class Phase(enum.Enum):
