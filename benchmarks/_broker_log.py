@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime
 
-from spark_replica.launcher import BrokerProcess
+from spark_replica.tools.launcher.brokers import BrokerProcess
 
 # A line of the controller's logger up to its message.
 CONTROLLER_PREFIX = r"^(?P<time>\S+Z) \w+ broker=\d+ brokerd\.controller: "

@@ -10,7 +10,7 @@ A benchmark may kill and restart brokers itself through ``LocalCluster.brokers``
 runs at the end is stopped (a killed broker is simply skipped).
 
 ``security`` (``ssl``, ``sasl_plaintext``, ``sasl_ssl``) starts the brokers as
-``replog up --security`` does, with the same files (spark_replica.security.local_cluster);
+``replog up --security`` does, with the same files (spark_replica.tools.launcher.local_security);
 ``LocalCluster.security`` is then the admin super user's client settings.
 """
 
@@ -24,11 +24,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
-from spark_replica.cluster_dir import PLAINTEXT_MODE
-from spark_replica.launcher import BrokerProcess, free_port
-from spark_replica.security import local_cluster as secure_files
 from spark_replica.security.settings import SecurityConfig
-from spark_replica.zk.embedded import EmbeddedZooKeeper
+from spark_replica.tools.launcher import local_security as secure_files
+from spark_replica.tools.launcher.brokers import BrokerProcess, free_port
+from spark_replica.tools.launcher.cluster_dir import PLAINTEXT_MODE
+from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
 
 
 @dataclass(frozen=True)

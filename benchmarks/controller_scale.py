@@ -59,7 +59,7 @@ from _common import emit
 from spark_replica.client import Admin, Cluster
 from spark_replica.client.connection import BrokerConnection
 from spark_replica.errors import ReplogError
-from spark_replica.launcher import BrokerProcess
+from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.wire.native.metadata import NO_LEADER, MetadataRequest, MetadataResponse
 from spark_replica.zk import znodes
 from spark_replica.zk.session import connect
@@ -73,7 +73,7 @@ EVENT_LINE = re.compile(
     r"(?P<requests>\d+) ZooKeeper requests in (?P<trips>\d+) round trips, (?P<ms>[\d.]+) ms$",
     re.MULTILINE,
 )
-METADATA_LINE = re.compile(  # brokerd/api/controller_requests.py
+METADATA_LINE = re.compile(  # brokerd/native/controller_requests.py
     r"^(?P<time>\S+Z) \w+ broker=\d+ brokerd\.update_metadata: UpdateMetadata from "
     r"controller (?P<controller>\d+) \(epoch \d+\): (?P<partitions>\d+) partitions, "
     r"(?P<leaderless>\d+) without a live leader, brokers \[(?P<brokers>[\d, ]*)\]$",

@@ -22,8 +22,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from brokerd.controller import zk_requests
-from spark_replica.launcher import BrokerProcess, free_port
-from spark_replica.zk.embedded import EmbeddedZooKeeper
+from spark_replica.tools.launcher.brokers import BrokerProcess, free_port
+from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
 from spark_replica.zk.session import connect
 from tests.support import BrokerFactory
 

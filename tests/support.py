@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from spark_replica import cluster_dir
 from spark_replica.client import (
     Admin,
     Cluster,
@@ -27,9 +26,10 @@ from spark_replica.client import (
     parse_bootstrap,
 )
 from spark_replica.errors import ReplogError
-from spark_replica.launcher import BrokerProcess, free_port
 from spark_replica.records import BatchHeader, decode_payload, iter_batches
 from spark_replica.security.settings import SecurityConfig, load_properties
+from spark_replica.tools.launcher import cluster_dir
+from spark_replica.tools.launcher.brokers import BrokerProcess, free_port
 
 T = TypeVar("T")
 
@@ -299,7 +299,7 @@ def replog(
 ) -> subprocess.CompletedProcess[bytes]:
     """Run the `replog` command line as a user would, with a deadline."""
     return subprocess.run(
-        [sys.executable, "-m", "spark_replica.cli.main", *args],
+        [sys.executable, "-m", "spark_replica.tools.cli.main", *args],
         input=stdin,
         capture_output=True,
         cwd=cwd,
@@ -423,7 +423,15 @@ def running_console(*args: str) -> Iterator[str]:
     and stops it (SIGTERM, then SIGKILL) afterwards."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "spark_replica.cli.main", "console", "--port", str(port), *args],
+        [
+            sys.executable,
+            "-m",
+            "spark_replica.tools.cli.main",
+            "console",
+            "--port",
+            str(port),
+            *args,
+        ],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -467,7 +475,7 @@ def run_broker_command(
     brokers.brokers[broker_id] = broker
     with (log_dir / "broker.stderr").open("ab") as stderr:
         broker.process = subprocess.Popen(
-            [sys.executable, "-m", "spark_replica.cli.main", "broker", "run", *args],
+            [sys.executable, "-m", "spark_replica.tools.cli.main", "broker", "run", *args],
             stdin=subprocess.DEVNULL,
             stdout=stderr,
             stderr=stderr,
@@ -497,7 +505,7 @@ def replog_in_process(*args: str, stdin: bytes = b"") -> subprocess.CompletedPro
     Tests of the process itself (its exit on a signal, stdin streaming) keep replog()."""
     import io
 
-    from spark_replica.cli.main import main
+    from spark_replica.tools.cli.main import main
 
     out_bytes, err_bytes = io.BytesIO(), io.BytesIO()
     out = io.TextIOWrapper(out_bytes, encoding="utf-8", write_through=True)

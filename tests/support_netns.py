@@ -1,5 +1,5 @@
 """A cluster on separate hosts: ZooKeeper and each broker in a network namespace of its
-own (spark_replica.netns), the test itself in the machine's namespace as "clients".
+own (spark_replica.tools.netns), the test itself in the machine's namespace as "clients".
 
 Faults here are the network's: cuts between hosts that drop packets silently, besides the
 kills and pauses of launcher.py. Every process is started and stopped by its own PID and
@@ -12,10 +12,10 @@ import contextlib
 from pathlib import Path
 
 from brokerd.controller.zk_store import current_controller
-from spark_replica.launcher import BrokerProcess
-from spark_replica.netns import network
-from spark_replica.netns.topology import ZOOKEEPER, Topology, broker_host, cuts_between
-from spark_replica.zk.embedded import EmbeddedZooKeeper
+from spark_replica.tools.launcher.brokers import BrokerProcess
+from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
+from spark_replica.tools.netns import network
+from spark_replica.tools.netns.topology import ZOOKEEPER, Topology, broker_host, cuts_between
 from spark_replica.zk.session import connect
 
 REPLOG_PORT = 9092

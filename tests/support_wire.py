@@ -19,8 +19,8 @@ import pyarrow as pa
 from kazoo.client import KazooClient
 
 from spark_replica.errors import BrokerResponseError, error_for_code
-from spark_replica.launcher import BrokerProcess
 from spark_replica.records import build_batch, decode_payload, iter_batches, verify_batch
+from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.wire.native import (
     RESPONSE_TYPES,
     SUPPORTED_VERSIONS,
@@ -40,8 +40,8 @@ from spark_replica.wire.native.list_offsets import (
     ListOffsetsTopic,
 )
 from spark_replica.wire.native.metadata import MetadataResponse
-from spark_replica.wire.native.primitives import Reader, Writer
 from spark_replica.wire.native.produce import ProducePartition, ProduceTopic
+from spark_replica.wire.primitives import Reader, Writer
 from spark_replica.zk import znodes
 from spark_replica.zk.session import connect as zk_session
 from tests.support import BrokerFactory, create_topic, run

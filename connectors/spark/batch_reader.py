@@ -22,8 +22,6 @@ from connectors.spark.connection import (
     subscribed_partitions,
 )
 from connectors.spark.offsets import (
-    EARLIEST,
-    LATEST,
     OffsetRange,
     clamp_to_high_watermarks,
     data_loss_error,
@@ -42,6 +40,7 @@ from spark_replica.client import EARLIEST as EARLIEST_TIMESTAMP
 from spark_replica.client import LATEST as LATEST_TIMESTAMP
 from spark_replica.client import Cluster, list_offsets
 from spark_replica.errors import ConfigError
+from spark_replica.partition_offsets import EARLIEST, LATEST
 from spark_replica.topics import TopicPartition
 
 # How long planning waits for a partition whose leader is moving before it fails.

@@ -24,9 +24,15 @@ from typing import Literal
 from pyspark.sql.types import StructType
 
 from connectors.spark.avro import AvroCodec, codec_from_options
-from connectors.spark.offsets import EARLIEST, LATEST, Offsets, decode_offsets, parse_offsets_json
 from connectors.spark.schema import source_schema
 from spark_replica.errors import ConfigError
+from spark_replica.partition_offsets import (
+    EARLIEST,
+    LATEST,
+    Offsets,
+    decode_offsets,
+    parse_offsets_json,
+)
 from spark_replica.security.settings import SecurityConfig
 from spark_replica.topics import TopicPartition
 

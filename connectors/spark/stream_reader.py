@@ -37,11 +37,7 @@ from connectors.spark.connection import (
     subscribed_partitions,
 )
 from connectors.spark.offsets import (
-    EARLIEST,
-    Offsets,
     data_loss_error,
-    decode_offsets,
-    encode_offsets,
     find_data_loss,
     offset_ranges,
     plan_end,
@@ -53,6 +49,7 @@ from connectors.spark.source_options import check_schema, parse_source_options
 from spark_replica.client import EARLIEST as LOG_START
 from spark_replica.client import LATEST as HIGH_WATERMARK
 from spark_replica.client import Cluster, list_offsets
+from spark_replica.partition_offsets import EARLIEST, Offsets, decode_offsets, encode_offsets
 from spark_replica.topics import TopicPartition
 
 # Planning a query's start or its AvailableNow target waits this long for a partition

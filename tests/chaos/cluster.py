@@ -6,7 +6,7 @@ blocks; the runner calls it from worker threads so that the load keeps running.
 Ownership: one runner owns a ChaosCluster; it never touches a broker from two threads at
 once (a broker under a fault is "busy" in the runner until the fault is undone).
 
-On a network (spark_replica.netns), each broker runs on its host and the network faults
+On a network (spark_replica.tools.netns), each broker runs on its host and the network faults
 cut links. Cuts of faults that overlap may share links, and tc heals only all at once:
 undoing one fault heals everything and applies again the cuts of the others, so they
 lapse for the few milliseconds between (a blip, as a flapping switch would make).
@@ -24,12 +24,12 @@ from kazoo.exceptions import KazooException
 from kazoo.handlers.threading import KazooTimeoutError
 
 from spark_replica.errors import ReplogError
-from spark_replica.launcher import BrokerProcess, free_port
-from spark_replica.netns import network
-from spark_replica.netns.topology import Cut, Topology, broker_host
 from spark_replica.records import decode_payload, iter_batches
+from spark_replica.tools.launcher.brokers import BrokerProcess, free_port
+from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
+from spark_replica.tools.netns import network
+from spark_replica.tools.netns.topology import Cut, Topology, broker_host
 from spark_replica.zk import znodes
-from spark_replica.zk.embedded import EmbeddedZooKeeper
 from spark_replica.zk.session import connect
 from tests.chaos.checker import Stored
 from tests.chaos.partitions import cut_from_clients

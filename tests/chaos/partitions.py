@@ -1,7 +1,7 @@
 """Which links a network fault of a chaos schedule cuts, on the network of a run.
 
 Pure: a fault kind and the brokers it strikes give the one-direction cuts to apply
-(spark_replica.netns.topology.Cut); the cluster applies them and heals them. Kept apart
+(spark_replica.tools.netns.topology.Cut); the cluster applies them and heals them. Kept apart
 from the schedule, which names roles, because who holds a role is only known when the
 fault fires.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from spark_replica.netns.topology import (
+from spark_replica.tools.netns.topology import (
     CLIENTS,
     ZOOKEEPER,
     Cut,

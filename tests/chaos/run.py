@@ -51,7 +51,7 @@ def main() -> None:
     seed = random.randrange(1_000_000) if args.seed is None else args.seed
     # Run as a script, the repository root is not on the path: the harness lives in tests.
     sys.path.insert(0, str(REPO_ROOT))
-    from spark_replica.netns.network import unavailable_reason
+    from spark_replica.tools.netns.network import unavailable_reason
     from tests.chaos.runner import run_schedules
     from tests.chaos.schedule import NETNS_SETTINGS, ScheduleSettings
 

@@ -12,7 +12,7 @@ Every wait has a deadline and the whole schedule has one too. Whatever happens, 
 broker is killed by PID, the worker threads are joined first (a restart in progress
 finishes or times out before the kill), and ZooKeeper is left running for the next one.
 
-With `netns` settings the run makes one network (spark_replica.netns) for all its
+With `netns` settings the run makes one network (spark_replica.tools.netns) for all its
 schedules: ZooKeeper and each broker on a host of their own, the runner and its load as
 the clients; the network faults cut its links, and it is removed when the run ends.
 """
@@ -36,10 +36,10 @@ from kazoo.exceptions import KazooException
 
 from spark_replica.client import Cluster
 from spark_replica.errors import ReplogError
-from spark_replica.launcher import free_port
-from spark_replica.netns import network
-from spark_replica.netns.topology import ZOOKEEPER, Topology
-from spark_replica.zk.embedded import EmbeddedZooKeeper
+from spark_replica.tools.launcher.brokers import free_port
+from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
+from spark_replica.tools.netns import network
+from spark_replica.tools.netns.topology import ZOOKEEPER, Topology
 from tests.chaos.checker import Counts, Send, Stored, check
 from tests.chaos.cluster import ChaosCluster
 from tests.chaos.partitions import plan_cuts

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_replica.netns.network import unavailable_reason
+from spark_replica.tools.netns.network import unavailable_reason
 from tests.chaos.runner import run_schedules
 from tests.chaos.schedule import ScheduleSettings
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from spark_replica.netns.topology import Cut, plan_topology
+from spark_replica.tools.netns.topology import Cut, plan_topology
 from tests.chaos.partitions import cut_from_clients, plan_cuts
 from tests.chaos.schedule import NETWORK_KINDS, FaultKind
 

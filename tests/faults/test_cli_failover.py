@@ -15,7 +15,7 @@ TIMEOUT_S = 90
 
 
 def cli(*args: str) -> list[str]:
-    return [sys.executable, "-m", "spark_replica.cli.main", *args]
+    return [sys.executable, "-m", "spark_replica.tools.cli.main", *args]
 
 
 def test_cli_produce_and_consume_survive_a_leader_sigkill(brokers: BrokerFactory) -> None:

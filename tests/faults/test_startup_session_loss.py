@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from spark_replica.launcher import BrokerProcess, free_port
+from spark_replica.tools.launcher.brokers import BrokerProcess, free_port
+from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
 from spark_replica.zk import znodes
-from spark_replica.zk.embedded import EmbeddedZooKeeper
 from spark_replica.zk.session import connect
 
 pytestmark = pytest.mark.slow

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from spark_replica.client import Cluster, Producer, ProducerConfig
+from spark_replica.tools.launcher.ensemble import ZooKeeperEnsemble
 from spark_replica.zk import znodes
-from spark_replica.zk.ensemble import ZooKeeperEnsemble
 from spark_replica.zk.kazoo_errors import read_if_present
 from spark_replica.zk.session import connect
 from tests.support import BrokerFactory, leadership, read_everything, run, start_cluster, wait_for

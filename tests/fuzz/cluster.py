@@ -22,16 +22,16 @@ from pathlib import Path
 
 from spark_replica.client import Admin, Cluster
 from spark_replica.errors import ReplogError
-from spark_replica.launcher import BrokerProcess, free_port
-from spark_replica.security.local_cluster import render_properties, scram_jaas_config
 from spark_replica.security.scram import MECHANISMS, make_credential
 from spark_replica.security.settings import SecurityConfig
+from spark_replica.tools.launcher.brokers import BrokerProcess, free_port
+from spark_replica.tools.launcher.local_security import render_properties, scram_jaas_config
+from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
 from spark_replica.wire.native import ApiKey, MetadataRequest, MetadataResponse
 from spark_replica.wire.native.frames import SIZE, ResponseHeader
 from spark_replica.wire.native.metadata import BrokerInfo
-from spark_replica.wire.native.primitives import Reader
+from spark_replica.wire.primitives import Reader
 from spark_replica.zk import znodes
-from spark_replica.zk.embedded import EmbeddedZooKeeper
 from spark_replica.zk.security_store import write_credential
 from spark_replica.zk.session import connect as zk_session
 from tests.fuzz.login import MECHANISM, REPLOG, Login, login_socket
@@ -244,8 +244,9 @@ def is_running(broker: BrokerProcess) -> bool:
     return broker.process is not None and broker.process.poll() is None
 
 
-def rss_mb(broker: BrokerProcess) -> float:
-    """VmRSS of the broker process, in MB (0 when it is not running)."""
+def rss_mb(broker: BrokerProcess, field: str = "VmRSS") -> float:
+    """VmRSS of the broker process, in MB (0 when it is not running); or another of its
+    /proc status fields, such as RssAnon (heap) and RssFile (mapped files: log segments)."""
     if broker.pid is None:
         return 0.0
     try:
@@ -253,7 +254,7 @@ def rss_mb(broker: BrokerProcess) -> float:
     except OSError:
         return 0.0
     for line in status.splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) / 1024
     return 0.0
 

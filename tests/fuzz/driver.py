@@ -37,9 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from spark_replica.errors import ReplogError, UnknownServerError, error_for_code
-from spark_replica.launcher import BrokerProcess
+from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.wire.native import ApiKey
-from tests.fuzz.background import Background
+from tests.fuzz.background import BASELINE_S, Background
 from tests.fuzz.cluster import (
     FuzzCluster,
     answers_kafka,
@@ -258,6 +258,8 @@ class FuzzSettings:
     max_seconds: float | None = None
     listener: str = REPLOG
     hostile: bool = False
+    # How long the well-behaved client produces alone first (hostile runs).
+    baseline_s: float = BASELINE_S
 
 
 async def fuzz(cluster: FuzzCluster, settings: FuzzSettings) -> dict[str, Any]:
@@ -281,9 +283,11 @@ async def fuzz(cluster: FuzzCluster, settings: FuzzSettings) -> dict[str, Any]:
     sender = Sender(
         broker, stats, settings.findings, settings.seed, listener=settings.listener, login=login
     )
-    rss_before, fds_before = rss_mb(broker), open_fds(broker)
     background = Background(cluster, settings.listener, target, settings.seed) if hostile else None
     try:
+        if background is not None:
+            await background.start(settings.baseline_s)
+        rss_before, fds_before = rss_mb(broker), open_fds(broker)
         figures = await _send_chunks(cluster, settings, stats, source, sender, background)
     finally:
         extra = {} if background is None else await background.stop()
@@ -301,6 +305,8 @@ async def fuzz(cluster: FuzzCluster, settings: FuzzSettings) -> dict[str, Any]:
         "broker_restarts": stats.broker_restarts,
         "rss_before_mb": round(rss_before, 1),
         "rss_after_mb": round(rss_after, 1),
+        "rss_after_anon_mb": round(rss_mb(broker, "RssAnon"), 1),
+        "rss_after_file_mb": round(rss_mb(broker, "RssFile"), 1),
         "rss_after_warmup_mb": None if rss_warm is None else round(rss_warm, 1),
         "rss_growth_after_warmup_mb": None if rss_warm is None else round(rss_after - rss_warm, 1),
         "rss_peak_mb": round(max(figures.pop("rss_peak"), rss_after), 1),
@@ -327,6 +333,7 @@ async def fuzz(cluster: FuzzCluster, settings: FuzzSettings) -> dict[str, Any]:
         result |= {
             "well_behaved_p50_ms": well_behaved.get("p50_ms"),
             "well_behaved_p99_ms": well_behaved.get("p99_ms"),
+            "well_behaved_baseline_p99_ms": extra["well_behaved_baseline"].get("p99_ms"),
             "hostile_cases": dict(hostile.cases.most_common()),
             **extra,
         }

@@ -9,7 +9,9 @@ on the replog listener; acks=all, no linger; logged in as the super user when
 FUZZ_STEADY_PASSWORD is set) sends a record, waits for its acknowledgement, sleeps
 INTERVAL_S, and so on until its stdin is closed; then it prints one JSON line: records
 sent, failed, and the latency quantiles in milliseconds (a failure counts with the time
-it took to fail). It runs as a process of its own, so that the fuzzer's CPU-bound frame
+it took to fail). Each line read from stdin before that ends a phase: the figures so far
+are printed and the next phase starts from none (the fuzzer's baseline, before the
+fuzzing starts). It runs as a process of its own, so that the fuzzer's CPU-bound frame
 making does not show up in its latencies.
 """
 
@@ -73,8 +75,19 @@ class SteadyProcess:
                 stderr=stderr,
             )
 
+    def end_phase(self) -> dict[str, Any]:
+        """The figures of the phase so far; the next starts from none (blocks: a thread's)."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        try:
+            self.process.stdin.write(b"\n")
+            self.process.stdin.flush()
+            summary: dict[str, Any] = json.loads(self.process.stdout.readline())
+        except (OSError, ValueError) as exc:
+            return {"error": f"the well-behaved client did not answer: {exc!r}"}
+        return summary
+
     def stop(self) -> dict[str, Any]:
-        """Close its stdin and read its JSON line; kill it (by its PID) if it hangs."""
+        """Close its stdin and read its last JSON line; kill it (by its PID) if it hangs."""
         try:
             out, _ = self.process.communicate(timeout=STOP_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -88,16 +101,24 @@ class SteadyProcess:
 
 
 class Latencies:
+    """Latencies of the phase so far: the producing thread adds, the main thread takes."""
+
     def __init__(self) -> None:
         self.samples_ms: list[float] = []
         self.failed = 0
+        self._lock = threading.Lock()
 
     def add(self, started: float, ok: bool) -> None:
-        self.samples_ms.append((time.monotonic() - started) * 1000)
-        self.failed += not ok
+        with self._lock:
+            self.samples_ms.append((time.monotonic() - started) * 1000)
+            self.failed += not ok
 
-    def summary(self) -> dict[str, Any]:
-        ordered = sorted(self.samples_ms)
+    def take(self) -> dict[str, Any]:
+        """The phase's figures; the next phase starts from none."""
+        with self._lock:
+            ordered = sorted(self.samples_ms)
+            failed = self.failed
+            self.samples_ms, self.failed = [], 0
 
         def quantile(q: float) -> float | None:
             if not ordered:
@@ -106,7 +127,7 @@ class Latencies:
 
         return {
             "sent": len(ordered),
-            "failed": self.failed,
+            "failed": failed,
             "p50_ms": quantile(0.5),
             "p99_ms": quantile(0.99),
             "max_ms": round(ordered[-1], 1) if ordered else None,
@@ -158,8 +179,8 @@ async def _produce_replog(
 ) -> None:
     from spark_replica.client import Cluster, Producer, ProducerConfig, parse_bootstrap
     from spark_replica.errors import ReplogError
-    from spark_replica.security.local_cluster import scram_jaas_config
     from spark_replica.security.settings import SecurityConfig
+    from spark_replica.tools.launcher.local_security import scram_jaas_config
 
     security = None
     if args.user:
@@ -205,10 +226,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     worker = threading.Thread(target=produce, args=(args, stop, latencies), daemon=True)
     worker.start()
-    sys.stdin.read()  # until the fuzzer closes our stdin
+    for _ in sys.stdin:  # a line ends a phase; the end of stdin ends the run
+        print(json.dumps(latencies.take()), flush=True)
     stop.set()
     worker.join(DELIVERY_TIMEOUT_MS / 1000 + 10)
-    print(json.dumps(latencies.summary()), flush=True)
+    print(json.dumps(latencies.take()), flush=True)
 
 
 if __name__ == "__main__":

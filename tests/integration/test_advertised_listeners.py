@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient
 from brokerd.serving.host_addresses import reachable_host
 from spark_replica.client import Cluster
 from spark_replica.client import Producer as ReplogProducer
-from spark_replica.launcher import BrokerProcess, free_port
+from spark_replica.tools.launcher.brokers import BrokerProcess, free_port
 from spark_replica.zk import topic_store, znodes
 from spark_replica.zk.session import connect
 from tests.support import (

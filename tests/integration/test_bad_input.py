@@ -46,6 +46,7 @@ from spark_replica.records import (
     HEADER_SIZE,
     build_batch,
 )
+from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
 from spark_replica.wire.native import (
     REQUEST_TYPES,
     RESPONSE_TYPES,
@@ -89,7 +90,6 @@ from spark_replica.wire.native.offsets_for_leader_epoch import (
     EpochQueryTopic,
     OffsetsForLeaderEpochRequest,
 )
-from spark_replica.wire.native.primitives import Writer
 from spark_replica.wire.native.produce import ProducePartition, ProduceResponse, ProduceTopic
 from spark_replica.wire.native.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from spark_replica.wire.native.scram_credentials import (
@@ -103,8 +103,8 @@ from spark_replica.wire.native.topic_admin import (
     PartitionCount,
     TopicResultsResponse,
 )
+from spark_replica.wire.primitives import Writer
 from spark_replica.zk import znodes
-from spark_replica.zk.embedded import EmbeddedZooKeeper
 from tests.support import BrokerFactory, create_topic, run
 from tests.support_wire import (
     CLIENT_ID,

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from spark_replica.launcher import free_port
+from spark_replica.tools.launcher.brokers import free_port
 from tests.support import BrokerFactory, create_topic, run, run_broker_command
 
 pytestmark = pytest.mark.slow

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_replica.launcher import BrokerProcess, free_port
-from spark_replica.zk.embedded import is_answering
+from spark_replica.tools.launcher.brokers import BrokerProcess, free_port
+from spark_replica.tools.launcher.zookeeper import is_answering
 from tests.support import BrokerFactory, replog
 
 pytestmark = pytest.mark.slow

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_replica import cluster_dir
+from spark_replica.tools.launcher import cluster_dir
 from tests.support import http_get, kafka_broker_configs, replog
 
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from spark_replica.cli.main import main
 from spark_replica.reassignment import PartitionMove, plan_to_json
+from spark_replica.tools.cli.main import main
 from spark_replica.topics import TopicPartition
 from tests.support import BrokerFactory, create, replog, run, start_cluster
 

@@ -32,7 +32,7 @@ def test_up_netns_without_root_says_why_and_creates_nothing() -> None:
                 *as_unprivileged_user(),
                 sys.executable,
                 "-m",
-                "spark_replica.cli.main",
+                "spark_replica.tools.cli.main",
                 "up",
                 "--brokers",
                 "1",

@@ -12,7 +12,7 @@ import pytest
 
 from spark_replica.client import Cluster, Consumer, parse_bootstrap
 from spark_replica.client.consumer_records import iter_records
-from spark_replica.launcher import BrokerProcess
+from spark_replica.tools.launcher.brokers import BrokerProcess
 from tests.support import CLI_TIMEOUT_S, create_topic, replog, run
 
 pytestmark = pytest.mark.slow
@@ -52,7 +52,7 @@ def test_each_typed_line_reaches_a_consumer_before_stdin_closes(broker: BrokerPr
     run(create_topic(bootstrap(broker), "typed"))
     where = ("--bootstrap", broker.address)
     producer = subprocess.Popen(
-        [sys.executable, "-m", "spark_replica.cli.main", "produce", "typed", *where],
+        [sys.executable, "-m", "spark_replica.tools.cli.main", "produce", "typed", *where],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from spark_replica import cluster_dir
-from spark_replica.zk.embedded import is_answering
+from spark_replica.tools.launcher import cluster_dir
+from spark_replica.tools.launcher.zookeeper import is_answering
 from tests.support import replog, replog_in_process
 
 pytestmark = pytest.mark.slow

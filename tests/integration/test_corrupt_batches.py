@@ -31,10 +31,10 @@ from spark_replica.records import (
     build_batch,
     compute_crc,
 )
+from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.fetch import FetchPartition, FetchRequest, FetchTopic
 from spark_replica.wire.native.produce import ProducePartition, ProduceRequest, ProduceTopic
-from spark_replica.zk.embedded import EmbeddedZooKeeper
 from tests.support import BrokerFactory, create_topic, run
 
 TOPIC = "corrupt-batches"

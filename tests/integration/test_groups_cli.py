@@ -11,8 +11,8 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from spark_replica.cli.main import main
 from spark_replica.client import Cluster, Producer, ProducerConfig
+from spark_replica.tools.cli.main import main
 from tests.support import BrokerFactory, create, run
 
 pytestmark = pytest.mark.slow

@@ -15,8 +15,8 @@ from spark_replica.errors import (
     UnknownProducerIdError,
     error_for_code,
 )
-from spark_replica.launcher import BrokerProcess
 from spark_replica.records import build_batch
+from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from spark_replica.wire.native.list_offsets import EARLIEST_TIMESTAMP

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 
 from spark_replica.client import BrokerConnection
-from spark_replica.kafka_wire.admin_client import KafkaConnection
-from spark_replica.launcher import BrokerProcess
+from spark_replica.client.kafka_connection import KafkaConnection
 from spark_replica.security.settings import SecurityConfig
+from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.wire.native.init_producer_id import InitProducerIdRequest
 from spark_replica.wire.schema import Data
 from tests.support import run

@@ -16,20 +16,16 @@ from kazoo.client import KazooClient
 
 from brokerd.groups.coordinator_choice import coordinator_for
 from spark_replica.client import Admin, Cluster
+from spark_replica.client.kafka_admin import FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH
+from spark_replica.client.kafka_connection import KafkaConnection
 from spark_replica.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     NotCoordinatorError,
     OffsetMetadataTooLargeError,
 )
-from spark_replica.kafka_wire.admin_client import (
-    FIND_COORDINATOR,
-    OFFSET_COMMIT,
-    OFFSET_FETCH,
-    KafkaConnection,
-)
-from spark_replica.launcher import BrokerProcess
 from spark_replica.security.settings import SecurityConfig
+from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.wire.schema import Data
 from spark_replica.zk.session import connect
 from tests.support import BrokerFactory, create_topic, produce, run, wait_until

@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import Producer as KafkaProducer
 from prometheus_client.parser import text_string_to_metric_families
 
-from spark_replica.launcher import BrokerProcess
+from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.zk import znodes
 from spark_replica.zk.session import connect
 from tests.support import (

@@ -21,8 +21,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from spark_replica.console.http import parse_response
 from spark_replica.security.certs import issue_server_cert, make_ca
+from spark_replica.tools.console.http import parse_response
 from tests.support import BrokerFactory, http_get, running_console
 
 pytestmark = pytest.mark.slow

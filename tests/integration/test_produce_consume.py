@@ -13,7 +13,7 @@ import pytest
 
 from spark_replica.client import Cluster, Consumer, Producer, ProducerConfig
 from spark_replica.errors import UnknownTopicOrPartitionError
-from spark_replica.launcher import BrokerProcess
+from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from tests.support import BrokerFactory, consume_all, create_topic, rows_of, run

@@ -14,7 +14,7 @@ import pytest
 
 from spark_replica.client import Cluster, Producer, ProducerConfig, RecordMetadata
 from spark_replica.errors import BufferExhaustedError, MessageTooLargeError
-from spark_replica.launcher import BrokerProcess
+from spark_replica.tools.launcher.brokers import BrokerProcess
 from tests.support import consume_all, create_topic, rows_of, run
 
 pytestmark = pytest.mark.slow

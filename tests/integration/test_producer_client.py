@@ -18,8 +18,8 @@ from spark_replica.errors import (
     NotEnoughReplicasError,
     ReplogError,
 )
-from spark_replica.launcher import BrokerProcess
 from spark_replica.records import BatchHeader, iter_batches
+from spark_replica.tools.launcher.brokers import BrokerProcess
 from tests.support import (
     BrokerFactory,
     consume_all,

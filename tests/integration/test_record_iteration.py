@@ -16,8 +16,8 @@ from spark_replica.client import Cluster, Consumer, Producer, ProducerConfig
 from spark_replica.client.consumer_records import ConsumerRecord
 from spark_replica.client.sync_consumer import SyncConsumer
 from spark_replica.errors import ClientClosedError
-from spark_replica.launcher import BrokerProcess
 from spark_replica.records import build_batch
+from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.topics import TopicPartition
 from tests.support import create_topic, run
 

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from spark_replica.client import Cluster, Consumer, Producer
-from spark_replica.launcher import BrokerProcess
+from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.api_versions import ApiVersionsRequest
 from spark_replica.wire.native.frames import SIZE, RequestHeader, encode_request
-from spark_replica.wire.native.primitives import Writer
+from spark_replica.wire.primitives import Writer
 from tests.support import BrokerFactory, create_topic, run
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from spark_replica.launcher import free_port
+from spark_replica.tools.launcher.brokers import free_port
 from spark_replica.zk import znodes
 from spark_replica.zk.session import connect
 from tests.support import BrokerFactory, kafka_broker_configs, replog, run_broker_command

@@ -11,7 +11,7 @@ import pytest
 
 from spark_replica.client import Cluster, Consumer, Producer, ProducerConfig
 from spark_replica.errors import DeliveryTimeoutError, OffsetOutOfRangeError
-from spark_replica.launcher import BrokerProcess
+from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.list_offsets import EARLIEST_TIMESTAMP
 from spark_replica.zk import znodes

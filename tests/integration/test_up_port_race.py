@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from spark_replica import cluster_dir
-from spark_replica.cli import cluster
-from spark_replica.cli.main import build_parser
+from spark_replica.tools.cli import cluster
+from spark_replica.tools.cli.main import build_parser
+from spark_replica.tools.launcher import cluster_dir
 from tests.support import replog_in_process
 
 pytestmark = pytest.mark.slow

@@ -20,7 +20,6 @@ from spark_replica.errors import (
     UnacceptableCredentialError,
     UnsupportedSaslMechanismError,
 )
-from spark_replica.launcher import BrokerProcess
 from spark_replica.security import scram
 from spark_replica.security.acl import (
     AclBinding,
@@ -31,6 +30,7 @@ from spark_replica.security.acl import (
     ResourcePattern,
     ResourceType,
 )
+from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.wire.native.acls import (
     AclFilter,
     CreateAclsRequest,

@@ -24,10 +24,10 @@ import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from spark_replica.launcher import BrokerProcess
 from spark_replica.records import PAYLOAD_SCHEMA_NO_HEADERS, encode_batch
+from spark_replica.tools.launcher.brokers import BrokerProcess
+from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
 from spark_replica.wire.native.produce import ProducePartition, ProduceRequest, ProduceTopic
-from spark_replica.zk.embedded import EmbeddedZooKeeper
 from tests.kafka.clients import (
     SOCKET_TIMEOUT_S,
     flush,

@@ -16,8 +16,8 @@ import pytest
 from aiokafka.record.default_records import DefaultRecordBatch
 from confluent_kafka import TopicPartition
 
-from spark_replica.launcher import BrokerProcess
 from spark_replica.records import build_batch
+from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.wire.kafka.headers import encode_request
 from spark_replica.wire.kafka.versions import RESPONSES
 from spark_replica.wire.primitives import Reader

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_replica.netns.network import unavailable_reason
+from spark_replica.tools.netns.network import unavailable_reason
 from tests.support_netns import NetnsCluster
 
 HERE = Path(__file__).parent

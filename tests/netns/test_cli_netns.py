@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from spark_replica import cluster_dir
-from spark_replica.netns import network
+from spark_replica.tools.launcher import cluster_dir
+from spark_replica.tools.netns import network
 from tests.support import replog
 
 pytestmark = pytest.mark.slow

@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from spark_replica.netns import network
+from spark_replica.tools.netns import network
 from tests.support import consume_all, create, produce, produce_acks_all, rows_of, run
 from tests.support_netns import NetnsCluster
 

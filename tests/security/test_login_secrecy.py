@@ -14,9 +14,9 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from spark_replica.client import Cluster
-from spark_replica.launcher import BrokerProcess
 from spark_replica.security.scram import ScramClient
 from spark_replica.security.settings import SecurityConfig
+from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.wire.kafka.headers import decode_response, encode_request
 from spark_replica.wire.native.frames import SIZE
 from spark_replica.wire.schema import Data

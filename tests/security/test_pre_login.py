@@ -18,7 +18,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from spark_replica.errors import MessageTooLargeError
-from spark_replica.launcher import BrokerProcess
+from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.wire.native.frames import SIZE
 from tests.security.conftest import PASSWORDS, SecureSetup
 

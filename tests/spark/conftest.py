@@ -27,9 +27,9 @@ from spark_replica.client import (
     RecordMetadata,
     parse_acks,
 )
+from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from spark_replica.zk.embedded import EmbeddedZooKeeper
 from tests.support import BrokerFactory, run
 
 T = TypeVar("T")

@@ -11,7 +11,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.listener import StreamingQueryProgress
 
-from spark_replica.cli.main import main
+from spark_replica.tools.cli.main import main
 from tests.spark.conftest import TopicTools
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]

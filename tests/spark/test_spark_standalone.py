@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from spark_replica.spark_standalone import (
+from spark_replica.tools.launcher.zookeeper import stop_pid
+from tests.spark.conftest import StoredRecord, TopicTools
+from tests.support import BrokerFactory
+from tests.support_spark import (
     StandaloneCluster,
     session_members,
     spark_environment,
     spark_home,
 )
-from spark_replica.zk.embedded import stop_pid
-from tests.spark.conftest import StoredRecord, TopicTools
-from tests.support import BrokerFactory
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -7,7 +7,6 @@ import argparse
 
 import pytest
 
-from spark_replica.cli import acls
 from spark_replica.errors import ConfigError
 from spark_replica.security.acl import (
     CLUSTER_NAME,
@@ -18,6 +17,7 @@ from spark_replica.security.acl import (
     ResourcePattern,
     ResourceType,
 )
+from spark_replica.tools.cli import acls
 
 
 def _parse(*args: str) -> argparse.Namespace:

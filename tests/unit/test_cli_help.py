@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from spark_replica.cli.main import build_parser
+from spark_replica.tools.cli.main import build_parser
 
 # Defaults that mean "not given": nothing to state in the help.
 UNSTATED_DEFAULTS: tuple[object, ...] = (None, False, [], argparse.SUPPRESS)

@@ -7,7 +7,7 @@ import sys
 
 def test_the_cli_does_not_import_pyspark() -> None:
     probe = (
-        "import sys, spark_replica.cli.main; "
+        "import sys, spark_replica.tools.cli.main; "
         "print(sorted(m for m in sys.modules if m.startswith('pyspark')))"
     )
     out = subprocess.run(

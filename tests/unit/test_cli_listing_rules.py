@@ -3,17 +3,6 @@ a reassignment's per-partition state, elect-leaders' verdict and the ACL rows.""
 
 from __future__ import annotations
 
-from spark_replica.cli.acls import acl_rows
-from spark_replica.cli.elect_leaders import misplaced
-from spark_replica.cli.reassign import move_status
-from spark_replica.cli.topics import (
-    UNAVAILABLE,
-    UNDER_MIN_ISR,
-    UNDER_REPLICATED,
-    describe_json,
-    min_insync_replicas,
-    select,
-)
 from spark_replica.client import PartitionDescription
 from spark_replica.reassignment import PartitionMove
 from spark_replica.security.acl import (
@@ -23,6 +12,17 @@ from spark_replica.security.acl import (
     Permission,
     ResourcePattern,
     ResourceType,
+)
+from spark_replica.tools.cli.acls import acl_rows
+from spark_replica.tools.cli.elect_leaders import misplaced
+from spark_replica.tools.cli.reassign import move_status
+from spark_replica.tools.cli.topics import (
+    UNAVAILABLE,
+    UNDER_MIN_ISR,
+    UNDER_REPLICATED,
+    describe_json,
+    min_insync_replicas,
+    select,
 )
 from spark_replica.topics import TopicPartition
 

@@ -8,18 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from spark_replica import cluster_dir
-from spark_replica.cli import hosts
-from spark_replica.cli.main import main
-from spark_replica.cli.net import planned_cuts
-from spark_replica.cluster_dir import (
+from spark_replica.errors import ConfigError
+from spark_replica.tools.cli import hosts
+from spark_replica.tools.cli.main import main
+from spark_replica.tools.cli.net import planned_cuts
+from spark_replica.tools.launcher import cluster_dir
+from spark_replica.tools.launcher.cluster_dir import (
     BrokerEntry,
     ClusterInfo,
     EmbeddedZooKeeperEntry,
     NetworkEntry,
 )
-from spark_replica.errors import ConfigError
-from spark_replica.netns.topology import Cut, plan_topology
+from spark_replica.tools.netns.topology import Cut, plan_topology
 
 NET = plan_topology("ab12", 7, [1, 2, 3])
 

@@ -7,7 +7,10 @@ import json
 
 import pytest
 
-from spark_replica.cli.record_format import (
+from spark_replica.client import LOG_APPEND_TIME, ConsumerRecord
+from spark_replica.client.fetched import CREATE_TIME
+from spark_replica.errors import ConfigError
+from spark_replica.tools.cli.record_format import (
     LineFormat,
     ParsedLine,
     TextFormat,
@@ -15,9 +18,6 @@ from spark_replica.cli.record_format import (
     parse_offset,
     parse_properties,
 )
-from spark_replica.client import LOG_APPEND_TIME, ConsumerRecord
-from spark_replica.client.fetched import CREATE_TIME
-from spark_replica.errors import ConfigError
 
 HEADERS = LineFormat(key_separator=b"\t", headers_delimiter=b"\t")
 

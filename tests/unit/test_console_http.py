@@ -7,14 +7,14 @@ from http import HTTPStatus
 
 import pytest
 
-from spark_replica.console.http import (
+from spark_replica.errors import ProtocolError
+from spark_replica.tools.console.http import (
     MAX_HEAD_BYTES,
     HttpRequestError,
     Response,
     parse_request_head,
     parse_response,
 )
-from spark_replica.errors import ProtocolError
 
 
 def test_a_get_is_parsed_without_its_query_string() -> None:

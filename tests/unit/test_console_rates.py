@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from spark_replica.console.rates import RateTracker, Scrape, parse_counters, rates_between
 from spark_replica.errors import ProtocolError
+from spark_replica.tools.console.rates import RateTracker, Scrape, parse_counters, rates_between
 
 
 def metrics_text(bytes_in: dict[str, float], messages_in: float = 0.0) -> str:

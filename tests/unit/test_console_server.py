@@ -7,10 +7,10 @@ import asyncio
 import json
 
 from spark_replica.client import Cluster
-from spark_replica.console.app import Console
-from spark_replica.console.cluster_source import ClusterSource
-from spark_replica.console.http import MAX_HEAD_BYTES, parse_response
-from spark_replica.console.server import ConsoleServer
+from spark_replica.tools.console.app import Console
+from spark_replica.tools.console.cluster_source import ClusterSource
+from spark_replica.tools.console.http import MAX_HEAD_BYTES, parse_response
+from spark_replica.tools.console.server import ConsoleServer
 
 
 async def exchange(port: int, request: bytes) -> bytes:

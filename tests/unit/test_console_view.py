@@ -4,7 +4,7 @@ marked, under-replicated and offline partitions flagged and counted."""
 from __future__ import annotations
 
 from spark_replica.client import PartitionDescription
-from spark_replica.console.cluster_view import BrokerView, cluster_json
+from spark_replica.tools.console.cluster_view import BrokerView, cluster_json
 
 
 def partition(number: int, leader: int, isr: list[int], hw: int = 5) -> PartitionDescription:

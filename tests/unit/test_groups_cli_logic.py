@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from spark_replica.cli.groups import owners, strategy_of
-from spark_replica.cli.groups_plan import (
+from spark_replica.client import parse_bootstrap as parse_bootstrap_servers
+from spark_replica.client.kafka_admin import GroupDescription, GroupMember
+from spark_replica.errors import ConfigError, ProtocolError
+from spark_replica.tools.cli.groups import owners, strategy_of
+from spark_replica.tools.cli.groups_plan import (
     EARLIEST,
     LATEST,
     SHIFT_BY,
@@ -20,13 +23,7 @@ from spark_replica.cli.groups_plan import (
     parse_partitions,
     reset_plan,
 )
-from spark_replica.cli.main import build_parser
-from spark_replica.errors import ConfigError, ProtocolError
-from spark_replica.kafka_wire.admin_client import (
-    GroupDescription,
-    GroupMember,
-    parse_bootstrap_servers,
-)
+from spark_replica.tools.cli.main import build_parser
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.kafka.consumer_protocol import (
     MemberAssignment,

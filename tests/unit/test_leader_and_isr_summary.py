@@ -13,20 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from brokerd.api.controller_requests import handle_leader_and_isr
 from brokerd.config.broker import BrokerConfig
 from brokerd.core.context import BrokerContext
+from brokerd.native.controller_requests import handle_leader_and_isr
 from brokerd.replication.replica_fetcher import ReplicaFetcherManager
 from brokerd.replication.replica_manager import ReplicaManager
-from spark_replica.launcher import free_port
-from spark_replica.protocol.controller_requests import (
+from spark_replica.tools.launcher.brokers import free_port
+from spark_replica.wire.native.controller_requests import (
     ControllerHeader,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
     PartitionLeaderState,
     TopicLeaderStates,
 )
-from spark_replica.protocol.metadata import BrokerInfo
+from spark_replica.wire.native.metadata import BrokerInfo
 
 BROKER_EPOCH = 10
 CONTROLLER_EPOCH = 4

@@ -20,10 +20,10 @@ from brokerd.serving.listeners import (
     is_wildcard,
 )
 from spark_replica.errors import ConfigError
-from spark_replica.launcher import BrokerProcess
-from spark_replica.protocol.controller_requests import ControllerHeader, UpdateMetadataRequest
-from spark_replica.protocol.metadata import BrokerInfo
-from spark_replica.protocol.primitives import Reader, Writer
+from spark_replica.tools.launcher.brokers import BrokerProcess
+from spark_replica.wire.native.controller_requests import ControllerHeader, UpdateMetadataRequest
+from spark_replica.wire.native.metadata import BrokerInfo
+from spark_replica.wire.primitives import Reader, Writer
 from spark_replica.zk import znodes
 
 

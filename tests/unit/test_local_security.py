@@ -12,13 +12,12 @@ import pytest
 from cryptography import x509
 
 from brokerd.config.security import BrokerSecurity
-from spark_replica import cluster_dir
-from spark_replica.cli.common import client_properties, client_security
-from spark_replica.cli.main import build_parser, main
 from spark_replica.errors import ConfigError
-from spark_replica.security import local_cluster
-from spark_replica.security.local_cluster import prepare, render_properties
 from spark_replica.security.settings import SecurityConfig, load_properties
+from spark_replica.tools.cli.common import client_properties, client_security
+from spark_replica.tools.cli.main import build_parser, main
+from spark_replica.tools.launcher import cluster_dir, local_security
+from spark_replica.tools.launcher.local_security import prepare, render_properties
 
 
 def _mode(path: Path) -> int:
@@ -36,7 +35,7 @@ def test_sasl_ssl_files_are_private_and_name_the_admin(tmp_path: Path) -> None:
     private = [
         local.admin_properties,
         local.ca.key,
-        local.security_dir / local_cluster.SECRETS_FILE,
+        local.security_dir / local_security.SECRETS_FILE,
         *(local.broker_keystore(i) for i in (1, 2, 3)),
         *(local.broker_config_file(i) for i in (1, 2, 3)),
     ]
@@ -55,7 +54,7 @@ def test_sasl_ssl_files_are_private_and_name_the_admin(tmp_path: Path) -> None:
 def test_broker_config_files_are_accepted_by_the_broker(tmp_path: Path) -> None:
     local = prepare(tmp_path, "sasl_ssl", [1, 2], ["127.0.0.1"])
     props = load_properties(local.broker_config_file(2))
-    assert props == local_cluster.broker_properties(local, 2)
+    assert props == local_security.broker_properties(local, 2)
     security = BrokerSecurity().with_settings(props)
     assert security.protocol == "SASL_SSL" and security.client_auth == "none"
     assert security.keystore == local.broker_keystore(2)
@@ -119,7 +118,7 @@ def test_plaintext_and_unknown_modes_are_refused(tmp_path: Path) -> None:
 
 def test_damaged_secrets_file_is_a_config_error(tmp_path: Path) -> None:
     local = prepare(tmp_path, "sasl_plaintext", [1])
-    (local.security_dir / local_cluster.SECRETS_FILE).write_text("{")
+    (local.security_dir / local_security.SECRETS_FILE).write_text("{")
     with pytest.raises(ConfigError, match="not a readable secrets file"):
         prepare(tmp_path, "sasl_plaintext", [1])
 

@@ -12,10 +12,10 @@ from prometheus_client import CollectorRegistry
 from brokerd.config.broker import BrokerConfig
 from brokerd.metrics.access import MetricsAccess
 from brokerd.metrics.http_server import answer_for
-from spark_replica.console.http import metrics_request
-from spark_replica.console.scrape import ScrapeSettings
 from spark_replica.errors import ConfigError
 from spark_replica.http_head import RequestLine, header_value
+from spark_replica.tools.console.http import metrics_request
+from spark_replica.tools.console.scrape import ScrapeSettings
 
 LOGIN = {
     "metrics.ssl.keystore.location": "/etc/replog/metrics.pem",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from spark_replica.errors import ConfigError
-from spark_replica.netns.topology import (
+from spark_replica.tools.netns.topology import (
     Cut,
     Topology,
     cuts_between,

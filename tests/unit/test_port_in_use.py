@@ -1,11 +1,11 @@
 """Telling a process that could not listen from one that failed otherwise
-(spark_replica/launcher.py), from the output it wrote since it was started."""
+(spark_replica/tools/launcher/brokers.py), from the output it wrote since it was started."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from spark_replica.launcher import output_since, says_port_in_use
+from spark_replica.tools.launcher.brokers import output_since, says_port_in_use
 
 
 def test_python_and_java_bind_failures_are_recognised() -> None:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from spark_replica.cli.lag import print_lag
-from spark_replica.cli.main import main
 from spark_replica.errors import ConfigError
-from spark_replica.query_lag import (
+from spark_replica.tools.cli.lag import print_lag
+from spark_replica.tools.cli.main import main
+from spark_replica.tools.query_lag import (
     PartitionLag,
     QueryLag,
     committed_offsets,

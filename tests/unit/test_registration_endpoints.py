@@ -9,18 +9,18 @@ import pytest
 
 from brokerd.__main__ import build_parser, resolve
 from brokerd.config.broker import BrokerConfig
-from spark_replica import cluster_dir
-from spark_replica.cli.cluster import _plan as cluster_plan
-from spark_replica.cli.main import build_parser as build_replog_parser
 from spark_replica.errors import ConfigError, ZooKeeperError
-from spark_replica.launcher import BrokerProcess
+from spark_replica.tools.cli.cluster import _plan as cluster_plan
+from spark_replica.tools.cli.main import build_parser as build_replog_parser
+from spark_replica.tools.launcher import cluster_dir
+from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.wire.native.controller_requests import (
     ControllerHeader,
     LeaderAndIsrRequest,
     UpdateMetadataRequest,
 )
 from spark_replica.wire.native.metadata import BrokerInfo
-from spark_replica.wire.native.primitives import Reader, Writer
+from spark_replica.wire.primitives import Reader, Writer
 from spark_replica.zk import znodes
 
 

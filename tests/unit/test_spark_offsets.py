@@ -15,19 +15,17 @@ from connectors.spark.offsets import (
     backlog,
     clamp_to_high_watermarks,
     data_loss_error,
-    decode_offsets,
-    encode_offsets,
     find_data_loss,
     limit_ranges,
     offset_ranges,
     offsets_for_timestamps,
-    parse_offsets_json,
     plan_end,
     resolve_offsets,
     skip_lost,
     split_ranges,
 )
 from spark_replica.errors import ConfigError
+from spark_replica.partition_offsets import decode_offsets, encode_offsets, parse_offsets_json
 from spark_replica.topics import TopicPartition as TP
 
 A0, A1, A2, B0 = TP("a", 0), TP("a", 1), TP("a", 2), TP("b", 0)

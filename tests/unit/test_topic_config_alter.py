@@ -11,9 +11,9 @@ from brokerd.config.broker import BrokerConfig
 from brokerd.config.topic_changes import change_sequence
 from brokerd.log import Log, LogConfig
 from brokerd.replication.replica_manager import ReplicaManager
-from spark_replica.cli.configs import split_items
 from spark_replica.errors import ConfigError, ZooKeeperError
 from spark_replica.records import build_batch
+from spark_replica.tools.cli.configs import split_items
 from spark_replica.topics import TopicPartition
 from spark_replica.zk.topic_store import merge_topic_config
 from spark_replica.zk.znodes import ConfigChangeNotification

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from spark_replica import cluster_dir
-from spark_replica.cli import cluster as cluster_cli
-from spark_replica.cluster_dir import ClusterInfo, ZooKeeperNodeEntry
 from spark_replica.errors import ConfigError
-from spark_replica.zk.ensemble import (
+from spark_replica.tools.cli import cluster as cluster_cli
+from spark_replica.tools.launcher import cluster_dir
+from spark_replica.tools.launcher.cluster_dir import ClusterInfo, ZooKeeperNodeEntry
+from spark_replica.tools.launcher.ensemble import (
     connect_string,
     parse_mode,
     plan_ensemble,

@@ -1,0 +1,130 @@
+"""What every CLI command shares: how to find and log in to the cluster, how to report errors.
+
+Security settings come from `--command-config FILE`, a Kafka client properties file (Java
+or librdkafka names, see spark_replica.security.settings); without it, a command that
+finds its cluster through `--dir` uses the directory's `admin.properties`, which
+`replog up --security ...` writes. `zookeeper.digest=USER:PASSWORD` in the same file is
+the login for the commands that write to ZooKeeper themselves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import sys
+from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+from kazoo.client import KazooClient
+
+from spark_replica.client import Cluster, bootstrap_from_zookeeper, parse_bootstrap
+from spark_replica.errors import ConfigError, ReplogError
+from spark_replica.security.settings import SecurityConfig, load_properties
+from spark_replica.tools.launcher import cluster_dir
+from spark_replica.zk.session import connect
+
+T = TypeVar("T")
+
+CLIENT_ID = "replog-cli"
+ZOOKEEPER_DIGEST = "zookeeper.digest"
+
+
+def add_connection_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument(
+        "--bootstrap",
+        "--bootstrap-server",
+        dest="bootstrap",
+        metavar="HOST:PORT[,HOST:PORT]",
+        help="broker addresses (--bootstrap-server is the same, as in Kafka's tools)",
+    )
+    group.add_argument(
+        "--zookeeper", metavar="CONNECT", help="ZooKeeper connect string (host:port[/chroot])"
+    )
+    group.add_argument(
+        "--dir",
+        type=Path,
+        default=cluster_dir.DEFAULT_DIR,
+        help="the cluster directory of `replog up`, used when neither of the above is given "
+        "(default ./.replog)",
+    )
+    parser.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="FILE",
+        help="client properties (security.protocol, sasl.*, ssl.*, zookeeper.digest); "
+        "default with --dir: its admin.properties when present",
+    )
+
+
+def client_properties(args: argparse.Namespace) -> dict[str, str]:
+    """The properties of --command-config, else of the cluster directory's admin.properties
+    (only when the cluster is found through --dir), else none."""
+    if args.command_config is not None:
+        return load_properties(args.command_config)
+    if args.bootstrap or args.zookeeper:
+        return {}
+    admin = args.dir / cluster_dir.ADMIN_PROPERTIES
+    return load_properties(admin) if admin.is_file() else {}
+
+
+def client_security(args: argparse.Namespace) -> SecurityConfig:
+    return SecurityConfig.from_properties(client_properties(args))
+
+
+def open_cluster(args: argparse.Namespace) -> Cluster:
+    """Connect where the flags say, else to the running brokers recorded in --dir."""
+    security = client_security(args)
+    if args.bootstrap:
+        bootstrap = parse_bootstrap(args.bootstrap)
+    elif args.zookeeper:
+        bootstrap = bootstrap_from_zookeeper(args.zookeeper)
+    else:
+        bootstrap = cluster_dir.running_bootstrap(args.dir)
+    return Cluster(bootstrap, client_id=CLIENT_ID, security=security)
+
+
+@contextlib.contextmanager
+def zookeeper_session(args: argparse.Namespace, needed_for: str) -> Iterator[KazooClient]:
+    """A ZooKeeper session from --zookeeper or the cluster directory, closed afterwards.
+
+    Some commands write straight to ZooKeeper, as Kafka's `--zookeeper` tools did; with
+    only --bootstrap they cannot, and say so. On a cluster whose znodes carry ACLs the
+    session logs in with the properties' zookeeper.digest.
+    """
+    if args.bootstrap:
+        raise ConfigError(
+            f"{needed_for} need ZooKeeper: pass --zookeeper or --dir instead of --bootstrap"
+        )
+    digest = client_properties(args).get(ZOOKEEPER_DIGEST)
+    zk = connect(args.zookeeper or cluster_dir.load(args.dir).zookeeper, digest=digest)
+    try:
+        yield zk
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def run_with_cluster(args: argparse.Namespace, work: Callable[[Cluster], Awaitable[T]]) -> T:
+    """Open the cluster, run `work` on an event loop, close the cluster whatever happens."""
+
+    async def main() -> T:
+        cluster = open_cluster(args)
+        try:
+            return await work(cluster)
+        finally:
+            await cluster.close()
+
+    return asyncio.run(main())
+
+
+def fail(message: str, code: int = 1) -> int:
+    print(f"replog: {message}", file=sys.stderr)
+    return code
+
+
+def report(error: ReplogError) -> int:
+    """Print a typed error as one line; configuration mistakes exit 2, the rest 1."""
+    return fail(str(error), 2 if isinstance(error, ConfigError) else 1)

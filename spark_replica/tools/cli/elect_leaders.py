@@ -1,0 +1,136 @@
+"""`replog elect-leaders [--topic T [--partition P]]`: move leadership back to the preferred
+replicas (the first of each assignment), like kafka-leader-election's preferred election.
+
+It writes `/admin/preferred_replica_election` for the controller, then waits until the
+metadata shows each partition led by its preferred replica (or says which are not: a
+preferred replica that is down or out of sync cannot lead). It exits 1 if any cannot.
+
+It prints a table, or with `--json` one object per partition: `{"topic", "partition",
+"leader", "preferred_replica", "preferred_leads": true|false}` (-1: none).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from spark_replica.client import Cluster
+from spark_replica.errors import ConfigError
+from spark_replica.tools.cli.common import (
+    add_connection_options,
+    run_with_cluster,
+    zookeeper_session,
+)
+from spark_replica.tools.cli.output import add_json_flag, print_json, print_table
+from spark_replica.tools.cli.progress import Waiting, waiting
+from spark_replica.wire.native.metadata import NO_LEADER
+from spark_replica.zk import topic_store
+
+WAIT_S = 30.0
+POLL_S = 0.1
+COLUMNS = ("TOPIC", "PARTITION", "LEADER", "PREFERRED", "RESULT")
+
+# (topic, partition) -> (current leader, preferred replica); -1 when there is none.
+Leaders = dict[tuple[str, int], tuple[int, int]]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "elect-leaders", help="move leadership back to the preferred replicas"
+    )
+    parser.add_argument("--topic", help="only this topic (default: every topic)")
+    parser.add_argument(
+        "--partition", type=int, help="only this partition of --topic (default: all of them)"
+    )
+    add_json_flag(parser)
+    add_connection_options(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.partition is not None and args.topic is None:
+        raise ConfigError("--partition needs --topic")
+
+    async def work(cluster: Cluster) -> int:
+        response = await cluster.refresh([args.topic] if args.topic else None)
+        wanted = [
+            (t.topic, p.partition)
+            for t in response.topics
+            for p in t.partitions
+            if args.partition is None or p.partition == args.partition
+        ]
+        if not wanted:
+            raise ConfigError("no such partition: check --topic and --partition")
+        with zookeeper_session(args, "preferred replica elections") as zk:
+            await asyncio.to_thread(topic_store.request_preferred_election, zk, wanted)
+        with waiting(f"waiting for the preferred replicas of {len(wanted)} partitions") as w:
+            leaders = await _wait_until_preferred(cluster, sorted(wanted), w)
+        _report(args, leaders)
+        return 0 if not misplaced(leaders) else 1
+
+    return run_with_cluster(args, work)
+
+
+def preferred_leads(leader: int, preferred: int) -> bool:
+    return leader != NO_LEADER and leader == preferred
+
+
+def misplaced(leaders: Leaders) -> list[tuple[str, int]]:
+    return [tp for tp, pair in leaders.items() if not preferred_leads(*pair)]
+
+
+def _report(args: argparse.Namespace, leaders: Leaders) -> None:
+    if args.json:
+        print_json(
+            [
+                {
+                    "topic": topic,
+                    "partition": partition,
+                    "leader": leader,
+                    "preferred_replica": preferred,
+                    "preferred_leads": preferred_leads(leader, preferred),
+                }
+                for (topic, partition), (leader, preferred) in leaders.items()
+            ]
+        )
+        return
+    rows = [
+        [
+            topic,
+            partition,
+            "none" if leader == NO_LEADER else leader,
+            "none" if preferred == NO_LEADER else preferred,
+            "led by its preferred replica"
+            if preferred_leads(leader, preferred)
+            else "its preferred replica cannot lead now",
+        ]
+        for (topic, partition), (leader, preferred) in leaders.items()
+    ]
+    print_table(COLUMNS, rows, highlight=[not preferred_leads(*pair) for pair in leaders.values()])
+    led = len(leaders) - len(misplaced(leaders))
+    print(f"{led} of {len(leaders)} partitions led by their preferred replica.")
+
+
+async def _wait_until_preferred(
+    cluster: Cluster, wanted: list[tuple[str, int]], progress: Waiting
+) -> Leaders:
+    """Each wanted partition's leader and preferred replica, once all match or WAIT_S
+    has passed (a partition the metadata no longer shows has neither)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT_S
+    topics = sorted({t for t, _ in wanted})
+    while True:
+        response = await cluster.refresh(topics)
+        known = {
+            (t.topic, p.partition): (p.leader, p.replicas[0] if p.replicas else NO_LEADER)
+            for t in response.topics
+            for p in t.partitions
+        }
+        leaders = {tp: known.get(tp, (NO_LEADER, NO_LEADER)) for tp in wanted}
+        behind = misplaced(leaders)
+        if not behind or loop.time() > deadline:
+            return leaders
+        progress.update(
+            f"{len(wanted) - len(behind)} of {len(wanted)} led by their preferred replica"
+        )
+        await asyncio.sleep(POLL_S)

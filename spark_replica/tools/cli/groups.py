@@ -1,0 +1,364 @@
+"""`replog groups list|describe|reset-offsets|delete`: Kafka consumer groups, as
+kafka-consumer-groups shows and changes them.
+
+These commands speak Kafka's protocol to the brokers' Kafka listeners (groups live
+there): the cluster directory's listeners by default, `--bootstrap-server` (Kafka
+listener addresses), or the Kafka endpoints the brokers registered in `--zookeeper`.
+Security settings come from `--command-config` or the directory's admin.properties, as
+for every other command. The arithmetic (lag, reset targets) is in groups_plan.
+
+`list`, `describe` and `reset-offsets` print tables, or with `--json`:
+- list: `[{"group": "g", "protocol_type": "consumer"}, ...]`
+- describe: `{"group", "state", "protocol_type", "protocol", "members": [{"consumer_id",
+  "host", "client_id"}], "partitions": [{"topic", "partition", "current_offset",
+  "log_end_offset", "lag", "consumer_id", "host", "client_id"}]}` (null where unknown)
+- reset-offsets: `{"group", "executed", "partitions": [{"topic", "partition",
+  "current_offset", "new_offset"}]}`
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TypeVar
+
+from spark_replica.client import parse_bootstrap
+from spark_replica.client.kafka_admin import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    Address,
+    GroupDescription,
+    KafkaAdminClient,
+)
+from spark_replica.errors import (
+    ConfigError,
+    GroupIdNotFoundError,
+    NonEmptyGroupError,
+    ProtocolError,
+)
+from spark_replica.tools.cli.common import CLIENT_ID, client_security, zookeeper_session
+from spark_replica.tools.cli.groups_plan import (
+    EARLIEST,
+    LATEST,
+    SHIFT_BY,
+    TO_DATETIME,
+    TO_OFFSET,
+    Owner,
+    PartitionLag,
+    ResetStrategy,
+    lag_rows,
+    parse_datetime,
+    parse_partitions,
+    reset_plan,
+)
+from spark_replica.tools.cli.output import add_json_flag, print_json, print_table
+from spark_replica.tools.launcher import cluster_dir
+from spark_replica.topics import TopicPartition
+from spark_replica.wire.kafka.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_assignment
+from spark_replica.zk.topic_store import read_brokers
+
+T = TypeVar("T")
+
+DEFAULT_TIMEOUT_S = 30.0
+COLUMNS = (
+    "TOPIC",
+    "PARTITION",
+    "CURRENT-OFFSET",
+    "LOG-END-OFFSET",
+    "LAG",
+    "CONSUMER-ID",
+    "HOST",
+    "CLIENT-ID",
+)
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    groups = subparsers.add_parser(
+        "groups", help="list, describe, reset and delete Kafka consumer groups"
+    )
+    actions = groups.add_subparsers(dest="action", required=True)
+
+    listing = actions.add_parser("list", help="every group's id")
+    add_json_flag(listing)
+    _add_options(listing)
+
+    describe = actions.add_parser(
+        "describe", help="per partition: committed offset, log end, lag and consumer"
+    )
+    describe.add_argument("group", help="the group's id")
+    add_json_flag(describe)
+    _add_options(describe)
+
+    reset = actions.add_parser(
+        "reset-offsets",
+        help="move a stopped group's committed offsets (a dry run unless --execute)",
+    )
+    reset.add_argument("group", help="the group's id")
+    scope = reset.add_mutually_exclusive_group(required=True)
+    scope.add_argument(
+        "--topic",
+        action="append",
+        metavar="TOPIC[:P,P]",
+        help="a topic, or some of its partitions (repeatable)",
+    )
+    scope.add_argument(
+        "--all-topics", action="store_true", help="every partition the group has committed"
+    )
+    target = reset.add_mutually_exclusive_group(required=True)
+    target.add_argument("--to-earliest", action="store_true", help="the log start")
+    target.add_argument("--to-latest", action="store_true", help="the log end (high watermark)")
+    target.add_argument("--to-offset", type=int, metavar="N", help="offset N (clamped)")
+    target.add_argument(
+        "--shift-by", type=int, metavar="N", help="the committed offset plus N (may be < 0)"
+    )
+    target.add_argument(
+        "--to-datetime",
+        metavar="ISO",
+        help="the first offset at or after this time (ISO 8601; without a zone: UTC)",
+    )
+    reset.add_argument("--execute", action="store_true", help="commit the plan (else: print it)")
+    add_json_flag(reset)
+    _add_options(reset)
+
+    delete = actions.add_parser("delete", help="delete a group without members, and its offsets")
+    delete.add_argument("group", help="the group's id")
+    _add_options(delete)
+    groups.set_defaults(handler=run)
+
+
+def _add_options(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--bootstrap-server",
+        "--bootstrap",
+        dest="bootstrap",
+        metavar="HOST:PORT[,HOST:PORT]",
+        help="Kafka listener addresses (--bootstrap is the same)",
+    )
+    where.add_argument(
+        "--zookeeper",
+        metavar="CONNECT",
+        help="find the Kafka listeners the brokers registered in ZooKeeper",
+    )
+    where.add_argument(
+        "--dir",
+        type=Path,
+        default=cluster_dir.DEFAULT_DIR,
+        help="the cluster directory of `replog up`, used when neither of the above is given "
+        "(default ./.replog)",
+    )
+    parser.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="FILE",
+        help="client properties (security.protocol, sasl.*, ssl.*); "
+        "default with --dir: its admin.properties when present",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT_S,
+        help="seconds to wait for a broker or a group's coordinator "
+        f"(default {DEFAULT_TIMEOUT_S:g})",
+    )
+
+
+def strategy_of(args: argparse.Namespace) -> ResetStrategy:
+    """The reset target the flags name (argparse makes exactly one present)."""
+    if args.to_earliest:
+        return ResetStrategy(EARLIEST)
+    if args.to_latest:
+        return ResetStrategy(LATEST)
+    if args.to_offset is not None:
+        return ResetStrategy(TO_OFFSET, args.to_offset)
+    if args.shift_by is not None:
+        return ResetStrategy(SHIFT_BY, args.shift_by)
+    return ResetStrategy(TO_DATETIME, parse_datetime(args.to_datetime))
+
+
+def kafka_bootstrap(args: argparse.Namespace) -> list[Address]:
+    if args.bootstrap:
+        return parse_bootstrap(args.bootstrap)
+    if args.zookeeper:
+        with zookeeper_session(args, "groups commands") as zk:
+            registrations = read_brokers(zk)
+        addresses = [(r.kafka_host, r.kafka_port) for r in registrations if r.kafka_port >= 0]
+        if not addresses:
+            raise ConfigError(f"no broker registered in {args.zookeeper} runs a Kafka listener")
+        return addresses
+    return parse_bootstrap(cluster_dir.running_kafka_bootstrap(args.dir))
+
+
+def run(args: argparse.Namespace) -> int:
+    actions: dict[str, Callable[[KafkaAdminClient, argparse.Namespace], Awaitable[int]]] = {
+        "list": _list,
+        "describe": _describe,
+        "reset-offsets": _reset,
+        "delete": _delete,
+    }
+    if args.action == "reset-offsets":
+        strategy_of(args)  # a bad --to-datetime or --to-offset fails before any connection
+    bootstrap = kafka_bootstrap(args)
+    security = client_security(args)
+
+    async def main() -> int:
+        async with KafkaAdminClient(bootstrap, security, CLIENT_ID, args.timeout) as admin:
+            return await actions[args.action](admin, args)
+
+    return asyncio.run(main())
+
+
+async def _list(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
+    groups = await admin.list_groups()
+    rows = [[g.group_id, g.protocol_type] for g in sorted(groups, key=lambda g: g.group_id)]
+    if args.json:
+        print_json([{"group": group, "protocol_type": kind} for group, kind in rows])
+    elif rows:
+        print_table(("GROUP", "PROTOCOL-TYPE"), rows)
+    return 0
+
+
+def owners(description: GroupDescription) -> dict[TopicPartition, Owner]:
+    """Who consumes each partition, from the members' consumer-protocol assignments
+    (a group of another protocol type, or an assignment that does not decode, has none)."""
+    owned: dict[TopicPartition, Owner] = {}
+    if description.protocol_type != CONSUMER_PROTOCOL_TYPE:
+        return owned
+    for member in description.members:
+        try:
+            assignment = decode_assignment(member.assignment)
+        except ProtocolError:
+            continue
+        for tp in assignment.partitions:
+            owned[tp] = Owner(member.member_id, member.host, member.client_id)
+    return owned
+
+
+async def _describe(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
+    description = await admin.describe_group(args.group)
+    committed = await admin.committed_offsets(args.group)
+    owned = owners(description)
+    log_ends = await admin.list_offsets([*committed, *owned], LATEST_TIMESTAMP)
+    rows = lag_rows(committed, log_ends, owned)
+    if args.json:
+        document = {
+            "group": args.group,
+            "state": description.state,
+            "protocol_type": description.protocol_type,
+            "protocol": description.protocol,
+            "members": [
+                {"consumer_id": m.member_id, "host": m.host, "client_id": m.client_id}
+                for m in description.members
+            ],
+            "partitions": [row.as_json() for row in rows],
+        }
+        print_json(document)
+        return 0
+    members = len(description.members)
+    print(
+        f"Group {args.group}: {description.state}, {members} member{'s' if members != 1 else ''}"
+        + (f", protocol {description.protocol}" if description.protocol else "")
+    )
+    if not rows:
+        print("No committed offsets and no assigned partitions.")
+        return 0
+    print_table(COLUMNS, [_cells(row) for row in rows])
+    return 0
+
+
+def _cells(row: PartitionLag) -> list[object]:
+    owner = row.owner
+    return [
+        row.topic,
+        row.partition,
+        row.current_offset,
+        row.log_end_offset,
+        row.lag,
+        None if owner is None else owner.consumer_id,
+        None if owner is None else owner.host,
+        None if owner is None else owner.client_id,
+    ]
+
+
+async def _reset(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
+    strategy = strategy_of(args)
+    description = await admin.describe_group(args.group)
+    if description.members:
+        raise ConfigError(
+            f"group {args.group} has {len(description.members)} active member(s) "
+            f"(state {description.state}): offsets can only be reset while its consumers "
+            "are stopped"
+        )
+    committed = await admin.committed_offsets(args.group)
+    partitions = await _partitions_to_reset(admin, args, committed)
+    earliest = await admin.list_offsets(partitions, EARLIEST_TIMESTAMP)
+    latest = await admin.list_offsets(partitions, LATEST_TIMESTAMP)
+    at_time = None
+    if strategy.kind == TO_DATETIME:
+        at_time = await admin.list_offsets(partitions, strategy.value)
+    plan = reset_plan(strategy, partitions, committed, earliest, latest, at_time)
+    if args.execute:
+        await admin.commit_offsets(args.group, plan)
+    if args.json:
+        document = {
+            "group": args.group,
+            "executed": args.execute,
+            "partitions": [
+                {
+                    "topic": tp.topic,
+                    "partition": tp.partition,
+                    "current_offset": committed.get(tp),
+                    "new_offset": offset,
+                }
+                for tp, offset in plan.items()
+            ],
+        }
+        print_json(document)
+        return 0
+    header = ("TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET")
+    cells = [[tp.topic, tp.partition, committed.get(tp), offset] for tp, offset in plan.items()]
+    print_table(header, cells)
+    if args.execute:
+        print(f"Committed the new offsets of group {args.group}.")
+    else:
+        print("Dry run: nothing was changed. Pass --execute to commit these offsets.")
+    return 0
+
+
+async def _partitions_to_reset(
+    admin: KafkaAdminClient, args: argparse.Namespace, committed: dict[TopicPartition, int]
+) -> list[TopicPartition]:
+    if args.all_topics:
+        if not committed:
+            raise ConfigError(
+                f"group {args.group} has no committed offsets: name the topics with --topic"
+            )
+        return sorted(committed)
+    specs = [parse_partitions(spec) for spec in args.topic]
+    leaders = await admin.metadata(sorted({topic for topic, _ in specs}))
+    partitions: set[TopicPartition] = set()
+    for topic, chosen in specs:
+        existing = set(leaders[topic])
+        missing = sorted(set(chosen or ()) - existing)
+        if missing:
+            raise ConfigError(
+                f"topic {topic} has no partition {', '.join(map(str, missing))} "
+                f"(it has {len(existing)})"
+            )
+        partitions.update(TopicPartition(topic, p) for p in (chosen or existing))
+    return sorted(partitions)
+
+
+async def _delete(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
+    try:
+        await admin.delete_group(args.group)
+    except NonEmptyGroupError:
+        raise ConfigError(
+            f"group {args.group} still has members: stop its consumers, then delete it"
+        ) from None
+    except GroupIdNotFoundError:
+        raise ConfigError(f"there is no group {args.group}") from None
+    print(f"Deleted group {args.group}.")
+    return 0

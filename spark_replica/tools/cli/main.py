@@ -1,0 +1,95 @@
+"""`replog`: run a local cluster or its parts, manage topics, produce and consume."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import logging
+import sys
+
+from spark_replica.errors import ReplogError
+from spark_replica.tools.cli import (
+    acls,
+    cluster,
+    configs,
+    console,
+    consume,
+    demo,
+    elect_leaders,
+    groups,
+    lag,
+    net,
+    produce,
+    reassign,
+    topics,
+    users,
+    zookeeper,
+)
+from spark_replica.tools.cli.common import report
+
+PACKAGE = "replog"
+# -v, -vv: what the CLI's own loggers say, on standard error.
+VERBOSITY_LEVELS = {1: logging.INFO, 2: logging.DEBUG}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="replog", description=__doc__)
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {importlib.metadata.version(PACKAGE)}"
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=0,
+        help="log what the command does to standard error: -v INFO, -vv DEBUG "
+        "(default: warnings and errors only)",
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    demo.add_parser(subparsers)
+    zookeeper.add_parser(subparsers)
+    cluster.add_parsers(subparsers)
+    net.add_parser(subparsers)
+    topics.add_parser(subparsers)
+    elect_leaders.add_parser(subparsers)
+    reassign.add_parser(subparsers)
+    configs.add_parser(subparsers)
+    console.add_parser(subparsers)
+    produce.add_parser(subparsers)
+    consume.add_parser(subparsers)
+    users.add_parser(subparsers)
+    acls.add_parser(subparsers)
+    groups.add_parser(subparsers)
+    lag.add_parser(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args, forwarded = parser.parse_known_args(argv)
+    if forwarded and not getattr(args, "forwards_arguments", False):
+        parser.error(f"unrecognized arguments: {' '.join(forwarded)}")
+    args.forwarded = forwarded
+    _configure_logging(args.verbose)
+    try:
+        return args.handler(args)
+    except ReplogError as exc:
+        return report(exc)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _configure_logging(verbose: int) -> None:
+    if verbose:
+        logging.basicConfig(
+            stream=sys.stderr,
+            level=VERBOSITY_LEVELS[min(verbose, max(VERBOSITY_LEVELS))],
+            format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        )
+    else:
+        # kazoo reports routine reconnects as warnings; a CLI user only needs real failures.
+        logging.getLogger("kazoo").setLevel(logging.ERROR)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

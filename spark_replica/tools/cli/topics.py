@@ -1,0 +1,255 @@
+"""`replog topics create|alter|delete|list|describe`.
+
+`list` and `describe` print a table, or with `--json` one document:
+
+- list: `[{"topic": "t", "partitions": 3, "replication_factor": 2}, ...]`
+- describe: `[{"topic": "t", "partitions": [...]}, ...]`, topics sorted, each partition
+  `{"topic", "partition", "leader" (-1: none), "leader_epoch", "replicas", "isr",
+  "offline_replicas", "high_watermark", "log_end_offsets": {"<replica id>": offset}}`;
+  an offset no broker could say now is -1. A filter leaves out topics it empties.
+
+`describe` narrows its output as kafka-topics does: `--under-replicated-partitions`
+(the ISR is smaller than the replica list), `--unavailable-partitions` (no leader, or a
+leader that is not a live broker) and `--under-min-isr-partitions` (no leader, or an ISR
+smaller than the topic's min.insync.replicas). The last reads the topics' overrides from
+ZooKeeper, so it needs `--zookeeper` or `--dir`; a topic without an override counts
+Kafka's default of 1. In the table, under-replicated partitions are red.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from spark_replica.client import Admin, Cluster, PartitionDescription
+from spark_replica.tools.cli.common import (
+    add_connection_options,
+    run_with_cluster,
+    zookeeper_session,
+)
+from spark_replica.tools.cli.output import add_json_flag, print_json, print_table, rows_as_json
+from spark_replica.tools.cli.progress import waiting
+from spark_replica.topic_config import parse_assignments
+from spark_replica.wire.native.metadata import NO_LEADER, MetadataResponse
+from spark_replica.zk import topic_store
+
+UNDER_REPLICATED = "under-replicated"
+UNAVAILABLE = "unavailable"
+UNDER_MIN_ISR = "under-min-isr"
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
+DEFAULT_MIN_INSYNC_REPLICAS = 1
+
+LIST_COLUMNS = ("topic", "partitions", "replication_factor")
+DESCRIBE_COLUMNS = (
+    "TOPIC",
+    "PARTITION",
+    "LEADER",
+    "EPOCH",
+    "REPLICAS",
+    "ISR",
+    "OFFLINE",
+    "HW",
+    "LOG-END-OFFSETS",
+)
+
+Described = Mapping[str, list[PartitionDescription]]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    topics = subparsers.add_parser("topics", help="create, delete, list and describe topics")
+    actions = topics.add_subparsers(dest="action", required=True)
+
+    create = actions.add_parser("create", help="create a topic")
+    create.add_argument("name", help="the topic's name")
+    create.add_argument("--partitions", type=int, default=1, help="how many (default 1)")
+    create.add_argument(
+        "--replication-factor", type=int, default=1, help="copies of each partition (default 1)"
+    )
+    create.add_argument(
+        "--config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a topic config override, such as min.insync.replicas=2 (repeatable)",
+    )
+    add_connection_options(create)
+
+    alter = actions.add_parser("alter", help="grow a topic to more partitions")
+    alter.add_argument("name", help="the topic's name")
+    alter.add_argument("--partitions", type=int, required=True, help="the new total")
+    add_connection_options(alter)
+
+    delete = actions.add_parser("delete", help="delete a topic and its data")
+    delete.add_argument("name", help="the topic's name")
+    add_connection_options(delete)
+
+    listing = actions.add_parser("list", help="topics with their partition counts")
+    add_json_flag(listing)
+    add_connection_options(listing)
+
+    describe = actions.add_parser("describe", help="leader, epoch, replicas, ISR and HW")
+    describe.add_argument("name", nargs="?", help="only this topic (default: every topic)")
+    only = describe.add_mutually_exclusive_group()
+    only.add_argument(
+        "--under-replicated-partitions",
+        dest="only",
+        action="store_const",
+        const=UNDER_REPLICATED,
+        help="only partitions whose ISR is smaller than their replica list",
+    )
+    only.add_argument(
+        "--unavailable-partitions",
+        dest="only",
+        action="store_const",
+        const=UNAVAILABLE,
+        help="only partitions without a live leader",
+    )
+    only.add_argument(
+        "--under-min-isr-partitions",
+        dest="only",
+        action="store_const",
+        const=UNDER_MIN_ISR,
+        help="only partitions without a leader or whose ISR is smaller than "
+        "min.insync.replicas (needs --zookeeper or --dir)",
+    )
+    add_json_flag(describe)
+    add_connection_options(describe)
+    topics.set_defaults(handler=run)
+
+
+# --------------------------------------------------------------------------- pure rules
+
+
+def is_under_replicated(p: PartitionDescription) -> bool:
+    return len(p.isr) < len(p.replicas)
+
+
+def is_unavailable(p: PartitionDescription, live: set[int]) -> bool:
+    return p.leader == NO_LEADER or p.leader not in live
+
+
+def is_under_min_isr(p: PartitionDescription, min_insync: int | None) -> bool:
+    """As kafka-topics: a partition without a leader counts, whatever its ISR."""
+    needed = DEFAULT_MIN_INSYNC_REPLICAS if min_insync is None else min_insync
+    return p.leader == NO_LEADER or len(p.isr) < needed
+
+
+def offline_replicas(p: PartitionDescription, live: set[int]) -> list[int]:
+    return [replica for replica in p.replicas if replica not in live]
+
+
+def min_insync_replicas(config: Mapping[str, str]) -> int:
+    value = config.get(MIN_INSYNC_REPLICAS)
+    return int(value) if value else DEFAULT_MIN_INSYNC_REPLICAS
+
+
+def select(
+    described: Described,
+    only: str | None,
+    live: set[int],
+    min_insync: Mapping[str, int],
+) -> list[tuple[str, PartitionDescription]]:
+    """The (topic, partition) pairs the filter keeps, in topic and partition order."""
+    chosen = []
+    for topic in sorted(described):
+        for p in described[topic]:
+            if only == UNDER_REPLICATED and not is_under_replicated(p):
+                continue
+            if only == UNAVAILABLE and not is_unavailable(p, live):
+                continue
+            if only == UNDER_MIN_ISR and not is_under_min_isr(p, min_insync.get(topic)):
+                continue
+            chosen.append((topic, p))
+    return chosen
+
+
+def describe_json(
+    chosen: list[tuple[str, PartitionDescription]], live: set[int]
+) -> list[dict[str, Any]]:
+    by_topic: dict[str, list[dict[str, object]]] = {}
+    for topic, p in chosen:
+        partition = {"topic": topic, **p.as_json(), "offline_replicas": offline_replicas(p, live)}
+        by_topic.setdefault(topic, []).append(partition)
+    return [{"topic": topic, "partitions": partitions} for topic, partitions in by_topic.items()]
+
+
+def partition_cells(topic: str, p: PartitionDescription, live: set[int]) -> list[object]:
+    return [
+        topic,
+        p.partition,
+        "none" if p.leader == NO_LEADER else p.leader,
+        p.leader_epoch,
+        p.replicas,
+        p.isr,
+        offline_replicas(p, live) or None,
+        p.high_watermark,
+        [f"{r}={offset}" for r, offset in p.log_end_offsets.items()],
+    ]
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def run(args: argparse.Namespace) -> int:
+    async def work(cluster: Cluster) -> int:
+        admin = Admin(cluster)
+        if args.action == "create":
+            configs = parse_assignments(args.config)
+            with waiting(f"creating topic {args.name} and waiting for its leaders"):
+                await admin.create_topic(
+                    args.name, args.partitions, args.replication_factor, configs
+                )
+            print(f"Created topic {args.name}.")
+        elif args.action == "alter":
+            with waiting(f"adding partitions to {args.name}"):
+                await admin.create_partitions(args.name, args.partitions)
+            print(f"Topic {args.name} now has {args.partitions} partitions.")
+        elif args.action == "delete":
+            with waiting(f"deleting topic {args.name}"):
+                await admin.delete_topic(args.name)
+            print(f"Deleted topic {args.name}.")
+        elif args.action == "list":
+            _list(args, await cluster.refresh(None))
+        else:
+            await _describe(args, cluster, admin)
+        return 0
+
+    return run_with_cluster(args, work)
+
+
+def _list(args: argparse.Namespace, response: MetadataResponse) -> None:
+    rows = [
+        [t.topic, len(t.partitions), max((len(p.replicas) for p in t.partitions), default=0)]
+        for t in sorted(response.topics, key=lambda t: t.topic)
+        if not t.error_code
+    ]
+    if args.json:
+        print_json(rows_as_json(LIST_COLUMNS, rows))
+    elif rows:
+        print_table([c.upper().replace("_", "-") for c in LIST_COLUMNS], rows)
+
+
+async def _describe(args: argparse.Namespace, cluster: Cluster, admin: Admin) -> None:
+    described = await admin.describe([args.name] if args.name else None)
+    live = set(cluster.brokers)
+    min_insync: dict[str, int] = {}
+    if args.only == UNDER_MIN_ISR:
+        min_insync = await asyncio.to_thread(_read_min_insync, args, sorted(described))
+    chosen = select(described, args.only, live, min_insync)
+    if args.json:
+        print_json(describe_json(chosen, live))
+    elif chosen:
+        print_table(
+            DESCRIBE_COLUMNS,
+            [partition_cells(topic, p, live) for topic, p in chosen],
+            highlight=[is_under_replicated(p) for _, p in chosen],
+        )
+
+
+def _read_min_insync(args: argparse.Namespace, topics: list[str]) -> dict[str, int]:
+    with zookeeper_session(args, "topic configs for --under-min-isr-partitions") as zk:
+        return {
+            topic: min_insync_replicas(topic_store.read_topic_config(zk, topic)) for topic in topics
+        }
