@@ -44,9 +44,9 @@ from brokerd.serving.server import Logins, RequestServer
 from brokerd.zk_sync import ZooKeeperSync
 from spark_replica.client.connection import BrokerConnection
 from spark_replica.errors import NotControllerError, ReplogError
-from spark_replica.protocol.controlled_shutdown import ControlledShutdownRequest
 from spark_replica.records import now_ms
 from spark_replica.security.acl import Authorizer
+from spark_replica.wire.native.controlled_shutdown import ControlledShutdownRequest
 from spark_replica.zk import topic_store, znodes
 from spark_replica.zk.security_store import AclChangeWatcher
 

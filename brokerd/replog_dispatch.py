@@ -1,7 +1,7 @@
 """replog's own protocol on a listener: its frames decoded, checked and handed to the
 handlers of brokerd/api.
 
-Every answer starts with a top-level error code (spark_replica/protocol/frames.py), so
+Every answer starts with a top-level error code (spark_replica/wire/native/frames.py), so
 whatever cannot be served (an unknown API or version, a body that does not decode, a
 frame over the size limit, plaintext on a TLS listener) is answered with a typed error
 every client can read. What may come before login is the server's one table
@@ -32,17 +32,17 @@ from spark_replica.errors import (
     UnsupportedVersionError,
     wire_message,
 )
-from spark_replica.protocol import REQUEST_TYPES, is_supported
-from spark_replica.protocol.apis import ApiKey
-from spark_replica.protocol.frames import (
+from spark_replica.transport import Frame, OversizedFrame
+from spark_replica.wire.native import REQUEST_TYPES, is_supported
+from spark_replica.wire.native.apis import ApiKey
+from spark_replica.wire.native.frames import (
     Buffer,
     RequestHeader,
     ResponseHeader,
     encode_response,
 )
-from spark_replica.protocol.primitives import Reader, Writer
-from spark_replica.protocol.produce import ACKS_NONE
-from spark_replica.transport import Frame, OversizedFrame
+from spark_replica.wire.native.produce import ACKS_NONE
+from spark_replica.wire.primitives import Reader, Writer
 
 logger = logging.getLogger("brokerd.server")
 

@@ -31,7 +31,7 @@ from brokerd.api.topic_admin import (
     handle_delete_topics,
 )
 from brokerd.core.context import BrokerContext
-from spark_replica.protocol.apis import ApiKey
+from spark_replica.wire.native.apis import ApiKey
 
 Handler = Callable[[BrokerContext, Any], Awaitable[Any]]
 

@@ -20,12 +20,14 @@ from spark_replica.errors import (
     StaleBrokerEpochError,
     StaleControllerEpochError,
 )
-from spark_replica.protocol.controlled_shutdown import (
+from spark_replica.records import now_ms
+from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.controlled_shutdown import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
     RemainingPartitions,
 )
-from spark_replica.protocol.controller_requests import (
+from spark_replica.wire.native.controller_requests import (
     ControllerHeader,
     EmptyResponse,
     LeaderAndIsrRequest,
@@ -36,15 +38,13 @@ from spark_replica.protocol.controller_requests import (
     TopicErrors,
     UpdateMetadataRequest,
 )
-from spark_replica.protocol.offsets_for_leader_epoch import (
+from spark_replica.wire.native.offsets_for_leader_epoch import (
     EpochEndOffset,
     EpochEndOffsetTopic,
     EpochQuery,
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
 )
-from spark_replica.records import now_ms
-from spark_replica.topics import TopicPartition
 from spark_replica.zk import topic_store
 
 # One INFO line per LeaderAndIsr: with thousands of partitions in a request, a line per

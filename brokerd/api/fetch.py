@@ -18,7 +18,9 @@ from typing import TypeVar
 from brokerd.core.context import BrokerContext, answer_each_partition
 from brokerd.replication.partition import Partition, wait_for_change
 from spark_replica.errors import InvalidFetchSizeError
-from spark_replica.protocol.fetch import (
+from spark_replica.records import now_ms
+from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.fetch import (
     CONSUMER_REPLICA_ID,
     FetchPartition,
     FetchPartitionResult,
@@ -26,8 +28,6 @@ from spark_replica.protocol.fetch import (
     FetchResponse,
     FetchTopicResult,
 )
-from spark_replica.records import now_ms
-from spark_replica.topics import TopicPartition
 
 # A fetch never parks longer than this, whatever max_wait_ms says.
 MAX_WAIT_CAP_MS = 30_000

@@ -17,7 +17,7 @@ from kazoo.client import KazooClient
 from brokerd.core.context import BrokerContext
 from brokerd.core.producer_ids import ProducerIdManager
 from spark_replica.errors import BrokerNotAvailableError, InvalidRequestError, ZooKeeperError
-from spark_replica.protocol.init_producer_id import (
+from spark_replica.wire.native.init_producer_id import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     InitProducerIdRequest,

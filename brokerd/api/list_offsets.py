@@ -5,7 +5,8 @@ from __future__ import annotations
 from brokerd.core.context import BrokerContext, answer_each_partition
 from brokerd.log import Log
 from spark_replica.errors import InvalidRequestError
-from spark_replica.protocol.list_offsets import (
+from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.list_offsets import (
     DEBUG_REPLICA_ID,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -15,7 +16,6 @@ from spark_replica.protocol.list_offsets import (
     ListOffsetsResponse,
     ListOffsetsTopicResult,
 )
-from spark_replica.topics import TopicPartition
 
 
 async def handle_list_offsets(

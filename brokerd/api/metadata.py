@@ -9,7 +9,8 @@ from spark_replica.errors import (
     UnknownTopicOrPartitionError,
     wire_message,
 )
-from spark_replica.protocol.metadata import (
+from spark_replica.topics import validate_topic_name
+from spark_replica.wire.native.metadata import (
     NO_LEADER,
     BrokerInfo,
     MetadataRequest,
@@ -17,7 +18,6 @@ from spark_replica.protocol.metadata import (
     PartitionMetadata,
     TopicMetadata,
 )
-from spark_replica.topics import validate_topic_name
 
 
 async def handle_metadata(ctx: BrokerContext, request: MetadataRequest) -> MetadataResponse:

@@ -48,7 +48,9 @@ from spark_replica.errors import (
     code_of,
     wire_message,
 )
-from spark_replica.protocol.produce import (
+from spark_replica.records import now_ms
+from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.produce import (
     ACKS_ALL,
     ACKS_LEADER,
     ACKS_NONE,
@@ -58,8 +60,6 @@ from spark_replica.protocol.produce import (
     ProduceResponse,
     ProduceTopicResult,
 )
-from spark_replica.records import now_ms
-from spark_replica.topics import TopicPartition
 
 VALID_ACKS = (ACKS_NONE, ACKS_LEADER, ACKS_ALL)
 # An acks=all produce holds its request's memory while it waits: never longer than this,

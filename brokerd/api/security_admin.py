@@ -1,7 +1,7 @@
 """Serving DescribeAcls, CreateAcls, DeleteAcls and the SCRAM credential APIs.
 
 The ACL work is dialect-free (`describe_acls`, `create_acls`, `delete_acls`, on the
-wire model of spark_replica/protocol/acls.py): the replog listener's handlers below and
+wire model of spark_replica/wire/native/acls.py): the replog listener's handlers below and
 the Kafka listener's (brokerd/kafka/acls.py) only translate layouts, so both manage the
 same ACLs with the same checks.
 
@@ -43,7 +43,9 @@ from spark_replica.errors import (
     error_for_code,
     wire_message,
 )
-from spark_replica.protocol.acls import (
+from spark_replica.security import scram
+from spark_replica.security.acl import AclBinding, AclEntry, ResourcePattern
+from spark_replica.wire.native.acls import (
     AclCreationResult,
     AclDeletionResult,
     AclFilter,
@@ -59,7 +61,7 @@ from spark_replica.protocol.acls import (
     check_filter,
     filter_matches,
 )
-from spark_replica.protocol.scram_credentials import (
+from spark_replica.wire.native.scram_credentials import (
     MECHANISM_CODES,
     MECHANISM_NAMES,
     AlterUserScramCredentialsRequest,
@@ -72,8 +74,6 @@ from spark_replica.protocol.scram_credentials import (
     UserAlterationResult,
     UserCredentials,
 )
-from spark_replica.security import scram
-from spark_replica.security.acl import AclBinding, AclEntry, ResourcePattern
 from spark_replica.zk import security_store
 
 T = TypeVar("T")

@@ -27,13 +27,13 @@ from spark_replica.errors import (
     code_of,
     wire_message,
 )
-from spark_replica.protocol.api_versions import (
+from spark_replica.wire.native.api_versions import (
     ApiVersionRange,
     ApiVersionsRequest,
     ApiVersionsResponse,
 )
-from spark_replica.protocol.apis import SUPPORTED_VERSIONS
-from spark_replica.protocol.topic_admin import (
+from spark_replica.wire.native.apis import SUPPORTED_VERSIONS
+from spark_replica.wire.native.topic_admin import (
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteTopicsRequest,

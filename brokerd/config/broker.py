@@ -28,13 +28,13 @@ from brokerd.serving.listeners import (
     is_wildcard,
 )
 from spark_replica.errors import ConfigError
-from spark_replica.protocol.frames import DEFAULT_MAX_FRAME_BYTES
 from spark_replica.topic_config import (
     DEFAULT_COMPRESSION_TYPE,
     TOPIC_CONFIG_PARSERS,
     parse_compression_type,
     parse_topic_configs,
 )
+from spark_replica.wire.native.frames import DEFAULT_MAX_FRAME_BYTES
 
 # broker override key -> LogConfig field
 _LOG_DEFAULT_KEYS = {

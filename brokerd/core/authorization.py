@@ -33,9 +33,9 @@ from spark_replica.errors import (
     ClusterAuthorizationFailedError,
     TopicAuthorizationFailedError,
 )
-from spark_replica.protocol.apis import ApiKey
-from spark_replica.protocol.metadata import MetadataResponse, TopicMetadata
 from spark_replica.security.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
+from spark_replica.wire.native.apis import ApiKey
+from spark_replica.wire.native.metadata import MetadataResponse, TopicMetadata
 from spark_replica.zk.security_store import load_acls
 
 if TYPE_CHECKING:

@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from spark_replica.protocol.controller_requests import PartitionLeaderState, UpdateMetadataRequest
-from spark_replica.protocol.metadata import BrokerInfo
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.controller_requests import (
+    PartitionLeaderState,
+    UpdateMetadataRequest,
+)
+from spark_replica.wire.native.metadata import BrokerInfo
 
 
 @dataclass

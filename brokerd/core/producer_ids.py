@@ -34,7 +34,7 @@ from spark_replica.errors import (
     ZnodeVersionError,
     ZooKeeperError,
 )
-from spark_replica.protocol.init_producer_id import NO_PRODUCER_ID
+from spark_replica.wire.native.init_producer_id import NO_PRODUCER_ID
 from spark_replica.zk.kazoo_errors import translated
 
 LATEST_PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"

@@ -60,9 +60,9 @@ from spark_replica.errors import (
     UnknownMemberIdError,
     ZooKeeperError,
 )
-from spark_replica.kafka_wire.consumer_protocol import CONSUMER_PROTOCOL_TYPE
-from spark_replica.protocol.metadata import BrokerInfo
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.kafka.consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from spark_replica.wire.native.metadata import BrokerInfo
 from spark_replica.zk import group_store
 from spark_replica.zk.group_store import CommittedOffset
 

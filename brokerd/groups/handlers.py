@@ -33,9 +33,9 @@ from spark_replica.errors import (
     code_of,
     wire_message,
 )
-from spark_replica.kafka_wire.schema import Data
 from spark_replica.security.acl import Operation
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.schema import Data
 from spark_replica.zk.group_store import CommittedOffset, fits_one_transaction
 
 if TYPE_CHECKING:

@@ -17,9 +17,9 @@ from brokerd.core.context import BrokerContext
 from brokerd.kafka.authorization import authorize_cluster, cluster_denied
 from brokerd.kafka.partitions import SERVING_ERRORS, set_error
 from brokerd.kafka.request import KafkaRequest
-from spark_replica.kafka_wire.schema import Data
-from spark_replica.protocol.acls import AclFilter, WireAclBinding, binding_to_wire
 from spark_replica.security.acl import Operation
+from spark_replica.wire.native.acls import AclFilter, WireAclBinding, binding_to_wire
+from spark_replica.wire.schema import Data
 
 
 def _filter(data: Data) -> AclFilter:

@@ -28,9 +28,9 @@ from spark_replica.errors import (
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
-from spark_replica.kafka_wire.schema import Data
 from spark_replica.security.acl import Operation
 from spark_replica.topics import validate_topic_name
+from spark_replica.wire.schema import Data
 from spark_replica.zk import topic_store
 
 TOPIC = 2

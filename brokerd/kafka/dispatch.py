@@ -46,13 +46,13 @@ from spark_replica.errors import (
     code_of,
     wire_message,
 )
-from spark_replica.kafka_wire.headers import encode_response, read_request_header
-from spark_replica.kafka_wire.primitives import Buffer, Reader
-from spark_replica.kafka_wire.schema import Data
-from spark_replica.kafka_wire.versions import REQUESTS, SERVED
-from spark_replica.protocol.apis import ApiKey
-from spark_replica.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from spark_replica.transport import Frame, OversizedFrame
+from spark_replica.wire.kafka.headers import encode_response, read_request_header
+from spark_replica.wire.kafka.versions import REQUESTS, SERVED
+from spark_replica.wire.native.apis import ApiKey
+from spark_replica.wire.native.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
+from spark_replica.wire.primitives import Buffer, Reader
+from spark_replica.wire.schema import Data
 
 logger = logging.getLogger("brokerd.kafka")
 

@@ -40,9 +40,9 @@ from brokerd.kafka.partitions import serve_partition
 from brokerd.kafka.request import KafkaRequest
 from brokerd.replication.partition import Partition
 from spark_replica.errors import BrokerResponseError, InvalidFetchSizeError, InvalidRequestError
-from spark_replica.kafka_wire.schema import Data
 from spark_replica.security.acl import Operation
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.schema import Data
 
 CONSUMER_REPLICA_ID = -1
 # The first Fetch version whose clients read zstd batches (KIP-110).

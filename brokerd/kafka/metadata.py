@@ -21,10 +21,10 @@ from spark_replica.errors import (
     LeaderNotAvailableError,
     UnknownTopicOrPartitionError,
 )
-from spark_replica.kafka_wire.schema import Data
-from spark_replica.protocol.metadata import BrokerInfo
 from spark_replica.security.acl import Operation
 from spark_replica.topics import validate_topic_name
+from spark_replica.wire.native.metadata import BrokerInfo
+from spark_replica.wire.schema import Data
 
 CLUSTER_ID = "replog"
 NO_LEADER = -1

@@ -1,6 +1,6 @@
 """Kafka's Produce: record batches v2 converted to stored batches, then replog's append.
 
-The conversion (spark_replica/kafka_wire/convert.py) keeps each batch's producer id,
+The conversion (spark_replica/wire/kafka/records/convert.py) keeps each batch's producer id,
 epoch and base sequence, so a Kafka idempotent producer is checked by the partition's
 producer state exactly as replog's own is: a retry is answered with the offsets first
 given, a batch from before the remembered ones with DUPLICATE_SEQUENCE_NUMBER, a gap
@@ -40,13 +40,13 @@ from brokerd.kafka.authorization import authorize_topic, topic_denied
 from brokerd.kafka.partitions import serve_partition
 from brokerd.kafka.request import KafkaRequest
 from spark_replica.errors import BrokerResponseError, TransactionalIdAuthorizationFailedError
-from spark_replica.kafka_wire.convert import kafka_to_replog
-from spark_replica.kafka_wire.record_batch import all_uncompressed
-from spark_replica.kafka_wire.schema import Data
-from spark_replica.protocol.produce import ACKS_NONE
 from spark_replica.records import now_ms
 from spark_replica.security.acl import Operation
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.kafka.records.batch import all_uncompressed
+from spark_replica.wire.kafka.records.convert import kafka_to_replog
+from spark_replica.wire.native.produce import ACKS_NONE
+from spark_replica.wire.schema import Data
 
 # Uncompressed records up to this size are converted on the event loop (tens of
 # microseconds); larger or compressed ones on a produce worker.

@@ -18,8 +18,8 @@ from brokerd.core.context import BrokerContext
 from brokerd.kafka.partitions import SERVING_ERRORS
 from brokerd.kafka.request import KafkaRequest
 from spark_replica.errors import TransactionalIdAuthorizationFailedError, code_of
-from spark_replica.kafka_wire.schema import Data
-from spark_replica.protocol.init_producer_id import InitProducerIdRequest
+from spark_replica.wire.native.init_producer_id import InitProducerIdRequest
+from spark_replica.wire.schema import Data
 
 
 async def handle_init_producer_id(ctx: BrokerContext, request: KafkaRequest) -> Data:

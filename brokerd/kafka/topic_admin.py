@@ -33,11 +33,11 @@ from spark_replica.errors import (
     UnknownServerError,
     UnknownTopicOrPartitionError,
 )
-from spark_replica.kafka_wire.schema import Data
 from spark_replica.reassignment import assign_replicas
 from spark_replica.security.acl import Operation
 from spark_replica.topic_config import parse_topic_configs
 from spark_replica.topics import validate_topic_name
+from spark_replica.wire.schema import Data
 from spark_replica.zk import topic_store, znodes
 from spark_replica.zk.kazoo_errors import translated
 

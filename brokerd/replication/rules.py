@@ -49,7 +49,7 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from spark_replica.protocol.offsets_for_leader_epoch import UNDEFINED_OFFSET
+from spark_replica.wire.native.offsets_for_leader_epoch import UNDEFINED_OFFSET
 
 UNKNOWN_OFFSET = -1
 

@@ -31,13 +31,6 @@ from spark_replica.errors import (
     SaslAuthenticationFailedError,
     UnsupportedSaslMechanismError,
 )
-from spark_replica.protocol.apis import ApiKey
-from spark_replica.protocol.sasl import (
-    SaslAuthenticateRequest,
-    SaslAuthenticateResponse,
-    SaslHandshakeRequest,
-    SaslHandshakeResponse,
-)
 from spark_replica.security.scram import (
     ScramCredential,
     ScramServer,
@@ -45,6 +38,13 @@ from spark_replica.security.scram import (
     parse_plain,
     plain_credential,
     verify_password,
+)
+from spark_replica.wire.native.apis import ApiKey
+from spark_replica.wire.native.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
 )
 
 ANONYMOUS = "User:ANONYMOUS"

@@ -29,7 +29,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from spark_replica.protocol.apis import ApiKey
+from spark_replica.wire.native.apis import ApiKey
 
 
 class Phase(enum.Enum):

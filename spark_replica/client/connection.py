@@ -23,7 +23,7 @@ from spark_replica.wire.native.frames import (
     ResponseHeader,
     encode_request,
 )
-from spark_replica.wire.native.primitives import Reader, Writer
+from spark_replica.wire.primitives import Reader, Writer
 
 if TYPE_CHECKING:
     from spark_replica.security.settings import SecurityConfig

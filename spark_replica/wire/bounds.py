@@ -6,12 +6,11 @@ least some bytes, so a claim of more items than the remaining bytes could hold i
 and is refused before a list, an array or a buffer is sized from it. A 69-byte record
 batch claiming 2^31-1 records must cost a comparison, not gigabytes.
 
-Both codecs call this one function: the Kafka dialect's Reader (spark_replica.wire
-.primitives: array, tagged-field, string and bytes lengths), the native Reader
-(spark_replica.wire.native.primitives) and the Kafka record batch reader (record and
-header counts, spark_replica.wire.kafka.records.batch). Each passes the error type of its layer:
-ProtocolError for a request that does not decode, CorruptMessageError for records. This
-module does no I/O.
+Both codecs call this one function: the Reader both protocols share
+(spark_replica.wire.primitives: array, tagged-field, string and bytes lengths) and the
+Kafka record batch reader (record and header counts, spark_replica.wire.kafka.records
+.batch). Each passes the error type of its layer: ProtocolError for a request that does
+not decode, CorruptMessageError for records. This module does no I/O.
 """
 
 from __future__ import annotations

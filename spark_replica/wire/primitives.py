@@ -1,14 +1,15 @@
-"""Kafka's primitive types: a Writer that appends, a Reader that slices one frame.
+"""The primitive types of both protocols: a Writer that appends, a Reader that slices.
 
-Integers are big-endian. Classic encodings carry an int16 string length, an int32
-bytes length and an int32 array count (-1 = null); the compact encodings of flexible
-versions carry an unsigned varint of length + 1 (0 = null). Tagged fields are an
-unsigned varint count, then per field its tag, its size and its bytes.
+Integers are big-endian. Classic encodings (all of the native protocol, Kafka's older
+versions) carry an int16 string length, an int32 bytes length and an int32 array count
+(-1 = null); the compact encodings of Kafka's flexible versions carry an unsigned
+varint of length + 1 (0 = null). Tagged fields are an unsigned varint count, then per
+field its tag, its size and its bytes.
 
 Every length or count is checked against the bytes left in the frame before anything
-is allocated for it (spark_replica.wire.bounds, shared with the native codec), and every
-malformed input raises ProtocolError: a peer's bytes
-must never surface as IndexError, struct.error or UnicodeError. Strings decode with
+is allocated for it (spark_replica.wire.bounds), and every malformed input raises
+ProtocolError: a peer's bytes must never surface as IndexError, struct.error or
+UnicodeError. Strings decode with
 ``surrogateescape`` so that a name that is not valid UTF-8 survives decoding and is
 refused by validation with a typed error, rather than killing the whole request.
 """
@@ -17,12 +18,14 @@ from __future__ import annotations
 
 import struct
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 from spark_replica.errors import ProtocolError
 from spark_replica.wire.bounds import bounded_count
 
 Buffer = bytes | bytearray | memoryview
+T = TypeVar("T")
 
 _INT8 = struct.Struct(">b")
 _INT16 = struct.Struct(">h")
@@ -34,7 +37,8 @@ _FLOAT64 = struct.Struct(">d")
 
 # Kafka refuses strings longer than Short.MAX_VALUE bytes in both encodings.
 MAX_STRING_BYTES = 32767
-# Byte fields at least this long reach the socket by reference rather than copied.
+# By default, byte fields at least this long reach the socket by reference rather than
+# copied; a Writer may be given another threshold (the native frames keep 64 KiB).
 LARGE_FIELD_BYTES = 8 * 1024
 ZERO_UUID = uuid.UUID(int=0)
 _UVARINT_MAX_BYTES = 5
@@ -45,16 +49,17 @@ class Writer:
     """Appends encoded fields; large byte fields are kept by reference, not copied.
 
     The encoded message is ``buffers()``: small fields accumulate in a bytearray, and a
-    records field of LARGE_FIELD_BYTES or more becomes a buffer of its own, so that
-    fetched batches reach the socket without being joined into the message.
+    bytes or records field of `large_field_bytes` or more becomes a buffer of its own,
+    so that record batches reach the socket without being joined into the message.
     """
 
-    __slots__ = ("_chunks", "_size_of_chunks", "buf")
+    __slots__ = ("_chunks", "_large_field_bytes", "_size_of_chunks", "buf")
 
-    def __init__(self) -> None:
+    def __init__(self, large_field_bytes: int = LARGE_FIELD_BYTES) -> None:
         self.buf = bytearray()
         self._chunks: list[Buffer] = []
         self._size_of_chunks = 0
+        self._large_field_bytes = large_field_bytes
 
     def __len__(self) -> int:
         return self._size_of_chunks + len(self.buf)
@@ -65,9 +70,14 @@ class Writer:
     def getvalue(self) -> bytes:
         return b"".join(self.buffers())
 
+    def extend(self, other: Writer) -> None:
+        """Append everything `other` has encoded, its large buffers by reference."""
+        for chunk in other.buffers():
+            self.raw(chunk)
+
     def raw(self, data: Buffer) -> None:
         """Append bytes as they are, by reference when large."""
-        if len(data) >= LARGE_FIELD_BYTES:
+        if len(data) >= self._large_field_bytes:
             self._chunks.append(self.buf)
             self._chunks.append(data)
             self._size_of_chunks += len(self.buf) + len(data)
@@ -203,6 +213,28 @@ class Writer:
 
     def empty_tagged_fields(self) -> None:
         self.buf.append(0)
+
+    def array(self, items: Iterable[T] | None, write_item: Callable[[T], None]) -> None:
+        """A classic array written item by item (the native messages' hand-written layouts)."""
+        if items is None:
+            self.array_length(None)
+            return
+        items = list(items)
+        self.array_length(len(items))
+        for item in items:
+            write_item(item)
+
+    def int32_array(self, items: Iterable[int]) -> None:
+        self.array(items, self.int32)
+
+    def topics(self, topics: Iterable[Any], write_partition: Callable[[Any], None]) -> None:
+        """The common "per topic: name, then per partition: ..." layout."""
+
+        def write_topic(topic: Any) -> None:
+            self.string(topic.topic)
+            self.array(topic.partitions, write_partition)
+
+        self.array(topics, write_topic)
 
 
 def _pack(codec: struct.Struct, value: int | float) -> bytes:
@@ -395,6 +427,34 @@ class Reader:
     def tagged_field_count(self) -> int:
         # A tagged field takes at least its tag and its size.
         return bounded_count(self.unsigned_varint(), self.end - self.pos, "tagged field", 2)
+
+    def array(self, read_item: Callable[[], T]) -> list[T] | None:
+        """A classic array read item by item; null (-1) is None."""
+        count = self.array_length()
+        if count == -1:
+            return None
+        return [read_item() for _ in range(count)]
+
+    def required_array(self, read_item: Callable[[], T]) -> list[T]:
+        items = self.array(read_item)
+        if items is None:
+            raise ProtocolError("a non-nullable array is null")
+        return items
+
+    def int32_array(self) -> list[int]:
+        return self.required_array(self.int32)
+
+    def topics(
+        self, make_topic: Callable[[str, list[Any]], T], read_partition: Callable[[], Any]
+    ) -> list[T]:
+        """Read the layout Writer.topics writes, building each topic with `make_topic`."""
+        return self.required_array(
+            lambda: make_topic(self.required_string(), self.required_array(read_partition))
+        )
+
+    def expect_end(self) -> None:
+        if self.pos != self.end:
+            raise ProtocolError(f"{self.end - self.pos} unexpected bytes after the message")
 
     def skip_tagged_fields(self) -> None:
         for _ in range(self.tagged_field_count()):

@@ -17,10 +17,10 @@ from brokerd.replication.partition import Partition
 from brokerd.replication.replica_fetcher import ReplicaFetcher
 from spark_replica.client import BrokerConnection, Cluster
 from spark_replica.errors import OffsetOutOfRangeError
-from spark_replica.protocol.fetch import FetchPartition, FetchRequest, FetchTopic
-from spark_replica.protocol.produce import ProducePartition, ProduceRequest, ProduceTopic
 from spark_replica.records import build_batch
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.fetch import FetchPartition, FetchRequest, FetchTopic
+from spark_replica.wire.native.produce import ProducePartition, ProduceRequest, ProduceTopic
 from tests.support import (
     BrokerFactory,
     create,

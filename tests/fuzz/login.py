@@ -19,12 +19,12 @@ from spark_replica.security.scram import ScramClient
 from spark_replica.wire.kafka.versions import REQUESTS, RESPONSES
 from spark_replica.wire.native import ApiKey
 from spark_replica.wire.native.frames import SIZE, ResponseHeader
-from spark_replica.wire.native.primitives import Reader
 from spark_replica.wire.native.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
     SaslHandshakeRequest,
 )
+from spark_replica.wire.primitives import Reader
 from spark_replica.wire.schema import Data
 from tests.fuzz.requests import body_of, frame, header_bytes, request_frame
 

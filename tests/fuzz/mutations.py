@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from spark_replica.wire.native.frames import SIZE
-from spark_replica.wire.native.primitives import Writer
+from spark_replica.wire.primitives import Writer
 from tests.fuzz.requests import BOUNDARY_INT32, BOUNDARY_INT64, body_of, frame, header_bytes
 
 _FORMATS = {1: ">b", 2: ">h", 4: ">i", 8: ">q"}

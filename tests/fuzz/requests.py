@@ -55,7 +55,6 @@ from spark_replica.wire.native.frames import SIZE, RequestHeader
 from spark_replica.wire.native.list_offsets import ListOffsetsPartition, ListOffsetsTopic
 from spark_replica.wire.native.metadata import BrokerInfo
 from spark_replica.wire.native.offsets_for_leader_epoch import EpochQuery, EpochQueryTopic
-from spark_replica.wire.native.primitives import Writer
 from spark_replica.wire.native.produce import ProducePartition, ProduceTopic
 from spark_replica.wire.native.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from spark_replica.wire.native.scram_credentials import (
@@ -65,6 +64,7 @@ from spark_replica.wire.native.scram_credentials import (
     ScramUpsertion,
 )
 from spark_replica.wire.native.topic_admin import NewTopic, PartitionCount
+from spark_replica.wire.primitives import Writer
 
 INT16_MAX = 2**15 - 1
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1

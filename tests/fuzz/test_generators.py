@@ -22,7 +22,7 @@ from spark_replica.wire.native.controller_requests import (
 )
 from spark_replica.wire.native.fetch import FetchPartition, FetchTopic
 from spark_replica.wire.native.metadata import BrokerInfo
-from spark_replica.wire.native.primitives import Reader
+from spark_replica.wire.primitives import Reader
 from tests.fuzz.mutations import Mark, mutated_frame, sample_of
 from tests.fuzz.requests import RequestGenerator, Target, body_of, frame, request_frame
 from tests.fuzz.source import FrameSource, load_frames, save_frames

@@ -26,7 +26,7 @@ from typing import Any
 from spark_replica.errors import ProtocolError
 from spark_replica.wire.native import REQUEST_TYPES, ApiKey, is_supported
 from spark_replica.wire.native.frames import SIZE, RequestHeader
-from spark_replica.wire.native.primitives import Reader
+from spark_replica.wire.primitives import Reader
 from tests.fuzz.requests import (
     MAX_ANSWER_WAIT_MS,
     MAX_SCRATCH_PARTITIONS,

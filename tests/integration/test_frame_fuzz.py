@@ -37,7 +37,7 @@ from spark_replica.errors import (
 from spark_replica.wire.native import REQUEST_TYPES, RESPONSE_TYPES, ApiKey, is_supported
 from spark_replica.wire.native.frames import SIZE, RequestHeader, ResponseHeader
 from spark_replica.wire.native.metadata import BrokerInfo
-from spark_replica.wire.native.primitives import Reader
+from spark_replica.wire.primitives import Reader
 from tests.fuzz.mutations import Sample, mutate_body, sample_of
 from tests.fuzz.requests import RequestGenerator, Target, request_frame
 from tests.support import BrokerFactory

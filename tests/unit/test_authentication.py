@@ -24,9 +24,9 @@ from spark_replica.errors import (
     SaslAuthenticationFailedError,
     UnsupportedSaslMechanismError,
 )
-from spark_replica.protocol import ApiKey
-from spark_replica.protocol.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from spark_replica.security.scram import ScramClient, make_credential, plain_message
+from spark_replica.wire.native import ApiKey
+from spark_replica.wire.native.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 
 MECHANISM = "SCRAM-SHA-256"
 STORED = {"alice": {MECHANISM: make_credential(MECHANISM, "pw")}}

@@ -18,8 +18,8 @@ from spark_replica.errors import (
     StaleBrokerEpochError,
     StaleControllerEpochError,
 )
-from spark_replica.protocol.controller_requests import ControllerHeader, PartitionLeaderState
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.controller_requests import ControllerHeader, PartitionLeaderState
 
 
 def broker_context(tmp_path: Path, broker_epoch: int, controller_epoch: int) -> BrokerContext:

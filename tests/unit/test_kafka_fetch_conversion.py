@@ -10,15 +10,15 @@ from brokerd.core.batch_validation import validate_produced
 from brokerd.kafka.fetch_cache import FetchCache
 from brokerd.kafka.fetch_convert import INLINE_STORED_BYTES, Conversion, StoredRead
 from spark_replica.errors import CorruptMessageError, InvalidRecordError, code_of
-from spark_replica.kafka_wire.convert import (
+from spark_replica.records import HEADER_SIZE, BatchHeader, build_batch, set_base_offset
+from spark_replica.topics import TopicPartition
+from spark_replica.wire.kafka.records.convert import (
     fetch_codec,
     kafka_to_replog,
     replog_batch_to_kafka,
     replog_to_kafka,
 )
-from spark_replica.kafka_wire.schema import Data
-from spark_replica.records import HEADER_SIZE, BatchHeader, build_batch, set_base_offset
-from spark_replica.topics import TopicPartition
+from spark_replica.wire.schema import Data
 
 TP = TopicPartition("t", 0)
 VALUES = [b"value-%d " % i * (i % 40) for i in range(200)]

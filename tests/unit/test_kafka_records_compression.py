@@ -10,9 +10,13 @@ from aiokafka.record.default_records import DefaultRecordBatch, DefaultRecordBat
 
 from brokerd.core.batch_validation import validate_produced
 from spark_replica.errors import CorruptMessageError, MessageTooLargeError
-from spark_replica.kafka_wire.compression import FIRST_TRY_BYTES, FIRST_TRY_RATIO, XERIAL_MAGIC
-from spark_replica.kafka_wire.convert import kafka_codec, kafka_to_replog, replog_to_kafka
 from spark_replica.records import HEADER_SIZE, compute_crc, decode_payload
+from spark_replica.wire.kafka.records.convert import kafka_codec, kafka_to_replog, replog_to_kafka
+from spark_replica.wire.kafka.records.decompress import (
+    FIRST_TRY_BYTES,
+    FIRST_TRY_RATIO,
+    XERIAL_MAGIC,
+)
 
 BASE_TS = 1_700_000_000_000
 RECORDS = [

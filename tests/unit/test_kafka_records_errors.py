@@ -21,8 +21,8 @@ from spark_replica.errors import (
     UnsupportedCompressionTypeError,
     UnsupportedForMessageFormatError,
 )
-from spark_replica.kafka_wire.convert import kafka_codec, kafka_to_replog, replog_to_kafka
 from spark_replica.records import HEADER, HEADER_SIZE, compute_crc
+from spark_replica.wire.kafka.records.convert import kafka_codec, kafka_to_replog, replog_to_kafka
 
 BASE_TS = 1_700_000_000_000
 ATTRIBUTES_OFFSET = 21

@@ -17,11 +17,11 @@ from aiokafka.record.default_records import DefaultRecordBatch
 from confluent_kafka import Producer
 
 from brokerd.core.batch_validation import validate_produced
-from spark_replica.kafka_wire.convert import kafka_codec, kafka_to_replog, replog_to_kafka
-from spark_replica.kafka_wire.headers import decode_request, encode_response
-from spark_replica.kafka_wire.schema import Data
-from spark_replica.kafka_wire.versions import SERVED
 from spark_replica.records import BatchHeader, set_base_offset
+from spark_replica.wire.kafka.headers import decode_request, encode_response
+from spark_replica.wire.kafka.records.convert import kafka_codec, kafka_to_replog, replog_to_kafka
+from spark_replica.wire.kafka.versions import SERVED
+from spark_replica.wire.schema import Data
 
 PRODUCE, METADATA, API_VERSIONS, INIT_PRODUCER_ID = 0, 3, 18, 22
 TOPIC = "captured"

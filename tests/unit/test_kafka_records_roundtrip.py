@@ -12,12 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brokerd.core.batch_validation import validate_produced
-from spark_replica.kafka_wire.convert import (
-    kafka_codec,
-    kafka_to_replog,
-    replog_batch_to_kafka,
-    replog_to_kafka,
-)
 from spark_replica.records import (
     PAYLOAD_SCHEMA,
     PAYLOAD_SCHEMA_NO_HEADERS,
@@ -29,6 +23,12 @@ from spark_replica.records import (
     iter_batches,
     set_base_offset,
     set_leader_epoch,
+)
+from spark_replica.wire.kafka.records.convert import (
+    kafka_codec,
+    kafka_to_replog,
+    replog_batch_to_kafka,
+    replog_to_kafka,
 )
 
 BASE_TS = 1_700_000_000_000

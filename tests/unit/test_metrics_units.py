@@ -18,8 +18,8 @@ from brokerd.metrics.health import cluster_health, isr_change, leader_health
 from brokerd.metrics.http_server import MAX_REQUEST_BYTES, answer_for
 from brokerd.replication.replica_manager import ReplicaManager
 from spark_replica.http_head import RequestLine, parse_request_line
-from spark_replica.protocol.controller_requests import PartitionLeaderState
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.controller_requests import PartitionLeaderState
 from spark_replica.zk import znodes
 
 TP0, TP1, TP2 = (TopicPartition("t", p) for p in range(3))

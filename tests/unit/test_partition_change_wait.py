@@ -18,8 +18,8 @@ from brokerd.config.broker import BrokerConfig
 from brokerd.replication.partition import Partition, wait_for_change
 from brokerd.replication.replica_manager import ReplicaManager
 from spark_replica.errors import RequestTimedOutError
-from spark_replica.protocol.controller_requests import PartitionLeaderState
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.controller_requests import PartitionLeaderState
 
 PARTITIONS = 200
 # Far beyond how long a woken wait takes, however busy the machine: a test that waits

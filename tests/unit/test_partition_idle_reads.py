@@ -12,8 +12,8 @@ from brokerd.config.broker import BrokerConfig
 from brokerd.replication.partition import Partition
 from brokerd.replication.replica_manager import ReplicaManager
 from spark_replica.errors import InvalidFetchSizeError, OffsetOutOfRangeError
-from spark_replica.protocol.controller_requests import PartitionLeaderState
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.controller_requests import PartitionLeaderState
 
 LOG_START = 100
 

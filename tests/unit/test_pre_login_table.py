@@ -10,7 +10,7 @@ import pytest
 from brokerd.config.broker import BrokerConfig
 from brokerd.serving.connection_limits import ConnectionLimits, reap_reason
 from brokerd.serving.connection_state import LOGIN_APIS, Phase, PhaseLimits, admits, phase_of
-from spark_replica.protocol.apis import ApiKey
+from spark_replica.wire.native.apis import ApiKey
 
 LIMITS = PhaseLimits(
     max_frame_bytes=100 << 20, max_receive_before_login=524_288, login_timeout_ms=10_000

@@ -5,7 +5,7 @@ gets a new id, so a stale or foreign identity fences nobody."""
 from __future__ import annotations
 
 from brokerd.core.producer_ids import MAX_PRODUCER_EPOCH, next_identity
-from spark_replica.protocol.init_producer_id import NO_PRODUCER_ID
+from spark_replica.wire.native.init_producer_id import NO_PRODUCER_ID
 
 NEW_ID = (NO_PRODUCER_ID, 0)
 

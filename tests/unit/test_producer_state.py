@@ -22,9 +22,9 @@ from spark_replica.errors import (
     OutOfOrderSequenceError,
     ProtocolError,
 )
-from spark_replica.protocol.produce import ACKS_LEADER
 from spark_replica.records import BatchHeader, build_batch
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.produce import ACKS_LEADER
 
 PID = 7
 

@@ -10,9 +10,9 @@ from brokerd.log import AppendInfo, Log, LogConfig
 from brokerd.log.producer_snapshots import snapshot_offsets, snapshot_path, write_snapshot
 from brokerd.replication.partition import Partition
 from spark_replica.errors import UnknownProducerIdError
-from spark_replica.protocol.produce import ACKS_LEADER
 from spark_replica.records import build_batch
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.produce import ACKS_LEADER
 
 PID = 2**62 + 99  # in the range the Spark sink derives its ids from
 SEGMENT_BYTES = 2_000

@@ -66,7 +66,6 @@ from spark_replica.wire.native.offsets_for_leader_epoch import (
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
 )
-from spark_replica.wire.native.primitives import Reader, Writer
 from spark_replica.wire.native.produce import (
     ProducePartition,
     ProducePartitionResult,
@@ -84,6 +83,7 @@ from spark_replica.wire.native.topic_admin import (
     TopicResult,
     TopicResultsResponse,
 )
+from spark_replica.wire.primitives import Reader, Writer
 
 HEADER = ControllerHeader(1, 7, 4242)
 STATE = PartitionLeaderState(0, 2, 3, [2, 3], 5, [1, 2, 3])

@@ -7,12 +7,6 @@ import pytest
 
 from brokerd.core.authorization import check, filter_metadata, rule_for
 from spark_replica.errors import ClusterAuthorizationFailedError, TopicAuthorizationFailedError
-from spark_replica.protocol import REQUEST_TYPES, ApiKey
-from spark_replica.protocol.controller_requests import ControllerHeader, UpdateMetadataRequest
-from spark_replica.protocol.fetch import FetchPartition, FetchRequest, FetchTopic
-from spark_replica.protocol.metadata import MetadataResponse, TopicMetadata
-from spark_replica.protocol.produce import ProducePartition, ProduceRequest, ProduceTopic
-from spark_replica.protocol.topic_admin import CreateTopicsRequest, NewTopic
 from spark_replica.security.acl import (
     CLUSTER_NAME,
     AclBinding,
@@ -24,6 +18,12 @@ from spark_replica.security.acl import (
     ResourcePattern,
     ResourceType,
 )
+from spark_replica.wire.native import REQUEST_TYPES, ApiKey
+from spark_replica.wire.native.controller_requests import ControllerHeader, UpdateMetadataRequest
+from spark_replica.wire.native.fetch import FetchPartition, FetchRequest, FetchTopic
+from spark_replica.wire.native.metadata import MetadataResponse, TopicMetadata
+from spark_replica.wire.native.produce import ProducePartition, ProduceRequest, ProduceTopic
+from spark_replica.wire.native.topic_admin import CreateTopicsRequest, NewTopic
 
 ALICE = "User:alice"
 

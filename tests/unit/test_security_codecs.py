@@ -40,7 +40,6 @@ from spark_replica.wire.native.acls import (
     check_filter,
     filter_matches,
 )
-from spark_replica.wire.native.primitives import Reader, Writer
 from spark_replica.wire.native.scram_credentials import (
     MECHANISM_CODES,
     MECHANISM_NAMES,
@@ -54,6 +53,7 @@ from spark_replica.wire.native.scram_credentials import (
     UserAlterationResult,
     UserCredentials,
 )
+from spark_replica.wire.primitives import Reader, Writer
 
 READ_ALICE = WireAclBinding(
     ResourceTypeCode.TOPIC,

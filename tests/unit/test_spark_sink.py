@@ -52,8 +52,8 @@ from connectors.spark.sink_sender import Outcome, aligned_blocks, write_batch
 from connectors.spark.writer import ReplogBatchWriter, ReplogStreamWriter
 from spark_replica.client.partitioner import murmur2, partition_for_key
 from spark_replica.errors import ConfigError, OutOfOrderSequenceError
-from spark_replica.protocol.produce import ACKS_ALL, ACKS_LEADER
 from spark_replica.records import HEADER_TYPE, BatchHeader
+from spark_replica.wire.native.produce import ACKS_ALL, ACKS_LEADER
 
 QUERY = "3f1c9a52-7d7e-4a38-9b55-0d3c8b1f6e21"
 RUN_BYTES = 1024 * 1024

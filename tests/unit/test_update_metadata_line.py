@@ -16,13 +16,13 @@ from brokerd.core.context import BrokerContext
 from brokerd.logging_setup import OneLineFormatter
 from brokerd.replication.replica_fetcher import ReplicaFetcherManager
 from brokerd.replication.replica_manager import ReplicaManager
-from spark_replica.protocol.controller_requests import (
+from spark_replica.wire.native.controller_requests import (
     ControllerHeader,
     PartitionLeaderState,
     TopicLeaderStates,
     UpdateMetadataRequest,
 )
-from spark_replica.protocol.metadata import BrokerInfo
+from spark_replica.wire.native.metadata import BrokerInfo
 
 sys.path.insert(0, str(Path(__file__).parents[2] / "benchmarks"))
 from controller_scale import METADATA_LINE

@@ -1,5 +1,5 @@
 """Counts and lengths from the wire are refused before anything is sized from them, in
-both codecs and in Kafka's record batches, by the one helper (spark_replica.wire_bounds);
+both codecs and in Kafka's record batches, by the one helper (spark_replica.wire.bounds);
 what replog's compressed Arrow payloads declare is bounded before Arrow decompresses them
 (spark_replica.payload_bounds, brokerd.batch_validation)."""
 
@@ -17,11 +17,7 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 
 from brokerd.core.batch_validation import decompressed_payload_bytes, validate_produced
 from spark_replica.errors import CorruptMessageError, MessageTooLargeError, ProtocolError
-from spark_replica.kafka_wire import primitives as kafka_primitives
-from spark_replica.kafka_wire.convert import kafka_to_replog
-from spark_replica.kafka_wire.messages.groups import OFFSET_FETCH_REQUEST
 from spark_replica.payload_bounds import declared_payload_bytes
-from spark_replica.protocol import primitives as native_primitives
 from spark_replica.records import (
     HEADER_SIZE,
     PAYLOAD_SCHEMA,
@@ -30,7 +26,11 @@ from spark_replica.records import (
     compute_crc,
     encode_batch,
 )
-from spark_replica.wire_bounds import bounded_count
+from spark_replica.wire import primitives as kafka_primitives
+from spark_replica.wire import primitives as native_primitives
+from spark_replica.wire.bounds import bounded_count
+from spark_replica.wire.kafka.messages.groups import OFFSET_FETCH_REQUEST
+from spark_replica.wire.kafka.records.convert import kafka_to_replog
 
 HUGE = 2**31 - 1
 LAST_OFFSET_DELTA_AT, RECORD_COUNT_AT, ATTRIBUTES_AT = 23, 57, 21

@@ -39,7 +39,6 @@ from spark_replica.wire.native.offsets_for_leader_epoch import (
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
 )
-from spark_replica.wire.native.primitives import Reader
 from spark_replica.wire.native.produce import ProduceRequest, ProduceResponse
 from spark_replica.wire.native.sasl import (
     SaslAuthenticateRequest,
@@ -59,6 +58,7 @@ from spark_replica.wire.native.topic_admin import (
     DeleteTopicsRequest,
     TopicResultsResponse,
 )
+from spark_replica.wire.primitives import Reader
 
 
 class MessageType(Protocol):

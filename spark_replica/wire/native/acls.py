@@ -37,7 +37,7 @@ from spark_replica.security.acl import (
     ResourceType,
 )
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.native.primitives import Reader, Writer
+from spark_replica.wire.primitives import Reader, Writer
 
 
 class ResourceTypeCode(IntEnum):

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 
 from spark_replica.wire.native.apis import ApiKey
 from spark_replica.wire.native.metadata import BrokerInfo
-from spark_replica.wire.native.primitives import Reader, Writer
+from spark_replica.wire.primitives import Reader, Writer
 
 
 @dataclass(slots=True)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.native.primitives import Reader, Writer
+from spark_replica.wire.primitives import Reader, Writer
 
 CONSUMER_REPLICA_ID = -1
 NO_LEADER_EPOCH = -1
@@ -117,7 +117,7 @@ class FetchResponse:
                 r.int64(),
                 r.int64(),
                 r.int64(),
-                r.bytes_() or b"",
+                r.records() or b"",
             )
 
         return cls(r.topics(FetchTopicResult, read_partition))

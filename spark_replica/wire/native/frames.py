@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from spark_replica.wire.native.primitives import Reader, Writer
+from spark_replica.wire.primitives import Reader, Writer
 
 Buffer = bytes | bytearray | memoryview
 
@@ -21,6 +21,9 @@ SIZE = struct.Struct(">i")
 SIZE_BYTES = SIZE.size
 # Like Kafka's socket.request.max.bytes: a frame above this is refused unread.
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
+# Byte fields at least this long travel in a native frame by reference rather than
+# copied: record batches, which replog's clients send in batches of tens of kilobytes.
+NATIVE_LARGE_FIELD_BYTES = 64 * 1024
 # Enough to read a request header (and so the correlation id) of an oversized frame.
 MAX_HEADER_PEEK_BYTES = 4 + 2 + 32767 + 4 + 2
 
@@ -65,7 +68,7 @@ class ResponseHeader:
 
 def encode_request(header: RequestHeader, body: Writer) -> list[Buffer]:
     """The whole request frame as buffers to write in order (size prefix first)."""
-    writer = Writer()
+    writer = Writer(NATIVE_LARGE_FIELD_BYTES)
     header.write(writer)
     writer.extend(body)
     return [SIZE.pack(len(writer)), *writer.buffers()]
@@ -73,7 +76,7 @@ def encode_request(header: RequestHeader, body: Writer) -> list[Buffer]:
 
 def encode_response(header: ResponseHeader, body: Writer | None) -> list[Buffer]:
     """The whole response frame as buffers; the body is left out when there is an error."""
-    writer = Writer()
+    writer = Writer(NATIVE_LARGE_FIELD_BYTES)
     header.write(writer)
     if body is not None and not header.error_code:
         writer.extend(body)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.native.primitives import Reader, Writer
+from spark_replica.wire.primitives import Reader, Writer
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.native.primitives import Reader, Writer
+from spark_replica.wire.primitives import Reader, Writer
 
 ACKS_NONE = 0
 ACKS_LEADER = 1
@@ -56,7 +56,7 @@ class ProduceRequest:
 
         def read_partition() -> ProducePartition:
             partition = r.int32()
-            return ProducePartition(partition, r.bytes_() or b"")
+            return ProducePartition(partition, r.records() or b"")
 
         return cls(acks, timeout_ms, r.topics(ProduceTopic, read_partition))
 

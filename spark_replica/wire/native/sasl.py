@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.native.primitives import Reader, Writer
+from spark_replica.wire.primitives import Reader, Writer
 
 
 @dataclass(slots=True)
@@ -50,7 +50,7 @@ class SaslAuthenticateRequest:
 
     @classmethod
     def read(cls, r: Reader) -> SaslAuthenticateRequest:
-        return cls(bytes(r.bytes_() or b""))
+        return cls(bytes(r.records() or b""))
 
 
 @dataclass(slots=True)
@@ -62,4 +62,4 @@ class SaslAuthenticateResponse:
 
     @classmethod
     def read(cls, r: Reader) -> SaslAuthenticateResponse:
-        return cls(bytes(r.bytes_() or b""))
+        return cls(bytes(r.records() or b""))

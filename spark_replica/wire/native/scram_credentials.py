@@ -20,7 +20,7 @@ from enum import IntEnum
 
 from spark_replica.errors import ProtocolError
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.native.primitives import Reader, Writer
+from spark_replica.wire.primitives import Reader, Writer
 
 
 class ScramMechanismCode(IntEnum):
@@ -169,7 +169,7 @@ class AlterUserScramCredentialsResponse:
 
 
 def _required_bytes(r: Reader) -> bytes:
-    value = r.bytes_()
+    value = r.records()
     if value is None:
         raise ProtocolError("a required bytes field is null")
     return bytes(value)
