@@ -4,8 +4,9 @@ The walk follows every import of the package's modules, and of the project modul
 reach, at any nesting (a function's local import counts too, and so do imports made for
 the type checker only), and the parent packages of each module it reaches, except the
 top package (spark_replica/__init__.py re-exports the client's public names for users,
-which the wire's own imports never need); a module of the standard library or a dependency that talks to
-sockets, processes, threads, files or ZooKeeper anywhere on the way fails the test.
+which the wire's own imports never need). A module of the standard library or a
+dependency that talks to sockets, processes, threads, files or ZooKeeper anywhere on the
+way fails the test.
 """
 
 from __future__ import annotations
