@@ -9,6 +9,7 @@ Units: 1 MB = 1e6 bytes; chunk sizes are given in bytes (default 1 MiB).
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import multiprocessing
@@ -197,3 +198,30 @@ def measure_limits(
         "disk_append_fsync_mb_per_s": append_fsync,
         "disk_chunk_bytes": chunk_bytes,
     }
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number above zero."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def check_rows(what: str, got: int, expected: int) -> None:
+    """Stop a benchmark whose run did not move every row: its figures would be wrong."""
+    if got != expected:
+        raise RuntimeError(f"{what} read {got} rows, {expected} were expected")

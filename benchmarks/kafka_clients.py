@@ -46,7 +46,7 @@ import uuid
 from collections.abc import Callable
 
 from _cluster import LocalCluster, local_cluster
-from _common import MB, emit, process_cpu_seconds
+from _common import MB, emit, positive_int, process_cpu_seconds
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
@@ -63,16 +63,6 @@ POLL_S = 0.05
 METADATA_TIMEOUT_S = 60.0
 PHASE_TIMEOUT_S = 300.0
 GOAL_RECORDS_PER_S = 300_000
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
-    return value
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -18,20 +18,13 @@ import time
 from collections.abc import Callable
 
 import pyarrow as pa
-from _common import emit
+from _common import emit, positive_int
 
 from spark_replica.records import encode_batch
 from spark_replica.wire.kafka.records.convert import kafka_to_replog, replog_to_kafka
 
 KEY_BYTES = 10
 VALUE_BYTES = 100
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {text!r}")
-    return value
 
 
 def stored_batches(batches: int, records: int, headers: int) -> bytes:
@@ -74,8 +67,8 @@ def rate(convert: Callable[[], object], records: int, seconds: float) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--batches", type=_positive_int, default=20)
-    parser.add_argument("--records", type=_positive_int, default=1000, help="per batch")
+    parser.add_argument("--batches", type=positive_int, default=20)
+    parser.add_argument("--records", type=positive_int, default=1000, help="per batch")
     parser.add_argument("--seconds", type=float, default=3.0, help="per direction")
     parser.add_argument("--store-codec", choices=("none", "lz4", "zstd"), default="none")
     parser.add_argument("--headers", type=int, default=0, help="headers per record")

@@ -15,19 +15,8 @@ machines. Run from the repository root::
 from __future__ import annotations
 
 import argparse
-import math
 
-from _common import GIB, MIB, emit, measure_limits
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not (math.isfinite(value) and value > 0.0):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
-    return value
+from _common import GIB, MIB, emit, measure_limits, positive_float
 
 
 def _chunk_bytes(text: str) -> int:
@@ -44,7 +33,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
         "--seconds",
-        type=_positive_seconds,
+        type=positive_float,
         default=2.0,
         help="duration of each measurement in seconds (default: 2.0)",
     )

@@ -99,7 +99,15 @@ from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 from _cluster import local_cluster
-from _common import MB, emit, measure_limits, percentile, process_cpu_seconds
+from _common import (
+    MB,
+    emit,
+    measure_limits,
+    percentile,
+    positive_float,
+    positive_int,
+    process_cpu_seconds,
+)
 
 from brokerd.log import LogConfig
 from spark_replica.client import (
@@ -131,26 +139,6 @@ YIELD_EVERY = 1_000  # per-record sends between two yields to the event loop
 RATE_TICK_S = 0.001  # --rate: how often the records due are sent
 STALL_MAX_BLOCK_MS = 2_000
 STORED_TIMEOUT_S = 60.0
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive, got {text!r}")
-    return value
-
-
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 0.0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
-    return value
 
 
 def add_workload_arguments(parser: argparse.ArgumentParser) -> None:

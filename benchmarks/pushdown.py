@@ -37,9 +37,9 @@ import statistics
 import time
 
 from _cluster import local_cluster
-from _common import emit
+from _common import check_rows, emit, positive_int
 from _spark import load_average, spark_run, timed_batch_noop
-from produce import MAX_BATCH_BYTES, TOPIC, build_batches, positive_int, send_all
+from produce import MAX_BATCH_BYTES, TOPIC, build_batches, send_all
 from pyspark.sql import DataFrame, SparkSession
 
 from spark_replica.client import (
@@ -102,11 +102,6 @@ def frame(spark: SparkSession, servers: str, topic: str, *, pushdown: bool) -> D
     )
 
 
-def _check_rows(what: str, got: int, expected: int) -> None:
-    if got != expected:
-        raise RuntimeError(f"{what} read {got} rows, {expected} were expected")
-
-
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -143,7 +138,7 @@ def main(argv: list[str] | None = None) -> None:
         fill_s, first_end, stored = asyncio.run(
             asyncio.wait_for(_fill(cluster.bootstrap, args), FILL_TIMEOUT_S)
         )
-        _check_rows("the fill", stored, args.rows)
+        check_rows("the fill", stored, args.rows)
         tail_filter = f"partition = 0 AND offset >= {first_end - args.tail}"
         with spark_run("replog-bench-pushdown") as spark:
             spark.conf.set(PUSHDOWN_SETTING, "true")
@@ -154,8 +149,8 @@ def main(argv: list[str] | None = None) -> None:
             def small() -> DataFrame:
                 return frame(spark, servers, SMALL_TOPIC, pushdown=True)
 
-            _check_rows("the tail query", tail().count(), args.tail)
-            _check_rows("the small query", small().count(), args.tail)
+            check_rows("the tail query", tail().count(), args.tail)
+            check_rows("the small query", small().count(), args.tail)
             planned = tail().rdd.getNumPartitions()
             runs: dict[str, list[float]] = {"tail": [], "small": []}
             for _ in range(args.repeat):

@@ -65,7 +65,7 @@ from pathlib import Path
 
 import pyarrow as pa
 from _cluster import local_cluster
-from _common import emit, percentile
+from _common import emit, percentile, positive_float, positive_int
 from _spark import (
     CLUSTER_TIMEOUT_S,
     COUNT_FORMAT,
@@ -77,7 +77,6 @@ from _spark import (
     temp_dir,
     with_cluster,
 )
-from produce import positive_float, positive_int
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 

@@ -58,7 +58,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from _cluster import local_cluster
-from _common import emit, process_cpu_seconds
+from _common import check_rows, emit, positive_int, process_cpu_seconds
 from _spark import (
     MEMORY_FORMAT,
     load_average,
@@ -69,7 +69,7 @@ from _spark import (
     timed_available_now,
     timed_batch_noop,
 )
-from produce import MAX_BATCH_BYTES, build_batches, positive_int, send_all
+from produce import MAX_BATCH_BYTES, build_batches, send_all
 from pyspark.sql import DataFrame, SparkSession
 
 from connectors.spark.partition_reader import RangePartition, read_range
@@ -190,11 +190,6 @@ def fixed_costs(
     return min(replog), min(memory)
 
 
-def _check_rows(what: str, got: int, expected: int) -> None:
-    if got != expected:
-        raise RuntimeError(f"{what} read {got} rows, {expected} were expected")
-
-
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=positive_int, default=5_000_000, help="rows (5,000,000)")
@@ -251,7 +246,7 @@ def timed_runs(
 
     def stream(frame: DataFrame, checkpoint: Path, what: str) -> float:
         seconds, rows = timed_available_now(frame, checkpoint)
-        _check_rows(what, rows, args.rows)
+        check_rows(what, rows, args.rows)
         return seconds
 
     for round_ in range(args.repeat):
@@ -279,9 +274,9 @@ def main(argv: list[str] | None = None) -> None:
             )
         )
         del batches
-        _check_rows("the fill", sum(ends), args.rows)
+        check_rows("the fill", sum(ends), args.rows)
         alone_s, sizes = reader_alone(servers, ends)
-        _check_rows("the partition reader", sum(map(sum, sizes)), args.rows)
+        check_rows("the partition reader", sum(map(sum, sizes)), args.rows)
         with spark_run("replog-bench-spark-read") as spark, temp_dir("replog-spark-") as tmp:
             warm_up(spark, servers, tmp)
             fixed, ceiling_fixed = fixed_costs(spark, servers, args.partitions, tmp)

@@ -69,7 +69,7 @@ from pathlib import Path
 
 import pyarrow as pa
 from _cluster import local_cluster
-from _common import emit, machine_cpu_seconds, process_cpu_seconds
+from _common import check_rows, emit, machine_cpu_seconds, positive_int, process_cpu_seconds
 from _spark import (
     CLUSTER_TIMEOUT_S,
     COUNT_FORMAT,
@@ -82,7 +82,6 @@ from _spark import (
     temp_dir,
     with_cluster,
 )
-from produce import positive_int
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import BinaryType, StructField, StructType
 
@@ -170,11 +169,6 @@ def sink_alone(servers: str, rows: int, value_bytes: int) -> float:
     return time.perf_counter() - started
 
 
-def _check(what: str, got: int, expected: int) -> None:
-    if got != expected:
-        raise RuntimeError(f"{what}: {got} rows, {expected} were expected")
-
-
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=positive_int, default=5_000_000, help="rows (5,000,000)")
@@ -241,7 +235,7 @@ def timed_runs(
                 before = _cpu_now(broker_pid)
                 if kind == "ceiling":
                     seconds, counted = write_count(frame, results / f"count-{round_}.json")
-                    _check("the counting writer", counted, args.rows)
+                    check_rows("the counting writer", counted, args.rows)
                 elif kind == "parquet":
                     seconds = write_parquet(frame, results / "parquet")
                 else:
@@ -272,13 +266,13 @@ def main(argv: list[str] | None = None) -> None:
             warmup.unpersist()
             runs = timed_runs(spark, servers, args, tmp, cluster.broker_pid)
         written = stored_records(cluster.bootstrap, TOPIC, args.partitions, CLIENT_ID)
-        _check("the topic", written, args.rows * args.repeat)
+        check_rows("the topic", written, args.rows * args.repeat)
         alone_s = sink_alone(servers, args.rows, args.value_bytes) if args.alone else None
         if alone_s is not None:
             alone_written = stored_records(
                 cluster.bootstrap, ALONE_TOPIC, args.partitions, CLIENT_ID
             )
-            _check("the alone topic", alone_written, args.rows)
+            check_rows("the alone topic", alone_written, args.rows)
     rates = {
         kind: [args.rows / seconds for seconds in times] for kind, times in runs.seconds.items()
     }
