@@ -2,7 +2,10 @@
 
 Both start before the first chunk and stop after the last, whatever happened between
 (`stop` is called from a `finally`): the lane is an asyncio task, cancelled; the client
-a process of its own, stopped by its PID. Their figures go into the run's JSON line.
+a process of its own, stopped by its PID. The client produces alone for a while
+(BASELINE_S by default) first, so that the run's figures hold its latencies on an
+unfuzzed broker on the same machine at the same time, beside those under fuzz. Their
+figures go into the run's JSON line.
 """
 
 from __future__ import annotations
@@ -19,25 +22,34 @@ from tests.fuzz.login import KAFKA
 from tests.fuzz.requests import Target
 from tests.fuzz.steady import SteadyProcess
 
+BASELINE_S = 10.0
+
 
 class Background:
     def __init__(self, cluster: FuzzCluster, listener: str, target: Target, seed: int) -> None:
         broker = cluster.brokers[0]
         kafka = listener == KAFKA
-        port = broker.kafka_port if kafka else broker.port
+        self.address = (broker.host, broker.kafka_port if kafka else broker.port)
         # The lane draws from its own generator: the chunks' frames stay a function of
         # the seed alone, whatever the lane's timing.
         self.lane_frames = HostileFrames(
             listener, target, random.Random(seed + 1), cluster.max_frame_bytes, cluster.sasl
         )
         self.lane_stats = LaneStats()
-        self.lane = asyncio.ensure_future(
-            run_lane((broker.host, port), self.lane_frames, self.lane_stats, LANE_CONNECTIONS)
-        )
+        self.lane: asyncio.Future[None] | None = None
         bootstrap = cluster.kafka_bootstrap if kafka else broker.address
         login = (ADMIN_USER, PASSWORDS[ADMIN_USER]) if cluster.sasl else None
         self.steady = SteadyProcess(
             listener, bootstrap, STEADY_TOPIC, cluster.root / "steady.log", login
+        )
+        self.baseline: dict[str, Any] = {}
+
+    async def start(self, baseline_s: float) -> None:
+        """The client's baseline, then the lane."""
+        await asyncio.sleep(baseline_s)
+        self.baseline = await asyncio.to_thread(self.steady.end_phase)
+        self.lane = asyncio.ensure_future(
+            run_lane(self.address, self.lane_frames, self.lane_stats, LANE_CONNECTIONS)
         )
 
     def retarget(self, target: Target) -> None:
@@ -45,8 +57,13 @@ class Background:
 
     async def stop(self) -> dict[str, Any]:
         """Cancel the lane, stop the client; both their figures."""
-        self.lane.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self.lane
+        if self.lane is not None:
+            self.lane.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.lane
         well_behaved = await asyncio.to_thread(self.steady.stop)
-        return {"well_behaved": well_behaved, "slow_lane": self.lane_stats.summary()}
+        return {
+            "well_behaved": well_behaved,
+            "well_behaved_baseline": self.baseline,
+            "slow_lane": self.lane_stats.summary(),
+        }

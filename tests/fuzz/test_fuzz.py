@@ -65,6 +65,7 @@ def test_hostile_cases_on_the_kafka_listener_before_and_after_login(
             findings=tmp_path,
             listener=KAFKA,
             hostile=True,
+            baseline_s=2.0,
         )
         result = asyncio.run(fuzz(cluster, settings))
     finally:
