@@ -4,7 +4,8 @@ The task reads its input chunk by chunk (in a helper thread, since Spark's itera
 blocks on a socket), routes each chunk with Arrow compute, cuts each topic-partition's
 records into batches at record-determined boundaries, and sends them in input order
 on an asyncio loop, with at most `buffer.memory` bytes given but not yet acknowledged,
-so a slow partition slows the input rather than filling memory:
+so a slow partition slows the input rather than filling memory (they wait in the
+client's BufferPool, as the client's producer does):
 
 - a batch write (and a stream write with acks other than all) goes through the
   client's producer, which gets its identity from a broker and keeps several batches
@@ -33,6 +34,7 @@ from connectors.spark.sink_routing import Router, sink_payload
 from connectors.spark.sink_sender import PartitionSender
 from spark_replica.client import (
     ACKS_ALL,
+    BufferPool,
     Cluster,
     Producer,
     RetryPolicy,
@@ -57,9 +59,7 @@ class BatchSender:
 
     def __init__(self, producer: Producer, buffer_bytes: int) -> None:
         self._producer = producer
-        self._buffer_bytes = buffer_bytes
-        self._buffered = 0
-        self._answered = asyncio.Event()
+        self._pool = BufferPool(buffer_bytes)
         self._outstanding: deque[asyncio.Task[int]] = deque()
         self._failed = False
 
@@ -74,14 +74,8 @@ class BatchSender:
     async def submit(self, tp: TopicPartition, records: pa.RecordBatch) -> None:
         """Give one batch to the producer; wait while too much is unacknowledged."""
         batch = encode_batch(records, compression=self._producer.config.compression)
-        size = len(batch)
-        while True:
-            self._raise_if_failed()
-            if self._buffered == 0 or self._buffered + size <= self._buffer_bytes:
-                break
-            self._answered.clear()
-            await self._answered.wait()
-        self._buffered += size
+        size = unacknowledged_share(self._pool, len(batch))
+        await self._pool.reserve(size, check=self._raise_if_failed)
         # A task's first step runs in creation order, and send_batch queues the batch
         # in its first step: batches reach each partition's queue in submission order.
         task = asyncio.ensure_future(self._producer.send_batch(tp.topic, tp.partition, batch))
@@ -89,10 +83,9 @@ class BatchSender:
         self._outstanding.append(task)
 
     def _answer(self, task: asyncio.Task[int], size: int) -> None:
-        self._buffered -= size
         if not task.cancelled() and task.exception() is not None:
             self._failed = True
-        self._answered.set()
+        self._pool.release(size)
 
     async def close(self) -> None:
         """Wait until every batch is answered; raise the earliest failure."""
@@ -130,8 +123,7 @@ class PartitionSenders:
         self._settings = settings
         self._queues: dict[TopicPartition, asyncio.Queue[pa.RecordBatch | None]] = {}
         self._senders: list[asyncio.Task[None]] = []
-        self._buffered = 0
-        self._answered = asyncio.Event()
+        self._pool = BufferPool(settings.buffer_memory)
         self._error: BaseException | None = None
 
     def _raise_if_failed(self) -> None:
@@ -139,14 +131,9 @@ class PartitionSenders:
             raise self._error
 
     async def submit(self, tp: TopicPartition, records: pa.RecordBatch) -> None:
-        size = records.nbytes
-        while True:
-            self._raise_if_failed()
-            if self._buffered == 0 or self._buffered + size <= self._settings.buffer_memory:
-                break
-            self._answered.clear()
-            await self._answered.wait()
-        self._buffered += size
+        await self._pool.reserve(
+            unacknowledged_share(self._pool, records.nbytes), check=self._raise_if_failed
+        )
         queue = self._queues.get(tp)
         if queue is None:
             queue = self._queues[tp] = asyncio.Queue()
@@ -162,10 +149,9 @@ class PartitionSenders:
                 await sender.send(records)
             except Exception as exc:
                 self._error = self._error or exc
-                self._answered.set()
+                self._pool.interrupt()
                 return
-            self._buffered -= records.nbytes
-            self._answered.set()
+            self._pool.release(unacknowledged_share(self._pool, records.nbytes))
 
     async def close(self) -> None:
         for queue in self._queues.values():
@@ -177,6 +163,12 @@ class PartitionSenders:
         for sender in self._senders:
             sender.cancel()
         await asyncio.gather(*self._senders, return_exceptions=True)
+
+
+def unacknowledged_share(pool: BufferPool, size: int) -> int:
+    """What a batch of `size` bytes reserves in the task's buffer.memory: its size, or
+    the whole buffer for a batch larger than that (let through only alone)."""
+    return min(size, pool.limit_bytes)
 
 
 class WriteTask:

@@ -1,6 +1,7 @@
 """The replog client: cluster metadata and routing, producer, consumer, admin."""
 
 from spark_replica.client.admin import Admin, PartitionDescription
+from spark_replica.client.buffer_pool import BufferPool
 from spark_replica.client.cluster import Cluster, bootstrap_from_zookeeper, parse_bootstrap
 from spark_replica.client.connection import BrokerConnection
 from spark_replica.client.consumer import Consumer, ConsumerConfig
@@ -29,6 +30,7 @@ __all__ = [
     "Admin",
     "Attempts",
     "BrokerConnection",
+    "BufferPool",
     "Cluster",
     "Consumer",
     "ConsumerConfig",

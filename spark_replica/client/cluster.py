@@ -48,14 +48,17 @@ UNRESPONSIVE_COOLDOWN_S = 30.0
 
 
 def parse_bootstrap(servers: str) -> list[tuple[str, int]]:
-    """`host:port,host:port` -> [(host, port)]; raise ConfigError naming the bad entry."""
+    """`host:port,host:port` -> [(host, port)]; raise ConfigError naming the bad entry.
+
+    An IPv6 host may be written in brackets (`[::1]:9092`), as Kafka's clients take it.
+    """
     addresses = []
     for entry in servers.split(","):
         entry = entry.strip()
         host, colon, port = entry.rpartition(":")
         if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigError(f"bootstrap server {entry!r} is not host:port")
-        addresses.append((host, int(port)))
+        addresses.append((host.strip("[]"), int(port)))
     if not addresses:
         raise ConfigError("the bootstrap server list is empty")
     return addresses

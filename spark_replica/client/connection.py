@@ -23,6 +23,11 @@ from spark_replica.wire.native.frames import (
     ResponseHeader,
     encode_request,
 )
+from spark_replica.wire.native.sasl import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+)
 from spark_replica.wire.primitives import Reader, Writer
 
 if TYPE_CHECKING:
@@ -74,11 +79,7 @@ class BrokerConnection:
         self._read_task = asyncio.create_task(self._read_responses())
         if self.security is not None and self.security.uses_sasl:
             try:
-                await sasl_login(
-                    lambda request: self.send(request, timeout_s=timeout_s),
-                    self.security,
-                    self.address,
-                )
+                await sasl_login(_NativeSasl(self, timeout_s), self.security, self.address)
             except BaseException:
                 await self.close()
                 raise
@@ -164,3 +165,21 @@ class BrokerConnection:
             # wait(), not a suppressed await: if the task closing us is itself cancelled
             # (e.g. at shutdown), that cancellation must reach it, not be swallowed here.
             await asyncio.wait({self._read_task})
+
+
+class _NativeSasl:
+    """SaslExchange on the replog listener: its own request types; a refusal arrives as
+    the typed error of the answer's header."""
+
+    def __init__(self, connection: BrokerConnection, timeout_s: float) -> None:
+        self._connection = connection
+        self._timeout_s = timeout_s
+
+    async def handshake(self, mechanism: str) -> None:
+        await self._connection.send(SaslHandshakeRequest(mechanism), timeout_s=self._timeout_s)
+
+    async def authenticate(self, auth_bytes: bytes) -> bytes:
+        response: SaslAuthenticateResponse = await self._connection.send(
+            SaslAuthenticateRequest(auth_bytes), timeout_s=self._timeout_s
+        )
+        return response.auth_bytes

@@ -45,7 +45,7 @@ import contextlib
 import functools
 import logging
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -54,9 +54,7 @@ import pyarrow as pa
 from spark_replica.errors import (
     ConnectionLostError,
     DuplicateSequenceNumberError,
-    ProtocolError,
     ReplogError,
-    error_for_code,
 )
 from spark_replica.records import (
     HEADER_TYPE,
@@ -67,25 +65,19 @@ from spark_replica.records import (
 )
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.init_producer_id import NO_PRODUCER_EPOCH
-from spark_replica.wire.native.produce import (
-    ACKS_NONE,
-    ProducePartition,
-    ProduceRequest,
-    ProduceTopic,
-)
+from spark_replica.wire.native.produce import ACKS_NONE
 
 from .accumulator import Callback, Headers, OpenBatch
 from .cluster import Cluster
 from .connection import BrokerConnection
 from .delivery_timeout import delivery_timeout_error
 from .in_flight import Failure, PartitionWindow, WindowBatch
+from .produce_call import read_answer, send_produce
 from .producer_config import ProducerConfig
 from .retry import refreshes_metadata
 
 logger = logging.getLogger("spark_replica.client.producer")
 
-# Extra seconds to wait for a produce answer beyond the timeout the broker was given.
-ANSWER_GRACE_S = 5.0
 # After a stale-leader error, the first metadata poll for a new leader; it doubles up
 # to the retry policy's maximum backoff. A crashed leader is replaced within about
 # 100 ms (the brokers notice refused connections), so the first polls catch it.
@@ -399,17 +391,9 @@ class PartitionSender:
         except ReplogError as exc:
             self._on_error(entry, exc, sent=False)
             return
-        timeout_ms = self._attempt_timeout_ms(entry)
-        request = ProduceRequest(
-            self.config.acks,
-            timeout_ms,
-            [ProduceTopic(self.tp.topic, [ProducePartition(self.tp.partition, data)])],
+        sending = send_produce(
+            conn, self.tp, data, self.config.acks, self._attempt_timeout_ms(entry)
         )
-        sending: Awaitable[Any]
-        if self.config.acks == ACKS_NONE:
-            sending = conn.send(request, expect_response=False)
-        else:
-            sending = conn.send(request, timeout_s=timeout_ms / 1000 + ANSWER_GRACE_S)
         task = asyncio.ensure_future(sending)
         self._requests.add(task)
         task.add_done_callback(functools.partial(self._on_answer, entry))
@@ -444,14 +428,7 @@ class PartitionSender:
         error = task.exception()
         offset = -1
         if error is None and self.config.acks != ACKS_NONE:
-            try:
-                result = task.result().topics[0].partitions[0]
-            except IndexError:
-                error = ProtocolError(f"{self.tp}: the produce answer names no partition")
-            else:
-                if result.error_code:
-                    error = error_for_code(result.error_code, result.error_message or "")
-                offset = result.base_offset
+            error, offset = read_answer(self.tp, task.result())
         if isinstance(error, DuplicateSequenceNumberError):
             error, offset = None, -1
         if error is not None:

@@ -147,8 +147,6 @@ class Producer:
         self._senders: dict[TopicPartition, PartitionSender] = {}
         self._connect_lock = asyncio.Lock()
         self._unfinished: set[asyncio.Future[int]] = set()
-        self._room = asyncio.Event()
-        self.pool.add_listener(self._room.set)
         self._closed = False
 
     async def __aenter__(self) -> Producer:
@@ -246,17 +244,9 @@ class Producer:
     async def _wait_for_room(self, size: int) -> None:
         """Wait for `size` bytes of buffer.memory to be released, up to max_block_ms."""
         self.pool.check_fits(size)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.config.max_block_ms / 1000
-        while not self.pool.try_reserve(size):
-            left = deadline - loop.time()
-            if left <= 0:
-                raise exhausted_error(size, self.pool.limit_bytes, self.config.max_block_ms)
-            self._room.clear()
-            try:
-                await asyncio.wait_for(self._room.wait(), left)
-            except TimeoutError:
-                continue
+        deadline = asyncio.get_running_loop().time() + self.config.max_block_ms / 1000
+        if not await self.pool.reserve(size, deadline):
+            raise exhausted_error(size, self.pool.limit_bytes, self.config.max_block_ms)
 
     async def _route(self, topic: str) -> _Route:
         """The topic's route for its current metadata, waiting for the metadata if need be."""

@@ -31,26 +31,18 @@ from spark_replica.errors import (
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
     TimeoutExpiredError,
-    raise_for_code,
 )
 from spark_replica.records import encode_batch
 from spark_replica.topics import TopicPartition
-from spark_replica.wire.native.produce import (
-    ACKS_ALL,
-    ProducePartition,
-    ProduceRequest,
-    ProduceTopic,
-)
+from spark_replica.wire.native.produce import ACKS_ALL
 
 from .cluster import Cluster
 from .connection import BrokerConnection
 from .leader_call import call_leader
+from .produce_call import read_answer, send_produce
 from .retry import RetryPolicy
 
 SEQUENCE_SPACE = 2**31
-# A produce answer may take the request timeout on the broker; this much more is allowed
-# for the way there and back before the connection is deemed stuck.
-ANSWER_GRACE_S = 5.0
 
 
 class SendOutcome(enum.Enum):
@@ -101,16 +93,10 @@ class SequencedProducer:
         )
 
         async def produce(conn: BrokerConnection) -> None:
-            request = ProduceRequest(
-                self.acks,
-                self.request_timeout_ms,
-                [ProduceTopic(tp.topic, [ProducePartition(tp.partition, batch)])],
-            )
-            response = await conn.send(
-                request, timeout_s=self.request_timeout_ms / 1000 + ANSWER_GRACE_S
-            )
-            result = response.topics[0].partitions[0]
-            raise_for_code(result.error_code, result.error_message or "")
+            response = await send_produce(conn, tp, batch, self.acks, self.request_timeout_ms)
+            error, _ = read_answer(tp, response)
+            if error is not None:
+                raise error
 
         try:
             await call_leader(

@@ -1,44 +1,37 @@
-"""A small asyncio client of the Kafka protocol, for `replog groups`.
+"""Groups and offsets through the Kafka listeners of a replog cluster, for `replog groups`.
 
-It speaks to the brokers' Kafka listeners with the engine's tables, at fixed versions
-the listener serves (no ApiVersions round: it only talks to replog), one request at a
-time per connection: an operator's tool, not a data path. Group requests go to the
-group's coordinator, found with FindCoordinator and found again after
-NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS until a
-deadline; ListOffsets goes to each partition's leader. Broker errors surface as the
-typed errors of spark_replica.errors.
+An operator's tool, not a data path: one KafkaConnection (kafka_connection.py) per
+broker, one request at a time on it. Group requests go to the group's coordinator,
+found with FindCoordinator and found again after NOT_COORDINATOR /
+COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS or a lost connection, waiting
+as the client's retry policy says (retry.py), until a deadline; ListOffsets goes to
+each partition's leader. Broker errors surface as the typed errors of
+spark_replica.errors.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import itertools
-import ssl
-import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from spark_replica.errors import (
-    ConfigError,
     ConnectionLostError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     NotCoordinatorError,
-    ProtocolError,
-    SaslAuthenticationFailedError,
     TimeoutExpiredError,
-    UnsupportedSaslMechanismError,
     error_for_code,
     raise_for_code,
 )
-from spark_replica.security.scram import MECHANISMS, ScramClient, plain_message
 from spark_replica.security.settings import SecurityConfig
 from spark_replica.topics import TopicPartition
-from spark_replica.wire.kafka.headers import SIZE, decode_response, encode_request
 from spark_replica.wire.schema import Data
+
+from .kafka_connection import Address, KafkaConnection
+from .retry import DEFAULT_RETRY_POLICY, Attempts, RetryPolicy
 
 T = TypeVar("T")
 
@@ -51,35 +44,18 @@ LIST_OFFSETS = (2, 5)
 FIND_COORDINATOR = (10, 2)
 DESCRIBE_GROUPS = (15, 4)
 LIST_GROUPS = (16, 2)
-SASL_HANDSHAKE = (17, 1)
-SASL_AUTHENTICATE = (36, 1)
 DELETE_GROUPS = (42, 1)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 GROUP_KEY_TYPE = 0
 DEFAULT_TIMEOUT_S = 30.0
-RETRY_BACKOFF_S = 0.2
-MAX_RESPONSE_BYTES = 100 * 1024 * 1024
-
-Address = tuple[str, int]
 # The answers of a coordinator that moved or is loading: find it again and retry.
 _COORDINATOR_ERRORS = (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     NotCoordinatorError,
 )
-
-
-def parse_bootstrap_servers(text: str) -> list[Address]:
-    """`host:port,host:port` (Kafka's bootstrap.servers) as addresses."""
-    addresses = []
-    for item in text.split(","):
-        host, colon, port = item.strip().rpartition(":")
-        if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ConfigError(f"bootstrap server {item.strip()!r} is not host:port")
-        addresses.append((host.strip("[]"), int(port)))
-    return addresses
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,99 +81,6 @@ class GroupListing:
     protocol_type: str
 
 
-class KafkaConnection:
-    """One connection to one broker's Kafka listener; requests are sent one at a time."""
-
-    def __init__(
-        self, address: Address, security: SecurityConfig, client_id: str, timeout_s: float
-    ) -> None:
-        self.address = address
-        self.security = security
-        self.client_id = client_id
-        self.timeout_s = timeout_s
-        self._correlation_ids = itertools.count(1)
-        self._lock = asyncio.Lock()
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-
-    @property
-    def name(self) -> str:
-        return f"{self.address[0]}:{self.address[1]}"
-
-    async def connect(self) -> None:
-        context: ssl.SSLContext | None = self.security.client_ssl_context()
-        try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(*self.address, ssl=context), self.timeout_s
-            )
-        except (OSError, TimeoutError) as exc:
-            raise ConnectionLostError(f"cannot connect to {self.name}: {exc}") from exc
-        if self.security.uses_sasl:
-            await self._sasl_login()
-
-    async def call(self, api: tuple[int, int], body: Any) -> Data:
-        """Send one request and return its decoded response body."""
-        api_key, version = api
-        async with self._lock:
-            if self._reader is None or self._writer is None:
-                raise ConnectionLostError(f"connection to {self.name} is closed")
-            correlation_id = next(self._correlation_ids)
-            frame = encode_request(api_key, version, correlation_id, self.client_id, body)
-            try:
-                self._writer.writelines(frame)
-                await self._writer.drain()
-                payload = await asyncio.wait_for(self._read_frame(), self.timeout_s)
-            except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
-                await self.close()
-                raise ConnectionLostError(f"lost connection to {self.name}: {exc!r}") from exc
-        answered, response = decode_response(api_key, version, payload)
-        if answered != correlation_id:
-            await self.close()
-            raise ProtocolError(
-                f"{self.name} answered correlation id {answered}, expected {correlation_id}"
-            )
-        return response
-
-    async def _read_frame(self) -> bytes:
-        assert self._reader is not None
-        (size,) = SIZE.unpack(await self._reader.readexactly(SIZE.size))
-        if not 0 <= size <= MAX_RESPONSE_BYTES:
-            raise ProtocolError(f"{self.name} sent a response frame of {size} bytes")
-        return await self._reader.readexactly(size)
-
-    async def _sasl_login(self) -> None:
-        mechanism = self.security.sasl_mechanism
-        handshake = await self.call(SASL_HANDSHAKE, Data(mechanism=mechanism))
-        if handshake.error_code:
-            raise UnsupportedSaslMechanismError(
-                f"{self.name} does not enable {mechanism} (it offers {handshake.mechanisms})"
-            )
-        username, password = self.security.username or "", self.security.password or ""
-        if mechanism == "PLAIN":
-            await self._authenticate(plain_message(username, password))
-            return
-        if mechanism not in MECHANISMS:
-            raise UnsupportedSaslMechanismError(f"SASL mechanism {mechanism} is not supported")
-        client = ScramClient(mechanism, username, password)
-        first = await self._authenticate(client.first_message())
-        client.verify_server_final(await self._authenticate(client.final_message(first)))
-
-    async def _authenticate(self, auth_bytes: bytes) -> bytes:
-        answer = await self.call(SASL_AUTHENTICATE, Data(auth_bytes=auth_bytes))
-        if answer.error_code:
-            raise SaslAuthenticationFailedError(
-                f"authentication with {self.name} failed: {answer.error_message}"
-            )
-        return bytes(answer.auth_bytes)
-
-    async def close(self) -> None:
-        writer, self._writer, self._reader = self._writer, None, None
-        if writer is not None:
-            writer.close()
-            with contextlib.suppress(OSError, ssl.SSLError):
-                await writer.wait_closed()
-
-
 class KafkaAdminClient:
     """Metadata, groups and offsets through the Kafka listeners of a replog cluster."""
 
@@ -207,8 +90,10 @@ class KafkaAdminClient:
         security: SecurityConfig | None = None,
         client_id: str = "replog-cli",
         timeout_s: float = DEFAULT_TIMEOUT_S,
+        policy: RetryPolicy = DEFAULT_RETRY_POLICY,
     ) -> None:
         self.bootstrap = bootstrap
+        self.policy = policy
         self.security = security or SecurityConfig()
         self.client_id = client_id
         self.timeout_s = timeout_s
@@ -279,17 +164,19 @@ class KafkaAdminClient:
     async def _with_coordinator(self, group: str, request: Callable[[int], Awaitable[T]]) -> T:
         """Run `request` against the group's coordinator, finding it again while it moves
         or loads, until the deadline."""
-        deadline = time.monotonic() + self.timeout_s
+        loop = asyncio.get_running_loop()
+        attempts = Attempts(self.policy, loop.time() + self.timeout_s)
         while True:
             try:
                 return await request(await self.find_coordinator(group))
             except (ConnectionLostError, *_COORDINATOR_ERRORS) as exc:
-                if time.monotonic() > deadline:
+                delay = attempts.next_delay(exc, loop.time())
+                if delay is None:
                     raise TimeoutExpiredError(
                         f"no coordinator of group {group!r} answered within "
                         f"{self.timeout_s:.0f} s: {exc}"
                     ) from exc
-                await asyncio.sleep(RETRY_BACKOFF_S)
+                await asyncio.sleep(delay)
 
     async def list_groups(self) -> list[GroupListing]:
         """Every group known to any broker: each coordinator lists only its own."""
