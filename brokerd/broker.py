@@ -34,10 +34,10 @@ from brokerd.metrics import (
     BrokerStateCollector,
     MetricsServer,
 )
+from brokerd.native.dispatch import ReplogDispatch
 from brokerd.replication.isr_writer import IsrWriter
 from brokerd.replication.replica_fetcher import ReplicaFetcherManager
 from brokerd.replication.replica_manager import ReplicaManager
-from brokerd.replog_dispatch import ReplogDispatch
 from brokerd.serving.host_addresses import reachable_host
 from brokerd.serving.listeners import KAFKA, METRICS, REPLOG, Endpoint, advertise
 from brokerd.serving.server import Logins, RequestServer

@@ -25,16 +25,20 @@ import asyncio
 import json
 from collections import OrderedDict
 from dataclasses import dataclass
+from weakref import WeakKeyDictionary
 
 from kazoo.client import KazooClient
 
+from brokerd.core.context import BrokerContext
 from spark_replica.errors import (
+    BrokerNotAvailableError,
+    InvalidRequestError,
     ZnodeExistsError,
     ZnodeMissingError,
     ZnodeVersionError,
     ZooKeeperError,
 )
-from spark_replica.wire.native.init_producer_id import NO_PRODUCER_ID
+from spark_replica.wire.native.init_producer_id import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from spark_replica.zk.kazoo_errors import translated
 
 LATEST_PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
@@ -158,3 +162,29 @@ class ProducerIdManager:
         self._epochs.move_to_end(producer_id)
         while len(self._epochs) > MAX_REMEMBERED_PRODUCERS:
             self._epochs.popitem(last=False)
+
+
+# One id allocator per ZooKeeper client, i.e. per broker: its current block lives here.
+_managers: WeakKeyDictionary[KazooClient, ProducerIdManager] = WeakKeyDictionary()
+
+
+async def init_producer(ctx: BrokerContext, producer_id: int, epoch: int) -> tuple[int, int]:
+    """The (producer id, epoch) InitProducerId answers on either listener: a fresh id for
+    (-1, -1), else the next epoch of the one named (see ProducerIdManager.init)."""
+    new_producer = producer_id == NO_PRODUCER_ID
+    if new_producer != (epoch == NO_PRODUCER_EPOCH) or (
+        not new_producer and (producer_id < 0 or epoch < 0)
+    ):
+        raise InvalidRequestError(
+            f"producer id {producer_id} with epoch {epoch}: send "
+            "both -1 for a new producer, or both of an existing one to bump its epoch"
+        )
+    if ctx.zk is None:
+        raise BrokerNotAvailableError("the broker is not connected to ZooKeeper yet")
+    manager = _managers.get(ctx.zk)
+    if manager is None:
+        manager = _managers[ctx.zk] = ProducerIdManager(ctx.zk, ctx.config.broker_id)
+    try:
+        return await manager.init(producer_id, epoch)
+    except ZooKeeperError as exc:
+        raise BrokerNotAvailableError(f"cannot claim a producer id block: {exc}") from exc

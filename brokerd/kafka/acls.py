@@ -1,6 +1,6 @@
 """Kafka's DescribeAcls, CreateAcls and DeleteAcls: the same ACLs as `replog acls`.
 
-The work is brokerd/api/security_admin.py's, shared with the replog listener; here the
+The work is brokerd/core/acl_admin.py's, shared with the replog listener; here the
 Kafka layouts are translated to its wire model and back, and the caller is authorized
 as Kafka does: Describe on the cluster to describe, Alter on the cluster to create or
 delete. A refusal is answered where the layout has room: DescribeAcls's top-level error,
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from itertools import groupby
 
-from brokerd.api import security_admin
+from brokerd.core import acl_admin
 from brokerd.core.context import BrokerContext
 from brokerd.kafka.authorization import authorize_cluster, cluster_denied
 from brokerd.kafka.partitions import SERVING_ERRORS, set_error
@@ -60,7 +60,7 @@ async def handle_describe_acls(ctx: BrokerContext, request: KafkaRequest) -> Dat
     try:
         if not authorize_cluster(ctx, request, Operation.DESCRIBE):
             raise cluster_denied(request, Operation.DESCRIBE)
-        bindings = await security_admin.describe_acls(ctx, _filter(request.body))
+        bindings = await acl_admin.describe_acls(ctx, _filter(request.body))
     except SERVING_ERRORS as exc:
         set_error(answer, exc)
         return answer
@@ -86,7 +86,7 @@ async def handle_create_acls(ctx: BrokerContext, request: KafkaRequest) -> Data:
     try:
         if not authorize_cluster(ctx, request, Operation.ALTER):
             raise cluster_denied(request, Operation.ALTER)
-        created = await security_admin.create_acls(ctx, creations)
+        created = await acl_admin.create_acls(ctx, creations)
     except SERVING_ERRORS as exc:
         results = [_error_result(exc) for _ in creations]
     else:
@@ -99,7 +99,7 @@ async def handle_delete_acls(ctx: BrokerContext, request: KafkaRequest) -> Data:
     try:
         if not authorize_cluster(ctx, request, Operation.ALTER):
             raise cluster_denied(request, Operation.ALTER)
-        deleted = await security_admin.delete_acls(ctx, filters)
+        deleted = await acl_admin.delete_acls(ctx, filters)
     except SERVING_ERRORS as exc:
         results = [_error_result(exc, matching_acls=[]) for _ in filters]
     else:

@@ -32,8 +32,8 @@ import logging
 import struct
 from typing import Any
 
-from brokerd.api.produce import UnansweredProduceFailed
 from brokerd.core.context import BrokerContext
+from brokerd.core.produce import UnansweredProduceFailed
 from brokerd.groups.handlers import GROUP_HANDLERS
 from brokerd.kafka.handlers import DATA_HANDLERS
 from brokerd.kafka.request import KafkaHandler, KafkaRequest

@@ -1,7 +1,7 @@
 """Kafka's Fetch: the same partitions and long poll as replog's, answered in v2 batches.
 
 Reads are replog's (whole batches below the HW, from the batch holding the fetch
-offset; brokerd/api/fetch.py waits for min_bytes or max_wait, counting stored bytes).
+offset; brokerd/core/fetch.py waits for min_bytes or max_wait, counting stored bytes).
 Once the answer is final its stored batches are converted to Kafka batches with the
 same base offset, leader epoch, producer fields and timestamps (fetch_convert.py: the
 fetch limits applied to the converted bytes, the first batch always sent), compressed
@@ -31,8 +31,8 @@ import asyncio
 import functools
 from concurrent.futures import ThreadPoolExecutor
 
-from brokerd.api.fetch import FETCH_MAX_BYTES, long_poll
 from brokerd.core.context import BrokerContext
+from brokerd.core.fetch import FETCH_MAX_BYTES, long_poll
 from brokerd.kafka.authorization import authorize_topic, topic_denied
 from brokerd.kafka.fetch_cache import FetchCache
 from brokerd.kafka.fetch_convert import Conversion, StoredRead

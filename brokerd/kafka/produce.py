@@ -5,7 +5,7 @@ epoch and base sequence, so a Kafka idempotent producer is checked by the partit
 producer state exactly as replog's own is: a retry is answered with the offsets first
 given, a batch from before the remembered ones with DUPLICATE_SEQUENCE_NUMBER, a gap
 with OUT_OF_ORDER_SEQUENCE_NUMBER. Appending, acks, min.insync.replicas and the wait
-for the HW are brokerd/api/produce.py's, shared with the replog listener.
+for the HW are the produce core's (brokerd/core/produce.py), shared with the replog listener.
 
 Transactions are not served: a request carrying a transactional id is refused per
 partition with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (InitProducerId already refused
@@ -17,7 +17,7 @@ partition, decompressed, count against the topic's max.message.bytes (RECORD_TOO
 past it; decompression stops there). Small uncompressed records are converted on the
 event loop, where a worker's hand-over would cost more than the work; anything larger,
 and anything compressed (a few kilobytes can decompress to the whole limit), is
-converted on a produce worker thread (brokerd/api/produce.py), so that one client's bomb
+converted on a produce worker thread (brokerd/core/produce.py), so that one client's bomb
 never stalls the others. Partitions are converted one after another, so one request
 holds at most one partition's decompressed records at a time; appends stay on the loop,
 in request order.
@@ -25,7 +25,8 @@ in request order.
 
 from __future__ import annotations
 
-from brokerd.api.produce import (
+from brokerd.core.context import BrokerContext
+from brokerd.core.produce import (
     Accepted,
     Records,
     accept,
@@ -35,7 +36,6 @@ from brokerd.api.produce import (
     prepare_and_append,
     repeated_partitions,
 )
-from brokerd.core.context import BrokerContext
 from brokerd.kafka.authorization import authorize_topic, topic_denied
 from brokerd.kafka.partitions import serve_partition
 from brokerd.kafka.request import KafkaRequest

@@ -1,7 +1,7 @@
 """Kafka's InitProducerId: replog's producer ids, for idempotent producers only.
 
-The ids come from the same allocator as the replog listener's (brokerd/api/
-init_producer_id.py), so both kinds of producers share one id space and one producer
+The ids come from the same allocator as the replog listener's
+(brokerd/core/producer_ids.py), so both kinds of producers share one id space and one producer
 state per partition, and one rule for an existing id and epoch (KIP-360's: bumped only
 when that epoch is the current one, otherwise a new id).
 
@@ -13,12 +13,11 @@ nothing), rather than one they would retry.
 
 from __future__ import annotations
 
-from brokerd.api.init_producer_id import handle_init_producer_id as allocate
 from brokerd.core.context import BrokerContext
+from brokerd.core.producer_ids import init_producer
 from brokerd.kafka.partitions import SERVING_ERRORS
 from brokerd.kafka.request import KafkaRequest
 from spark_replica.errors import TransactionalIdAuthorizationFailedError, code_of
-from spark_replica.wire.native.init_producer_id import InitProducerIdRequest
 from spark_replica.wire.schema import Data
 
 
@@ -29,13 +28,10 @@ async def handle_init_producer_id(ctx: BrokerContext, request: KafkaRequest) -> 
         answer.error_code = TransactionalIdAuthorizationFailedError.code
         return answer
     try:
-        allocated = await allocate(
-            ctx,
-            InitProducerIdRequest(producer_id=body.producer_id, producer_epoch=body.producer_epoch),
-        )
+        producer_id, epoch = await init_producer(ctx, body.producer_id, body.producer_epoch)
     except SERVING_ERRORS as exc:
         answer.error_code = code_of(exc)
         return answer
-    answer.producer_id = allocated.producer_id
-    answer.producer_epoch = allocated.producer_epoch
+    answer.producer_id = producer_id
+    answer.producer_epoch = epoch
     return answer

@@ -7,39 +7,29 @@ assignments chosen by the client are not served (the placement is replog's): suc
 topic is refused with INVALID_REQUEST. -1 partitions or replication factor (v4+) take
 the broker's num.partitions and default.replication.factor (Kafka's defaults: 1 and 1).
 A partition count above max.partitions.per.topic is refused with INVALID_PARTITIONS
-before anything is read or built, validate_only or not (brokerd/api/topic_admin.py).
+before anything is read or built, validate_only or not (brokerd/core/topic_admin.py).
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
 from collections.abc import Callable
 
 from kazoo.client import KazooClient
 
-from brokerd.api.topic_admin import check_partition_count
 from brokerd.core.context import BrokerContext
+from brokerd.core.topic_admin import check_growth, check_new_topic, write_topic
 from brokerd.kafka.authorization import authorize_cluster, authorize_topic, topic_denied
 from brokerd.kafka.partitions import set_error
 from brokerd.kafka.request import KafkaRequest
 from spark_replica.errors import (
     ConfigError,
-    InvalidPartitionsError,
-    InvalidReplicationFactorError,
     InvalidRequestError,
     ReplogError,
-    TopicAlreadyExistsError,
-    UnknownServerError,
-    UnknownTopicOrPartitionError,
 )
-from spark_replica.reassignment import assign_replicas
 from spark_replica.security.acl import Operation
-from spark_replica.topic_config import parse_topic_configs
-from spark_replica.topics import validate_topic_name
 from spark_replica.wire.schema import Data
-from spark_replica.zk import topic_store, znodes
-from spark_replica.zk.kazoo_errors import translated
+from spark_replica.zk import topic_store
 
 USE_DEFAULT = -1
 
@@ -50,35 +40,12 @@ async def _in_zookeeper(
     work: Callable[[KazooClient], object],
     partitions: int | None = None,
 ) -> None:
-    """Run one topic's blocking ZooKeeper work, after checking the partition count it asks
-    for (if any); its typed failure is the topic's error."""
+    """One topic's ZooKeeper work (brokerd/core/topic_admin.py); its typed failure is the
+    topic's error."""
     try:
-        if partitions is not None:
-            check_partition_count(ctx, result.name, partitions)
-        if ctx.zk is None:
-            raise UnknownServerError("the broker has no ZooKeeper session")
-        await asyncio.to_thread(work, ctx.zk)
+        await write_topic(ctx, result.name, partitions, work)
     except (ReplogError, ConfigError) as exc:
         set_error(result, exc)
-
-
-def _check_new_topic(
-    zk: KazooClient, topic: str, partitions: int, replication_factor: int, configs: dict[str, str]
-) -> None:
-    """What creating the topic would check, without writing it (validate_only)."""
-    validate_topic_name(topic)
-    if partitions < 1:
-        raise InvalidPartitionsError(f"partitions must be at least 1, not {partitions}")
-    if replication_factor < 1:
-        raise InvalidReplicationFactorError(
-            f"replication factor must be at least 1, not {replication_factor}"
-        )
-    parse_topic_configs(configs)
-    with translated():
-        exists = zk.exists(znodes.topic_path(topic))
-    if exists:
-        raise TopicAlreadyExistsError(f"topic {topic!r} already exists")
-    assign_replicas(topic_store.live_broker_ids(zk), partitions, replication_factor)
 
 
 async def handle_create_topics(ctx: BrokerContext, request: KafkaRequest) -> Data:
@@ -118,7 +85,7 @@ async def handle_create_topics(ctx: BrokerContext, request: KafkaRequest) -> Dat
                 ),
             )
             continue
-        check = _check_new_topic if body.validate_only else topic_store.create_topic
+        check = check_new_topic if body.validate_only else topic_store.create_topic
         work = functools.partial(
             check,
             topic=topic.name,
@@ -142,18 +109,6 @@ async def handle_delete_topics(ctx: BrokerContext, request: KafkaRequest) -> Dat
     return Data(throttle_time_ms=0, responses=results)
 
 
-def _check_growth(zk: KazooClient, topic: str, count: int) -> None:
-    validate_topic_name(topic)
-    assignment = topic_store.read_assignment(zk, topic)
-    if assignment is None:
-        raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
-    current = len(assignment.partitions)
-    if count <= current:
-        raise InvalidPartitionsError(
-            f"topic {topic!r} has {current} partitions; it can only grow, not to {count}"
-        )
-
-
 async def handle_create_partitions(ctx: BrokerContext, request: KafkaRequest) -> Data:
     body = request.body
     results = []
@@ -169,7 +124,7 @@ async def handle_create_partitions(ctx: BrokerContext, request: KafkaRequest) ->
                 InvalidRequestError("replica assignments are not supported: replog places them"),
             )
             continue
-        grow = _check_growth if body.validate_only else topic_store.add_partitions
+        grow = check_growth if body.validate_only else topic_store.add_partitions
         await _in_zookeeper(
             ctx, result, functools.partial(grow, topic=topic.name, count=topic.count), topic.count
         )

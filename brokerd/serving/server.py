@@ -1,7 +1,7 @@
 """The broker's network edge: asyncio connections that turn frames into handler calls.
 
 One RequestServer serves one listener, and the same machinery serves both of the
-broker's protocols: replog's own (brokerd/replog_dispatch.py) and Kafka's
+broker's protocols: replog's own (brokerd/native/dispatch.py) and Kafka's
 (brokerd/kafka/dispatch.py). What differs between them, reading a request and writing
 its answer, is the listener's Dispatch; everything else here is shared: connection
 limits, the idle sweep, the request budget, TLS, and the SASL exchange (Logins).

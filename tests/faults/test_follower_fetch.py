@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from brokerd.api.fetch import FETCH_MAX_BYTES
+from brokerd.core.fetch import FETCH_MAX_BYTES
 from brokerd.log import Log
 from brokerd.log.config import LogConfig
 from brokerd.replication.partition import Partition

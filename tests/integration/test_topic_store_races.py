@@ -15,8 +15,8 @@ from typing import Any, cast
 import pytest
 from kazoo.client import KazooClient
 
-from brokerd.api.topic_admin import _run
 from brokerd.core.context import BrokerContext
+from brokerd.native.topic_admin import _run
 from spark_replica.errors import (
     InvalidPartitionsError,
     InvalidTopicError,

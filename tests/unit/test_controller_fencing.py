@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from brokerd.api.controller_requests import check_controller
 from brokerd.config.broker import BrokerConfig
 from brokerd.core.context import BrokerContext
+from brokerd.native.controller_requests import check_controller
 from brokerd.replication.replica_fetcher import ReplicaFetcherManager
 from brokerd.replication.replica_manager import ReplicaManager
 from spark_replica.errors import (

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from brokerd.api.fetch import long_poll
 from brokerd.config.broker import BrokerConfig
+from brokerd.core.fetch import long_poll
 from brokerd.replication.partition import Partition, wait_for_change
 from brokerd.replication.replica_manager import ReplicaManager
 from spark_replica.errors import RequestTimedOutError

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from brokerd.api.produce import MAX_PRODUCE_TIMEOUT_MS, produce_wait_s
+from brokerd.core.produce import MAX_PRODUCE_TIMEOUT_MS, produce_wait_s
 from brokerd.log import Log
 from brokerd.log.config import LogConfig
 from brokerd.replication.partition import Partition

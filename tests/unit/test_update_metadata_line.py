@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from brokerd.api.controller_requests import handle_update_metadata
 from brokerd.config.broker import BrokerConfig
 from brokerd.core.context import BrokerContext
 from brokerd.logging_setup import OneLineFormatter
+from brokerd.native.controller_requests import handle_update_metadata
 from brokerd.replication.replica_fetcher import ReplicaFetcherManager
 from brokerd.replication.replica_manager import ReplicaManager
 from spark_replica.wire.native.controller_requests import (

@@ -1,27 +1,21 @@
-"""Serving ApiVersions, CreateTopics, DeleteTopics and CreatePartitions.
+"""Serving replog's ApiVersions, CreateTopics, DeleteTopics and CreatePartitions.
 
-Topic changes are written to ZooKeeper (off the event loop: kazoo blocks); the brokers
-pick them up from there like any other change, so the answer means "written", not
-"every broker has applied it". Clients wait on Metadata for the latter.
-
-A partition count above max.partitions.per.topic is refused with INVALID_PARTITIONS
-before anything is read or built (`check_partition_count`, on both listeners, with
-validate_only too): an assignment is built in memory for every partition asked, and
-2^31-1 of them would take the broker's memory.
+The checks and the ZooKeeper writes are the core's (brokerd/core/topic_admin.py), shared
+with the Kafka listener; here each topic's write gets its own result. The answer means
+"written", not "every broker has applied it": clients wait on Metadata for the latter.
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable
 from functools import partial
 
 from kazoo.client import KazooClient
 
 from brokerd.core.context import BrokerContext
+from brokerd.core.topic_admin import write_topic
 from spark_replica.errors import (
     ConfigError,
-    InvalidPartitionsError,
     ReplogError,
     UnknownServerError,
     code_of,
@@ -49,16 +43,6 @@ async def handle_api_versions(
     return ApiVersionsResponse(
         [ApiVersionRange(int(key), low, high) for key, (low, high) in SUPPORTED_VERSIONS.items()]
     )
-
-
-def check_partition_count(ctx: BrokerContext, topic: str, partitions: int) -> None:
-    """Refuse asking `topic` to have more partitions than max.partitions.per.topic."""
-    bound = ctx.config.max_partitions_per_topic
-    if partitions > bound:
-        raise InvalidPartitionsError(
-            f"topic {topic!r}: {partitions} partitions is over the broker's "
-            f"max.partitions.per.topic ({bound}); ask for fewer or raise that config"
-        )
 
 
 async def handle_create_topics(
@@ -121,9 +105,7 @@ async def _run(
     if ctx.zk is None:
         return TopicResult(topic, UnknownServerError.code, "the broker has no ZooKeeper session")
     try:
-        if partitions is not None:
-            check_partition_count(ctx, topic, partitions)
-        await asyncio.to_thread(write, ctx.zk)
+        await write_topic(ctx, topic, partitions, write)
     except (ReplogError, ConfigError) as exc:
         return TopicResult(topic, code_of(exc), wire_message(exc))
     return TopicResult(topic, 0, None)

@@ -5,32 +5,32 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from brokerd.api.controller_requests import (
+from brokerd.core.context import BrokerContext
+from brokerd.native.controller_requests import (
     handle_controlled_shutdown,
     handle_leader_and_isr,
     handle_offsets_for_leader_epoch,
     handle_stop_replica,
     handle_update_metadata,
 )
-from brokerd.api.fetch import handle_fetch
-from brokerd.api.init_producer_id import handle_init_producer_id
-from brokerd.api.list_offsets import handle_list_offsets
-from brokerd.api.metadata import handle_metadata
-from brokerd.api.produce import handle_produce
-from brokerd.api.security_admin import (
+from brokerd.native.fetch import handle_fetch
+from brokerd.native.init_producer_id import handle_init_producer_id
+from brokerd.native.list_offsets import handle_list_offsets
+from brokerd.native.metadata import handle_metadata
+from brokerd.native.produce import handle_produce
+from brokerd.native.security_admin import (
     handle_alter_user_scram_credentials,
     handle_create_acls,
     handle_delete_acls,
     handle_describe_acls,
     handle_describe_user_scram_credentials,
 )
-from brokerd.api.topic_admin import (
+from brokerd.native.topic_admin import (
     handle_api_versions,
     handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
 )
-from brokerd.core.context import BrokerContext
 from spark_replica.wire.native.apis import ApiKey
 
 Handler = Callable[[BrokerContext, Any], Awaitable[Any]]

@@ -1,7 +1,7 @@
 """Serving Fetch: whole batches below the HW, long-polling until min_bytes or max_wait.
 
-The long poll (`long_poll`) is shared with the Kafka listener's Fetch
-(brokerd/kafka/fetch.py), which reads the same partitions and converts what it reads.
+The long poll is the read core's (brokerd/core/fetch.py), shared with the Kafka
+listener's Fetch, which reads the same partitions and converts what it reads.
 
 The bytes of records sent to consumers are counted per topic once the answer is final
 (a long poll may read more than once); replicas' fetches are not (Kafka counts those
@@ -10,13 +10,11 @@ as replication, not BytesOut).
 
 from __future__ import annotations
 
-import asyncio
 import functools
-from collections.abc import Callable
-from typing import TypeVar
 
 from brokerd.core.context import BrokerContext, answer_each_partition
-from brokerd.replication.partition import Partition, wait_for_change
+from brokerd.core.fetch import FETCH_MAX_BYTES, long_poll
+from brokerd.replication.partition import Partition
 from spark_replica.errors import InvalidFetchSizeError
 from spark_replica.records import now_ms
 from spark_replica.topics import TopicPartition
@@ -28,34 +26,6 @@ from spark_replica.wire.native.fetch import (
     FetchResponse,
     FetchTopicResult,
 )
-
-# A fetch never parks longer than this, whatever max_wait_ms says.
-MAX_WAIT_CAP_MS = 30_000
-# Nor answers more than this, whatever max_bytes says (Kafka's fetch.max.bytes default).
-FETCH_MAX_BYTES = 57_671_680
-
-T = TypeVar("T")
-
-
-async def long_poll(
-    read_all: Callable[[], tuple[T, int, list[Partition]]], max_wait_ms: int, min_bytes: int
-) -> T:
-    """Answer at once if there is data (or an error); else wait for a change, up to max_wait.
-
-    `read_all` reads every requested partition once and returns the answer, the bytes
-    it holds and the partitions whose change would be worth another read. Both
-    listeners' fetches wait through here.
-    """
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + min(max(max_wait_ms, 0), MAX_WAIT_CAP_MS) / 1000
-    while True:
-        response, total_bytes, watched = read_all()
-        remaining = deadline - loop.time()
-        if total_bytes >= min_bytes or remaining <= 0 or not watched:
-            return response
-        if not await wait_for_change(watched, remaining):
-            response, _, _ = read_all()
-            return response
 
 
 async def handle_fetch(ctx: BrokerContext, request: FetchRequest) -> FetchResponse:

@@ -1,12 +1,13 @@
-"""Serving Produce: append to led partitions, then wait for the HW when acks=all.
+"""The produce core both listeners append through: accept, prepare and append, complete.
 
-Both listeners produce through the same core (`accept` each entry, `prepare_and_append`,
-then `complete_appends`): replog's handler below, which validates the stored batches it
-is sent, and the Kafka listener's (brokerd/kafka/produce.py), which converts Kafka's
-record batches to stored batches. Only the decoding of the request, the preparing of
-the records and the shape of the answer differ. Preparing that may take milliseconds
-(decompressing, bounded by the topic's max.message.bytes) runs on the produce workers,
-off the event loop.
+Each dialect decodes its request, `accept`s each entry (this broker leads the partition,
+the entry is its only one), then `prepare_and_append` turns the entries into stored
+batches with the dialect's own `prepare` (replog's validates the stored batches it is
+sent, brokerd/native/produce.py; Kafka's converts its record batches,
+brokerd/kafka/produce.py) and appends them, and `complete_appends` waits for the HW when
+acks=all. Only the decoding, the preparing and the shape of the answer differ. Preparing
+that may take milliseconds (decompressing, bounded by the topic's max.message.bytes)
+runs on the produce workers, off the event loop.
 
 An acks=all batch is answered success once the HW has passed it over an ISR of at least
 min.insync.replicas members; if the ISR shrank below that after the append, it is
@@ -35,8 +36,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from brokerd.core.batch_validation import decompressed_payload_bytes, validate_produced
-from brokerd.core.context import BrokerContext, answer_each_partition
+from brokerd.core.context import BrokerContext
 from brokerd.log import AppendInfo
 from brokerd.replication.partition import Partition
 from spark_replica.errors import (
@@ -48,17 +48,11 @@ from spark_replica.errors import (
     code_of,
     wire_message,
 )
-from spark_replica.records import now_ms
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.produce import (
     ACKS_ALL,
     ACKS_LEADER,
     ACKS_NONE,
-    ProducePartition,
-    ProducePartitionResult,
-    ProduceRequest,
-    ProduceResponse,
-    ProduceTopicResult,
 )
 
 VALID_ACKS = (ACKS_NONE, ACKS_LEADER, ACKS_ALL)
@@ -74,9 +68,6 @@ R = TypeVar("R")
 # never queue behind them. Each holds at most one partition's decompressed records.
 PRODUCE_WORKERS = 2
 _produce_workers = ThreadPoolExecutor(PRODUCE_WORKERS, thread_name_prefix="produce-worker")
-# Compressed replog payloads declaring at most this many bytes decompressed are
-# validated on the loop, where a worker's hand-over would cost more than the work.
-INLINE_DECOMPRESSED_BYTES = 1024 * 1024
 
 
 class UnansweredProduceFailed(Exception):
@@ -236,39 +227,3 @@ async def complete_appends(appended: list[Appended], acks: int, timeout_ms: int)
                 f"{append.tp}: the batch repeats sequence numbers appended before the "
                 "producer's remembered batches; it was not appended again"
             )
-
-
-async def _validated(entry: Accepted) -> Records:
-    """Validation runs on the loop where it is cheap: uncompressed payloads are read in
-    place, small compressed ones decompress in well under a millisecond. Payloads
-    declaring more (up to max.message.bytes) decompress on a produce worker."""
-    records, limit = entry.records, entry.max_records_bytes
-    if decompressed_payload_bytes(records, limit) <= INLINE_DECOMPRESSED_BYTES:
-        validate_produced(records)
-        return records
-    await on_produce_worker(validate_produced, records)
-    return records
-
-
-async def handle_produce(ctx: BrokerContext, request: ProduceRequest) -> ProduceResponse | None:
-    """Answer per partition; with acks=0 answer nothing (the client does not wait)."""
-    now = now_ms()
-    accepted: list[Accepted] = []
-    repeated = repeated_partitions(
-        (topic.topic, entry.partition) for topic in request.topics for entry in topic.partitions
-    )
-
-    def check(tp: TopicPartition, entry: ProducePartition, result: ProducePartitionResult) -> None:
-        accepted.append(accept(ctx, tp, entry.records, request.acks, repeated, result))
-
-    topics = answer_each_partition(
-        request.topics, ProduceTopicResult, ProducePartitionResult, check
-    )
-    appended = await prepare_and_append(ctx, accepted, request.acks, now, _validated)
-    await complete_appends(appended, request.acks, request.timeout_ms)
-    close_if_unanswered_failed(
-        request.acks, (result for topic in topics for result in topic.partitions)
-    )
-    if request.acks == ACKS_NONE:
-        return None
-    return ProduceResponse(topics)

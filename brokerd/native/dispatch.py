@@ -1,5 +1,5 @@
 """replog's own protocol on a listener: its frames decoded, checked and handed to the
-handlers of brokerd/api.
+handlers of brokerd/native.
 
 Every answer starts with a top-level error code (spark_replica/wire/native/frames.py), so
 whatever cannot be served (an unknown API or version, a body that does not decode, a
@@ -15,10 +15,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from brokerd.api import HANDLERS
-from brokerd.api.produce import UnansweredProduceFailed
 from brokerd.core.authorization import check, filter_metadata
 from brokerd.core.context import BrokerContext
+from brokerd.core.produce import UnansweredProduceFailed
+from brokerd.native.registry import HANDLERS
 from brokerd.serving.connection_state import Phase
 from brokerd.serving.server import CLOSE, Answer, Connection, LoginRefused, Logins
 from spark_replica.errors import (

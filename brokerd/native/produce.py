@@ -1,0 +1,71 @@
+"""Serving replog's Produce: decode, the produce core (brokerd/core/produce.py), encode.
+
+What is replog's own is the preparing: the stored batches a client sends are validated
+(brokerd/core/batch_validation.py) before they are appended, on the loop when cheap and
+on a produce worker when a payload declares more than INLINE_DECOMPRESSED_BYTES.
+"""
+
+from __future__ import annotations
+
+from brokerd.core.batch_validation import decompressed_payload_bytes, validate_produced
+from brokerd.core.context import BrokerContext, answer_each_partition
+from brokerd.core.produce import (
+    Accepted,
+    Records,
+    accept,
+    close_if_unanswered_failed,
+    complete_appends,
+    on_produce_worker,
+    prepare_and_append,
+    repeated_partitions,
+)
+from spark_replica.records import now_ms
+from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.produce import (
+    ACKS_NONE,
+    ProducePartition,
+    ProducePartitionResult,
+    ProduceRequest,
+    ProduceResponse,
+    ProduceTopicResult,
+)
+
+# Compressed replog payloads declaring at most this many bytes decompressed are
+# validated on the loop, where a worker's hand-over would cost more than the work.
+INLINE_DECOMPRESSED_BYTES = 1024 * 1024
+
+
+async def _validated(entry: Accepted) -> Records:
+    """Validation runs on the loop where it is cheap: uncompressed payloads are read in
+    place, small compressed ones decompress in well under a millisecond. Payloads
+    declaring more (up to max.message.bytes) decompress on a produce worker."""
+    records, limit = entry.records, entry.max_records_bytes
+    if decompressed_payload_bytes(records, limit) <= INLINE_DECOMPRESSED_BYTES:
+        validate_produced(records)
+        return records
+    await on_produce_worker(validate_produced, records)
+    return records
+
+
+async def handle_produce(ctx: BrokerContext, request: ProduceRequest) -> ProduceResponse | None:
+    """Answer per partition; with acks=0 answer nothing (the client does not wait)."""
+    now = now_ms()
+    accepted: list[Accepted] = []
+    repeated = repeated_partitions(
+        (topic.topic, entry.partition) for topic in request.topics for entry in topic.partitions
+    )
+
+    def check(tp: TopicPartition, entry: ProducePartition, result: ProducePartitionResult) -> None:
+        accepted.append(accept(ctx, tp, entry.records, request.acks, repeated, result))
+
+    topics = answer_each_partition(
+        request.topics, ProduceTopicResult, ProducePartitionResult, check
+    )
+    appended = await prepare_and_append(ctx, accepted, request.acks, now, _validated)
+    await complete_appends(appended, request.acks, request.timeout_ms)
+    close_if_unanswered_failed(
+        request.acks, (result for topic in topics for result in topic.partitions)
+    )
+    if request.acks == ACKS_NONE:
+        return None
+    return ProduceResponse(topics)
