@@ -1,15 +1,18 @@
-"""One generic codec driven by declarative message tables, as Kafka generates its own.
+"""One generic codec driven by declarative message tables, for both protocols.
 
-A ``Message`` is a list of ``Field``s transcribed from Kafka's JSON definitions: a
-name, a type, the versions the field exists in, the versions it may be null in, its
-default, and for tagged fields the tag. At construction the table is compiled once per
-version into a plan of steps (runs of fixed-width fields merged into one struct
-unpack/pack), so decoding and encoding build no closures per call.
+A ``Message`` is a list of ``Field``s: for Kafka, transcribed from Kafka's JSON
+definitions (a name, a type, the versions the field exists in, the versions it may be
+null in, its default, and for tagged fields the tag); for the native protocol, one
+version in classic encodings (spark_replica.wire.native.table). At construction the
+table is compiled once per version into a plan of steps (runs of fixed-width fields
+merged into one struct unpack/pack), so decoding and encoding build no closures per call.
 
-Decoded messages are ``Data`` objects whose attributes are the field names in
-snake_case; a field absent in the decoded version holds its default, so a handler can
-read every field at any version. Encoding reads attributes with ``getattr(obj, name,
-default)`` from any object, so a response may leave out fields its version lacks.
+Decoded structs are ``Data`` objects whose attributes are the field names in
+snake_case, or instances of the class a table names (``build``: the native messages'
+dataclasses, built with the field values as keywords); a field absent in the decoded
+version holds its default, so a handler can read every field at any version. Encoding
+reads attributes with ``getattr(obj, name, default)`` from any object, so a response
+may leave out fields its version lacks.
 """
 
 from __future__ import annotations
@@ -101,13 +104,19 @@ _ZERO: dict[str, Any] = {"string": "", "bytes": b"", "records": None, "uuid": ZE
 class Field:
     """One field of a message table, as Kafka's JSON describes it.
 
-    ``type`` is a type name ("int32", "string", "[]int32", ...) or, for an array of
-    structs, the list of the struct's fields.
+    ``type`` is a type name ("int32", "string", "[]int32", ...; "map" is an array of
+    string key and value pairs read as a dict, the native topic configs) or, for an
+    array of structs, the list of the struct's fields (one struct, not an array, with
+    ``array=False``); ``build`` makes each struct from its values (default: Data).
+    ``empty_if_null`` reads a null bytes or records field as empty rather than refusing
+    it, as the native protocol always has.
     """
 
     __slots__ = (
         "attr",
+        "build",
         "default",
+        "empty_if_null",
         "fields",
         "name",
         "nullable",
@@ -127,16 +136,21 @@ class Field:
         default: Any = _MISSING,
         tag: int | None = None,
         tagged: str | None = None,
+        build: Callable[..., Any] | None = None,
+        array: bool = True,
+        empty_if_null: bool = False,
     ) -> None:
         self.name = name
         self.attr = snake_case(name)
         self.fields: list[Field] | None = None
+        self.build = build
+        self.empty_if_null = empty_if_null
         if isinstance(type, list):
             self.fields = type
-            self.type = "[]struct"
+            self.type = "[]struct" if array else "struct"
         else:
             element = type[2:] if type.startswith("[]") else type
-            if element not in _FIXED and element not in _VARIABLE:
+            if element not in _FIXED and element not in _VARIABLE and type != "map":
                 raise ValueError(f"field {name}: unknown type {type!r}")
             self.type = type
         self.versions = parse_versions(versions)
@@ -148,6 +162,10 @@ class Field:
         if default is _MISSING:
             if self.type.startswith("[]"):
                 default = []
+            elif self.type == "struct":
+                default = None
+            elif self.type == "map":
+                default = {}
             else:
                 default = _FIXED[self.type][1] if self.type in _FIXED else _ZERO[self.type]
         self.default = default
@@ -158,6 +176,7 @@ class _Codec:
 
     __slots__ = (
         "base",
+        "build",
         "flexible",
         "fresh_lists",
         "read_steps",
@@ -166,9 +185,16 @@ class _Codec:
         "write_tags",
     )
 
-    def __init__(self, fields: Sequence[Field], version: int, flexible: bool) -> None:
+    def __init__(
+        self,
+        fields: Sequence[Field],
+        version: int,
+        flexible: bool,
+        build: Callable[..., Any] | None = None,
+    ) -> None:
+        self.build = build
         self.base: dict[str, Any] = {}
-        fresh: list[tuple[str, list[Any]]] = []
+        fresh: list[tuple[str, list[Any] | dict[str, Any]]] = []
         regular: list[Field] = []
         self.flexible = flexible
         self.read_tags: dict[int, tuple[str, Read]] = {}
@@ -181,7 +207,7 @@ class _Codec:
                 not is_tagged or (flexible and _in(field.tagged, version))
             )
             if not present or is_tagged:
-                if isinstance(field.default, list):
+                if isinstance(field.default, list | dict):
                     fresh.append((field.attr, field.default))
                 else:
                     self.base[field.attr] = field.default
@@ -197,14 +223,16 @@ class _Codec:
         self.write_tags = tuple(sorted(write_tags, key=lambda entry: entry[0]))
         self.read_steps, self.write_steps = _compile_steps(regular, version, flexible)
 
-    def decode(self, reader: Reader) -> Data:
+    def decode(self, reader: Reader) -> Any:
         values = self.base.copy()
         for attr, default in self.fresh_lists:
-            values[attr] = list(default)
+            values[attr] = default.copy()
         for step in self.read_steps:
             step(reader, values)
         if self.flexible:
             _read_tagged(reader, self.read_tags, values)
+        if self.build is not None:
+            return self.build(**values)
         data = Data.__new__(Data)
         data.__dict__ = values
         return data
@@ -321,14 +349,52 @@ def _field_codec(field: Field, version: int, flexible: bool) -> tuple[Read, Writ
     """Read and write functions of one field's value at one version."""
     nullable = _in(field.nullable, version)
     if field.fields is not None:
-        codec = _Codec(field.fields, version, flexible)
+        codec = _Codec(field.fields, version, flexible, field.build)
+        if field.type == "struct":
+            return codec.decode, codec.encode
         return _array(codec.decode, codec.encode, flexible, nullable, field.name)
+    if field.type == "map":
+        return _string_map(flexible, nullable, field.name)
     if field.type.startswith("[]"):
         element = field.type[2:]
         read, write = _scalar(element, flexible, nullable=False)
         item_bytes = struct.calcsize(">" + _FIXED[element][0]) if element in _FIXED else 1
         return _array(read, write, flexible, nullable, field.name, item_bytes)
+    if field.empty_if_null:
+        return _empty_if_null(*_scalar(field.type, flexible, nullable=True))
     return _scalar(field.type, flexible, nullable)
+
+
+def _string_map(flexible: bool, nullable: bool, name: str) -> tuple[Read, Write]:
+    """A dict on the wire as an array of (key, value) strings; each pair takes at least
+    its two lengths."""
+    read_string, write_string = _scalar("string", flexible, nullable=False)
+
+    def read_pair(reader: Reader) -> tuple[str, str]:
+        return read_string(reader), read_string(reader)
+
+    def write_pair(writer: Writer, pair: tuple[str, str]) -> None:
+        write_string(writer, pair[0])
+        write_string(writer, pair[1])
+
+    read_pairs, write_pairs = _array(read_pair, write_pair, flexible, nullable, name, 4)
+
+    def read(reader: Reader) -> dict[str, str] | None:
+        pairs = read_pairs(reader)
+        return None if pairs is None else dict(pairs)
+
+    def write(writer: Writer, value: dict[str, str] | None) -> None:
+        write_pairs(writer, None if value is None else list(value.items()))
+
+    return read, write
+
+
+def _empty_if_null(read: Read, write: Write) -> tuple[Read, Write]:
+    def read_or_empty(reader: Reader) -> Any:
+        value = read(reader)
+        return b"" if value is None else value
+
+    return read_or_empty, write
 
 
 def _scalar(kind: str, flexible: bool, nullable: bool) -> tuple[Read, Write]:
@@ -386,6 +452,7 @@ class Message:
         versions: tuple[int, int],
         flexible: int | None,
         fields: list[Field],
+        build: Callable[..., Any] | None = None,
     ) -> None:
         self.name = name
         self.api_key = api_key
@@ -393,7 +460,7 @@ class Message:
         self.flexible = flexible
         self.fields = fields
         self._codecs = {
-            version: _Codec(fields, version, self.is_flexible(version))
+            version: _Codec(fields, version, self.is_flexible(version), build)
             for version in range(versions[0], versions[1] + 1)
         }
 
@@ -409,7 +476,7 @@ class Message:
             raise ProtocolError(f"{self.name} has no layout for version {version}")
         return codec
 
-    def decode(self, version: int, reader: Reader) -> Data:
+    def decode(self, version: int, reader: Reader) -> Any:
         return self._codec(version).decode(reader)
 
     def encode(self, version: int, obj: Any, writer: Writer) -> None:
@@ -421,7 +488,7 @@ class Message:
         self.encode(version, obj, writer)
         return writer.getvalue()
 
-    def from_bytes(self, version: int, data: bytes | bytearray | memoryview) -> Data:
+    def from_bytes(self, version: int, data: bytes | bytearray | memoryview) -> Any:
         """Decode a whole body; bytes left over are malformed input."""
         reader = Reader(data)
         decoded = self.decode(version, reader)

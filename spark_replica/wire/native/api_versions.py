@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.primitives import Reader, Writer
+from spark_replica.wire.native.table import Tabled, struct_array, tabled, wire_field
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,30 +15,21 @@ class ApiVersionRange:
     max_version: int
 
 
+@tabled()
 @dataclass(slots=True)
-class ApiVersionsRequest:
+class ApiVersionsRequest(Tabled):
     API_KEY = ApiKey.API_VERSIONS
 
-    def write(self, w: Writer) -> None:
-        pass
 
-    @classmethod
-    def read(cls, r: Reader) -> ApiVersionsRequest:
-        return cls()
-
-
+@tabled(
+    struct_array(
+        "versions",
+        ApiVersionRange,
+        wire_field("api_key", "int16"),
+        wire_field("min_version", "int16"),
+        wire_field("max_version", "int16"),
+    )
+)
 @dataclass(slots=True)
-class ApiVersionsResponse:
+class ApiVersionsResponse(Tabled):
     versions: list[ApiVersionRange]
-
-    def write(self, w: Writer) -> None:
-        def write_range(v: ApiVersionRange) -> None:
-            w.int16(v.api_key)
-            w.int16(v.min_version)
-            w.int16(v.max_version)
-
-        w.array(self.versions, write_range)
-
-    @classmethod
-    def read(cls, r: Reader) -> ApiVersionsResponse:
-        return cls(r.required_array(lambda: ApiVersionRange(r.int16(), r.int16(), r.int16())))

@@ -11,22 +11,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.primitives import Reader, Writer
+from spark_replica.wire.native.table import Tabled, per_topic_partition_ids, tabled, wire_field
 
 
+@tabled(wire_field("broker_id", "int32"), wire_field("broker_epoch", "int64"))
 @dataclass(slots=True)
-class ControlledShutdownRequest:
+class ControlledShutdownRequest(Tabled):
     API_KEY = ApiKey.CONTROLLED_SHUTDOWN
     broker_id: int
     broker_epoch: int
-
-    def write(self, w: Writer) -> None:
-        w.int32(self.broker_id)
-        w.int64(self.broker_epoch)
-
-    @classmethod
-    def read(cls, r: Reader) -> ControlledShutdownRequest:
-        return cls(r.int32(), r.int64())
 
 
 @dataclass(slots=True)
@@ -35,13 +28,7 @@ class RemainingPartitions:
     partitions: list[int] = field(default_factory=list)
 
 
+@tabled(per_topic_partition_ids("remaining", RemainingPartitions))
 @dataclass(slots=True)
-class ControlledShutdownResponse:
+class ControlledShutdownResponse(Tabled):
     remaining: list[RemainingPartitions]
-
-    def write(self, w: Writer) -> None:
-        w.topics(self.remaining, w.int32)
-
-    @classmethod
-    def read(cls, r: Reader) -> ControlledShutdownResponse:
-        return cls(r.topics(RemainingPartitions, r.int32))

@@ -24,8 +24,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.native.metadata import BrokerInfo
-from spark_replica.wire.primitives import Reader, Writer
+from spark_replica.wire.native.metadata import BROKER_ADDRESS, BrokerInfo
+from spark_replica.wire.native.table import (
+    ERROR,
+    Tabled,
+    per_topic,
+    per_topic_partition_ids,
+    struct,
+    struct_array,
+    tabled,
+    wire_field,
+)
+from spark_replica.wire.schema import Field
 
 
 @dataclass(slots=True)
@@ -44,70 +54,61 @@ class TopicLeaderStates:
     partitions: list[PartitionLeaderState]
 
 
-def _write_state(w: Writer, p: PartitionLeaderState) -> None:
-    w.int32(p.partition)
-    w.int32(p.leader)
-    w.int32(p.leader_epoch)
-    w.int32_array(p.isr)
-    w.int32(p.zk_version)
-    w.int32_array(p.replicas)
+LEADER_STATES = per_topic(
+    "topics",
+    TopicLeaderStates,
+    PartitionLeaderState,
+    wire_field("partition", "int32"),
+    wire_field("leader", "int32"),
+    wire_field("leader_epoch", "int32"),
+    wire_field("isr", "[]int32"),
+    wire_field("zk_version", "int32"),
+    wire_field("replicas", "[]int32"),
+)
 
 
-def _read_state(r: Reader) -> PartitionLeaderState:
-    partition, leader, epoch = r.int32(), r.int32(), r.int32()
-    isr = r.int32_array()
-    zk_version = r.int32()
-    return PartitionLeaderState(partition, leader, epoch, isr, zk_version, r.int32_array())
+def broker_entries(name: str) -> Field:
+    """Broker entries with both listeners' advertised addresses."""
+    return struct_array(
+        name,
+        BrokerInfo,
+        *BROKER_ADDRESS,
+        wire_field("kafka_port", "int32"),
+        wire_field("kafka_host", "string"),
+    )
 
 
-def _write_broker(w: Writer, b: BrokerInfo) -> None:
-    w.int32(b.broker_id)
-    w.string(b.host)
-    w.int32(b.port)
-    w.int32(b.kafka_port)
-    w.string(b.kafka_host)
+CONTROLLER_HEADER_FIELDS = (
+    wire_field("controller_id", "int32"),
+    wire_field("controller_epoch", "int32"),
+    wire_field("broker_epoch", "int64"),
+)
 
 
-def _read_broker(r: Reader) -> BrokerInfo:
-    return BrokerInfo(r.int32(), r.required_string(), r.int32(), r.int32(), r.required_string())
-
-
+@tabled(*CONTROLLER_HEADER_FIELDS)
 @dataclass(slots=True)
-class ControllerHeader:
+class ControllerHeader(Tabled):
     controller_id: int
     controller_epoch: int
     broker_epoch: int
 
-    def write(self, w: Writer) -> None:
-        w.int32(self.controller_id)
-        w.int32(self.controller_epoch)
-        w.int64(self.broker_epoch)
 
-    @classmethod
-    def read(cls, r: Reader) -> ControllerHeader:
-        return cls(r.int32(), r.int32(), r.int64())
+CONTROLLER_HEADER = struct("header", ControllerHeader, *CONTROLLER_HEADER_FIELDS)
 
 
+@tabled(
+    CONTROLLER_HEADER,
+    wire_field("is_init", "bool"),
+    LEADER_STATES,
+    broker_entries("leaders"),
+)
 @dataclass(slots=True)
-class LeaderAndIsrRequest:
+class LeaderAndIsrRequest(Tabled):
     API_KEY = ApiKey.LEADER_AND_ISR
     header: ControllerHeader
     is_init: bool
     topics: list[TopicLeaderStates]
     leaders: list[BrokerInfo] = field(default_factory=list)
-
-    def write(self, w: Writer) -> None:
-        self.header.write(w)
-        w.boolean(self.is_init)
-        w.topics(self.topics, lambda p: _write_state(w, p))
-        w.array(self.leaders, lambda b: _write_broker(w, b))
-
-    @classmethod
-    def read(cls, r: Reader) -> LeaderAndIsrRequest:
-        header = ControllerHeader.read(r)
-        is_init = r.boolean()
-        topics = r.topics(TopicLeaderStates, lambda: _read_state(r))
-        return cls(header, is_init, topics, r.required_array(lambda: _read_broker(r)))
 
 
 @dataclass(slots=True)
@@ -123,52 +124,25 @@ class TopicErrors:
     partitions: list[PartitionError] = field(default_factory=list)
 
 
+@tabled(per_topic("topics", TopicErrors, PartitionError, wire_field("partition", "int32"), *ERROR))
 @dataclass(slots=True)
-class LeaderAndIsrResponse:
+class LeaderAndIsrResponse(Tabled):
     topics: list[TopicErrors]
 
-    def write(self, w: Writer) -> None:
-        def write_partition(p: PartitionError) -> None:
-            w.int32(p.partition)
-            w.int16(p.error_code)
-            w.string(p.error_message)
 
-        w.topics(self.topics, write_partition)
-
-    @classmethod
-    def read(cls, r: Reader) -> LeaderAndIsrResponse:
-        return cls(r.topics(TopicErrors, lambda: PartitionError(r.int32(), r.int16(), r.string())))
-
-
+@tabled(CONTROLLER_HEADER, broker_entries("brokers"), LEADER_STATES)
 @dataclass(slots=True)
-class UpdateMetadataRequest:
+class UpdateMetadataRequest(Tabled):
     API_KEY = ApiKey.UPDATE_METADATA
     header: ControllerHeader
     brokers: list[BrokerInfo]
     topics: list[TopicLeaderStates]
 
-    def write(self, w: Writer) -> None:
-        self.header.write(w)
-        w.array(self.brokers, lambda b: _write_broker(w, b))
-        w.topics(self.topics, lambda p: _write_state(w, p))
 
-    @classmethod
-    def read(cls, r: Reader) -> UpdateMetadataRequest:
-        header = ControllerHeader.read(r)
-        brokers = r.required_array(lambda: _read_broker(r))
-        return cls(header, brokers, r.topics(TopicLeaderStates, lambda: _read_state(r)))
-
-
+@tabled()
 @dataclass(slots=True)
-class EmptyResponse:
+class EmptyResponse(Tabled):
     """The answer of requests whose only outcome is their top-level error code."""
-
-    def write(self, w: Writer) -> None:
-        pass
-
-    @classmethod
-    def read(cls, r: Reader) -> EmptyResponse:
-        return cls()
 
 
 @dataclass(slots=True)
@@ -177,20 +151,14 @@ class StopReplicaTopic:
     partitions: list[int]
 
 
+@tabled(
+    CONTROLLER_HEADER,
+    wire_field("delete_partitions", "bool"),
+    per_topic_partition_ids("topics", StopReplicaTopic),
+)
 @dataclass(slots=True)
-class StopReplicaRequest:
+class StopReplicaRequest(Tabled):
     API_KEY = ApiKey.STOP_REPLICA
     header: ControllerHeader
     delete_partitions: bool
     topics: list[StopReplicaTopic]
-
-    def write(self, w: Writer) -> None:
-        self.header.write(w)
-        w.boolean(self.delete_partitions)
-        w.topics(self.topics, w.int32)
-
-    @classmethod
-    def read(cls, r: Reader) -> StopReplicaRequest:
-        header = ControllerHeader.read(r)
-        delete = r.boolean()
-        return cls(header, delete, r.topics(StopReplicaTopic, r.int32))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.primitives import Reader, Writer
+from spark_replica.wire.native.table import ERROR, Tabled, per_topic, tabled, wire_field
 
 CONSUMER_REPLICA_ID = -1
 NO_LEADER_EPOCH = -1
@@ -35,43 +35,29 @@ class FetchTopic:
     partitions: list[FetchPartition]
 
 
+@tabled(
+    wire_field("replica_id", "int32"),
+    wire_field("max_wait_ms", "int32"),
+    wire_field("min_bytes", "int32"),
+    wire_field("max_bytes", "int32"),
+    per_topic(
+        "topics",
+        FetchTopic,
+        FetchPartition,
+        wire_field("partition", "int32"),
+        wire_field("current_leader_epoch", "int32"),
+        wire_field("fetch_offset", "int64"),
+        wire_field("max_bytes", "int32"),
+    ),
+)
 @dataclass(slots=True)
-class FetchRequest:
+class FetchRequest(Tabled):
     API_KEY = ApiKey.FETCH
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
     topics: list[FetchTopic]
     replica_id: int = CONSUMER_REPLICA_ID
-
-    def write(self, w: Writer) -> None:
-        w.int32(self.replica_id)
-        w.int32(self.max_wait_ms)
-        w.int32(self.min_bytes)
-        w.int32(self.max_bytes)
-
-        def write_partition(p: FetchPartition) -> None:
-            w.int32(p.partition)
-            w.int32(p.current_leader_epoch)
-            w.int64(p.fetch_offset)
-            w.int32(p.max_bytes)
-
-        w.topics(self.topics, write_partition)
-
-    @classmethod
-    def read(cls, r: Reader) -> FetchRequest:
-        replica_id = r.int32()
-        max_wait_ms = r.int32()
-        min_bytes = r.int32()
-        max_bytes = r.int32()
-
-        def read_partition() -> FetchPartition:
-            partition = r.int32()
-            epoch = r.int32()
-            return FetchPartition(partition, r.int64(), r.int32(), epoch)
-
-        topics = r.topics(FetchTopic, read_partition)
-        return cls(max_wait_ms, min_bytes, max_bytes, topics, replica_id)
 
 
 @dataclass(slots=True)
@@ -91,33 +77,19 @@ class FetchTopicResult:
     partitions: list[FetchPartitionResult] = field(default_factory=list)
 
 
+@tabled(
+    per_topic(
+        "topics",
+        FetchTopicResult,
+        FetchPartitionResult,
+        wire_field("partition", "int32"),
+        *ERROR,
+        wire_field("high_watermark", "int64"),
+        wire_field("log_start_offset", "int64"),
+        wire_field("log_end_offset", "int64"),
+        wire_field("records", "records", empty_if_null=True),
+    )
+)
 @dataclass(slots=True)
-class FetchResponse:
+class FetchResponse(Tabled):
     topics: list[FetchTopicResult]
-
-    def write(self, w: Writer) -> None:
-        def write_partition(p: FetchPartitionResult) -> None:
-            w.int32(p.partition)
-            w.int16(p.error_code)
-            w.string(p.error_message)
-            w.int64(p.high_watermark)
-            w.int64(p.log_start_offset)
-            w.int64(p.log_end_offset)
-            w.bytes_(p.records)
-
-        w.topics(self.topics, write_partition)
-
-    @classmethod
-    def read(cls, r: Reader) -> FetchResponse:
-        def read_partition() -> FetchPartitionResult:
-            return FetchPartitionResult(
-                r.int32(),
-                r.int16(),
-                r.string(),
-                r.int64(),
-                r.int64(),
-                r.int64(),
-                r.records() or b"",
-            )
-
-        return cls(r.topics(FetchTopicResult, read_partition))

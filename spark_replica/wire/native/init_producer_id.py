@@ -14,40 +14,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.primitives import Reader, Writer
+from spark_replica.wire.native.table import Tabled, tabled, wire_field
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 
 
+@tabled(
+    wire_field("transactional_id", "string", nullable=True),
+    wire_field("transaction_timeout_ms", "int32"),
+    wire_field("producer_id", "int64"),
+    wire_field("producer_epoch", "int16"),
+)
 @dataclass(slots=True)
-class InitProducerIdRequest:
+class InitProducerIdRequest(Tabled):
     API_KEY = ApiKey.INIT_PRODUCER_ID
     transactional_id: str | None = None
     transaction_timeout_ms: int = 60_000
     producer_id: int = NO_PRODUCER_ID
     producer_epoch: int = NO_PRODUCER_EPOCH
 
-    def write(self, w: Writer) -> None:
-        w.string(self.transactional_id)
-        w.int32(self.transaction_timeout_ms)
-        w.int64(self.producer_id)
-        w.int16(self.producer_epoch)
 
-    @classmethod
-    def read(cls, r: Reader) -> InitProducerIdRequest:
-        return cls(r.string(), r.int32(), r.int64(), r.int16())
-
-
+@tabled(wire_field("producer_id", "int64"), wire_field("producer_epoch", "int16"))
 @dataclass(slots=True)
-class InitProducerIdResponse:
+class InitProducerIdResponse(Tabled):
     producer_id: int
     producer_epoch: int
-
-    def write(self, w: Writer) -> None:
-        w.int64(self.producer_id)
-        w.int16(self.producer_epoch)
-
-    @classmethod
-    def read(cls, r: Reader) -> InitProducerIdResponse:
-        return cls(r.int64(), r.int16())

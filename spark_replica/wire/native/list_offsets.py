@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.primitives import Reader, Writer
+from spark_replica.wire.native.table import ERROR, Tabled, per_topic, tabled, wire_field
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
@@ -39,32 +39,22 @@ class ListOffsetsTopic:
     partitions: list[ListOffsetsPartition]
 
 
+@tabled(
+    wire_field("replica_id", "int32"),
+    per_topic(
+        "topics",
+        ListOffsetsTopic,
+        ListOffsetsPartition,
+        wire_field("partition", "int32"),
+        wire_field("current_leader_epoch", "int32"),
+        wire_field("timestamp", "int64"),
+    ),
+)
 @dataclass(slots=True)
-class ListOffsetsRequest:
+class ListOffsetsRequest(Tabled):
     API_KEY = ApiKey.LIST_OFFSETS
     topics: list[ListOffsetsTopic]
     replica_id: int = -1
-
-    def write(self, w: Writer) -> None:
-        w.int32(self.replica_id)
-
-        def write_partition(p: ListOffsetsPartition) -> None:
-            w.int32(p.partition)
-            w.int32(p.current_leader_epoch)
-            w.int64(p.timestamp)
-
-        w.topics(self.topics, write_partition)
-
-    @classmethod
-    def read(cls, r: Reader) -> ListOffsetsRequest:
-        replica_id = r.int32()
-
-        def read_partition() -> ListOffsetsPartition:
-            partition = r.int32()
-            epoch = r.int32()
-            return ListOffsetsPartition(partition, r.int64(), epoch)
-
-        return cls(r.topics(ListOffsetsTopic, read_partition), replica_id)
 
 
 @dataclass(slots=True)
@@ -82,25 +72,17 @@ class ListOffsetsTopicResult:
     partitions: list[ListOffsetsPartitionResult] = field(default_factory=list)
 
 
+@tabled(
+    per_topic(
+        "topics",
+        ListOffsetsTopicResult,
+        ListOffsetsPartitionResult,
+        wire_field("partition", "int32"),
+        *ERROR,
+        wire_field("timestamp", "int64"),
+        wire_field("offset", "int64"),
+    )
+)
 @dataclass(slots=True)
-class ListOffsetsResponse:
+class ListOffsetsResponse(Tabled):
     topics: list[ListOffsetsTopicResult]
-
-    def write(self, w: Writer) -> None:
-        def write_partition(p: ListOffsetsPartitionResult) -> None:
-            w.int32(p.partition)
-            w.int16(p.error_code)
-            w.string(p.error_message)
-            w.int64(p.timestamp)
-            w.int64(p.offset)
-
-        w.topics(self.topics, write_partition)
-
-    @classmethod
-    def read(cls, r: Reader) -> ListOffsetsResponse:
-        def read_partition() -> ListOffsetsPartitionResult:
-            return ListOffsetsPartitionResult(
-                r.int32(), r.int16(), r.string(), r.int64(), r.int64()
-            )
-
-        return cls(r.topics(ListOffsetsTopicResult, read_partition))

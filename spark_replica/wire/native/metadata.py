@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.primitives import Reader, Writer
+from spark_replica.wire.native.table import ERROR, Tabled, struct_array, tabled, wire_field
 
 NO_LEADER = -1
 
@@ -34,6 +34,14 @@ class BrokerInfo:
             object.__setattr__(self, "kafka_host", self.host)
 
 
+# A broker's id and replog address, as every broker entry starts.
+BROKER_ADDRESS = (
+    wire_field("broker_id", "int32"),
+    wire_field("host", "string"),
+    wire_field("port", "int32"),
+)
+
+
 @dataclass(slots=True)
 class PartitionMetadata:
     partition: int
@@ -52,67 +60,35 @@ class TopicMetadata:
     error_message: str | None = None
 
 
+@tabled(wire_field("topics", "[]string", nullable=True))
 @dataclass(slots=True)
-class MetadataRequest:
+class MetadataRequest(Tabled):
     API_KEY = ApiKey.METADATA
     topics: list[str] | None = None
 
-    def write(self, w: Writer) -> None:
-        w.array(self.topics, w.string)
 
-    @classmethod
-    def read(cls, r: Reader) -> MetadataRequest:
-        return cls(r.array(r.required_string))
-
-
+@tabled(
+    struct_array("brokers", BrokerInfo, *BROKER_ADDRESS),
+    wire_field("controller_id", "int32"),
+    struct_array(
+        "topics",
+        TopicMetadata,
+        *ERROR,
+        wire_field("topic", "string"),
+        struct_array(
+            "partitions",
+            PartitionMetadata,
+            wire_field("error_code", "int16"),
+            wire_field("partition", "int32"),
+            wire_field("leader", "int32"),
+            wire_field("leader_epoch", "int32"),
+            wire_field("replicas", "[]int32"),
+            wire_field("isr", "[]int32"),
+        ),
+    ),
+)
 @dataclass(slots=True)
-class MetadataResponse:
+class MetadataResponse(Tabled):
     brokers: list[BrokerInfo]
     controller_id: int
     topics: list[TopicMetadata]
-
-    def write(self, w: Writer) -> None:
-        def write_broker(b: BrokerInfo) -> None:
-            w.int32(b.broker_id)
-            w.string(b.host)
-            w.int32(b.port)
-
-        def write_partition(p: PartitionMetadata) -> None:
-            w.int16(p.error_code)
-            w.int32(p.partition)
-            w.int32(p.leader)
-            w.int32(p.leader_epoch)
-            w.int32_array(p.replicas)
-            w.int32_array(p.isr)
-
-        def write_topic(t: TopicMetadata) -> None:
-            w.int16(t.error_code)
-            w.string(t.error_message)
-            w.string(t.topic)
-            w.array(t.partitions, write_partition)
-
-        w.array(self.brokers, write_broker)
-        w.int32(self.controller_id)
-        w.array(self.topics, write_topic)
-
-    @classmethod
-    def read(cls, r: Reader) -> MetadataResponse:
-        def read_broker() -> BrokerInfo:
-            return BrokerInfo(r.int32(), r.required_string(), r.int32())
-
-        def read_partition() -> PartitionMetadata:
-            error_code = r.int16()
-            partition, leader, epoch = r.int32(), r.int32(), r.int32()
-            return PartitionMetadata(
-                partition, leader, epoch, r.int32_array(), r.int32_array(), error_code
-            )
-
-        def read_topic() -> TopicMetadata:
-            error_code = r.int16()
-            message = r.string()
-            name = r.required_string()
-            return TopicMetadata(name, r.required_array(read_partition), error_code, message)
-
-        brokers = r.required_array(read_broker)
-        controller_id = r.int32()
-        return cls(brokers, controller_id, r.required_array(read_topic))

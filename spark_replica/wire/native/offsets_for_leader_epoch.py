@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.primitives import Reader, Writer
+from spark_replica.wire.native.table import ERROR, Tabled, per_topic, tabled, wire_field
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_OFFSET = -1
@@ -34,31 +34,22 @@ class EpochQueryTopic:
     partitions: list[EpochQuery]
 
 
+@tabled(
+    wire_field("replica_id", "int32"),
+    per_topic(
+        "topics",
+        EpochQueryTopic,
+        EpochQuery,
+        wire_field("partition", "int32"),
+        wire_field("current_leader_epoch", "int32"),
+        wire_field("leader_epoch", "int32"),
+    ),
+)
 @dataclass(slots=True)
-class OffsetsForLeaderEpochRequest:
+class OffsetsForLeaderEpochRequest(Tabled):
     API_KEY = ApiKey.OFFSETS_FOR_LEADER_EPOCH
     topics: list[EpochQueryTopic]
     replica_id: int = -1
-
-    def write(self, w: Writer) -> None:
-        w.int32(self.replica_id)
-
-        def write_partition(p: EpochQuery) -> None:
-            w.int32(p.partition)
-            w.int32(p.current_leader_epoch)
-            w.int32(p.leader_epoch)
-
-        w.topics(self.topics, write_partition)
-
-    @classmethod
-    def read(cls, r: Reader) -> OffsetsForLeaderEpochRequest:
-        replica_id = r.int32()
-
-        def read_partition() -> EpochQuery:
-            partition, current = r.int32(), r.int32()
-            return EpochQuery(partition, r.int32(), current)
-
-        return cls(r.topics(EpochQueryTopic, read_partition), replica_id)
 
 
 @dataclass(slots=True)
@@ -76,23 +67,17 @@ class EpochEndOffsetTopic:
     partitions: list[EpochEndOffset] = field(default_factory=list)
 
 
+@tabled(
+    per_topic(
+        "topics",
+        EpochEndOffsetTopic,
+        EpochEndOffset,
+        wire_field("partition", "int32"),
+        *ERROR,
+        wire_field("leader_epoch", "int32"),
+        wire_field("end_offset", "int64"),
+    )
+)
 @dataclass(slots=True)
-class OffsetsForLeaderEpochResponse:
+class OffsetsForLeaderEpochResponse(Tabled):
     topics: list[EpochEndOffsetTopic]
-
-    def write(self, w: Writer) -> None:
-        def write_partition(p: EpochEndOffset) -> None:
-            w.int32(p.partition)
-            w.int16(p.error_code)
-            w.string(p.error_message)
-            w.int32(p.leader_epoch)
-            w.int64(p.end_offset)
-
-        w.topics(self.topics, write_partition)
-
-    @classmethod
-    def read(cls, r: Reader) -> OffsetsForLeaderEpochResponse:
-        def read_partition() -> EpochEndOffset:
-            return EpochEndOffset(r.int32(), r.int16(), r.string(), r.int32(), r.int64())
-
-        return cls(r.topics(EpochEndOffsetTopic, read_partition))

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.primitives import Reader, Writer
+from spark_replica.wire.native.table import ERROR, Tabled, per_topic, tabled, wire_field
 
 ACKS_NONE = 0
 ACKS_LEADER = 1
@@ -32,33 +32,23 @@ class ProduceTopic:
     partitions: list[ProducePartition]
 
 
+@tabled(
+    wire_field("acks", "int16"),
+    wire_field("timeout_ms", "int32"),
+    per_topic(
+        "topics",
+        ProduceTopic,
+        ProducePartition,
+        wire_field("partition", "int32"),
+        wire_field("records", "records", empty_if_null=True),
+    ),
+)
 @dataclass(slots=True)
-class ProduceRequest:
+class ProduceRequest(Tabled):
     API_KEY = ApiKey.PRODUCE
     acks: int
     timeout_ms: int
     topics: list[ProduceTopic]
-
-    def write(self, w: Writer) -> None:
-        w.int16(self.acks)
-        w.int32(self.timeout_ms)
-
-        def write_partition(p: ProducePartition) -> None:
-            w.int32(p.partition)
-            w.bytes_(p.records)
-
-        w.topics(self.topics, write_partition)
-
-    @classmethod
-    def read(cls, r: Reader) -> ProduceRequest:
-        acks = r.int16()
-        timeout_ms = r.int32()
-
-        def read_partition() -> ProducePartition:
-            partition = r.int32()
-            return ProducePartition(partition, r.records() or b"")
-
-        return cls(acks, timeout_ms, r.topics(ProduceTopic, read_partition))
 
 
 @dataclass(slots=True)
@@ -76,23 +66,17 @@ class ProduceTopicResult:
     partitions: list[ProducePartitionResult] = field(default_factory=list)
 
 
+@tabled(
+    per_topic(
+        "topics",
+        ProduceTopicResult,
+        ProducePartitionResult,
+        wire_field("partition", "int32"),
+        *ERROR,
+        wire_field("base_offset", "int64"),
+        wire_field("log_start_offset", "int64"),
+    )
+)
 @dataclass(slots=True)
-class ProduceResponse:
+class ProduceResponse(Tabled):
     topics: list[ProduceTopicResult]
-
-    def write(self, w: Writer) -> None:
-        def write_partition(p: ProducePartitionResult) -> None:
-            w.int32(p.partition)
-            w.int16(p.error_code)
-            w.string(p.error_message)
-            w.int64(p.base_offset)
-            w.int64(p.log_start_offset)
-
-        w.topics(self.topics, write_partition)
-
-    @classmethod
-    def read(cls, r: Reader) -> ProduceResponse:
-        def read_partition() -> ProducePartitionResult:
-            return ProducePartitionResult(r.int32(), r.int16(), r.string(), r.int64(), r.int64())
-
-        return cls(r.topics(ProduceTopicResult, read_partition))

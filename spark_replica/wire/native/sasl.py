@@ -12,54 +12,30 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.primitives import Reader, Writer
+from spark_replica.wire.native.table import Tabled, tabled, wire_field
 
 
+@tabled(wire_field("mechanism", "string"))
 @dataclass(slots=True)
-class SaslHandshakeRequest:
+class SaslHandshakeRequest(Tabled):
     API_KEY = ApiKey.SASL_HANDSHAKE
     mechanism: str
 
-    def write(self, w: Writer) -> None:
-        w.string(self.mechanism)
 
-    @classmethod
-    def read(cls, r: Reader) -> SaslHandshakeRequest:
-        return cls(r.required_string())
-
-
+@tabled(wire_field("mechanisms", "[]string"))
 @dataclass(slots=True)
-class SaslHandshakeResponse:
+class SaslHandshakeResponse(Tabled):
     mechanisms: list[str]
 
-    def write(self, w: Writer) -> None:
-        w.array(self.mechanisms, w.string)
 
-    @classmethod
-    def read(cls, r: Reader) -> SaslHandshakeResponse:
-        return cls(r.required_array(r.required_string))
-
-
+@tabled(wire_field("auth_bytes", "bytes", empty_if_null=True))
 @dataclass(slots=True)
-class SaslAuthenticateRequest:
+class SaslAuthenticateRequest(Tabled):
     API_KEY = ApiKey.SASL_AUTHENTICATE
     auth_bytes: bytes
 
-    def write(self, w: Writer) -> None:
-        w.bytes_(self.auth_bytes)
 
-    @classmethod
-    def read(cls, r: Reader) -> SaslAuthenticateRequest:
-        return cls(bytes(r.records() or b""))
-
-
+@tabled(wire_field("auth_bytes", "bytes", empty_if_null=True))
 @dataclass(slots=True)
-class SaslAuthenticateResponse:
+class SaslAuthenticateResponse(Tabled):
     auth_bytes: bytes
-
-    def write(self, w: Writer) -> None:
-        w.bytes_(self.auth_bytes)
-
-    @classmethod
-    def read(cls, r: Reader) -> SaslAuthenticateResponse:
-        return cls(bytes(r.records() or b""))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.primitives import Reader, Writer
+from spark_replica.wire.native.table import ERROR, Tabled, struct_array, tabled, wire_field
 
 
 @dataclass(slots=True)
@@ -29,53 +29,33 @@ class TopicResult:
     error_message: str | None = None
 
 
+TIMEOUT_MS = wire_field("timeout_ms", "int32")
+
+
+@tabled(
+    struct_array(
+        "topics",
+        NewTopic,
+        wire_field("topic", "string"),
+        wire_field("num_partitions", "int32"),
+        wire_field("replication_factor", "int16"),
+        wire_field("configs", "map"),
+    ),
+    TIMEOUT_MS,
+)
 @dataclass(slots=True)
-class CreateTopicsRequest:
+class CreateTopicsRequest(Tabled):
     API_KEY = ApiKey.CREATE_TOPICS
     topics: list[NewTopic]
     timeout_ms: int = 30_000
 
-    def write(self, w: Writer) -> None:
-        def write_config(item: tuple[str, str]) -> None:
-            w.string(item[0])
-            w.string(item[1])
 
-        def write_topic(t: NewTopic) -> None:
-            w.string(t.topic)
-            w.int32(t.num_partitions)
-            w.int16(t.replication_factor)
-            w.array(t.configs.items(), write_config)
-
-        w.array(self.topics, write_topic)
-        w.int32(self.timeout_ms)
-
-    @classmethod
-    def read(cls, r: Reader) -> CreateTopicsRequest:
-        def read_config() -> tuple[str, str]:
-            return r.required_string(), r.required_string()
-
-        def read_topic() -> NewTopic:
-            name, partitions, factor = r.required_string(), r.int32(), r.int16()
-            return NewTopic(name, partitions, factor, dict(r.required_array(read_config)))
-
-        topics = r.required_array(read_topic)
-        return cls(topics, r.int32())
-
-
+@tabled(wire_field("topics", "[]string"), TIMEOUT_MS)
 @dataclass(slots=True)
-class DeleteTopicsRequest:
+class DeleteTopicsRequest(Tabled):
     API_KEY = ApiKey.DELETE_TOPICS
     topics: list[str]
     timeout_ms: int = 30_000
-
-    def write(self, w: Writer) -> None:
-        w.array(self.topics, w.string)
-        w.int32(self.timeout_ms)
-
-    @classmethod
-    def read(cls, r: Reader) -> DeleteTopicsRequest:
-        topics = r.required_array(r.required_string)
-        return cls(topics, r.int32())
 
 
 @dataclass(slots=True)
@@ -84,42 +64,20 @@ class PartitionCount:
     count: int
 
 
+@tabled(
+    struct_array(
+        "topics", PartitionCount, wire_field("topic", "string"), wire_field("count", "int32")
+    ),
+    TIMEOUT_MS,
+)
 @dataclass(slots=True)
-class CreatePartitionsRequest:
+class CreatePartitionsRequest(Tabled):
     API_KEY = ApiKey.CREATE_PARTITIONS
     topics: list[PartitionCount]
     timeout_ms: int = 30_000
 
-    def write(self, w: Writer) -> None:
-        def write_topic(t: PartitionCount) -> None:
-            w.string(t.topic)
-            w.int32(t.count)
 
-        w.array(self.topics, write_topic)
-        w.int32(self.timeout_ms)
-
-    @classmethod
-    def read(cls, r: Reader) -> CreatePartitionsRequest:
-        topics = r.required_array(lambda: PartitionCount(r.required_string(), r.int32()))
-        return cls(topics, r.int32())
-
-
+@tabled(struct_array("topics", TopicResult, wire_field("topic", "string"), *ERROR))
 @dataclass(slots=True)
-class TopicResultsResponse:
-    """The response of CreateTopics, DeleteTopics and CreatePartitions."""
-
+class TopicResultsResponse(Tabled):
     topics: list[TopicResult]
-
-    def write(self, w: Writer) -> None:
-        def write_result(t: TopicResult) -> None:
-            w.string(t.topic)
-            w.int16(t.error_code)
-            w.string(t.error_message)
-
-        w.array(self.topics, write_result)
-
-    @classmethod
-    def read(cls, r: Reader) -> TopicResultsResponse:
-        return cls(
-            r.required_array(lambda: TopicResult(r.required_string(), r.int16(), r.string()))
-        )
