@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from spark_replica.tools.cli import cluster
+from spark_replica.tools.cli import cluster, cluster_start
 from spark_replica.tools.cli.main import build_parser
 from spark_replica.tools.launcher import cluster_dir
 from tests.support import replog_in_process
@@ -45,7 +45,7 @@ def test_ports_taken_after_they_were_picked_are_replaced(tmp_path: Path) -> None
     zookeeper_port, kafka_port = plan.embedded_zookeeper.port, plan.brokers[0].kafka_port
     try:
         with listening_on([zookeeper_port, kafka_port]):
-            cluster._start(directory, plan, UP_TIMEOUT_S, fresh=True)
+            cluster_start.start(directory, plan, UP_TIMEOUT_S, fresh=True)
             info = cluster_dir.load(directory)
             assert info.embedded_zookeeper is not None
             assert info.embedded_zookeeper.port != zookeeper_port
