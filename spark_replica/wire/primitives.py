@@ -85,6 +85,11 @@ class Writer:
         else:
             self.buf += data
 
+    def fixed(self, codec: struct.Struct, values: Sequence[Any]) -> None:
+        """A run of fixed-width fields packed at once (the table engine's steps);
+        struct.error when a value does not fit, for the caller to name the fields."""
+        self.buf += codec.pack(*values)
+
     def int8(self, value: int) -> None:
         self.buf += _pack(_INT8, value)
 
@@ -215,7 +220,7 @@ class Writer:
         self.buf.append(0)
 
     def array(self, items: Iterable[T] | None, write_item: Callable[[T], None]) -> None:
-        """A classic array written item by item (the native messages' hand-written layouts)."""
+        """A classic array written item by item (tests and fuzzers build odd bodies)."""
         if items is None:
             self.array_length(None)
             return
@@ -223,18 +228,6 @@ class Writer:
         self.array_length(len(items))
         for item in items:
             write_item(item)
-
-    def int32_array(self, items: Iterable[int]) -> None:
-        self.array(items, self.int32)
-
-    def topics(self, topics: Iterable[Any], write_partition: Callable[[Any], None]) -> None:
-        """The common "per topic: name, then per partition: ..." layout."""
-
-        def write_topic(topic: Any) -> None:
-            self.string(topic.topic)
-            self.array(topic.partitions, write_partition)
-
-        self.array(topics, write_topic)
 
 
 def _pack(codec: struct.Struct, value: int | float) -> bytes:
@@ -434,23 +427,6 @@ class Reader:
         if count == -1:
             return None
         return [read_item() for _ in range(count)]
-
-    def required_array(self, read_item: Callable[[], T]) -> list[T]:
-        items = self.array(read_item)
-        if items is None:
-            raise ProtocolError("a non-nullable array is null")
-        return items
-
-    def int32_array(self) -> list[int]:
-        return self.required_array(self.int32)
-
-    def topics(
-        self, make_topic: Callable[[str, list[Any]], T], read_partition: Callable[[], Any]
-    ) -> list[T]:
-        """Read the layout Writer.topics writes, building each topic with `make_topic`."""
-        return self.required_array(
-            lambda: make_topic(self.required_string(), self.required_array(read_partition))
-        )
 
     def expect_end(self) -> None:
         if self.pos != self.end:

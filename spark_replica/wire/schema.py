@@ -311,7 +311,6 @@ def _fixed_run(fields: list[tuple[str, str, Any]]) -> tuple[ReadStep, WriteStep]
     codec = struct.Struct(">" + "".join(_FIXED[kind][0] for _, kind, _ in fields))
     size = codec.size
     unpack_from = codec.unpack_from
-    pack = codec.pack
     attrs = tuple(attr for attr, _, _ in fields)
     with_defaults = tuple((attr, default) for attr, _, default in fields)
 
@@ -324,7 +323,7 @@ def _fixed_run(fields: list[tuple[str, str, Any]]) -> tuple[ReadStep, WriteStep]
 
     def write(writer: Writer, obj: Any) -> None:
         try:
-            writer.buf += pack(*[getattr(obj, attr, default) for attr, default in with_defaults])
+            writer.fixed(codec, [getattr(obj, attr, default) for attr, default in with_defaults])
         except struct.error as exc:
             raise ProtocolError(f"a value of {attrs} does not fit its field: {exc}") from None
 
@@ -400,10 +399,20 @@ def _empty_if_null(read: Read, write: Write) -> tuple[Read, Write]:
 def _scalar(kind: str, flexible: bool, nullable: bool) -> tuple[Read, Write]:
     if kind in _FIXED:
         name = "boolean" if kind == "bool" else kind
-        return getattr(Reader, name), getattr(Writer, name)
+        return getattr(Reader, name), _write_with(name)
     names = _VARIABLE[kind]
     name = names[(2 if flexible else 0) + (0 if nullable else 1)]
-    return getattr(Reader, name), getattr(Writer, name)
+    return getattr(Reader, name), _write_with(name)
+
+
+def _write_with(name: str) -> Write:
+    """Write with the writer's own method `name`, so a Writer subclass sees every field
+    (the fuzzer's MarkingWriter notes where lengths and ints go)."""
+
+    def write(writer: Writer, value: Any) -> None:
+        getattr(writer, name)(value)
+
+    return write
 
 
 def _array(
@@ -417,7 +426,7 @@ def _array(
     """An array's codec; its count is refused unless the frame can hold that many items
     of at least `item_bytes` each (one byte for a struct, a scalar's width)."""
     read_length = Reader.compact_array_length if flexible else Reader.array_length
-    write_length = Writer.compact_array_length if flexible else Writer.array_length
+    write_length = _write_with("compact_array_length" if flexible else "array_length")
 
     def read(reader: Reader) -> list[Any] | None:
         count = read_length(reader, item_bytes)

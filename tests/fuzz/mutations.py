@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import random
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -31,6 +31,8 @@ _BOUNDARIES = {
     4: BOUNDARY_INT32,
     8: BOUNDARY_INT64,
 }
+# The struct codes of the ints a MarkingWriter marks: int16, int32, int64.
+_MARKED_INTS = "hiq"
 # Where the api key and the api version sit in a request payload (after the size).
 API_KEY_AT, API_VERSION_AT = 0, 2
 
@@ -56,6 +58,16 @@ class MarkingWriter(Writer):
     def _mark(self, width: int, is_length: bool = False) -> None:
         self.marks.append(Mark(len(self), width, is_length))
 
+    def fixed(self, codec: struct.Struct, values: Sequence[Any]) -> None:
+        """A run of fixed-width fields: each int16, int32 and int64 of it is marked."""
+        offset = len(self)
+        for code in codec.format.lstrip(">"):
+            width = struct.calcsize(">" + code)
+            if code in _MARKED_INTS:
+                self.marks.append(Mark(offset, width, False))
+            offset += width
+        super().fixed(codec, values)
+
     def int16(self, value: int) -> None:
         self._mark(2)
         super().int16(value)
@@ -76,9 +88,9 @@ class MarkingWriter(Writer):
         self._mark(4, is_length=True)
         super().bytes_(value)
 
-    def array(self, items: Iterable[Any] | None, write_item: Callable[[Any], None]) -> None:
+    def array_length(self, count: int | None) -> None:
         self._mark(4, is_length=True)
-        super().array(items, write_item)
+        super().array_length(count)
 
 
 @dataclass(frozen=True, slots=True)

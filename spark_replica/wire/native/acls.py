@@ -37,7 +37,15 @@ from spark_replica.security.acl import (
     ResourceType,
 )
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.primitives import Reader, Writer
+from spark_replica.wire.native.table import (
+    ERROR,
+    Tabled,
+    struct,
+    struct_array,
+    tabled,
+    wire_field,
+)
+from spark_replica.wire.schema import Field
 
 
 class ResourceTypeCode(IntEnum):
@@ -84,8 +92,27 @@ class PermissionCode(IntEnum):
     ALLOW = 3
 
 
+def _acl_fields(nullable_names: bool) -> tuple[Field, ...]:
+    """A binding's fields in wire order; a filter's are the same with its resource name,
+    principal and host nullable."""
+    return (
+        wire_field("resource_type", "int8"),
+        wire_field("resource_name", "string", nullable=nullable_names),
+        wire_field("pattern_type", "int8"),
+        wire_field("principal", "string", nullable=nullable_names),
+        wire_field("host", "string", nullable=nullable_names),
+        wire_field("operation", "int8"),
+        wire_field("permission", "int8"),
+    )
+
+
+BINDING_FIELDS = _acl_fields(nullable_names=False)
+FILTER_FIELDS = _acl_fields(nullable_names=True)
+
+
+@tabled(*BINDING_FIELDS)
 @dataclass(slots=True)
-class WireAclBinding:
+class WireAclBinding(Tabled):
     """One ACL as it travels: codes as plain ints, since a peer may send any int8."""
 
     resource_type: int
@@ -96,30 +123,10 @@ class WireAclBinding:
     operation: int
     permission: int
 
-    def write(self, w: Writer) -> None:
-        w.int8(self.resource_type)
-        w.string(self.resource_name)
-        w.int8(self.pattern_type)
-        w.string(self.principal)
-        w.string(self.host)
-        w.int8(self.operation)
-        w.int8(self.permission)
 
-    @classmethod
-    def read(cls, r: Reader) -> WireAclBinding:
-        return cls(
-            r.int8(),
-            r.required_string(),
-            r.int8(),
-            r.required_string(),
-            r.required_string(),
-            r.int8(),
-            r.int8(),
-        )
-
-
+@tabled(*FILTER_FIELDS)
 @dataclass(slots=True)
-class AclFilter:
+class AclFilter(Tabled):
     """Which bindings to describe or delete; None and the ANY codes match everything."""
 
     resource_type: int = ResourceTypeCode.ANY
@@ -130,56 +137,29 @@ class AclFilter:
     operation: int = OperationCode.ANY
     permission: int = PermissionCode.ANY
 
-    def write(self, w: Writer) -> None:
-        w.int8(self.resource_type)
-        w.string(self.resource_name)
-        w.int8(self.pattern_type)
-        w.string(self.principal)
-        w.string(self.host)
-        w.int8(self.operation)
-        w.int8(self.permission)
 
-    @classmethod
-    def read(cls, r: Reader) -> AclFilter:
-        return cls(r.int8(), r.string(), r.int8(), r.string(), r.string(), r.int8(), r.int8())
+def _bindings(name: str) -> Field:
+    return struct_array(name, WireAclBinding, *BINDING_FIELDS)
 
 
+@tabled(struct("filter", AclFilter, *FILTER_FIELDS))
 @dataclass(slots=True)
-class DescribeAclsRequest:
+class DescribeAclsRequest(Tabled):
     API_KEY = ApiKey.DESCRIBE_ACLS
     filter: AclFilter
 
-    def write(self, w: Writer) -> None:
-        self.filter.write(w)
 
-    @classmethod
-    def read(cls, r: Reader) -> DescribeAclsRequest:
-        return cls(AclFilter.read(r))
-
-
+@tabled(_bindings("bindings"))
 @dataclass(slots=True)
-class DescribeAclsResponse:
+class DescribeAclsResponse(Tabled):
     bindings: list[WireAclBinding]
 
-    def write(self, w: Writer) -> None:
-        w.array(self.bindings, lambda b: b.write(w))
 
-    @classmethod
-    def read(cls, r: Reader) -> DescribeAclsResponse:
-        return cls(r.required_array(lambda: WireAclBinding.read(r)))
-
-
+@tabled(_bindings("creations"))
 @dataclass(slots=True)
-class CreateAclsRequest:
+class CreateAclsRequest(Tabled):
     API_KEY = ApiKey.CREATE_ACLS
     creations: list[WireAclBinding]
-
-    def write(self, w: Writer) -> None:
-        w.array(self.creations, lambda b: b.write(w))
-
-    @classmethod
-    def read(cls, r: Reader) -> CreateAclsRequest:
-        return cls(r.required_array(lambda: WireAclBinding.read(r)))
 
 
 @dataclass(slots=True)
@@ -188,33 +168,17 @@ class AclCreationResult:
     error_message: str | None = None
 
 
+@tabled(struct_array("results", AclCreationResult, *ERROR))
 @dataclass(slots=True)
-class CreateAclsResponse:
+class CreateAclsResponse(Tabled):
     results: list[AclCreationResult]
 
-    def write(self, w: Writer) -> None:
-        def write_result(result: AclCreationResult) -> None:
-            w.int16(result.error_code)
-            w.string(result.error_message)
 
-        w.array(self.results, write_result)
-
-    @classmethod
-    def read(cls, r: Reader) -> CreateAclsResponse:
-        return cls(r.required_array(lambda: AclCreationResult(r.int16(), r.string())))
-
-
+@tabled(struct_array("filters", AclFilter, *FILTER_FIELDS))
 @dataclass(slots=True)
-class DeleteAclsRequest:
+class DeleteAclsRequest(Tabled):
     API_KEY = ApiKey.DELETE_ACLS
     filters: list[AclFilter]
-
-    def write(self, w: Writer) -> None:
-        w.array(self.filters, lambda f: f.write(w))
-
-    @classmethod
-    def read(cls, r: Reader) -> DeleteAclsRequest:
-        return cls(r.required_array(lambda: AclFilter.read(r)))
 
 
 @dataclass(slots=True)
@@ -223,27 +187,11 @@ class AclDeletionResult:
     error_message: str | None = None
     matched: list[WireAclBinding] = field(default_factory=list)
 
-    def write(self, w: Writer) -> None:
-        w.int16(self.error_code)
-        w.string(self.error_message)
-        w.array(self.matched, lambda b: b.write(w))
 
-    @classmethod
-    def read(cls, r: Reader) -> AclDeletionResult:
-        code, message = r.int16(), r.string()
-        return cls(code, message, r.required_array(lambda: WireAclBinding.read(r)))
-
-
+@tabled(struct_array("results", AclDeletionResult, *ERROR, _bindings("matched")))
 @dataclass(slots=True)
-class DeleteAclsResponse:
+class DeleteAclsResponse(Tabled):
     results: list[AclDeletionResult]
-
-    def write(self, w: Writer) -> None:
-        w.array(self.results, lambda result: result.write(w))
-
-    @classmethod
-    def read(cls, r: Reader) -> DeleteAclsResponse:
-        return cls(r.required_array(lambda: AclDeletionResult.read(r)))
 
 
 # --------------------------------------------------------------------------- the ACL model

@@ -13,6 +13,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from spark_replica.wire.native.table import Tabled, tabled, wire_field
 from spark_replica.wire.primitives import Reader, Writer
 
 Buffer = bytes | bytearray | memoryview
@@ -28,26 +29,25 @@ NATIVE_LARGE_FIELD_BYTES = 64 * 1024
 MAX_HEADER_PEEK_BYTES = 4 + 2 + 32767 + 4 + 2
 
 
+@tabled(
+    wire_field("api_key", "int16"),
+    wire_field("api_version", "int16"),
+    wire_field("correlation_id", "int32"),
+    wire_field("client_id", "string", nullable=True),
+)
 @dataclass(frozen=True, slots=True)
-class RequestHeader:
+class RequestHeader(Tabled):
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
 
-    def write(self, writer: Writer) -> None:
-        writer.int16(self.api_key)
-        writer.int16(self.api_version)
-        writer.int32(self.correlation_id)
-        writer.string(self.client_id)
-
-    @classmethod
-    def read(cls, reader: Reader) -> RequestHeader:
-        return cls(reader.int16(), reader.int16(), reader.int32(), reader.string())
-
 
 @dataclass(frozen=True, slots=True)
 class ResponseHeader:
+    """Written by hand, not from a table: its error message is on the wire only when the
+    error code is not 0, and the tables have no field that depends on another's value."""
+
     correlation_id: int
     error_code: int
     error_message: str | None

@@ -18,9 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from spark_replica.errors import ProtocolError
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.primitives import Reader, Writer
+from spark_replica.wire.native.table import ERROR, Tabled, struct_array, tabled, wire_field
 
 
 class ScramMechanismCode(IntEnum):
@@ -37,17 +36,11 @@ MECHANISM_CODES: dict[str, ScramMechanismCode] = {
 MECHANISM_NAMES: dict[int, str] = {code: name for name, code in MECHANISM_CODES.items()}
 
 
+@tabled(wire_field("users", "[]string", nullable=True))
 @dataclass(slots=True)
-class DescribeUserScramCredentialsRequest:
+class DescribeUserScramCredentialsRequest(Tabled):
     API_KEY = ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS
     users: list[str] | None = None
-
-    def write(self, w: Writer) -> None:
-        w.array(self.users, w.string)
-
-    @classmethod
-    def read(cls, r: Reader) -> DescribeUserScramCredentialsRequest:
-        return cls(r.array(r.required_string))
 
 
 @dataclass(slots=True)
@@ -63,33 +56,27 @@ class UserCredentials:
     error_message: str | None = None
     credentials: list[CredentialInfo] = field(default_factory=list)
 
-    def write(self, w: Writer) -> None:
-        def write_info(info: CredentialInfo) -> None:
-            w.int8(info.mechanism)
-            w.int32(info.iterations)
 
-        w.string(self.user)
-        w.int16(self.error_code)
-        w.string(self.error_message)
-        w.array(self.credentials, write_info)
-
-    @classmethod
-    def read(cls, r: Reader) -> UserCredentials:
-        user, code, message = r.required_string(), r.int16(), r.string()
-        infos = r.required_array(lambda: CredentialInfo(r.int8(), r.int32()))
-        return cls(user, code, message, infos)
+USER = wire_field("user", "string")
 
 
+@tabled(
+    struct_array(
+        "results",
+        UserCredentials,
+        USER,
+        *ERROR,
+        struct_array(
+            "credentials",
+            CredentialInfo,
+            wire_field("mechanism", "int8"),
+            wire_field("iterations", "int32"),
+        ),
+    )
+)
 @dataclass(slots=True)
-class DescribeUserScramCredentialsResponse:
+class DescribeUserScramCredentialsResponse(Tabled):
     results: list[UserCredentials]
-
-    def write(self, w: Writer) -> None:
-        w.array(self.results, lambda result: result.write(w))
-
-    @classmethod
-    def read(cls, r: Reader) -> DescribeUserScramCredentialsResponse:
-        return cls(r.required_array(lambda: UserCredentials.read(r)))
 
 
 @dataclass(slots=True)
@@ -107,37 +94,23 @@ class ScramUpsertion:
     salted_password: bytes = field(repr=False)
 
 
+@tabled(
+    struct_array("deletions", ScramDeletion, USER, wire_field("mechanism", "int8")),
+    struct_array(
+        "upsertions",
+        ScramUpsertion,
+        USER,
+        wire_field("mechanism", "int8"),
+        wire_field("iterations", "int32"),
+        wire_field("salt", "bytes"),
+        wire_field("salted_password", "bytes"),
+    ),
+)
 @dataclass(slots=True)
-class AlterUserScramCredentialsRequest:
+class AlterUserScramCredentialsRequest(Tabled):
     API_KEY = ApiKey.ALTER_USER_SCRAM_CREDENTIALS
     deletions: list[ScramDeletion] = field(default_factory=list)
     upsertions: list[ScramUpsertion] = field(default_factory=list)
-
-    def write(self, w: Writer) -> None:
-        def write_deletion(d: ScramDeletion) -> None:
-            w.string(d.user)
-            w.int8(d.mechanism)
-
-        def write_upsertion(u: ScramUpsertion) -> None:
-            w.string(u.user)
-            w.int8(u.mechanism)
-            w.int32(u.iterations)
-            w.bytes_(u.salt)
-            w.bytes_(u.salted_password)
-
-        w.array(self.deletions, write_deletion)
-        w.array(self.upsertions, write_upsertion)
-
-    @classmethod
-    def read(cls, r: Reader) -> AlterUserScramCredentialsRequest:
-        def read_upsertion() -> ScramUpsertion:
-            user, mechanism, iterations = r.required_string(), r.int8(), r.int32()
-            return ScramUpsertion(
-                user, mechanism, iterations, _required_bytes(r), _required_bytes(r)
-            )
-
-        deletions = r.required_array(lambda: ScramDeletion(r.required_string(), r.int8()))
-        return cls(deletions, r.required_array(read_upsertion))
 
 
 @dataclass(slots=True)
@@ -147,29 +120,7 @@ class UserAlterationResult:
     error_message: str | None = None
 
 
+@tabled(struct_array("results", UserAlterationResult, USER, *ERROR))
 @dataclass(slots=True)
-class AlterUserScramCredentialsResponse:
+class AlterUserScramCredentialsResponse(Tabled):
     results: list[UserAlterationResult]
-
-    def write(self, w: Writer) -> None:
-        def write_result(result: UserAlterationResult) -> None:
-            w.string(result.user)
-            w.int16(result.error_code)
-            w.string(result.error_message)
-
-        w.array(self.results, write_result)
-
-    @classmethod
-    def read(cls, r: Reader) -> AlterUserScramCredentialsResponse:
-        return cls(
-            r.required_array(
-                lambda: UserAlterationResult(r.required_string(), r.int16(), r.string())
-            )
-        )
-
-
-def _required_bytes(r: Reader) -> bytes:
-    value = r.records()
-    if value is None:
-        raise ProtocolError("a required bytes field is null")
-    return bytes(value)
