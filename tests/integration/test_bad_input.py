@@ -451,14 +451,15 @@ def test_corrupt_batches_are_refused_and_nothing_is_appended(
     seeded.assert_intact()
 
 
-def test_corrupt_batch_with_acks_zero_is_dropped_silently(seeded: SeededBroker) -> None:
-    """acks=0 gets no answer, not even an error: the next answer is the next request's."""
+def test_corrupt_batch_with_acks_zero_closes_the_connection(seeded: SeededBroker) -> None:
+    """acks=0 gets no answer, not even an error: a refused one closes the connection, the
+    only way to tell a client that reads no answers (Kafka's behaviour); nothing is stored."""
     bad = corrupt_record_sets()["payload-byte-flipped"]
     with seeded.connect() as conn:
         conn.send_bytes(
             encode_frame(ApiKey.PRODUCE, body_of(produce_request(SEED_TOPIC, 0, bad, 0)))
         )
-        conn.assert_usable()
+        conn.assert_closed()
     seeded.assert_intact()
 
 
