@@ -19,8 +19,9 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable
 
+from brokerd.broker_gauges import BrokerStateCollector
 from brokerd.config.broker import BrokerConfig
-from brokerd.config.topic_changes import TopicConfigFollower
+from brokerd.config.listeners import KAFKA, METRICS, REPLOG, Endpoint, advertise
 from brokerd.controller.controller import Controller, RebalanceSettings
 from brokerd.controller.zk_store import current_controller
 from brokerd.core.authorization import load_acls_into
@@ -31,15 +32,14 @@ from brokerd.metrics import (
     KAFKA_LISTENER,
     REPLOG_LISTENER,
     BrokerMetrics,
-    BrokerStateCollector,
     MetricsServer,
 )
 from brokerd.native.dispatch import ReplogDispatch
 from brokerd.replication.isr_writer import IsrWriter
 from brokerd.replication.replica_fetcher import ReplicaFetcherManager
 from brokerd.replication.replica_manager import ReplicaManager
+from brokerd.replication.topic_configs import TopicConfigFollower
 from brokerd.serving.host_addresses import reachable_host
-from brokerd.serving.listeners import KAFKA, METRICS, REPLOG, Endpoint, advertise
 from brokerd.serving.server import Logins, RequestServer
 from brokerd.zk_sync import ZooKeeperSync
 from spark_replica.client.connection import BrokerConnection
@@ -85,16 +85,18 @@ class Broker:
         )
         binds = config.bind_endpoints()
         self.kafka_server: RequestServer | None = None
+        # The consumer groups this broker coordinates; None while the Kafka listener is off.
+        self.groups: GroupCoordinator | None = None
         if KAFKA in binds:
+            self.groups = GroupCoordinator(self.ctx)
             self.kafka_server = RequestServer(
                 self.ctx,
                 binds[KAFKA].host,
                 binds[KAFKA].port,
                 config.max_frame_bytes,
-                KafkaDispatch(self.ctx, self.logins),
+                KafkaDispatch(self.ctx, self.logins, self.groups),
                 self.metrics.listener(KAFKA_LISTENER),
             )
-            self.ctx.groups = GroupCoordinator(self.ctx)
         self.metrics_server: MetricsServer | None = None
         if METRICS in binds:
             self.metrics.registry.register(
@@ -141,8 +143,8 @@ class Broker:
         )
         zk = await self._zk.connect()
         self.ctx.zk = zk
-        if self.ctx.groups is not None:
-            await self.ctx.groups.start()
+        if self.groups is not None:
+            await self.groups.start()
         if self.ctx.authorizer is not None:
             self._acl_watcher = AclChangeWatcher(zk, self._reload_acls)
             await asyncio.to_thread(self._acl_watcher.start)
@@ -292,7 +294,7 @@ class Broker:
             ("ISR writer", self.ctx.isr_writer.stop() if self.ctx.isr_writer else None),
             ("topic configs", self._topic_configs.stop() if self._topic_configs else None),
             ("ZooKeeper session", self._zk.stop() if self._zk else None),
-            ("group coordinator", self.ctx.groups.stop() if self.ctx.groups else None),
+            ("group coordinator", self.groups.stop() if self.groups else None),
             ("listener", self.server.close()),
             ("Kafka listener", self.kafka_server.close() if self.kafka_server else None),
             ("metrics listener", self.metrics_server.close() if self.metrics_server else None),

@@ -13,12 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from brokerd.config.security import KEYS as SECURITY_KEYS
-from brokerd.config.security import BrokerSecurity
-from brokerd.log import LogConfig
-from brokerd.metrics.access import KEYS as METRICS_ACCESS_KEYS
-from brokerd.metrics.access import MetricsAccess
-from brokerd.serving.listeners import (
+from brokerd.config.listeners import (
     KAFKA,
     METRICS,
     REPLOG,
@@ -27,6 +22,11 @@ from brokerd.serving.listeners import (
     check_shared_ports,
     is_wildcard,
 )
+from brokerd.config.security import KEYS as SECURITY_KEYS
+from brokerd.config.security import BrokerSecurity
+from brokerd.log import LogConfig
+from brokerd.metrics.access import KEYS as METRICS_ACCESS_KEYS
+from brokerd.metrics.access import MetricsAccess
 from spark_replica.errors import ConfigError
 from spark_replica.topic_config import (
     DEFAULT_COMPRESSION_TYPE,

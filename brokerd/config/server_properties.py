@@ -34,10 +34,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from brokerd.config.broker import BROKER_CONFIG_KEYS, BrokerConfig
+from brokerd.config.listeners import KAFKA, METRICS, REPLOG, Endpoint, parse_listener_list
 from brokerd.config.security import KEYS as SECURITY_KEYS
 from brokerd.logging_setup import PROPERTY_PREFIX as LOG_PREFIX
 from brokerd.logging_setup import LogSettings
-from brokerd.serving.listeners import KAFKA, METRICS, REPLOG, Endpoint, parse_listener_list
 from spark_replica.errors import ConfigError
 from spark_replica.zk.session import split_connect_string
 

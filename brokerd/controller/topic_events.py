@@ -8,10 +8,10 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from brokerd.config.topic_changes import read_configs
 from brokerd.controller import zk_store
 from brokerd.controller.operations import ControllerOps
 from brokerd.controller.states import PartitionState, ReplicaState
+from brokerd.replication.topic_configs import read_configs
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import group_store, topic_store
 

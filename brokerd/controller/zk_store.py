@@ -20,9 +20,9 @@ from kazoo.client import KazooClient, TransactionRequest
 from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import ZnodeStat
 
-from brokerd.config import topic_changes
 from brokerd.controller.context import LeaderAndIsr, LiveBroker
 from brokerd.controller.decisions import StateWrite
+from brokerd.replication import topic_configs
 from spark_replica import reassignment
 from spark_replica.errors import (
     ReplogError,
@@ -435,7 +435,7 @@ def write_reassignment(
 def read_config_changes(zk: KazooClient, after: int) -> tuple[set[str] | None, int]:
     """Topics named by notifications newer than `after` (None: unknown, re-read all)."""
     children = children_if_present(zk, znodes.CONFIG_CHANGES_PATH)
-    return topic_changes.read_changed_topics(zk, children, after)
+    return topic_configs.read_changed_topics(zk, children, after)
 
 
 def purge_config_changes(zk: KazooClient, older_than_ms: int) -> int:
@@ -505,7 +505,7 @@ def read_cluster_at_takeover(zk: KazooClient) -> ClusterAtTakeover:
     _, stepped_down = _take_notifications(zk, notification_paths, found[len(broker_ids) :])
     return ClusterAtTakeover(
         _live_brokers(broker_ids, found[: len(broker_ids)]),
-        topic_changes.newest_change(config_changes),
+        topic_configs.newest_change(config_changes),
         sorted(topics),
         stepped_down,
         admin,

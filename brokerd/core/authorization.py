@@ -1,198 +1,113 @@
-"""Which ACL each request needs, decided before its handler runs.
+"""Authorization per resource: may this caller do this to this topic, group or cluster.
 
-Kafka's mapping, kept in one table so that a new API cannot be served without a rule
-(`rule_for` refuses an API it does not know): producing needs Write on the topic,
-consuming Read, describing offsets and metadata Describe, creating topics Create (on the
-cluster or the topic), deleting Delete, adding partitions Alter. The control plane
-(LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown, and fetches or epoch
-queries that claim a replica id) needs ClusterAction on the cluster, which only the
-brokers' own principal holds, so a client cannot move the HW, poison the controller
-epoch or stop replicas. ACL and user administration needs Describe or Alter on the
-cluster.
+One Authorizer (spark_replica.security.acl) holds the broker's ACLs; `load_acls_into`
+keeps it current, called at start-up and after every ACL change notification: it
+applies every ACL that can be read and reports the rest. Without an authorizer every
+check passes.
 
-A request that names several topics is refused whole, naming the topics it may not
-touch, rather than answered per partition: replog's clients send one topic per request
-in practice, and a whole refusal cannot be mistaken for partial success.
+The replog listener refuses a request whole, from one table of what each of its APIs
+needs (brokerd/native/authorization.py). Kafka's clients expect the refusal inside the
+answer instead: a Produce naming two topics, one of them forbidden, gets
+TOPIC_AUTHORIZATION_FAILED for that topic's partitions and is served for the other.
+So the Kafka handlers ask here, resource by resource, and put the error where the
+response layout has room for it. The rules are Kafka's:
 
-Metadata is the exception: asking for every topic answers with the topics the principal
-may describe and leaves the others out, as Kafka does, so that topic names are not
-disclosed to whoever can connect.
-
-`load_acls_into` keeps the broker's Authorizer current: called at start-up and after
-every ACL change notification, it applies every ACL that can be read and reports the rest.
+- Produce: Write on the topic. Fetch: Read. ListOffsets, OffsetForLeaderEpoch, Metadata:
+  Describe (Metadata for every topic leaves out the ones the principal may not
+  describe, so that names are not disclosed to whoever can connect).
+- CreateTopics: Create on the cluster, or else on the topic. DeleteTopics: Delete.
+  CreatePartitions: Alter. DescribeConfigs: DescribeConfigs on the topic or cluster.
+- InitProducerId without a transactional id: any authenticated principal (producer ids
+  are not a resource here; the Write is checked on every produce).
+- DescribeAcls: Describe on the cluster; CreateAcls and DeleteAcls: Alter on the cluster
+  (brokerd/kafka/acls.py).
+- Groups (brokerd/kafka/groups.py calls `authorize_group`): FindCoordinator,
+  DescribeGroups and OffsetFetch Describe the group, JoinGroup, SyncGroup, Heartbeat,
+  LeaveGroup and OffsetCommit Read it, DeleteGroups Delete it; OffsetCommit also needs
+  Read on each topic, OffsetFetch Describe; ListGroups Describe on the cluster, else
+  only the groups the principal may describe.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Protocol
 
 from spark_replica.errors import (
     ClusterAuthorizationFailedError,
+    GroupAuthorizationFailedError,
     TopicAuthorizationFailedError,
 )
 from spark_replica.security.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
-from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.native.metadata import MetadataResponse, TopicMetadata
 from spark_replica.zk.security_store import load_acls
 
 if TYPE_CHECKING:
     from kazoo.client import KazooClient
 
+    from brokerd.core.context import BrokerContext
     from brokerd.metrics.registry import BrokerMetrics
 
 logger = logging.getLogger("brokerd.authorization")
 
-# Fetches and epoch queries from consumers carry a negative replica id.
-_FIRST_REPLICA_ID = 0
+
+class Caller(Protocol):
+    """Who asks: a request's principal and the host it came from."""
+
+    @property
+    def principal(self) -> str: ...
+
+    @property
+    def client_host(self) -> str: ...
 
 
-@dataclass(frozen=True)
-class Needs:
-    """What one request needs: an operation on the cluster, on each named topic, or both
-    ways allowed (CreateTopics: Create on the cluster or on every topic)."""
-
-    cluster: Operation | None = None
-    topic: Operation | None = None
-    topics: tuple[str, ...] = ()
-    either: bool = False  # cluster OR topics suffice; otherwise whichever is set is needed
-
-
-Rule = Callable[[Any], Needs]
-
-
-def _topics(request: Any) -> tuple[str, ...]:
-    return tuple(sorted({t.topic for t in request.topics}))
-
-
-def _replica_or(operation: Operation) -> Rule:
-    def rule(request: Any) -> Needs:
-        if request.replica_id >= _FIRST_REPLICA_ID:
-            return Needs(cluster=Operation.CLUSTER_ACTION)
-        return Needs(topic=operation, topics=_topics(request))
-
-    return rule
-
-
-def _cluster(operation: Operation) -> Rule:
-    return lambda request: Needs(cluster=operation)
-
-
-_RULES: dict[int, Rule] = {
-    ApiKey.PRODUCE: lambda r: Needs(topic=Operation.WRITE, topics=_topics(r)),
-    ApiKey.FETCH: _replica_or(Operation.READ),
-    ApiKey.LIST_OFFSETS: _replica_or(Operation.DESCRIBE),
-    ApiKey.OFFSETS_FOR_LEADER_EPOCH: _replica_or(Operation.DESCRIBE),
-    # Answered per topic below (filter_metadata); nothing is refused whole.
-    ApiKey.METADATA: lambda r: Needs(),
-    ApiKey.API_VERSIONS: lambda r: Needs(),
-    # Producer ids are not a resource: anyone authenticated may ask for one. Kafka asks
-    # for IdempotentWrite on the cluster, which Write on any topic implies (KIP-679), so
-    # a principal Kafka would refuse could only hold ids it may not use: every produce is
-    # checked for Write. Refusing here would turn a producer's missing Write into a
-    # producer-id failure instead of the TOPIC_AUTHORIZATION_FAILED that names the topic.
-    ApiKey.INIT_PRODUCER_ID: lambda r: Needs(),
-    ApiKey.CREATE_TOPICS: lambda r: Needs(
-        cluster=Operation.CREATE,
-        topic=Operation.CREATE,
-        topics=_topics(r),
-        either=True,
-    ),
-    ApiKey.DELETE_TOPICS: lambda r: Needs(topic=Operation.DELETE, topics=tuple(r.topics)),
-    ApiKey.CREATE_PARTITIONS: lambda r: Needs(topic=Operation.ALTER, topics=_topics(r)),
-    ApiKey.LEADER_AND_ISR: _cluster(Operation.CLUSTER_ACTION),
-    ApiKey.STOP_REPLICA: _cluster(Operation.CLUSTER_ACTION),
-    ApiKey.UPDATE_METADATA: _cluster(Operation.CLUSTER_ACTION),
-    ApiKey.CONTROLLED_SHUTDOWN: _cluster(Operation.CLUSTER_ACTION),
-    # ACL and SCRAM credential administration.
-    ApiKey.DESCRIBE_ACLS: _cluster(Operation.DESCRIBE),
-    ApiKey.CREATE_ACLS: _cluster(Operation.ALTER),
-    ApiKey.DELETE_ACLS: _cluster(Operation.ALTER),
-    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster(Operation.DESCRIBE),
-    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _cluster(Operation.ALTER),
-}
-
-
-def rule_for(api_key: int) -> Rule:
-    """The rule of an API; KeyError for one without a rule (never served unchecked)."""
-    return _RULES[api_key]
-
-
-def check(authorizer: Authorizer, principal: str, host: str, api_key: int, request: Any) -> None:
-    """Raise the Kafka authorization error if `principal` may not make this request."""
-    needs = rule_for(api_key)(request)
-
-    def cluster_allowed() -> bool:
-        assert needs.cluster is not None
-        return authorizer.authorize(
-            principal, host, needs.cluster, ResourceType.CLUSTER, CLUSTER_NAME
-        )
-
-    def denied_topics() -> list[str]:
-        assert needs.topic is not None
-        return [
-            name
-            for name in needs.topics
-            if not authorizer.authorize(principal, host, needs.topic, ResourceType.TOPIC, name)
-        ]
-
-    if needs.either:
-        if cluster_allowed():
-            return
-        denied = denied_topics()
-        if denied:
-            raise _topic_error(principal, needs, denied)
-        return
-    if needs.cluster is not None and not cluster_allowed():
-        raise ClusterAuthorizationFailedError(
-            f"{principal} is not authorized to {needs.cluster.value} the cluster "
-            f"(api key {api_key})"
-        )
-    if needs.topic is not None:
-        denied = denied_topics()
-        if denied:
-            raise _topic_error(principal, needs, denied)
-
-
-def _topic_error(principal: str, needs: Needs, denied: Iterable[str]) -> Exception:
-    assert needs.topic is not None
-    names = ", ".join(repr(name) for name in denied)
-    return TopicAuthorizationFailedError(
-        f"{principal} is not authorized to {needs.topic.value} topic(s) {names}"
+def _authorize(
+    ctx: BrokerContext,
+    request: Caller,
+    operation: Operation,
+    resource_type: ResourceType,
+    name: str,
+) -> bool:
+    authorizer = ctx.authorizer
+    if authorizer is None:
+        return True
+    return authorizer.authorize(
+        request.principal, request.client_host, operation, resource_type, name
     )
 
 
-def filter_metadata(
-    authorizer: Authorizer,
-    principal: str,
-    host: str,
-    response: MetadataResponse,
-    asked_for_all: bool,
-) -> MetadataResponse:
-    """Leave out the topics the principal may not describe (when it asked for all), or
-    answer them with TOPIC_AUTHORIZATION_FAILED (when it named them)."""
-    kept: list[TopicMetadata] = []
-    for topic in response.topics:
-        if authorizer.authorize(
-            principal, host, Operation.DESCRIBE, ResourceType.TOPIC, topic.topic
-        ):
-            kept.append(topic)
-        elif not asked_for_all:
-            kept.append(
-                TopicMetadata(
-                    topic.topic,
-                    [],
-                    TopicAuthorizationFailedError.code,
-                    f"{principal} is not authorized to Describe topic {topic.topic!r}",
-                )
-            )
-    response.topics = kept
-    return response
+def authorize_topic(ctx: BrokerContext, request: Caller, operation: Operation, topic: str) -> bool:
+    return _authorize(ctx, request, operation, ResourceType.TOPIC, topic)
 
 
-# --------------------------------------------------------------------------- the ACLs
+def authorize_group(ctx: BrokerContext, request: Caller, operation: Operation, group: str) -> bool:
+    return _authorize(ctx, request, operation, ResourceType.GROUP, group)
+
+
+def authorize_cluster(ctx: BrokerContext, request: Caller, operation: Operation) -> bool:
+    return _authorize(ctx, request, operation, ResourceType.CLUSTER, CLUSTER_NAME)
+
+
+def topic_denied(
+    request: Caller, operation: Operation, topic: str
+) -> TopicAuthorizationFailedError:
+    """The error a handler answers for a topic the principal may not touch."""
+    return TopicAuthorizationFailedError(
+        f"{request.principal} is not authorized to {operation.value} topic {topic!r}"
+    )
+
+
+def group_denied(
+    request: Caller, operation: Operation, group: str
+) -> GroupAuthorizationFailedError:
+    return GroupAuthorizationFailedError(
+        f"{request.principal} is not authorized to {operation.value} group {group!r}"
+    )
+
+
+def cluster_denied(request: Caller, operation: Operation) -> ClusterAuthorizationFailedError:
+    return ClusterAuthorizationFailedError(
+        f"{request.principal} is not authorized to {operation.value} the cluster"
+    )
 
 
 def load_acls_into(authorizer: Authorizer, zk: KazooClient, metrics: BrokerMetrics) -> None:

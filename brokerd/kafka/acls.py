@@ -13,9 +13,9 @@ from __future__ import annotations
 from itertools import groupby
 
 from brokerd.core import acl_admin
+from brokerd.core.authorization import authorize_cluster, cluster_denied
 from brokerd.core.context import BrokerContext
-from brokerd.kafka.authorization import authorize_cluster, cluster_denied
-from brokerd.kafka.partitions import SERVING_ERRORS, set_error
+from brokerd.core.partitions import SERVING_ERRORS, set_error
 from brokerd.kafka.request import KafkaRequest
 from spark_replica.security.acl import Operation
 from spark_replica.wire.native.acls import AclFilter, WireAclBinding, binding_to_wire

@@ -12,14 +12,14 @@ from __future__ import annotations
 import asyncio
 
 from brokerd.config.broker import TOPIC_LOG_FIELDS
-from brokerd.core.context import BrokerContext
-from brokerd.kafka.authorization import (
+from brokerd.core.authorization import (
     authorize_cluster,
     authorize_topic,
     cluster_denied,
     topic_denied,
 )
-from brokerd.kafka.partitions import SERVING_ERRORS, set_error
+from brokerd.core.context import BrokerContext
+from brokerd.core.partitions import SERVING_ERRORS, set_error
 from brokerd.kafka.request import KafkaRequest
 from spark_replica.errors import (
     ConfigError,

@@ -23,7 +23,7 @@ before the login, and anything else closes the connection unread, as Kafka does;
 plaintext on a TLS listener (the client reports a broken connection; there is no Kafka
 answer that would explain more). The SASL exchange itself is the replog listener's
 (Logins): the same users, mechanisms and failure delays. Authorization is per resource,
-inside each handler (brokerd/kafka/authorization.py).
+inside each handler (brokerd/core/authorization.py).
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from typing import Any
 
 from brokerd.core.context import BrokerContext
 from brokerd.core.produce import UnansweredProduceFailed
-from brokerd.groups.handlers import GROUP_HANDLERS
+from brokerd.groups.coordinator import GroupCoordinator
+from brokerd.kafka.groups import group_handlers
 from brokerd.kafka.handlers import DATA_HANDLERS
 from brokerd.kafka.request import KafkaHandler, KafkaRequest
 from brokerd.serving.connection_state import Phase
@@ -63,8 +64,6 @@ SASL_AUTHENTICATE = int(ApiKey.SASL_AUTHENTICATE)
 OWN_APIS = (API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE)
 _UNSUPPORTED = struct.Struct(">iih")  # size, correlation id, error code
 
-KAFKA_HANDLERS: dict[int, KafkaHandler] = {**DATA_HANDLERS, **GROUP_HANDLERS}
-
 
 def served_versions(handlers: dict[int, KafkaHandler]) -> dict[int, tuple[int, int]]:
     """What ApiVersions advertises: the tabled versions of the APIs with a handler."""
@@ -85,11 +84,11 @@ class KafkaDispatch:
         self,
         ctx: BrokerContext,
         logins: Logins,
-        handlers: dict[int, KafkaHandler] | None = None,
+        groups: GroupCoordinator | None,
     ) -> None:
         self.ctx = ctx
         self.logins = logins
-        self.handlers = KAFKA_HANDLERS if handlers is None else handlers
+        self.handlers: dict[int, KafkaHandler] = {**DATA_HANDLERS, **group_handlers(groups)}
         self.versions = served_versions(self.handlers)
 
     def oversized_answer(self, frame: OversizedFrame, limit: int) -> None:

@@ -31,12 +31,12 @@ import asyncio
 import functools
 from concurrent.futures import ThreadPoolExecutor
 
+from brokerd.core.authorization import authorize_topic, topic_denied
 from brokerd.core.context import BrokerContext
 from brokerd.core.fetch import FETCH_MAX_BYTES, long_poll
-from brokerd.kafka.authorization import authorize_topic, topic_denied
+from brokerd.core.partitions import serve_partition
 from brokerd.kafka.fetch_cache import FetchCache
 from brokerd.kafka.fetch_convert import Conversion, StoredRead
-from brokerd.kafka.partitions import serve_partition
 from brokerd.kafka.request import KafkaRequest
 from brokerd.replication.partition import Partition
 from spark_replica.errors import BrokerResponseError, InvalidFetchSizeError, InvalidRequestError

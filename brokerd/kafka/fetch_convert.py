@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from brokerd.core.partitions import SERVING_ERRORS, set_error
 from brokerd.kafka.fetch_cache import BatchKey, FetchCache
-from brokerd.kafka.partitions import SERVING_ERRORS, set_error
 from spark_replica.errors import CorruptMessageError, CorruptRecordError
 from spark_replica.records import COMPRESSION_MASK, BatchHeader, iter_batches
 from spark_replica.topics import TopicPartition

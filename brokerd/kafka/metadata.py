@@ -12,9 +12,9 @@ and gets TOPIC_AUTHORIZATION_FAILED when naming it.
 
 from __future__ import annotations
 
+from brokerd.core.authorization import authorize_topic, topic_denied
 from brokerd.core.context import BrokerContext
-from brokerd.kafka.authorization import authorize_topic, topic_denied
-from brokerd.kafka.partitions import set_error
+from brokerd.core.partitions import set_error
 from brokerd.kafka.request import KafkaRequest
 from spark_replica.errors import (
     BrokerResponseError,

@@ -12,9 +12,9 @@ consumer uses to detect that its position fell in a part of the log since trunca
 
 from __future__ import annotations
 
+from brokerd.core.authorization import authorize_topic, topic_denied
 from brokerd.core.context import BrokerContext
-from brokerd.kafka.authorization import authorize_topic, topic_denied
-from brokerd.kafka.partitions import serve_partition
+from brokerd.core.partitions import serve_partition
 from brokerd.kafka.request import KafkaRequest
 from brokerd.replication.partition import Partition
 from spark_replica.errors import BrokerResponseError, InvalidRequestError

@@ -25,7 +25,9 @@ in request order.
 
 from __future__ import annotations
 
+from brokerd.core.authorization import authorize_topic, topic_denied
 from brokerd.core.context import BrokerContext
+from brokerd.core.partitions import serve_partition
 from brokerd.core.produce import (
     Accepted,
     Records,
@@ -36,8 +38,6 @@ from brokerd.core.produce import (
     prepare_and_append,
     repeated_partitions,
 )
-from brokerd.kafka.authorization import authorize_topic, topic_denied
-from brokerd.kafka.partitions import serve_partition
 from brokerd.kafka.request import KafkaRequest
 from spark_replica.errors import BrokerResponseError, TransactionalIdAuthorizationFailedError
 from spark_replica.records import now_ms

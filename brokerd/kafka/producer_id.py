@@ -14,8 +14,8 @@ nothing), rather than one they would retry.
 from __future__ import annotations
 
 from brokerd.core.context import BrokerContext
+from brokerd.core.partitions import SERVING_ERRORS
 from brokerd.core.producer_ids import init_producer
-from brokerd.kafka.partitions import SERVING_ERRORS
 from brokerd.kafka.request import KafkaRequest
 from spark_replica.errors import TransactionalIdAuthorizationFailedError, code_of
 from spark_replica.wire.schema import Data

@@ -17,10 +17,10 @@ from collections.abc import Callable
 
 from kazoo.client import KazooClient
 
+from brokerd.core.authorization import authorize_cluster, authorize_topic, topic_denied
 from brokerd.core.context import BrokerContext
+from brokerd.core.partitions import set_error
 from brokerd.core.topic_admin import check_growth, check_new_topic, write_topic
-from brokerd.kafka.authorization import authorize_cluster, authorize_topic, topic_denied
-from brokerd.kafka.partitions import set_error
 from brokerd.kafka.request import KafkaRequest
 from spark_replica.errors import (
     ConfigError,

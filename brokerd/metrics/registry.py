@@ -3,7 +3,7 @@
 One BrokerMetrics per broker, with its own CollectorRegistry (never the process-wide
 default, so that brokers built in one process, as unit tests do, never share counts).
 State (partition counts, offsets, ISR health, the controller's view) is not kept here:
-the scrape-time collector (collector.py) reads it from the broker when asked.
+the scrape-time collector (brokerd/broker_gauges.py) reads it from the broker when asked.
 
 Names are Kafka's MBean names lower-cased and underscored; counters get `_total`.
 

@@ -13,7 +13,8 @@ import asyncio
 import logging
 from collections import Counter
 
-from brokerd.core.context import BrokerContext, answer_each_partition
+from brokerd.core.context import BrokerContext
+from brokerd.core.partitions import answer_each_partition
 from spark_replica.errors import (
     BrokerNotAvailableError,
     NotControllerError,

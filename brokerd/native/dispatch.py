@@ -7,7 +7,8 @@ frame over the size limit, plaintext on a TLS listener) is answered with a typed
 every client can read. What may come before login is the server's one table
 (brokerd/serving/connection_state.py): a request it does not admit gets a header-only error from
 `refuse`, its body never decoded, and the connection closes. With an authorizer every
-request is checked against the ACLs before its handler runs (brokerd/core/authorization.py).
+request is checked against the ACLs before its handler runs
+(brokerd/native/authorization.py).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from brokerd.core.authorization import check, filter_metadata
 from brokerd.core.context import BrokerContext
 from brokerd.core.produce import UnansweredProduceFailed
+from brokerd.native.authorization import check, filter_metadata
 from brokerd.native.registry import HANDLERS
 from brokerd.serving.connection_state import Phase
 from brokerd.serving.server import CLOSE, Answer, Connection, LoginRefused, Logins

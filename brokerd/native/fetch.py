@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import functools
 
-from brokerd.core.context import BrokerContext, answer_each_partition
+from brokerd.core.context import BrokerContext
 from brokerd.core.fetch import FETCH_MAX_BYTES, long_poll
+from brokerd.core.partitions import answer_each_partition
 from brokerd.replication.partition import Partition
 from spark_replica.errors import InvalidFetchSizeError
 from spark_replica.records import now_ms

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from brokerd.core.context import BrokerContext, answer_each_partition
+from brokerd.core.context import BrokerContext
+from brokerd.core.partitions import answer_each_partition
 from brokerd.log import Log
 from spark_replica.errors import InvalidRequestError
 from spark_replica.topics import TopicPartition

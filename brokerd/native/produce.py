@@ -8,7 +8,8 @@ on a produce worker when a payload declares more than INLINE_DECOMPRESSED_BYTES.
 from __future__ import annotations
 
 from brokerd.core.batch_validation import decompressed_payload_bytes, validate_produced
-from brokerd.core.context import BrokerContext, answer_each_partition
+from brokerd.core.context import BrokerContext
+from brokerd.core.partitions import answer_each_partition
 from brokerd.core.produce import (
     Accepted,
     Records,

@@ -7,7 +7,7 @@ ACLs and credentials live in ZooKeeper (spark_replica/zk/security_store.py), whi
 broker watches: an answer means "written", and brokers apply it within their watch delay.
 kazoo blocks, so each request's ZooKeeper work runs in one worker thread. Whether the
 caller may do this at all (Describe or Alter on the Cluster) is decided before a handler
-runs (brokerd/core/authorization.py; on the Kafka listener, in its handlers).
+runs (brokerd/native/authorization.py; on the Kafka listener, in its handlers).
 
 Checks follow Kafka's: an ACL to create must name a concrete resource type, pattern type,
 operation and permission and a `TYPE:NAME` principal; a credential needs a known

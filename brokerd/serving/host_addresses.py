@@ -1,7 +1,7 @@
 """The addresses this machine might be reached at, for a broker bound to a wildcard.
 
 Kafka advertises such a broker at the canonical host name; replog advertises an address
-(brokerd.serving.listeners.choose_reachable_host), gathered here in order of preference: what
+(brokerd.config.listeners.choose_reachable_host), gathered here in order of preference: what
 the fully qualified name resolves to, what the host name resolves to, then the address
 of the interface the default route leaves by (found by connecting a UDP socket, which
 sends nothing), which works where no name resolves to a useful address.
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import socket
 
-from brokerd.serving.listeners import choose_reachable_host
+from brokerd.config.listeners import choose_reachable_host
 
 # Any address outside this machine will do: a UDP connect only asks the routing table.
 # TEST-NET-2 (RFC 5737) and its IPv6 documentation counterpart (RFC 3849).

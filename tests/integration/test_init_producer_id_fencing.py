@@ -10,9 +10,9 @@ producer that owned it.
 from __future__ import annotations
 
 import pytest
-from spark_replica.client.kafka_connection import KafkaConnection
 
 from spark_replica.client import BrokerConnection
+from spark_replica.client.kafka_connection import KafkaConnection
 from spark_replica.security.settings import SecurityConfig
 from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.wire.native.init_producer_id import InitProducerIdRequest

@@ -13,11 +13,11 @@ import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaPartition
 from kazoo.client import KazooClient
-from spark_replica.client.kafka_admin import FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH
-from spark_replica.client.kafka_connection import KafkaConnection
 
 from brokerd.groups.coordinator_choice import coordinator_for
 from spark_replica.client import Admin, Cluster
+from spark_replica.client.kafka_admin import FIND_COORDINATOR, OFFSET_COMMIT, OFFSET_FETCH
+from spark_replica.client.kafka_connection import KafkaConnection
 from spark_replica.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,

@@ -4,9 +4,9 @@ assignment decoding, with plain values."""
 from __future__ import annotations
 
 import pytest
-from spark_replica.client.kafka_admin import GroupDescription, GroupMember
 
 from spark_replica.client import parse_bootstrap as parse_bootstrap_servers
+from spark_replica.client.kafka_admin import GroupDescription, GroupMember
 from spark_replica.errors import ConfigError, ProtocolError
 from spark_replica.tools.cli.groups import owners, strategy_of
 from spark_replica.tools.cli.groups_plan import (

@@ -10,7 +10,7 @@ import pytest
 
 from brokerd.__main__ import build_parser, resolve
 from brokerd.config.broker import BrokerConfig
-from brokerd.serving.listeners import (
+from brokerd.config.listeners import (
     KAFKA,
     METRICS,
     REPLOG,

@@ -11,8 +11,9 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from brokerd.broker_gauges import BrokerStateCollector
 from brokerd.config.broker import BrokerConfig
-from brokerd.metrics import REPLOG_LISTENER, BrokerMetrics, BrokerStateCollector, MetricsServer
+from brokerd.metrics import REPLOG_LISTENER, BrokerMetrics, MetricsServer
 from brokerd.metrics.api_names import UNKNOWN_API, api_name
 from brokerd.metrics.health import cluster_health, isr_change, leader_health
 from brokerd.metrics.http_server import MAX_REQUEST_BYTES, answer_for

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from brokerd.core.authorization import check, filter_metadata, rule_for
+from brokerd.native.authorization import check, filter_metadata, rule_for
 from spark_replica.errors import ClusterAuthorizationFailedError, TopicAuthorizationFailedError
 from spark_replica.security.acl import (
     CLUSTER_NAME,

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from brokerd.config.broker import BrokerConfig
+from brokerd.config.listeners import Endpoint
 from brokerd.config.server_properties import cluster_configs, parse_server_properties
-from brokerd.serving.listeners import Endpoint
 from spark_replica.errors import ConfigError
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from brokerd.config.broker import BrokerConfig
-from brokerd.config.topic_changes import change_sequence
 from brokerd.log import Log, LogConfig
 from brokerd.replication.replica_manager import ReplicaManager
+from brokerd.replication.topic_configs import change_sequence
 from spark_replica.errors import ConfigError, ZooKeeperError
 from spark_replica.records import build_batch
 from spark_replica.tools.cli.configs import split_items

@@ -1,7 +1,7 @@
 """The group APIs of the Kafka listener, by api key: requests in, the coordinator's
-answers out, errors where each response layout has room for them.
+(brokerd/groups/, on the core) answers out, errors where each response layout has room for them.
 
-Authorization follows Kafka (brokerd/kafka/authorization.py): FindCoordinator,
+Authorization follows Kafka (brokerd/core/authorization.py): FindCoordinator,
 DescribeGroups and OffsetFetch need Describe on the group, the membership APIs and
 OffsetCommit Read, DeleteGroups Delete; OffsetCommit also needs Read on each topic and
 OffsetFetch Describe. Byte fields are copied out of the request frame before the
@@ -11,17 +11,19 @@ coordinator keeps them: the frame's buffer is reused for the next request.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from functools import partial
 
-from brokerd.groups.coordinator import GroupCoordinator
-from brokerd.groups.membership import ErrorType, JoinRequest
-from brokerd.kafka.authorization import (
+from brokerd.core.authorization import (
     authorize_cluster,
     authorize_group,
     authorize_topic,
     group_denied,
     topic_denied,
 )
+from brokerd.core.context import BrokerContext
+from brokerd.groups.coordinator import GroupCoordinator
+from brokerd.groups.membership import ErrorType, JoinRequest
 from brokerd.kafka.request import KafkaHandler, KafkaRequest
 from spark_replica.errors import (
     BrokerResponseError,
@@ -38,9 +40,6 @@ from spark_replica.topics import TopicPartition
 from spark_replica.wire.schema import Data
 from spark_replica.zk.group_store import CommittedOffset, fits_one_transaction
 
-if TYPE_CHECKING:
-    from brokerd.core.context import BrokerContext
-
 GROUP_KEY_TYPE = 0
 NO_OFFSET = -1
 # Errors a handler answers in place of a result: typed broker errors, and ZooKeeper
@@ -48,10 +47,10 @@ NO_OFFSET = -1
 _ANSWERED = (BrokerResponseError, ZooKeeperError)
 
 
-def _groups(ctx: BrokerContext) -> GroupCoordinator:
-    if ctx.groups is None:
+def _groups(coordinator: GroupCoordinator | None) -> GroupCoordinator:
+    if coordinator is None:
         raise CoordinatorNotAvailableError("this broker runs no group coordinator")
-    return ctx.groups
+    return coordinator
 
 
 def _code(error: ErrorType | None) -> int:
@@ -61,10 +60,12 @@ def _code(error: ErrorType | None) -> int:
 # -- FindCoordinator ---------------------------------------------------------------
 
 
-async def handle_find_coordinator(ctx: BrokerContext, request: KafkaRequest) -> Data:
+async def handle_find_coordinator(
+    coordinator: GroupCoordinator | None, ctx: BrokerContext, request: KafkaRequest
+) -> Data:
     body = request.body
     keys = body.coordinator_keys if request.version >= 4 else [body.key]
-    found = [_find(ctx, request, key, body.key_type) for key in keys]
+    found = [_find(coordinator, ctx, request, key, body.key_type) for key in keys]
     if request.version >= 4:
         return Data(throttle_time_ms=0, coordinators=found)
     only = found[0]
@@ -78,7 +79,13 @@ async def handle_find_coordinator(ctx: BrokerContext, request: KafkaRequest) -> 
     )
 
 
-def _find(ctx: BrokerContext, request: KafkaRequest, key: str, key_type: int) -> Data:
+def _find(
+    coordinator: GroupCoordinator | None,
+    ctx: BrokerContext,
+    request: KafkaRequest,
+    key: str,
+    key_type: int,
+) -> Data:
     answer = Data(key=key, node_id=-1, host="", port=-1, error_code=0, error_message=None)
     try:
         if key_type != GROUP_KEY_TYPE:
@@ -87,7 +94,7 @@ def _find(ctx: BrokerContext, request: KafkaRequest, key: str, key_type: int) ->
             )
         if not authorize_group(ctx, request, Operation.DESCRIBE, key):
             raise group_denied(request, Operation.DESCRIBE, key)
-        broker = _groups(ctx).coordinator(key)
+        broker = _groups(coordinator).coordinator(key)
     except BrokerResponseError as exc:
         answer.error_code = code_of(exc)
         answer.error_message = wire_message(exc)
@@ -103,7 +110,9 @@ def _find(ctx: BrokerContext, request: KafkaRequest, key: str, key_type: int) ->
 # -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup -------------------------------------------
 
 
-async def handle_join_group(ctx: BrokerContext, request: KafkaRequest) -> Data:
+async def handle_join_group(
+    coordinator: GroupCoordinator | None, ctx: BrokerContext, request: KafkaRequest
+) -> Data:
     body = request.body
     flexible_names = request.version >= 7
     answer = Data(
@@ -137,7 +146,7 @@ async def handle_join_group(ctx: BrokerContext, request: KafkaRequest) -> Data:
         require_known_member_id=request.version >= 4,
     )
     try:
-        result = await _groups(ctx).join(body.group_id, join)
+        result = await _groups(coordinator).join(body.group_id, join)
     except _ANSWERED as exc:
         answer.error_code = code_of(exc)
         return answer
@@ -156,7 +165,9 @@ async def handle_join_group(ctx: BrokerContext, request: KafkaRequest) -> Data:
     return answer
 
 
-async def handle_sync_group(ctx: BrokerContext, request: KafkaRequest) -> Data:
+async def handle_sync_group(
+    coordinator: GroupCoordinator | None, ctx: BrokerContext, request: KafkaRequest
+) -> Data:
     body = request.body
     answer = Data(
         throttle_time_ms=0, error_code=0, protocol_type=None, protocol_name=None, assignment=b""
@@ -166,7 +177,7 @@ async def handle_sync_group(ctx: BrokerContext, request: KafkaRequest) -> Data:
         return answer
     assignments = {a.member_id: bytes(a.assignment) for a in body.assignments}
     try:
-        result = await _groups(ctx).sync(
+        result = await _groups(coordinator).sync(
             body.group_id,
             body.member_id,
             body.generation_id,
@@ -186,7 +197,9 @@ async def handle_sync_group(ctx: BrokerContext, request: KafkaRequest) -> Data:
     return answer
 
 
-async def handle_heartbeat(ctx: BrokerContext, request: KafkaRequest) -> Data:
+async def handle_heartbeat(
+    coordinator: GroupCoordinator | None, ctx: BrokerContext, request: KafkaRequest
+) -> Data:
     body = request.body
     if not authorize_group(ctx, request, Operation.READ, body.group_id):
         return Data(
@@ -194,7 +207,7 @@ async def handle_heartbeat(ctx: BrokerContext, request: KafkaRequest) -> Data:
             error_code=group_denied(request, Operation.READ, body.group_id).code,
         )
     try:
-        error = _groups(ctx).heartbeat(
+        error = _groups(coordinator).heartbeat(
             body.group_id, body.member_id, body.generation_id, body.group_instance_id
         )
     except _ANSWERED as exc:
@@ -202,7 +215,9 @@ async def handle_heartbeat(ctx: BrokerContext, request: KafkaRequest) -> Data:
     return Data(throttle_time_ms=0, error_code=_code(error))
 
 
-async def handle_leave_group(ctx: BrokerContext, request: KafkaRequest) -> Data:
+async def handle_leave_group(
+    coordinator: GroupCoordinator | None, ctx: BrokerContext, request: KafkaRequest
+) -> Data:
     body = request.body
     if request.version >= 3:
         leaving = [(m.member_id, m.group_instance_id) for m in body.members]
@@ -213,7 +228,7 @@ async def handle_leave_group(ctx: BrokerContext, request: KafkaRequest) -> Data:
         answer.error_code = group_denied(request, Operation.READ, body.group_id).code
         return answer
     try:
-        errors = _groups(ctx).leave(body.group_id, leaving)
+        errors = _groups(coordinator).leave(body.group_id, leaving)
     except _ANSWERED as exc:
         answer.error_code = code_of(exc)
         return answer
@@ -230,7 +245,9 @@ async def handle_leave_group(ctx: BrokerContext, request: KafkaRequest) -> Data:
 # -- OffsetCommit, OffsetFetch --------------------------------------------------------
 
 
-async def handle_offset_commit(ctx: BrokerContext, request: KafkaRequest) -> Data:
+async def handle_offset_commit(
+    coordinator: GroupCoordinator | None, ctx: BrokerContext, request: KafkaRequest
+) -> Data:
     body = request.body
     group_allowed = authorize_group(ctx, request, Operation.READ, body.group_id)
     now_ms = int(time.time() * 1000)
@@ -272,7 +289,7 @@ async def handle_offset_commit(ctx: BrokerContext, request: KafkaRequest) -> Dat
         topics.append(answer)
     if group_allowed:
         try:
-            refused = await _groups(ctx).commit(
+            refused = await _groups(coordinator).commit(
                 body.group_id, body.member_id, body.generation_id, body.group_instance_id, commits
             )
         except _ANSWERED as exc:
@@ -285,7 +302,9 @@ async def handle_offset_commit(ctx: BrokerContext, request: KafkaRequest) -> Dat
     return Data(throttle_time_ms=0, topics=topics)
 
 
-async def handle_offset_fetch(ctx: BrokerContext, request: KafkaRequest) -> Data:
+async def handle_offset_fetch(
+    coordinator: GroupCoordinator | None, ctx: BrokerContext, request: KafkaRequest
+) -> Data:
     body = request.body
     answer = Data(throttle_time_ms=0, error_code=0, topics=[])
     group_error: BaseException | None = None
@@ -294,7 +313,7 @@ async def handle_offset_fetch(ctx: BrokerContext, request: KafkaRequest) -> Data
         group_error = group_denied(request, Operation.DESCRIBE, body.group_id)
     else:
         try:
-            committed = await _groups(ctx).committed(body.group_id)
+            committed = await _groups(coordinator).committed(body.group_id)
         except _ANSWERED as exc:
             group_error = exc
     if group_error is not None and request.version >= 2:
@@ -335,7 +354,9 @@ async def handle_offset_fetch(ctx: BrokerContext, request: KafkaRequest) -> Data
 # -- DescribeGroups, ListGroups, DeleteGroups -------------------------------------------
 
 
-async def handle_describe_groups(ctx: BrokerContext, request: KafkaRequest) -> Data:
+async def handle_describe_groups(
+    coordinator: GroupCoordinator | None, ctx: BrokerContext, request: KafkaRequest
+) -> Data:
     described = []
     for group_id in request.body.groups:
         entry = Data(
@@ -349,7 +370,7 @@ async def handle_describe_groups(ctx: BrokerContext, request: KafkaRequest) -> D
         try:
             if not authorize_group(ctx, request, Operation.DESCRIBE, group_id):
                 raise group_denied(request, Operation.DESCRIBE, group_id)
-            summary = await _groups(ctx).describe(group_id)
+            summary = await _groups(coordinator).describe(group_id)
         except _ANSWERED as exc:
             entry.error_code = code_of(exc)
             described.append(entry)
@@ -372,10 +393,12 @@ async def handle_describe_groups(ctx: BrokerContext, request: KafkaRequest) -> D
     return Data(throttle_time_ms=0, groups=described)
 
 
-async def handle_list_groups(ctx: BrokerContext, request: KafkaRequest) -> Data:
+async def handle_list_groups(
+    coordinator: GroupCoordinator | None, ctx: BrokerContext, request: KafkaRequest
+) -> Data:
     states = {s.lower() for s in request.body.states_filter}
     try:
-        listed = await _groups(ctx).list_groups()
+        listed = await _groups(coordinator).list_groups()
     except _ANSWERED as exc:
         return Data(throttle_time_ms=0, error_code=code_of(exc), groups=[])
     everything = authorize_cluster(ctx, request, Operation.DESCRIBE)
@@ -388,21 +411,26 @@ async def handle_list_groups(ctx: BrokerContext, request: KafkaRequest) -> Data:
     return Data(throttle_time_ms=0, error_code=0, groups=groups)
 
 
-async def handle_delete_groups(ctx: BrokerContext, request: KafkaRequest) -> Data:
+async def handle_delete_groups(
+    coordinator: GroupCoordinator | None, ctx: BrokerContext, request: KafkaRequest
+) -> Data:
     results = []
     for group_id in request.body.groups_names:
         result = Data(group_id=group_id, error_code=0)
         try:
             if not authorize_group(ctx, request, Operation.DELETE, group_id):
                 raise group_denied(request, Operation.DELETE, group_id)
-            await _groups(ctx).delete(group_id)
+            await _groups(coordinator).delete(group_id)
         except _ANSWERED as exc:
             result.error_code = code_of(exc)
         results.append(result)
     return Data(throttle_time_ms=0, results=results)
 
 
-GROUP_HANDLERS: dict[int, KafkaHandler] = {
+# A group API's handler: the coordinator (None: this broker runs none), then as any.
+GroupHandler = Callable[[GroupCoordinator | None, BrokerContext, KafkaRequest], Awaitable[Data]]
+
+_GROUP_APIS: dict[int, GroupHandler] = {
     8: handle_offset_commit,
     9: handle_offset_fetch,
     10: handle_find_coordinator,
@@ -414,3 +442,8 @@ GROUP_HANDLERS: dict[int, KafkaHandler] = {
     16: handle_list_groups,
     42: handle_delete_groups,
 }
+
+
+def group_handlers(groups: GroupCoordinator | None) -> dict[int, KafkaHandler]:
+    """The group APIs' handlers, bound to the broker's coordinator."""
+    return {key: partial(handler, groups) for key, handler in _GROUP_APIS.items()}

@@ -4,7 +4,7 @@ Nothing here is kept up to date as things change: each scrape walks the partitio
 this broker hosts (and, on the controller, the controller's model of the cluster) once,
 on the event loop that owns them, so every value in one scrape comes from the same
 moment and the request paths pay nothing for it. The rules for what counts as under-
-replicated, offline and so on are health.py's.
+replicated, offline and so on are brokerd/metrics/health.py's.
 """
 
 from __future__ import annotations
