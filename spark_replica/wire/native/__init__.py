@@ -1,8 +1,9 @@
-"""The wire protocol: framing, primitives, and one module per API.
+"""The replog protocol: framing (frames.py) and one module per API.
 
-Codecs here do no I/O: they turn messages into bytes and bytes into messages, so they
-are tested with plain values. Connections (client) and the server (broker) live
-elsewhere.
+Each message is a dataclass whose layout is a table read and written by the engine both
+protocols share (table.py, spark_replica.wire.schema). Codecs here do no I/O: they turn
+messages into bytes and bytes into messages, so they are tested with plain values.
+Connections (client) and the server (broker) live elsewhere.
 """
 
 from typing import Any, Protocol

@@ -10,6 +10,7 @@ Responses/Partitions/Records), which later Kafka releases renamed in places.
 
 from __future__ import annotations
 
+from spark_replica.wire.kafka.messages.layouts import per_topic
 from spark_replica.wire.schema import Field, Message
 
 API_VERSIONS_REQUEST = Message(
@@ -151,20 +152,11 @@ PRODUCE_REQUEST = Message(
         Field("TransactionalId", "string", "3+", nullable="3+", default=None),
         Field("Acks", "int16", "0+"),
         Field("TimeoutMs", "int32", "0+"),
-        Field(
-            "TopicData",
-            [
-                Field("Name", "string", "0+"),
-                Field(
-                    "PartitionData",
-                    [
-                        Field("Index", "int32", "0+"),
-                        Field("Records", "records", "0+", nullable="0+"),
-                    ],
-                    "0+",
-                ),
-            ],
-            "0+",
+        per_topic(
+            Field("Index", "int32", "0+"),
+            Field("Records", "records", "0+", nullable="0+"),
+            topics="TopicData",
+            partitions="PartitionData",
         ),
     ],
 )
@@ -175,38 +167,29 @@ PRODUCE_RESPONSE = Message(
     versions=(3, 8),
     flexible=9,
     fields=[
-        Field(
-            "Responses",
-            [
-                Field("Name", "string", "0+"),
-                Field(
-                    "PartitionResponses",
-                    [
-                        Field("Index", "int32", "0+"),
-                        Field("ErrorCode", "int16", "0+"),
-                        Field("BaseOffset", "int64", "0+"),
-                        Field("LogAppendTimeMs", "int64", "2+", default=-1),
-                        Field("LogStartOffset", "int64", "5+", default=-1),
-                        Field(
-                            "RecordErrors",
-                            [
-                                Field("BatchIndex", "int32", "8+"),
-                                Field(
-                                    "BatchIndexErrorMessage",
-                                    "string",
-                                    "8+",
-                                    nullable="8+",
-                                    default=None,
-                                ),
-                            ],
-                            "8+",
-                        ),
-                        Field("ErrorMessage", "string", "8+", nullable="8+", default=None),
-                    ],
-                    "0+",
-                ),
-            ],
-            "0+",
+        per_topic(
+            Field("Index", "int32", "0+"),
+            Field("ErrorCode", "int16", "0+"),
+            Field("BaseOffset", "int64", "0+"),
+            Field("LogAppendTimeMs", "int64", "2+", default=-1),
+            Field("LogStartOffset", "int64", "5+", default=-1),
+            Field(
+                "RecordErrors",
+                [
+                    Field("BatchIndex", "int32", "8+"),
+                    Field(
+                        "BatchIndexErrorMessage",
+                        "string",
+                        "8+",
+                        nullable="8+",
+                        default=None,
+                    ),
+                ],
+                "8+",
+            ),
+            Field("ErrorMessage", "string", "8+", nullable="8+", default=None),
+            topics="Responses",
+            partitions="PartitionResponses",
         ),
         Field("ThrottleTimeMs", "int32", "1+"),
     ],
@@ -225,23 +208,13 @@ FETCH_REQUEST = Message(
         Field("IsolationLevel", "int8", "4+", default=0),
         Field("SessionId", "int32", "7+", default=0),
         Field("SessionEpoch", "int32", "7+", default=-1),
-        Field(
-            "Topics",
-            [
-                Field("Topic", "string", "0+"),
-                Field(
-                    "Partitions",
-                    [
-                        Field("Partition", "int32", "0+"),
-                        Field("CurrentLeaderEpoch", "int32", "9+", default=-1),
-                        Field("FetchOffset", "int64", "0+"),
-                        Field("LogStartOffset", "int64", "5+", default=-1),
-                        Field("PartitionMaxBytes", "int32", "0+"),
-                    ],
-                    "0+",
-                ),
-            ],
-            "0+",
+        per_topic(
+            Field("Partition", "int32", "0+"),
+            Field("CurrentLeaderEpoch", "int32", "9+", default=-1),
+            Field("FetchOffset", "int64", "0+"),
+            Field("LogStartOffset", "int64", "5+", default=-1),
+            Field("PartitionMaxBytes", "int32", "0+"),
+            name="Topic",
         ),
         Field(
             "ForgottenTopicsData",
@@ -264,35 +237,26 @@ FETCH_RESPONSE = Message(
         Field("ThrottleTimeMs", "int32", "1+"),
         Field("ErrorCode", "int16", "7+"),
         Field("SessionId", "int32", "7+", default=0),
-        Field(
-            "Responses",
-            [
-                Field("Topic", "string", "0+"),
-                Field(
-                    "Partitions",
-                    [
-                        Field("PartitionIndex", "int32", "0+"),
-                        Field("ErrorCode", "int16", "0+"),
-                        Field("HighWatermark", "int64", "0+"),
-                        Field("LastStableOffset", "int64", "4+", default=-1),
-                        Field("LogStartOffset", "int64", "5+", default=-1),
-                        Field(
-                            "AbortedTransactions",
-                            [
-                                Field("ProducerId", "int64", "4+"),
-                                Field("FirstOffset", "int64", "4+"),
-                            ],
-                            "4+",
-                            nullable="4+",
-                            default=None,
-                        ),
-                        Field("PreferredReadReplica", "int32", "11+", default=-1),
-                        Field("Records", "records", "0+", nullable="0+"),
-                    ],
-                    "0+",
-                ),
-            ],
-            "0+",
+        per_topic(
+            Field("PartitionIndex", "int32", "0+"),
+            Field("ErrorCode", "int16", "0+"),
+            Field("HighWatermark", "int64", "0+"),
+            Field("LastStableOffset", "int64", "4+", default=-1),
+            Field("LogStartOffset", "int64", "5+", default=-1),
+            Field(
+                "AbortedTransactions",
+                [
+                    Field("ProducerId", "int64", "4+"),
+                    Field("FirstOffset", "int64", "4+"),
+                ],
+                "4+",
+                nullable="4+",
+                default=None,
+            ),
+            Field("PreferredReadReplica", "int32", "11+", default=-1),
+            Field("Records", "records", "0+", nullable="0+"),
+            topics="Responses",
+            name="Topic",
         ),
     ],
 )
@@ -305,21 +269,10 @@ LIST_OFFSETS_REQUEST = Message(
     fields=[
         Field("ReplicaId", "int32", "0+"),
         Field("IsolationLevel", "int8", "2+"),
-        Field(
-            "Topics",
-            [
-                Field("Name", "string", "0+"),
-                Field(
-                    "Partitions",
-                    [
-                        Field("PartitionIndex", "int32", "0+"),
-                        Field("CurrentLeaderEpoch", "int32", "4+", default=-1),
-                        Field("Timestamp", "int64", "0+"),
-                    ],
-                    "0+",
-                ),
-            ],
-            "0+",
+        per_topic(
+            Field("PartitionIndex", "int32", "0+"),
+            Field("CurrentLeaderEpoch", "int32", "4+", default=-1),
+            Field("Timestamp", "int64", "0+"),
         ),
     ],
 )
@@ -331,23 +284,12 @@ LIST_OFFSETS_RESPONSE = Message(
     flexible=6,
     fields=[
         Field("ThrottleTimeMs", "int32", "2+"),
-        Field(
-            "Topics",
-            [
-                Field("Name", "string", "0+"),
-                Field(
-                    "Partitions",
-                    [
-                        Field("PartitionIndex", "int32", "0+"),
-                        Field("ErrorCode", "int16", "0+"),
-                        Field("Timestamp", "int64", "1+", default=-1),
-                        Field("Offset", "int64", "1+", default=-1),
-                        Field("LeaderEpoch", "int32", "4+", default=-1),
-                    ],
-                    "0+",
-                ),
-            ],
-            "0+",
+        per_topic(
+            Field("PartitionIndex", "int32", "0+"),
+            Field("ErrorCode", "int16", "0+"),
+            Field("Timestamp", "int64", "1+", default=-1),
+            Field("Offset", "int64", "1+", default=-1),
+            Field("LeaderEpoch", "int32", "4+", default=-1),
         ),
     ],
 )
@@ -359,21 +301,11 @@ OFFSET_FOR_LEADER_EPOCH_REQUEST = Message(
     flexible=4,
     fields=[
         Field("ReplicaId", "int32", "3+", default=-2),
-        Field(
-            "Topics",
-            [
-                Field("Topic", "string", "0+"),
-                Field(
-                    "Partitions",
-                    [
-                        Field("Partition", "int32", "0+"),
-                        Field("CurrentLeaderEpoch", "int32", "2+", default=-1),
-                        Field("LeaderEpoch", "int32", "0+"),
-                    ],
-                    "0+",
-                ),
-            ],
-            "0+",
+        per_topic(
+            Field("Partition", "int32", "0+"),
+            Field("CurrentLeaderEpoch", "int32", "2+", default=-1),
+            Field("LeaderEpoch", "int32", "0+"),
+            name="Topic",
         ),
     ],
 )
@@ -385,22 +317,12 @@ OFFSET_FOR_LEADER_EPOCH_RESPONSE = Message(
     flexible=4,
     fields=[
         Field("ThrottleTimeMs", "int32", "2+"),
-        Field(
-            "Topics",
-            [
-                Field("Topic", "string", "0+"),
-                Field(
-                    "Partitions",
-                    [
-                        Field("ErrorCode", "int16", "0+"),
-                        Field("Partition", "int32", "0+"),
-                        Field("LeaderEpoch", "int32", "1+", default=-1),
-                        Field("EndOffset", "int64", "0+"),
-                    ],
-                    "0+",
-                ),
-            ],
-            "0+",
+        per_topic(
+            Field("ErrorCode", "int16", "0+"),
+            Field("Partition", "int32", "0+"),
+            Field("LeaderEpoch", "int32", "1+", default=-1),
+            Field("EndOffset", "int64", "0+"),
+            name="Topic",
         ),
     ],
 )

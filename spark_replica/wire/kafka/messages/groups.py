@@ -9,6 +9,7 @@ through the client, v1 with per-partition timestamps) that no maintained client 
 
 from __future__ import annotations
 
+from spark_replica.wire.kafka.messages.layouts import per_topic
 from spark_replica.wire.schema import Field, Message
 
 FIND_COORDINATOR_REQUEST = Message(
@@ -209,22 +210,11 @@ OFFSET_COMMIT_REQUEST = Message(
         Field("MemberId", "string", "1+"),
         Field("GroupInstanceId", "string", "7+", nullable="7+", default=None),
         Field("RetentionTimeMs", "int64", "2-4", default=-1),
-        Field(
-            "Topics",
-            [
-                Field("Name", "string", "0+"),
-                Field(
-                    "Partitions",
-                    [
-                        Field("PartitionIndex", "int32", "0+"),
-                        Field("CommittedOffset", "int64", "0+"),
-                        Field("CommittedLeaderEpoch", "int32", "6+", default=-1),
-                        Field("CommittedMetadata", "string", "0+", nullable="0+"),
-                    ],
-                    "0+",
-                ),
-            ],
-            "0+",
+        per_topic(
+            Field("PartitionIndex", "int32", "0+"),
+            Field("CommittedOffset", "int64", "0+"),
+            Field("CommittedLeaderEpoch", "int32", "6+", default=-1),
+            Field("CommittedMetadata", "string", "0+", nullable="0+"),
         ),
     ],
 )
@@ -236,20 +226,9 @@ OFFSET_COMMIT_RESPONSE = Message(
     flexible=8,
     fields=[
         Field("ThrottleTimeMs", "int32", "3+"),
-        Field(
-            "Topics",
-            [
-                Field("Name", "string", "0+"),
-                Field(
-                    "Partitions",
-                    [
-                        Field("PartitionIndex", "int32", "0+"),
-                        Field("ErrorCode", "int16", "0+"),
-                    ],
-                    "0+",
-                ),
-            ],
-            "0+",
+        per_topic(
+            Field("PartitionIndex", "int32", "0+"),
+            Field("ErrorCode", "int16", "0+"),
         ),
     ],
 )
@@ -281,23 +260,13 @@ OFFSET_FETCH_RESPONSE = Message(
     flexible=6,
     fields=[
         Field("ThrottleTimeMs", "int32", "3+"),
-        Field(
-            "Topics",
-            [
-                Field("Name", "string", "0-7"),
-                Field(
-                    "Partitions",
-                    [
-                        Field("PartitionIndex", "int32", "0-7"),
-                        Field("CommittedOffset", "int64", "0-7"),
-                        Field("CommittedLeaderEpoch", "int32", "5-7", default=-1),
-                        Field("Metadata", "string", "0-7", nullable="0-7"),
-                        Field("ErrorCode", "int16", "0-7"),
-                    ],
-                    "0-7",
-                ),
-            ],
-            "0-7",
+        per_topic(
+            Field("PartitionIndex", "int32", "0-7"),
+            Field("CommittedOffset", "int64", "0-7"),
+            Field("CommittedLeaderEpoch", "int32", "5-7", default=-1),
+            Field("Metadata", "string", "0-7", nullable="0-7"),
+            Field("ErrorCode", "int16", "0-7"),
+            versions="0-7",
         ),
         Field("ErrorCode", "int16", "2-7"),
     ],
