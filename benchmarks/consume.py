@@ -48,8 +48,7 @@ from produce import (
     wait_until_stored,
 )
 
-from spark_replica.client import Cluster, Consumer, Producer, ProducerConfig
-from spark_replica.client.sync_consumer import SyncConsumer
+from spark_replica.client import Cluster, Consumer, Producer, ProducerConfig, SyncConsumer
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.produce import ACKS_LEADER
 

@@ -56,8 +56,7 @@ from _broker_log import CONTROLLER_PREFIX, GONE_LINE, broker_log, log_time
 from _cluster import LocalCluster, local_cluster
 from _common import emit
 
-from spark_replica.client import Admin, Cluster
-from spark_replica.client.connection import BrokerConnection
+from spark_replica.client import Admin, BrokerConnection, Cluster
 from spark_replica.errors import ReplogError
 from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.wire.native.metadata import NO_LEADER, MetadataRequest, MetadataResponse

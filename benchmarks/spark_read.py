@@ -73,8 +73,7 @@ from produce import MAX_BATCH_BYTES, build_batches, send_all
 from pyspark.sql import DataFrame, SparkSession
 
 from connectors.spark.partition_reader import RangePartition, read_range
-from spark_replica.client import Admin, Cluster, Producer, ProducerConfig
-from spark_replica.client.consumer import Consumer
+from spark_replica.client import Admin, Cluster, Consumer, Producer, ProducerConfig
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.list_offsets import LATEST_TIMESTAMP
 from spark_replica.wire.native.produce import ACKS_LEADER

@@ -31,9 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+from spark_replica.client import LOG_APPEND_TIME, ConsumerRecord
 from spark_replica.client.accumulator import Headers
-from spark_replica.client.consumer_records import ConsumerRecord
-from spark_replica.client.fetched import LOG_APPEND_TIME
 from spark_replica.errors import ConfigError
 
 DEFAULT_HEADERS_DELIMITER = "\t"
