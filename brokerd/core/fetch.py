@@ -12,7 +12,10 @@ import asyncio
 from collections.abc import Callable
 from typing import TypeVar
 
+from brokerd.core.context import BrokerContext
 from brokerd.replication.partition import Partition, wait_for_change
+from spark_replica.errors import InvalidFetchSizeError
+from spark_replica.topics import TopicPartition
 
 # A fetch never parks longer than this, whatever max_wait_ms says.
 MAX_WAIT_CAP_MS = 30_000
@@ -41,3 +44,22 @@ async def long_poll(
         if not await wait_for_change(watched, remaining):
             response, _, _ = read_all()
             return response
+
+
+def partition_to_read(
+    ctx: BrokerContext,
+    tp: TopicPartition,
+    max_bytes: int,
+    partition_max_bytes: int,
+    current_leader_epoch: int,
+) -> Partition:
+    """The led partition a fetch reads, once the request's sizes and the leader epoch it
+    names are checked; else the typed error that is the partition's answer."""
+    if max_bytes <= 0 or partition_max_bytes <= 0:
+        raise InvalidFetchSizeError(
+            f"max_bytes must be positive (request {max_bytes}, partition {partition_max_bytes})"
+        )
+    partition = ctx.replicas.get_partition(tp)
+    partition.require_leader()
+    partition.check_leader_epoch(current_leader_epoch)
+    return partition

@@ -33,13 +33,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from brokerd.core.authorization import authorize_topic, topic_denied
 from brokerd.core.context import BrokerContext
-from brokerd.core.fetch import FETCH_MAX_BYTES, long_poll
+from brokerd.core.fetch import FETCH_MAX_BYTES, long_poll, partition_to_read
 from brokerd.core.partitions import serve_partition
 from brokerd.kafka.fetch_cache import FetchCache
 from brokerd.kafka.fetch_convert import Conversion, StoredRead
 from brokerd.kafka.request import KafkaRequest
 from brokerd.replication.partition import Partition
-from spark_replica.errors import BrokerResponseError, InvalidFetchSizeError, InvalidRequestError
+from spark_replica.errors import BrokerResponseError, InvalidRequestError
 from spark_replica.security.acl import Operation
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.schema import Data
@@ -110,14 +110,13 @@ def _read_all(
 
             def serve(tp: TopicPartition, entry: Data = entry, result: Data = result) -> None:
                 nonlocal remaining, total
-                if body.max_bytes <= 0 or entry.partition_max_bytes <= 0:
-                    raise InvalidFetchSizeError(
-                        f"max_bytes must be positive (request {body.max_bytes}, "
-                        f"partition {entry.partition_max_bytes})"
-                    )
-                partition = ctx.replicas.get_partition(tp)
-                partition.require_leader()
-                partition.check_leader_epoch(entry.current_leader_epoch)
+                partition = partition_to_read(
+                    ctx,
+                    tp,
+                    body.max_bytes,
+                    entry.partition_max_bytes,
+                    entry.current_leader_epoch,
+                )
                 # Set before the offset is checked: OFFSET_OUT_OF_RANGE carries them.
                 result.high_watermark = partition.high_watermark
                 result.last_stable_offset = partition.high_watermark

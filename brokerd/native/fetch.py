@@ -13,10 +13,9 @@ from __future__ import annotations
 import functools
 
 from brokerd.core.context import BrokerContext
-from brokerd.core.fetch import FETCH_MAX_BYTES, long_poll
+from brokerd.core.fetch import FETCH_MAX_BYTES, long_poll, partition_to_read
 from brokerd.core.partitions import answer_each_partition
 from brokerd.replication.partition import Partition
-from spark_replica.errors import InvalidFetchSizeError
 from spark_replica.records import now_ms
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.fetch import (
@@ -53,14 +52,9 @@ def _read_all(
 
     def serve(tp: TopicPartition, entry: FetchPartition, result: FetchPartitionResult) -> None:
         nonlocal remaining, total
-        if request.max_bytes <= 0 or entry.max_bytes <= 0:
-            raise InvalidFetchSizeError(
-                f"max_bytes must be positive (request {request.max_bytes}, "
-                f"partition {entry.max_bytes})"
-            )
-        partition = ctx.replicas.get_partition(tp)
-        partition.require_leader()
-        partition.check_leader_epoch(entry.current_leader_epoch)
+        partition = partition_to_read(
+            ctx, tp, request.max_bytes, entry.max_bytes, entry.current_leader_epoch
+        )
         # Set before the offset is checked: a follower told OFFSET_OUT_OF_RANGE needs
         # them to choose between restarting at the log start and truncating.
         result.log_start_offset = partition.log.log_start_offset
