@@ -38,13 +38,11 @@ from collections.abc import Awaitable, Callable
 import pyarrow as pa
 
 from connectors.spark.sink_identity import ProducerIdentity
-from spark_replica.client import SendOutcome, SequencedProducer
+from spark_replica.client import SEQUENCE_SPACE, SendOutcome, SequencedProducer
 from spark_replica.errors import OutOfOrderSequenceError
 from spark_replica.topics import TopicPartition
 
 log = logging.getLogger(__name__)
-
-SEQUENCE_SPACE = 2**31
 
 
 class Outcome(enum.Enum):

@@ -7,6 +7,7 @@ from spark_replica.client.connection import BrokerConnection
 from spark_replica.client.consumer import Consumer, ConsumerConfig
 from spark_replica.client.consumer_records import ConsumerRecord
 from spark_replica.client.fetched import CREATE_TIME, LOG_APPEND_TIME, FetchedRecords, RecordsLost
+from spark_replica.client.in_flight import SEQUENCE_SPACE
 from spark_replica.client.list_offsets import EARLIEST, LATEST, list_offsets
 from spark_replica.client.partitioner import murmur2, partition_for_key
 from spark_replica.client.producer import Producer, RecordMetadata
@@ -27,6 +28,7 @@ __all__ = [
     "EARLIEST",
     "LATEST",
     "LOG_APPEND_TIME",
+    "SEQUENCE_SPACE",
     "Admin",
     "Attempts",
     "BrokerConnection",

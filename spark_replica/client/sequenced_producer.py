@@ -38,11 +38,10 @@ from spark_replica.wire.native.produce import ACKS_ALL
 
 from .cluster import Cluster
 from .connection import BrokerConnection
+from .in_flight import SEQUENCE_SPACE
 from .leader_call import call_leader
 from .produce_call import read_answer, send_produce
 from .retry import RetryPolicy
-
-SEQUENCE_SPACE = 2**31
 
 
 class SendOutcome(enum.Enum):
