@@ -407,10 +407,15 @@ def _scalar(kind: str, flexible: bool, nullable: bool) -> tuple[Read, Write]:
 
 def _write_with(name: str) -> Write:
     """Write with the writer's own method `name`, so a Writer subclass sees every field
-    (the fuzzer's MarkingWriter notes where lengths and ints go)."""
+    (the fuzzer's MarkingWriter notes where lengths and ints go); a plain Writer's is
+    called directly, without looking it up on each value."""
+    plain = getattr(Writer, name)
 
     def write(writer: Writer, value: Any) -> None:
-        getattr(writer, name)(value)
+        if type(writer) is Writer:
+            plain(writer, value)
+        else:
+            getattr(writer, name)(value)
 
     return write
 
@@ -442,7 +447,7 @@ def _array(
                 raise ProtocolError(f"non-nullable array {name} holds None")
             write_length(writer, None)
             return
-        if not isinstance(items, Sequence):
+        if not isinstance(items, list | tuple) and not isinstance(items, Sequence):
             items = list(items)
         write_length(writer, len(items))
         for item in items:
