@@ -38,9 +38,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from brokerd.groups.coordinator_choice import coordinator_for, not_serving_error, serves_groups
-from brokerd.groups.membership import (
+from brokerd.groups.members import (
     ErrorType,
-    Group,
     GroupLimits,
     GroupState,
     JoinRequest,
@@ -48,6 +47,7 @@ from brokerd.groups.membership import (
     Replies,
     SyncResult,
 )
+from brokerd.groups.membership import Group
 from brokerd.groups.offset_expiry import expired_offsets, subscribed_topics
 from spark_replica.errors import (
     BrokerResponseError,

@@ -23,7 +23,7 @@ from brokerd.core.authorization import (
 )
 from brokerd.core.context import BrokerContext
 from brokerd.groups.coordinator import GroupCoordinator
-from brokerd.groups.membership import ErrorType, JoinRequest
+from brokerd.groups.members import ErrorType, JoinRequest
 from brokerd.kafka.request import KafkaHandler, KafkaRequest
 from spark_replica.errors import (
     BrokerResponseError,

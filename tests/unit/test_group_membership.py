@@ -6,13 +6,8 @@ import itertools
 
 import pytest
 
-from brokerd.groups.membership import (
-    Group,
-    GroupLimits,
-    GroupState,
-    JoinRequest,
-    JoinResult,
-)
+from brokerd.groups.members import GroupLimits, GroupState, JoinRequest, JoinResult
+from brokerd.groups.membership import Group
 from spark_replica.errors import (
     FencedInstanceIdError,
     GroupMaxSizeReachedError,
