@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from functools import partial
 from typing import Any
 
 from brokerd.core.context import BrokerContext
@@ -38,6 +39,7 @@ from brokerd.groups.coordinator import GroupCoordinator
 from brokerd.kafka.groups import group_handlers
 from brokerd.kafka.handlers import DATA_HANDLERS
 from brokerd.kafka.request import KafkaHandler, KafkaRequest
+from brokerd.serving.authentication import SaslSession
 from brokerd.serving.connection_state import Phase
 from brokerd.serving.server import CLOSE, Answer, Connection, LoginRefused, Logins
 from spark_replica.errors import (
@@ -51,7 +53,6 @@ from spark_replica.transport import Frame, OversizedFrame
 from spark_replica.wire.kafka.headers import encode_response, read_request_header
 from spark_replica.wire.kafka.versions import REQUESTS, SERVED
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.native.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from spark_replica.wire.primitives import Buffer, Reader
 from spark_replica.wire.schema import Data
 
@@ -172,12 +173,15 @@ class KafkaDispatch:
             error = IllegalSaslStateError("this listener does not use SASL")
             answer = _sasl_error(key, error)
             return Answer(encode_response(key, version, correlation_id, answer), 0.0)
-        if key == SASL_HANDSHAKE:
-            request: Any = SaslHandshakeRequest(body.mechanism)
-        else:
-            request = SaslAuthenticateRequest(bytes(body.auth_bytes))
         try:
-            response = await self.logins.step(connection, ApiKey(key), request)
+            if key == SASL_HANDSHAKE:
+                mechanisms = await self.logins.step(
+                    connection, partial(SaslSession.handshake, mechanism=body.mechanism)
+                )
+            else:
+                token = await self.logins.step(
+                    connection, partial(SaslSession.authenticate, token=bytes(body.auth_bytes))
+                )
         except LoginRefused as refused:
             answer = _sasl_error(key, refused.error)
             if key == SASL_HANDSHAKE:
@@ -186,12 +190,12 @@ class KafkaDispatch:
                 encode_response(key, version, correlation_id, answer), refused.close_after_s
             )
         if key == SASL_HANDSHAKE:
-            answer = Data(error_code=0, mechanisms=response.mechanisms)
+            answer = Data(error_code=0, mechanisms=mechanisms)
         else:
             answer = Data(
                 error_code=0,
                 error_message=None,
-                auth_bytes=response.auth_bytes,
+                auth_bytes=token,
                 session_lifetime_ms=0,
             )
         return self._encode(key, version, correlation_id, answer)

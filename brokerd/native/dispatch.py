@@ -14,12 +14,14 @@ request is checked against the ACLs before its handler runs
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 from brokerd.core.context import BrokerContext
 from brokerd.core.produce import UnansweredProduceFailed
 from brokerd.native.authorization import check, filter_metadata
 from brokerd.native.registry import HANDLERS
+from brokerd.serving.authentication import SaslSession
 from brokerd.serving.connection_state import Phase
 from brokerd.serving.server import CLOSE, Answer, Connection, LoginRefused, Logins
 from spark_replica.errors import (
@@ -100,7 +102,9 @@ class ReplogDispatch:
                 error = IllegalSaslStateError(f"{api_key.name}: this listener does not use SASL")
                 return Answer(_error_response(correlation_id, error))
             try:
-                response = await self.logins.step(connection, api_key, request)
+                response = await self.logins.step(
+                    connection, partial(SaslSession.handle, api_key=api_key, request=request)
+                )
             except LoginRefused as refused:
                 return Answer(_error_response(correlation_id, refused.error), refused.close_after_s)
             return Answer(_encode(api_key, correlation_id, response))

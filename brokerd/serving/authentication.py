@@ -115,32 +115,41 @@ class SaslSession:
         return self.principal is not None
 
     async def handle(self, api_key: ApiKey, request: Any) -> Any:
-        """Answer a SASL request; raise the typed error that refuses it. After any error
-        the server closes the connection."""
+        """Answer a SASL request of the replog listener (its request types); raise the
+        typed error that refuses it. After any error the server closes the connection."""
+        if api_key == ApiKey.SASL_HANDSHAKE:
+            assert isinstance(request, SaslHandshakeRequest)
+            return SaslHandshakeResponse(await self.handshake(request.mechanism))
+        assert isinstance(request, SaslAuthenticateRequest)
+        return SaslAuthenticateResponse(await self.authenticate(request.auth_bytes))
+
+    async def handshake(self, mechanism: str) -> list[str]:
+        """Choose the mechanism; the listener's enabled mechanisms, or the typed error."""
         if self.authenticated:
             raise IllegalSaslStateError("this connection is already authenticated")
-        if api_key == ApiKey.SASL_HANDSHAKE:
-            return self._handshake(request)
-        assert isinstance(request, SaslAuthenticateRequest)
-        if self._mechanism is None:
-            raise IllegalSaslStateError("SaslAuthenticate before SaslHandshake")
-        if self._mechanism == PLAIN:
-            return await self._plain(request.auth_bytes)
-        return await self._scram_step(request.auth_bytes)
-
-    def _handshake(self, request: SaslHandshakeRequest) -> SaslHandshakeResponse:
         if self._mechanism is not None:
             raise IllegalSaslStateError("SaslHandshake sent twice")
         enabled = list(self.security.enabled_mechanisms)
-        if request.mechanism not in enabled:
+        if mechanism not in enabled:
             raise UnsupportedSaslMechanismError(
-                f"SASL mechanism {request.mechanism!r} is not enabled on this listener "
+                f"SASL mechanism {mechanism!r} is not enabled on this listener "
                 f"(enabled: {', '.join(enabled)})"
             )
-        self._mechanism = request.mechanism
-        return SaslHandshakeResponse(enabled)
+        self._mechanism = mechanism
+        return enabled
 
-    async def _plain(self, token: bytes) -> SaslAuthenticateResponse:
+    async def authenticate(self, token: bytes) -> bytes:
+        """One step of the chosen mechanism's exchange: the server's token, or the typed
+        error."""
+        if self.authenticated:
+            raise IllegalSaslStateError("this connection is already authenticated")
+        if self._mechanism is None:
+            raise IllegalSaslStateError("SaslAuthenticate before SaslHandshake")
+        if self._mechanism == PLAIN:
+            return await self._plain(token)
+        return await self._scram_step(token)
+
+    async def _plain(self, token: bytes) -> bytes:
         username, password = parse_plain(token)
         # PLAIN is checked against the user's SCRAM credential, whichever mechanisms the
         # listener enables: one store of salted secrets serves both, and no password is
@@ -150,10 +159,10 @@ class SaslSession:
         matches = await self.run_hashing(lambda: verify_password(credential, password))
         if matches and exists:
             self.principal = f"User:{username}"
-            return SaslAuthenticateResponse(b"")
+            return b""
         raise SaslAuthenticationFailedError("invalid user name or password")
 
-    async def _scram_step(self, token: bytes) -> SaslAuthenticateResponse:
+    async def _scram_step(self, token: bytes) -> bytes:
         assert self._mechanism is not None
         if self._scram is None:
             self._scram = ScramServer(self._mechanism)
@@ -163,8 +172,8 @@ class SaslSession:
             exists = credential is not None
             if credential is None:
                 credential = fake_credential(stored.fake_key, self._mechanism, username)
-            return SaslAuthenticateResponse(self._scram.server_first(credential, exists=exists))
+            return self._scram.server_first(credential, exists=exists)
         final = self._scram.receive_client_final(token)
         assert self._scram.username is not None
         self.principal = f"User:{self._scram.username}"
-        return SaslAuthenticateResponse(final)
+        return final

@@ -56,9 +56,9 @@ import logging
 import os
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol, TypeVar
 
 from brokerd.core.context import BrokerContext
 from brokerd.metrics import ListenerRequests
@@ -87,10 +87,10 @@ from spark_replica.transport import (
     RequestBudget,
     serve_frame_streams,
 )
-from spark_replica.wire.native.apis import ApiKey
 from spark_replica.wire.native.frames import Buffer
 from spark_replica.zk.security_store import fake_credential_key, read_user_credentials
 
+T = TypeVar("T")
 logger = logging.getLogger("brokerd.server")
 
 # api key, api version and correlation id: enough to answer a frame we will not read.
@@ -160,13 +160,14 @@ class Logins:
             return None
         return SaslSession(security, self._stored_user, self._hash)
 
-    async def step(self, connection: Connection, api_key: ApiKey, request: Any) -> Any:
-        """Answer one SaslHandshake or SaslAuthenticate (replog's request types); on
+    async def step(self, connection: Connection, work: Callable[[SaslSession], Awaitable[T]]) -> T:
+        """Run one SASL step of the connection's session (`work`: its handshake or one
+        authenticate); a refusal is LoginRefused, with the delay failures earn; on
         success the connection takes the authenticated principal."""
         sasl = connection.sasl
         assert sasl is not None
         try:
-            response = await sasl.handle(api_key, request)
+            response = await work(sasl)
         except BrokerResponseError as exc:
             delay = self._failed.record(connection.ip, time.monotonic())
             logger.warning("authentication from %s failed: %s", connection.ip, exc)
