@@ -3,7 +3,7 @@
 
 Settings come from three places, each winning over the next: flags (`--broker-id`,
 `--port`, ... and `--override key=value`), the properties file given with `--config`
-(Kafka's server.properties names; see brokerd.server_properties), and the defaults. The
+(Kafka's server.properties names; see brokerd.config.server_properties), and the defaults. The
 identity flags are needed only where the file does not give them.
 """
 

@@ -30,7 +30,7 @@ or one whose request takes longer than socket.request.read.timeout.ms to arrive,
 closed by a periodic sweep (brokerd/serving/connection_limits.py has the rules). The server's
 task owns the table of connections; each connection's task only marks itself busy.
 
-Security is per listener (brokerd/security_config.py): on a TLS listener a client's
+Security is per listener (brokerd/config/security.py): on a TLS listener a client's
 first byte tells a TLS handshake from plaintext (the dispatch decides how to refuse
 plaintext); on a SASL listener a connection must authenticate before anything else
 (brokerd/serving/authentication.py). Failed logins are remembered per address by the Logins
