@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import struct
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from spark_replica.errors import ProtocolError
 from spark_replica.wire.primitives import ZERO_UUID, Reader, Writer
@@ -509,3 +509,37 @@ class Message:
         if reader.remaining():
             raise ProtocolError(f"{self.name} v{version}: {reader.remaining()} bytes left over")
         return decoded
+
+
+# The one version of a table that is not versioned (the native messages, the headers).
+SINGLE_VERSION = 0
+
+M = TypeVar("M", bound="Tabled")
+
+
+class Tabled:
+    """A class whose instances are the structs of its TABLE, a table of one version:
+    ``read`` and ``write`` come from the engine."""
+
+    __slots__ = ()
+    TABLE: ClassVar[Message]
+
+    def write(self, w: Writer) -> None:
+        self.TABLE.encode(SINGLE_VERSION, self, w)
+
+    @classmethod
+    def read(cls, r: Reader) -> Self:
+        decoded: Self = cls.TABLE.decode(SINGLE_VERSION, r)
+        return decoded
+
+
+def tabled(*fields: Field) -> Callable[[type[M]], type[M]]:
+    """Give a class its table: `fields` in wire order, decoded into the class."""
+
+    def attach(cls: type[M]) -> type[M]:
+        api_key = getattr(cls, "API_KEY", -1)
+        versions = (SINGLE_VERSION, SINGLE_VERSION)
+        cls.TABLE = Message(cls.__name__, api_key, versions, None, list(fields), cls)
+        return cls
+
+    return attach

@@ -10,39 +10,28 @@ that header before it knows which versions the broker speaks (KIP-511).
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import Any
 
 from spark_replica.errors import ProtocolError
 from spark_replica.wire.kafka.versions import REQUESTS, RESPONSES, is_flexible
 from spark_replica.wire.primitives import Buffer, Reader, Writer
+from spark_replica.wire.request_header import RequestHeader
 from spark_replica.wire.schema import Data
 
 API_VERSIONS = 18
 SIZE = struct.Struct(">i")
 
 
-@dataclass(frozen=True, slots=True)
-class RequestHeader:
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
-
-
 def read_request_header(reader: Reader) -> RequestHeader:
     """The header at the start of a request frame (without its size prefix)."""
-    header = RequestHeader(reader.int16(), reader.int16(), reader.int32(), reader.string())
+    header = RequestHeader.read(reader)
     if is_flexible(header.api_key, header.api_version):
         reader.skip_tagged_fields()
     return header
 
 
 def write_request_header(writer: Writer, header: RequestHeader) -> None:
-    writer.int16(header.api_key)
-    writer.int16(header.api_version)
-    writer.int32(header.correlation_id)
-    writer.string(header.client_id)
+    header.write(writer)
     if is_flexible(header.api_key, header.api_version):
         writer.empty_tagged_fields()
 

@@ -37,15 +37,8 @@ from spark_replica.security.acl import (
     ResourceType,
 )
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.native.table import (
-    ERROR,
-    Tabled,
-    struct,
-    struct_array,
-    tabled,
-    wire_field,
-)
-from spark_replica.wire.schema import Field
+from spark_replica.wire.native.table import ERROR, struct, struct_array, wire_field
+from spark_replica.wire.schema import Field, Tabled, tabled
 
 
 class ResourceTypeCode(IntEnum):

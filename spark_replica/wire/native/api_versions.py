@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.native.table import Tabled, struct_array, tabled, wire_field
+from spark_replica.wire.native.table import struct_array, wire_field
+from spark_replica.wire.schema import Tabled, tabled
 
 
 @dataclass(frozen=True, slots=True)

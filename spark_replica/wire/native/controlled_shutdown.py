@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.native.table import Tabled, per_topic_partition_ids, tabled, wire_field
+from spark_replica.wire.native.table import per_topic_partition_ids, wire_field
+from spark_replica.wire.schema import Tabled, tabled
 
 
 @tabled(wire_field("broker_id", "int32"), wire_field("broker_epoch", "int64"))

@@ -27,15 +27,13 @@ from spark_replica.wire.native.apis import ApiKey
 from spark_replica.wire.native.metadata import BROKER_ADDRESS, BrokerInfo
 from spark_replica.wire.native.table import (
     ERROR,
-    Tabled,
     per_topic,
     per_topic_partition_ids,
     struct,
     struct_array,
-    tabled,
     wire_field,
 )
-from spark_replica.wire.schema import Field
+from spark_replica.wire.schema import Field, Tabled, tabled
 
 
 @dataclass(slots=True)

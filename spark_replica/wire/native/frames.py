@@ -13,8 +13,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from spark_replica.wire.native.table import Tabled, tabled, wire_field
 from spark_replica.wire.primitives import Reader, Writer
+from spark_replica.wire.request_header import RequestHeader
 
 Buffer = bytes | bytearray | memoryview
 
@@ -27,20 +27,6 @@ DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
 NATIVE_LARGE_FIELD_BYTES = 64 * 1024
 # Enough to read a request header (and so the correlation id) of an oversized frame.
 MAX_HEADER_PEEK_BYTES = 4 + 2 + 32767 + 4 + 2
-
-
-@tabled(
-    wire_field("api_key", "int16"),
-    wire_field("api_version", "int16"),
-    wire_field("correlation_id", "int32"),
-    wire_field("client_id", "string", nullable=True),
-)
-@dataclass(frozen=True, slots=True)
-class RequestHeader(Tabled):
-    api_key: int
-    api_version: int
-    correlation_id: int
-    client_id: str | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.native.table import Tabled, tabled, wire_field
+from spark_replica.wire.native.table import wire_field
+from spark_replica.wire.schema import Tabled, tabled
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1

@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.native.table import ERROR, Tabled, per_topic, tabled, wire_field
+from spark_replica.wire.native.table import ERROR, per_topic, wire_field
+from spark_replica.wire.schema import Tabled, tabled
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1

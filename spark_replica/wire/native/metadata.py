@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.native.table import ERROR, Tabled, struct_array, tabled, wire_field
+from spark_replica.wire.native.table import ERROR, struct_array, wire_field
+from spark_replica.wire.schema import Tabled, tabled
 
 NO_LEADER = -1
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.native.table import ERROR, Tabled, struct_array, tabled, wire_field
+from spark_replica.wire.native.table import ERROR, struct_array, wire_field
+from spark_replica.wire.schema import Tabled, tabled
 
 
 class ScramMechanismCode(IntEnum):

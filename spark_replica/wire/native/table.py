@@ -3,7 +3,8 @@
 Every native API has one version (0) and classic encodings: a native table is its
 fields in wire order, and each struct names the dataclass its values build, so brokerd
 and the client keep their message types and their ``read``/``write`` calls while the
-encoding comes from spark_replica.wire.schema like Kafka's. The sub-structures several
+encoding comes from spark_replica.wire.schema like Kafka's (Tabled and tabled live
+there, since the request header both protocols share is one too). The sub-structures several
 messages share are declared here once: the per-topic layout, the error pair, a broker's
 address.
 """
@@ -11,42 +12,9 @@ address.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, ClassVar, Self, TypeVar
+from typing import Any
 
-from spark_replica.wire.primitives import Reader, Writer
-from spark_replica.wire.schema import Field, Message
-
-NATIVE_VERSION = 0
-
-M = TypeVar("M", bound="Tabled")
-
-
-class Tabled:
-    """A native message whose layout is its class's TABLE."""
-
-    __slots__ = ()
-    TABLE: ClassVar[Message]
-
-    def write(self, w: Writer) -> None:
-        self.TABLE.encode(NATIVE_VERSION, self, w)
-
-    @classmethod
-    def read(cls, r: Reader) -> Self:
-        message: Self = cls.TABLE.decode(NATIVE_VERSION, r)
-        return message
-
-
-def tabled(*fields: Field) -> Callable[[type[M]], type[M]]:
-    """Give a message class its table: `fields` in wire order, decoded into the class."""
-
-    def attach(cls: type[M]) -> type[M]:
-        api_key = getattr(cls, "API_KEY", -1)
-        cls.TABLE = Message(
-            cls.__name__, api_key, (NATIVE_VERSION, NATIVE_VERSION), None, list(fields), cls
-        )
-        return cls
-
-    return attach
+from spark_replica.wire.schema import Field
 
 
 def wire_field(
