@@ -3,10 +3,9 @@
 Every native API has one version (0) and classic encodings: a native table is its
 fields in wire order, and each struct names the dataclass its values build, so brokerd
 and the client keep their message types and their ``read``/``write`` calls while the
-encoding comes from spark_replica.wire.schema like Kafka's (Tabled and tabled live
-there, since the request header both protocols share is one too). The sub-structures several
-messages share are declared here once: the per-topic layout, the error pair, a broker's
-address.
+encoding comes from spark_replica.wire.schema like Kafka's (``Tabled`` and ``tabled``).
+The sub-structures several messages share are declared here once: the per-topic layout,
+the error pair; a broker's address is in metadata.py beside BrokerInfo.
 """
 
 from __future__ import annotations
