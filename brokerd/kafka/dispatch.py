@@ -37,7 +37,7 @@ from brokerd.core.context import BrokerContext
 from brokerd.core.produce import UnansweredProduceFailed
 from brokerd.groups.coordinator import GroupCoordinator
 from brokerd.kafka.groups import group_handlers
-from brokerd.kafka.handlers import DATA_HANDLERS
+from brokerd.kafka.registry import DATA_HANDLERS
 from brokerd.kafka.request import KafkaHandler, KafkaRequest
 from brokerd.serving.authentication import SaslSession
 from brokerd.serving.connection_state import Phase

@@ -1,4 +1,5 @@
-"""The data, admin and ACL APIs of the Kafka listener, by api key (groups are brokerd/groups)."""
+"""The Kafka listener's API registry: its data, admin and ACL handlers by api key (the group
+APIs are added bound to the coordinator, brokerd/kafka/groups.py)."""
 
 from __future__ import annotations
 
