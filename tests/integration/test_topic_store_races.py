@@ -78,7 +78,7 @@ def test_create_partitions_of_a_topic_deleted_meanwhile_is_unknown_topic(zk: Kaz
     context = cast(BrokerContext, SimpleNamespace(zk=ChangedBeforeSet(zk, delete_topic, times=1)))
     topic_store.create_topic(zk, "raced", partitions=2, replication_factor=2)
     write = partial(topic_store.add_partitions, topic="raced", count=4)
-    result = asyncio.run(_run("raced", write, context))
+    result = asyncio.run(_run("raced", None, write, context))
     assert result.error_code == UnknownTopicOrPartitionError.code
 
 
