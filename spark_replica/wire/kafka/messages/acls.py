@@ -5,10 +5,16 @@ codes, Kafka's numbers, which spark_replica/wire/native/acls.py names."""
 
 from __future__ import annotations
 
+from spark_replica.wire.kafka.messages.layouts import (
+    LITERAL,
+    error,
+    error_message,
+    head,
+    resource,
+    results,
+    throttle,
+)
 from spark_replica.wire.schema import Field, Message
-
-# Kafka's PatternType.LITERAL: what a version without the pattern type field means.
-LITERAL = 3
 
 
 def _entry_fields() -> list[Field]:
@@ -48,19 +54,9 @@ DESCRIBE_ACLS_RESPONSE = Message(
     versions=(0, 3),
     flexible=2,
     fields=[
-        Field("ThrottleTimeMs", "int32", "0+"),
-        Field("ErrorCode", "int16", "0+"),
-        Field("ErrorMessage", "string", "0+", nullable="0+", default=None),
-        Field(
-            "Resources",
-            [
-                Field("ResourceType", "int8", "0+"),
-                Field("ResourceName", "string", "0+"),
-                Field("PatternType", "int8", "1+", default=LITERAL),
-                Field("Acls", _entry_fields(), "0+"),
-            ],
-            "0+",
-        ),
+        *head("0+"),
+        error_message(),
+        Field("Resources", [*resource("PatternType"), Field("Acls", _entry_fields(), "0+")], "0+"),
     ],
 )
 
@@ -72,12 +68,7 @@ CREATE_ACLS_REQUEST = Message(
     fields=[
         Field(
             "Creations",
-            [
-                Field("ResourceType", "int8", "0+"),
-                Field("ResourceName", "string", "0+"),
-                Field("ResourcePatternType", "int8", "1+", default=LITERAL),
-                *_entry_fields(),
-            ],
+            [*resource("ResourcePatternType"), *_entry_fields()],
             "0+",
         ),
     ],
@@ -89,15 +80,8 @@ CREATE_ACLS_RESPONSE = Message(
     versions=(0, 3),
     flexible=2,
     fields=[
-        Field("ThrottleTimeMs", "int32", "0+"),
-        Field(
-            "Results",
-            [
-                Field("ErrorCode", "int16", "0+"),
-                Field("ErrorMessage", "string", "0+", nullable="0+", default=None),
-            ],
-            "0+",
-        ),
+        throttle(),
+        results("Results", message="0+"),
     ],
 )
 
@@ -115,22 +99,14 @@ DELETE_ACLS_RESPONSE = Message(
     versions=(0, 3),
     flexible=2,
     fields=[
-        Field("ThrottleTimeMs", "int32", "0+"),
+        throttle(),
         Field(
             "FilterResults",
             [
-                Field("ErrorCode", "int16", "0+"),
-                Field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+                *error(message="0+"),
                 Field(
                     "MatchingAcls",
-                    [
-                        Field("ErrorCode", "int16", "0+"),
-                        Field("ErrorMessage", "string", "0+", nullable="0+", default=None),
-                        Field("ResourceType", "int8", "0+"),
-                        Field("ResourceName", "string", "0+"),
-                        Field("PatternType", "int8", "1+", default=LITERAL),
-                        *_entry_fields(),
-                    ],
+                    [*error(message="0+"), *resource("PatternType"), *_entry_fields()],
                     "0+",
                 ),
             ],

@@ -4,6 +4,15 @@ Kafka 3.x's message definitions)."""
 
 from __future__ import annotations
 
+from spark_replica.wire.kafka.messages.layouts import (
+    config_entry,
+    error,
+    error_code,
+    error_message,
+    resource,
+    results,
+    throttle,
+)
 from spark_replica.wire.schema import Field, Message
 
 CREATE_TOPICS_REQUEST = Message(
@@ -26,14 +35,7 @@ CREATE_TOPICS_REQUEST = Message(
                     ],
                     "0+",
                 ),
-                Field(
-                    "Configs",
-                    [
-                        Field("Name", "string", "0+"),
-                        Field("Value", "string", "0+", nullable="0+"),
-                    ],
-                    "0+",
-                ),
+                Field("Configs", config_entry("0+", "0+"), "0+"),
             ],
             "0+",
         ),
@@ -48,21 +50,20 @@ CREATE_TOPICS_RESPONSE = Message(
     versions=(0, 5),
     flexible=5,
     fields=[
-        Field("ThrottleTimeMs", "int32", "2+"),
+        throttle("2+"),
         Field(
             "Topics",
             [
                 Field("Name", "string", "0+"),
-                Field("ErrorCode", "int16", "0+"),
-                Field("ErrorMessage", "string", "1+", nullable="0+", default=None),
+                error_code(),
+                error_message("1+", nullable="0+"),
                 Field("TopicConfigErrorCode", "int16", "5+", tag=0, tagged="5+"),
                 Field("NumPartitions", "int32", "5+", default=-1),
                 Field("ReplicationFactor", "int16", "5+", default=-1),
                 Field(
                     "Configs",
                     [
-                        Field("Name", "string", "5+"),
-                        Field("Value", "string", "5+", nullable="5+"),
+                        *config_entry("5+", "5+"),
                         Field("ReadOnly", "bool", "5+"),
                         Field("ConfigSource", "int8", "5+", default=-1),
                         Field("IsSensitive", "bool", "5+"),
@@ -93,15 +94,8 @@ DELETE_TOPICS_RESPONSE = Message(
     versions=(0, 4),
     flexible=4,
     fields=[
-        Field("ThrottleTimeMs", "int32", "1+"),
-        Field(
-            "Responses",
-            [
-                Field("Name", "string", "0+"),
-                Field("ErrorCode", "int16", "0+"),
-            ],
-            "0+",
-        ),
+        throttle("1+"),
+        results("Responses", Field("Name", "string", "0+")),
     ],
 )
 
@@ -139,16 +133,8 @@ CREATE_PARTITIONS_RESPONSE = Message(
     versions=(0, 2),
     flexible=2,
     fields=[
-        Field("ThrottleTimeMs", "int32", "0+"),
-        Field(
-            "Results",
-            [
-                Field("Name", "string", "0+"),
-                Field("ErrorCode", "int16", "0+"),
-                Field("ErrorMessage", "string", "0+", nullable="0+", default=None),
-            ],
-            "0+",
-        ),
+        throttle(),
+        results("Results", Field("Name", "string", "0+"), message="0+"),
     ],
 )
 
@@ -161,8 +147,7 @@ DESCRIBE_CONFIGS_REQUEST = Message(
         Field(
             "Resources",
             [
-                Field("ResourceType", "int8", "0+"),
-                Field("ResourceName", "string", "0+"),
+                *resource(),
                 Field("ConfigurationKeys", "[]string", "0+", nullable="0+", default=None),
             ],
             "0+",
@@ -178,30 +163,23 @@ DESCRIBE_CONFIGS_RESPONSE = Message(
     versions=(0, 4),
     flexible=4,
     fields=[
-        Field("ThrottleTimeMs", "int32", "0+"),
+        throttle(),
         Field(
             "Results",
             [
-                Field("ErrorCode", "int16", "0+"),
-                Field("ErrorMessage", "string", "0+", nullable="0+", default=None),
-                Field("ResourceType", "int8", "0+"),
-                Field("ResourceName", "string", "0+"),
+                *error(message="0+"),
+                *resource(),
                 Field(
                     "Configs",
                     [
-                        Field("Name", "string", "0+"),
-                        Field("Value", "string", "0+", nullable="0+"),
+                        *config_entry("0+", "0+"),
                         Field("ReadOnly", "bool", "0+"),
                         Field("IsDefault", "bool", "0"),
                         Field("ConfigSource", "int8", "1+", default=-1),
                         Field("IsSensitive", "bool", "0+"),
                         Field(
                             "Synonyms",
-                            [
-                                Field("Name", "string", "1+"),
-                                Field("Value", "string", "1+", nullable="0+"),
-                                Field("Source", "int8", "1+"),
-                            ],
+                            [*config_entry("1+", "0+"), Field("Source", "int8", "1+")],
                             "1+",
                         ),
                         Field("ConfigType", "int8", "3+", default=0),

@@ -10,7 +10,14 @@ Responses/Partitions/Records), which later Kafka releases renamed in places.
 
 from __future__ import annotations
 
-from spark_replica.wire.kafka.messages.layouts import per_topic
+from spark_replica.wire.kafka.messages.layouts import (
+    error_code,
+    error_message,
+    head,
+    node,
+    per_topic,
+    throttle,
+)
 from spark_replica.wire.schema import Field, Message
 
 API_VERSIONS_REQUEST = Message(
@@ -30,7 +37,7 @@ API_VERSIONS_RESPONSE = Message(
     versions=(0, 3),
     flexible=3,
     fields=[
-        Field("ErrorCode", "int16", "0+"),
+        error_code(),
         Field(
             "ApiKeys",
             [
@@ -40,7 +47,7 @@ API_VERSIONS_RESPONSE = Message(
             ],
             "0+",
         ),
-        Field("ThrottleTimeMs", "int32", "1+"),
+        throttle("1+"),
         Field(
             "SupportedFeatures",
             [
@@ -97,15 +104,10 @@ METADATA_RESPONSE = Message(
     versions=(0, 9),
     flexible=9,
     fields=[
-        Field("ThrottleTimeMs", "int32", "3+"),
+        throttle("3+"),
         Field(
             "Brokers",
-            [
-                Field("NodeId", "int32", "0+"),
-                Field("Host", "string", "0+"),
-                Field("Port", "int32", "0+"),
-                Field("Rack", "string", "1+", nullable="1+", default=None),
-            ],
+            [*node(), Field("Rack", "string", "1+", nullable="1+", default=None)],
             "0+",
         ),
         Field("ClusterId", "string", "2+", nullable="2+", default=None),
@@ -113,13 +115,13 @@ METADATA_RESPONSE = Message(
         Field(
             "Topics",
             [
-                Field("ErrorCode", "int16", "0+"),
+                error_code(),
                 Field("Name", "string", "0+"),
                 Field("IsInternal", "bool", "1+", default=False),
                 Field(
                     "Partitions",
                     [
-                        Field("ErrorCode", "int16", "0+"),
+                        error_code(),
                         Field("PartitionIndex", "int32", "0+"),
                         Field("LeaderId", "int32", "0+"),
                         Field("LeaderEpoch", "int32", "7+", default=-1),
@@ -169,7 +171,7 @@ PRODUCE_RESPONSE = Message(
     fields=[
         per_topic(
             Field("Index", "int32", "0+"),
-            Field("ErrorCode", "int16", "0+"),
+            error_code(),
             Field("BaseOffset", "int64", "0+"),
             Field("LogAppendTimeMs", "int64", "2+", default=-1),
             Field("LogStartOffset", "int64", "5+", default=-1),
@@ -187,11 +189,11 @@ PRODUCE_RESPONSE = Message(
                 ],
                 "8+",
             ),
-            Field("ErrorMessage", "string", "8+", nullable="8+", default=None),
+            error_message("8+"),
             topics="Responses",
             partitions="PartitionResponses",
         ),
-        Field("ThrottleTimeMs", "int32", "1+"),
+        throttle("1+"),
     ],
 )
 
@@ -234,12 +236,11 @@ FETCH_RESPONSE = Message(
     versions=(4, 11),
     flexible=12,
     fields=[
-        Field("ThrottleTimeMs", "int32", "1+"),
-        Field("ErrorCode", "int16", "7+"),
+        *head("1+", "7+"),
         Field("SessionId", "int32", "7+", default=0),
         per_topic(
             Field("PartitionIndex", "int32", "0+"),
-            Field("ErrorCode", "int16", "0+"),
+            error_code(),
             Field("HighWatermark", "int64", "0+"),
             Field("LastStableOffset", "int64", "4+", default=-1),
             Field("LogStartOffset", "int64", "5+", default=-1),
@@ -283,10 +284,10 @@ LIST_OFFSETS_RESPONSE = Message(
     versions=(1, 6),
     flexible=6,
     fields=[
-        Field("ThrottleTimeMs", "int32", "2+"),
+        throttle("2+"),
         per_topic(
             Field("PartitionIndex", "int32", "0+"),
-            Field("ErrorCode", "int16", "0+"),
+            error_code(),
             Field("Timestamp", "int64", "1+", default=-1),
             Field("Offset", "int64", "1+", default=-1),
             Field("LeaderEpoch", "int32", "4+", default=-1),
@@ -316,9 +317,9 @@ OFFSET_FOR_LEADER_EPOCH_RESPONSE = Message(
     versions=(0, 4),
     flexible=4,
     fields=[
-        Field("ThrottleTimeMs", "int32", "2+"),
+        throttle("2+"),
         per_topic(
-            Field("ErrorCode", "int16", "0+"),
+            error_code(),
             Field("Partition", "int32", "0+"),
             Field("LeaderEpoch", "int32", "1+", default=-1),
             Field("EndOffset", "int64", "0+"),
@@ -346,8 +347,7 @@ INIT_PRODUCER_ID_RESPONSE = Message(
     versions=(0, 4),
     flexible=2,
     fields=[
-        Field("ThrottleTimeMs", "int32", "0+"),
-        Field("ErrorCode", "int16", "0+"),
+        *head("0+"),
         Field("ProducerId", "int64", "0+", default=-1),
         Field("ProducerEpoch", "int16", "0+"),
     ],

@@ -9,7 +9,19 @@ through the client, v1 with per-partition timestamps) that no maintained client 
 
 from __future__ import annotations
 
-from spark_replica.wire.kafka.messages.layouts import per_topic
+from spark_replica.wire.kafka.messages.layouts import (
+    error,
+    error_code,
+    error_message,
+    group_generation_member,
+    head,
+    member,
+    node,
+    per_topic,
+    protocol,
+    results,
+    throttle,
+)
 from spark_replica.wire.schema import Field, Message
 
 FIND_COORDINATOR_REQUEST = Message(
@@ -30,22 +42,13 @@ FIND_COORDINATOR_RESPONSE = Message(
     versions=(0, 4),
     flexible=3,
     fields=[
-        Field("ThrottleTimeMs", "int32", "1+"),
-        Field("ErrorCode", "int16", "0-3"),
-        Field("ErrorMessage", "string", "1-3", nullable="1-3", default=None),
-        Field("NodeId", "int32", "0-3"),
-        Field("Host", "string", "0-3"),
-        Field("Port", "int32", "0-3"),
+        throttle("1+"),
+        error_code("0-3"),
+        error_message("1-3"),
+        *node("0-3"),
         Field(
             "Coordinators",
-            [
-                Field("Key", "string", "4+"),
-                Field("NodeId", "int32", "4+"),
-                Field("Host", "string", "4+"),
-                Field("Port", "int32", "4+"),
-                Field("ErrorCode", "int16", "4+"),
-                Field("ErrorMessage", "string", "4+", nullable="4+", default=None),
-            ],
+            [Field("Key", "string", "4+"), *node("4+"), *error("4+", message="4+")],
             "4+",
         ),
     ],
@@ -60,8 +63,7 @@ JOIN_GROUP_REQUEST = Message(
         Field("GroupId", "string", "0+"),
         Field("SessionTimeoutMs", "int32", "0+"),
         Field("RebalanceTimeoutMs", "int32", "1+", default=-1),
-        Field("MemberId", "string", "0+"),
-        Field("GroupInstanceId", "string", "5+", nullable="5+", default=None),
+        *member("0+", "5+"),
         Field("ProtocolType", "string", "0+"),
         Field(
             "Protocols",
@@ -80,8 +82,7 @@ JOIN_GROUP_RESPONSE = Message(
     versions=(0, 7),
     flexible=6,
     fields=[
-        Field("ThrottleTimeMs", "int32", "2+"),
-        Field("ErrorCode", "int16", "0+"),
+        *head("2+"),
         Field("GenerationId", "int32", "0+", default=-1),
         Field("ProtocolType", "string", "7+", nullable="7+", default=None),
         Field("ProtocolName", "string", "0+", nullable="7+"),
@@ -89,11 +90,7 @@ JOIN_GROUP_RESPONSE = Message(
         Field("MemberId", "string", "0+"),
         Field(
             "Members",
-            [
-                Field("MemberId", "string", "0+"),
-                Field("GroupInstanceId", "string", "5+", nullable="5+", default=None),
-                Field("Metadata", "bytes", "0+"),
-            ],
+            [*member("0+", "5+"), Field("Metadata", "bytes", "0+")],
             "0+",
         ),
     ],
@@ -105,12 +102,8 @@ SYNC_GROUP_REQUEST = Message(
     versions=(0, 5),
     flexible=4,
     fields=[
-        Field("GroupId", "string", "0+"),
-        Field("GenerationId", "int32", "0+"),
-        Field("MemberId", "string", "0+"),
-        Field("GroupInstanceId", "string", "3+", nullable="3+", default=None),
-        Field("ProtocolType", "string", "5+", nullable="5+", default=None),
-        Field("ProtocolName", "string", "5+", nullable="5+", default=None),
+        *group_generation_member("3+"),
+        *protocol("5+"),
         Field(
             "Assignments",
             [
@@ -128,10 +121,8 @@ SYNC_GROUP_RESPONSE = Message(
     versions=(0, 5),
     flexible=4,
     fields=[
-        Field("ThrottleTimeMs", "int32", "1+"),
-        Field("ErrorCode", "int16", "0+"),
-        Field("ProtocolType", "string", "5+", nullable="5+", default=None),
-        Field("ProtocolName", "string", "5+", nullable="5+", default=None),
+        *head("1+"),
+        *protocol("5+"),
         Field("Assignment", "bytes", "0+"),
     ],
 )
@@ -141,12 +132,7 @@ HEARTBEAT_REQUEST = Message(
     api_key=12,
     versions=(0, 4),
     flexible=4,
-    fields=[
-        Field("GroupId", "string", "0+"),
-        Field("GenerationId", "int32", "0+"),
-        Field("MemberId", "string", "0+"),
-        Field("GroupInstanceId", "string", "3+", nullable="3+", default=None),
-    ],
+    fields=group_generation_member("3+"),
 )
 
 HEARTBEAT_RESPONSE = Message(
@@ -154,10 +140,7 @@ HEARTBEAT_RESPONSE = Message(
     api_key=12,
     versions=(0, 4),
     flexible=4,
-    fields=[
-        Field("ThrottleTimeMs", "int32", "1+"),
-        Field("ErrorCode", "int16", "0+"),
-    ],
+    fields=head("1+"),
 )
 
 LEAVE_GROUP_REQUEST = Message(
@@ -168,14 +151,7 @@ LEAVE_GROUP_REQUEST = Message(
     fields=[
         Field("GroupId", "string", "0+"),
         Field("MemberId", "string", "0-2"),
-        Field(
-            "Members",
-            [
-                Field("MemberId", "string", "3+"),
-                Field("GroupInstanceId", "string", "3+", nullable="3+", default=None),
-            ],
-            "3+",
-        ),
+        Field("Members", member("3+", "3+"), "3+"),
     ],
 )
 
@@ -185,17 +161,8 @@ LEAVE_GROUP_RESPONSE = Message(
     versions=(0, 4),
     flexible=4,
     fields=[
-        Field("ThrottleTimeMs", "int32", "1+"),
-        Field("ErrorCode", "int16", "0+"),
-        Field(
-            "Members",
-            [
-                Field("MemberId", "string", "3+"),
-                Field("GroupInstanceId", "string", "3+", nullable="3+", default=None),
-                Field("ErrorCode", "int16", "3+"),
-            ],
-            "3+",
-        ),
+        *head("1+"),
+        Field("Members", [*member("3+", "3+"), error_code("3+")], "3+"),
     ],
 )
 
@@ -207,8 +174,7 @@ OFFSET_COMMIT_REQUEST = Message(
     fields=[
         Field("GroupId", "string", "0+"),
         Field("GenerationId", "int32", "1+", default=-1),
-        Field("MemberId", "string", "1+"),
-        Field("GroupInstanceId", "string", "7+", nullable="7+", default=None),
+        *member("1+", "7+"),
         Field("RetentionTimeMs", "int64", "2-4", default=-1),
         per_topic(
             Field("PartitionIndex", "int32", "0+"),
@@ -225,11 +191,8 @@ OFFSET_COMMIT_RESPONSE = Message(
     versions=(2, 8),
     flexible=8,
     fields=[
-        Field("ThrottleTimeMs", "int32", "3+"),
-        per_topic(
-            Field("PartitionIndex", "int32", "0+"),
-            Field("ErrorCode", "int16", "0+"),
-        ),
+        throttle("3+"),
+        per_topic(Field("PartitionIndex", "int32", "0+"), error_code()),
     ],
 )
 
@@ -259,16 +222,16 @@ OFFSET_FETCH_RESPONSE = Message(
     versions=(1, 7),
     flexible=6,
     fields=[
-        Field("ThrottleTimeMs", "int32", "3+"),
+        throttle("3+"),
         per_topic(
             Field("PartitionIndex", "int32", "0-7"),
             Field("CommittedOffset", "int64", "0-7"),
             Field("CommittedLeaderEpoch", "int32", "5-7", default=-1),
             Field("Metadata", "string", "0-7", nullable="0-7"),
-            Field("ErrorCode", "int16", "0-7"),
+            error_code("0-7"),
             versions="0-7",
         ),
-        Field("ErrorCode", "int16", "2-7"),
+        error_code("2-7"),
     ],
 )
 
@@ -289,11 +252,11 @@ DESCRIBE_GROUPS_RESPONSE = Message(
     versions=(0, 5),
     flexible=5,
     fields=[
-        Field("ThrottleTimeMs", "int32", "1+"),
+        throttle("1+"),
         Field(
             "Groups",
             [
-                Field("ErrorCode", "int16", "0+"),
+                error_code(),
                 Field("GroupId", "string", "0+"),
                 Field("GroupState", "string", "0+"),
                 Field("ProtocolType", "string", "0+"),
@@ -301,8 +264,7 @@ DESCRIBE_GROUPS_RESPONSE = Message(
                 Field(
                     "Members",
                     [
-                        Field("MemberId", "string", "0+"),
-                        Field("GroupInstanceId", "string", "4+", nullable="4+", default=None),
+                        *member("0+", "4+"),
                         Field("ClientId", "string", "0+"),
                         Field("ClientHost", "string", "0+"),
                         Field("MemberMetadata", "bytes", "0+"),
@@ -331,8 +293,7 @@ LIST_GROUPS_RESPONSE = Message(
     versions=(0, 4),
     flexible=3,
     fields=[
-        Field("ThrottleTimeMs", "int32", "1+"),
-        Field("ErrorCode", "int16", "0+"),
+        *head("1+"),
         Field(
             "Groups",
             [
@@ -359,15 +320,8 @@ DELETE_GROUPS_RESPONSE = Message(
     versions=(0, 2),
     flexible=2,
     fields=[
-        Field("ThrottleTimeMs", "int32", "0+"),
-        Field(
-            "Results",
-            [
-                Field("GroupId", "string", "0+"),
-                Field("ErrorCode", "int16", "0+"),
-            ],
-            "0+",
-        ),
+        throttle(),
+        results("Results", Field("GroupId", "string", "0+")),
     ],
 )
 

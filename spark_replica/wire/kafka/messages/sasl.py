@@ -3,6 +3,10 @@ requests, so a Kafka client authenticates the way replog's own client does)."""
 
 from __future__ import annotations
 
+from spark_replica.wire.kafka.messages.layouts import (
+    error,
+    error_code,
+)
 from spark_replica.wire.schema import Field, Message
 
 SASL_HANDSHAKE_REQUEST = Message(
@@ -19,7 +23,7 @@ SASL_HANDSHAKE_RESPONSE = Message(
     versions=(0, 1),
     flexible=None,
     fields=[
-        Field("ErrorCode", "int16", "0+"),
+        error_code(),
         Field("Mechanisms", "[]string", "0+"),
     ],
 )
@@ -38,8 +42,7 @@ SASL_AUTHENTICATE_RESPONSE = Message(
     versions=(0, 2),
     flexible=2,
     fields=[
-        Field("ErrorCode", "int16", "0+"),
-        Field("ErrorMessage", "string", "0+", nullable="0+", default=None),
+        *error(message="0+"),
         Field("AuthBytes", "bytes", "0+"),
         Field("SessionLifetimeMs", "int64", "1+", default=0),
     ],
