@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from spark_replica.wire.kafka.messages.layouts import (
     LITERAL,
+    api,
     error,
     error_message,
     head,
@@ -14,7 +15,7 @@ from spark_replica.wire.kafka.messages.layouts import (
     results,
     throttle,
 )
-from spark_replica.wire.schema import Field, Message
+from spark_replica.wire.schema import Field
 
 
 def _entry_fields() -> list[Field]:
@@ -40,65 +41,44 @@ def _filter_fields() -> list[Field]:
     ]
 
 
-DESCRIBE_ACLS_REQUEST = Message(
-    "DescribeAclsRequest",
+DESCRIBE_ACLS_REQUEST, DESCRIBE_ACLS_RESPONSE = api(
+    "DescribeAcls",
     api_key=29,
     versions=(0, 3),
     flexible=2,
-    fields=_filter_fields(),
-)
-
-DESCRIBE_ACLS_RESPONSE = Message(
-    "DescribeAclsResponse",
-    api_key=29,
-    versions=(0, 3),
-    flexible=2,
-    fields=[
+    request=_filter_fields(),
+    response=[
         *head("0+"),
         error_message(),
         Field("Resources", [*resource("PatternType"), Field("Acls", _entry_fields(), "0+")], "0+"),
     ],
 )
 
-CREATE_ACLS_REQUEST = Message(
-    "CreateAclsRequest",
+CREATE_ACLS_REQUEST, CREATE_ACLS_RESPONSE = api(
+    "CreateAcls",
     api_key=30,
     versions=(0, 3),
     flexible=2,
-    fields=[
+    request=[
         Field(
             "Creations",
             [*resource("ResourcePatternType"), *_entry_fields()],
             "0+",
         ),
     ],
-)
-
-CREATE_ACLS_RESPONSE = Message(
-    "CreateAclsResponse",
-    api_key=30,
-    versions=(0, 3),
-    flexible=2,
-    fields=[
+    response=[
         throttle(),
         results("Results", message="0+"),
     ],
 )
 
-DELETE_ACLS_REQUEST = Message(
-    "DeleteAclsRequest",
+DELETE_ACLS_REQUEST, DELETE_ACLS_RESPONSE = api(
+    "DeleteAcls",
     api_key=31,
     versions=(0, 3),
     flexible=2,
-    fields=[Field("Filters", _filter_fields(), "0+")],
-)
-
-DELETE_ACLS_RESPONSE = Message(
-    "DeleteAclsResponse",
-    api_key=31,
-    versions=(0, 3),
-    flexible=2,
-    fields=[
+    request=[Field("Filters", _filter_fields(), "0+")],
+    response=[
         throttle(),
         Field(
             "FilterResults",

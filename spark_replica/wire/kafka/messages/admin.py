@@ -5,6 +5,7 @@ Kafka 3.x's message definitions)."""
 from __future__ import annotations
 
 from spark_replica.wire.kafka.messages.layouts import (
+    api,
     config_entry,
     error,
     error_code,
@@ -13,14 +14,14 @@ from spark_replica.wire.kafka.messages.layouts import (
     results,
     throttle,
 )
-from spark_replica.wire.schema import Field, Message
+from spark_replica.wire.schema import Field
 
-CREATE_TOPICS_REQUEST = Message(
-    "CreateTopicsRequest",
+CREATE_TOPICS_REQUEST, CREATE_TOPICS_RESPONSE = api(
+    "CreateTopics",
     api_key=19,
     versions=(0, 5),
     flexible=5,
-    fields=[
+    request=[
         Field(
             "Topics",
             [
@@ -42,14 +43,7 @@ CREATE_TOPICS_REQUEST = Message(
         Field("TimeoutMs", "int32", "0+", default=60000),
         Field("ValidateOnly", "bool", "1+", default=False),
     ],
-)
-
-CREATE_TOPICS_RESPONSE = Message(
-    "CreateTopicsResponse",
-    api_key=19,
-    versions=(0, 5),
-    flexible=5,
-    fields=[
+    response=[
         throttle("2+"),
         Field(
             "Topics",
@@ -77,34 +71,27 @@ CREATE_TOPICS_RESPONSE = Message(
     ],
 )
 
-DELETE_TOPICS_REQUEST = Message(
-    "DeleteTopicsRequest",
+DELETE_TOPICS_REQUEST, DELETE_TOPICS_RESPONSE = api(
+    "DeleteTopics",
     api_key=20,
     versions=(0, 4),
     flexible=4,
-    fields=[
+    request=[
         Field("TopicNames", "[]string", "0-5"),
         Field("TimeoutMs", "int32", "0+"),
     ],
-)
-
-DELETE_TOPICS_RESPONSE = Message(
-    "DeleteTopicsResponse",
-    api_key=20,
-    versions=(0, 4),
-    flexible=4,
-    fields=[
+    response=[
         throttle("1+"),
         results("Responses", Field("Name", "string", "0+")),
     ],
 )
 
-CREATE_PARTITIONS_REQUEST = Message(
-    "CreatePartitionsRequest",
+CREATE_PARTITIONS_REQUEST, CREATE_PARTITIONS_RESPONSE = api(
+    "CreatePartitions",
     api_key=37,
     versions=(0, 2),
     flexible=2,
-    fields=[
+    request=[
         Field(
             "Topics",
             [
@@ -125,25 +112,18 @@ CREATE_PARTITIONS_REQUEST = Message(
         Field("TimeoutMs", "int32", "0+"),
         Field("ValidateOnly", "bool", "0+"),
     ],
-)
-
-CREATE_PARTITIONS_RESPONSE = Message(
-    "CreatePartitionsResponse",
-    api_key=37,
-    versions=(0, 2),
-    flexible=2,
-    fields=[
+    response=[
         throttle(),
         results("Results", Field("Name", "string", "0+"), message="0+"),
     ],
 )
 
-DESCRIBE_CONFIGS_REQUEST = Message(
-    "DescribeConfigsRequest",
+DESCRIBE_CONFIGS_REQUEST, DESCRIBE_CONFIGS_RESPONSE = api(
+    "DescribeConfigs",
     api_key=32,
     versions=(0, 4),
     flexible=4,
-    fields=[
+    request=[
         Field(
             "Resources",
             [
@@ -155,14 +135,7 @@ DESCRIBE_CONFIGS_REQUEST = Message(
         Field("IncludeSynonyms", "bool", "1+", default=False),
         Field("IncludeDocumentation", "bool", "3+", default=False),
     ],
-)
-
-DESCRIBE_CONFIGS_RESPONSE = Message(
-    "DescribeConfigsResponse",
-    api_key=32,
-    versions=(0, 4),
-    flexible=4,
-    fields=[
+    response=[
         throttle(),
         Field(
             "Results",

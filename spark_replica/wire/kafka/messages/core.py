@@ -11,6 +11,7 @@ Responses/Partitions/Records), which later Kafka releases renamed in places.
 from __future__ import annotations
 
 from spark_replica.wire.kafka.messages.layouts import (
+    api,
     error_code,
     error_message,
     head,
@@ -18,25 +19,18 @@ from spark_replica.wire.kafka.messages.layouts import (
     per_topic,
     throttle,
 )
-from spark_replica.wire.schema import Field, Message
+from spark_replica.wire.schema import Field
 
-API_VERSIONS_REQUEST = Message(
-    "ApiVersionsRequest",
+API_VERSIONS_REQUEST, API_VERSIONS_RESPONSE = api(
+    "ApiVersions",
     api_key=18,
     versions=(0, 3),
     flexible=3,
-    fields=[
+    request=[
         Field("ClientSoftwareName", "string", "3+"),
         Field("ClientSoftwareVersion", "string", "3+"),
     ],
-)
-
-API_VERSIONS_RESPONSE = Message(
-    "ApiVersionsResponse",
-    api_key=18,
-    versions=(0, 3),
-    flexible=3,
-    fields=[
+    response=[
         error_code(),
         Field(
             "ApiKeys",
@@ -75,12 +69,15 @@ API_VERSIONS_RESPONSE = Message(
     ],
 )
 
-METADATA_REQUEST = Message(
-    "MetadataRequest",
+# Kafka's "authorized operations not requested" marker (Integer.MIN_VALUE).
+AUTHORIZED_OPERATIONS_OMITTED = -(1 << 31)
+
+METADATA_REQUEST, METADATA_RESPONSE = api(
+    "Metadata",
     api_key=3,
     versions=(0, 9),
     flexible=9,
-    fields=[
+    request=[
         Field(
             "Topics",
             [
@@ -93,17 +90,7 @@ METADATA_REQUEST = Message(
         Field("IncludeClusterAuthorizedOperations", "bool", "8+"),
         Field("IncludeTopicAuthorizedOperations", "bool", "8+"),
     ],
-)
-
-# Kafka's "authorized operations not requested" marker (Integer.MIN_VALUE).
-AUTHORIZED_OPERATIONS_OMITTED = -(1 << 31)
-
-METADATA_RESPONSE = Message(
-    "MetadataResponse",
-    api_key=3,
-    versions=(0, 9),
-    flexible=9,
-    fields=[
+    response=[
         throttle("3+"),
         Field(
             "Brokers",
@@ -145,12 +132,12 @@ METADATA_RESPONSE = Message(
 )
 
 # Field names as in the plan's contract (Kafka 2.x-3.x names: TopicData, PartitionData, Index).
-PRODUCE_REQUEST = Message(
-    "ProduceRequest",
+PRODUCE_REQUEST, PRODUCE_RESPONSE = api(
+    "Produce",
     api_key=0,
     versions=(3, 8),
     flexible=9,
-    fields=[
+    request=[
         Field("TransactionalId", "string", "3+", nullable="3+", default=None),
         Field("Acks", "int16", "0+"),
         Field("TimeoutMs", "int32", "0+"),
@@ -161,14 +148,7 @@ PRODUCE_REQUEST = Message(
             partitions="PartitionData",
         ),
     ],
-)
-
-PRODUCE_RESPONSE = Message(
-    "ProduceResponse",
-    api_key=0,
-    versions=(3, 8),
-    flexible=9,
-    fields=[
+    response=[
         per_topic(
             Field("Index", "int32", "0+"),
             error_code(),
@@ -197,12 +177,12 @@ PRODUCE_RESPONSE = Message(
     ],
 )
 
-FETCH_REQUEST = Message(
-    "FetchRequest",
+FETCH_REQUEST, FETCH_RESPONSE = api(
+    "Fetch",
     api_key=1,
     versions=(4, 11),
     flexible=12,
-    fields=[
+    request=[
         Field("ReplicaId", "int32", "0+"),
         Field("MaxWaitMs", "int32", "0+"),
         Field("MinBytes", "int32", "0+"),
@@ -228,14 +208,7 @@ FETCH_REQUEST = Message(
         ),
         Field("RackId", "string", "11+", default=""),
     ],
-)
-
-FETCH_RESPONSE = Message(
-    "FetchResponse",
-    api_key=1,
-    versions=(4, 11),
-    flexible=12,
-    fields=[
+    response=[
         *head("1+", "7+"),
         Field("SessionId", "int32", "7+", default=0),
         per_topic(
@@ -262,12 +235,12 @@ FETCH_RESPONSE = Message(
     ],
 )
 
-LIST_OFFSETS_REQUEST = Message(
-    "ListOffsetsRequest",
+LIST_OFFSETS_REQUEST, LIST_OFFSETS_RESPONSE = api(
+    "ListOffsets",
     api_key=2,
     versions=(1, 6),
     flexible=6,
-    fields=[
+    request=[
         Field("ReplicaId", "int32", "0+"),
         Field("IsolationLevel", "int8", "2+"),
         per_topic(
@@ -276,14 +249,7 @@ LIST_OFFSETS_REQUEST = Message(
             Field("Timestamp", "int64", "0+"),
         ),
     ],
-)
-
-LIST_OFFSETS_RESPONSE = Message(
-    "ListOffsetsResponse",
-    api_key=2,
-    versions=(1, 6),
-    flexible=6,
-    fields=[
+    response=[
         throttle("2+"),
         per_topic(
             Field("PartitionIndex", "int32", "0+"),
@@ -295,12 +261,12 @@ LIST_OFFSETS_RESPONSE = Message(
     ],
 )
 
-OFFSET_FOR_LEADER_EPOCH_REQUEST = Message(
-    "OffsetForLeaderEpochRequest",
+OFFSET_FOR_LEADER_EPOCH_REQUEST, OFFSET_FOR_LEADER_EPOCH_RESPONSE = api(
+    "OffsetForLeaderEpoch",
     api_key=23,
     versions=(0, 4),
     flexible=4,
-    fields=[
+    request=[
         Field("ReplicaId", "int32", "3+", default=-2),
         per_topic(
             Field("Partition", "int32", "0+"),
@@ -309,14 +275,7 @@ OFFSET_FOR_LEADER_EPOCH_REQUEST = Message(
             name="Topic",
         ),
     ],
-)
-
-OFFSET_FOR_LEADER_EPOCH_RESPONSE = Message(
-    "OffsetForLeaderEpochResponse",
-    api_key=23,
-    versions=(0, 4),
-    flexible=4,
-    fields=[
+    response=[
         throttle("2+"),
         per_topic(
             error_code(),
@@ -328,25 +287,18 @@ OFFSET_FOR_LEADER_EPOCH_RESPONSE = Message(
     ],
 )
 
-INIT_PRODUCER_ID_REQUEST = Message(
-    "InitProducerIdRequest",
+INIT_PRODUCER_ID_REQUEST, INIT_PRODUCER_ID_RESPONSE = api(
+    "InitProducerId",
     api_key=22,
     versions=(0, 4),
     flexible=2,
-    fields=[
+    request=[
         Field("TransactionalId", "string", "0+", nullable="0+", default=None),
         Field("TransactionTimeoutMs", "int32", "0+"),
         Field("ProducerId", "int64", "3+", default=-1),
         Field("ProducerEpoch", "int16", "3+", default=-1),
     ],
-)
-
-INIT_PRODUCER_ID_RESPONSE = Message(
-    "InitProducerIdResponse",
-    api_key=22,
-    versions=(0, 4),
-    flexible=2,
-    fields=[
+    response=[
         *head("0+"),
         Field("ProducerId", "int64", "0+", default=-1),
         Field("ProducerEpoch", "int16", "0+"),

@@ -10,6 +10,7 @@ through the client, v1 with per-partition timestamps) that no maintained client 
 from __future__ import annotations
 
 from spark_replica.wire.kafka.messages.layouts import (
+    api,
     error,
     error_code,
     error_message,
@@ -22,26 +23,19 @@ from spark_replica.wire.kafka.messages.layouts import (
     results,
     throttle,
 )
-from spark_replica.wire.schema import Field, Message
+from spark_replica.wire.schema import Field
 
-FIND_COORDINATOR_REQUEST = Message(
-    "FindCoordinatorRequest",
+FIND_COORDINATOR_REQUEST, FIND_COORDINATOR_RESPONSE = api(
+    "FindCoordinator",
     api_key=10,
     versions=(0, 4),
     flexible=3,
-    fields=[
+    request=[
         Field("Key", "string", "0-3"),
         Field("KeyType", "int8", "1+"),
         Field("CoordinatorKeys", "[]string", "4+"),
     ],
-)
-
-FIND_COORDINATOR_RESPONSE = Message(
-    "FindCoordinatorResponse",
-    api_key=10,
-    versions=(0, 4),
-    flexible=3,
-    fields=[
+    response=[
         throttle("1+"),
         error_code("0-3"),
         error_message("1-3"),
@@ -54,12 +48,12 @@ FIND_COORDINATOR_RESPONSE = Message(
     ],
 )
 
-JOIN_GROUP_REQUEST = Message(
-    "JoinGroupRequest",
+JOIN_GROUP_REQUEST, JOIN_GROUP_RESPONSE = api(
+    "JoinGroup",
     api_key=11,
     versions=(0, 7),
     flexible=6,
-    fields=[
+    request=[
         Field("GroupId", "string", "0+"),
         Field("SessionTimeoutMs", "int32", "0+"),
         Field("RebalanceTimeoutMs", "int32", "1+", default=-1),
@@ -74,14 +68,7 @@ JOIN_GROUP_REQUEST = Message(
             "0+",
         ),
     ],
-)
-
-JOIN_GROUP_RESPONSE = Message(
-    "JoinGroupResponse",
-    api_key=11,
-    versions=(0, 7),
-    flexible=6,
-    fields=[
+    response=[
         *head("2+"),
         Field("GenerationId", "int32", "0+", default=-1),
         Field("ProtocolType", "string", "7+", nullable="7+", default=None),
@@ -96,12 +83,12 @@ JOIN_GROUP_RESPONSE = Message(
     ],
 )
 
-SYNC_GROUP_REQUEST = Message(
-    "SyncGroupRequest",
+SYNC_GROUP_REQUEST, SYNC_GROUP_RESPONSE = api(
+    "SyncGroup",
     api_key=14,
     versions=(0, 5),
     flexible=4,
-    fields=[
+    request=[
         *group_generation_member("3+"),
         *protocol("5+"),
         Field(
@@ -113,65 +100,44 @@ SYNC_GROUP_REQUEST = Message(
             "0+",
         ),
     ],
-)
-
-SYNC_GROUP_RESPONSE = Message(
-    "SyncGroupResponse",
-    api_key=14,
-    versions=(0, 5),
-    flexible=4,
-    fields=[
+    response=[
         *head("1+"),
         *protocol("5+"),
         Field("Assignment", "bytes", "0+"),
     ],
 )
 
-HEARTBEAT_REQUEST = Message(
-    "HeartbeatRequest",
+HEARTBEAT_REQUEST, HEARTBEAT_RESPONSE = api(
+    "Heartbeat",
     api_key=12,
     versions=(0, 4),
     flexible=4,
-    fields=group_generation_member("3+"),
+    request=group_generation_member("3+"),
+    response=head("1+"),
 )
 
-HEARTBEAT_RESPONSE = Message(
-    "HeartbeatResponse",
-    api_key=12,
-    versions=(0, 4),
-    flexible=4,
-    fields=head("1+"),
-)
-
-LEAVE_GROUP_REQUEST = Message(
-    "LeaveGroupRequest",
+LEAVE_GROUP_REQUEST, LEAVE_GROUP_RESPONSE = api(
+    "LeaveGroup",
     api_key=13,
     versions=(0, 4),
     flexible=4,
-    fields=[
+    request=[
         Field("GroupId", "string", "0+"),
         Field("MemberId", "string", "0-2"),
         Field("Members", member("3+", "3+"), "3+"),
     ],
-)
-
-LEAVE_GROUP_RESPONSE = Message(
-    "LeaveGroupResponse",
-    api_key=13,
-    versions=(0, 4),
-    flexible=4,
-    fields=[
+    response=[
         *head("1+"),
         Field("Members", [*member("3+", "3+"), error_code("3+")], "3+"),
     ],
 )
 
-OFFSET_COMMIT_REQUEST = Message(
-    "OffsetCommitRequest",
+OFFSET_COMMIT_REQUEST, OFFSET_COMMIT_RESPONSE = api(
+    "OffsetCommit",
     api_key=8,
     versions=(2, 8),
     flexible=8,
-    fields=[
+    request=[
         Field("GroupId", "string", "0+"),
         Field("GenerationId", "int32", "1+", default=-1),
         *member("1+", "7+"),
@@ -183,25 +149,18 @@ OFFSET_COMMIT_REQUEST = Message(
             Field("CommittedMetadata", "string", "0+", nullable="0+"),
         ),
     ],
-)
-
-OFFSET_COMMIT_RESPONSE = Message(
-    "OffsetCommitResponse",
-    api_key=8,
-    versions=(2, 8),
-    flexible=8,
-    fields=[
+    response=[
         throttle("3+"),
         per_topic(Field("PartitionIndex", "int32", "0+"), error_code()),
     ],
 )
 
-OFFSET_FETCH_REQUEST = Message(
-    "OffsetFetchRequest",
+OFFSET_FETCH_REQUEST, OFFSET_FETCH_RESPONSE = api(
+    "OffsetFetch",
     api_key=9,
     versions=(1, 7),
     flexible=6,
-    fields=[
+    request=[
         Field("GroupId", "string", "0-7"),
         Field(
             "Topics",
@@ -214,14 +173,7 @@ OFFSET_FETCH_REQUEST = Message(
         ),
         Field("RequireStable", "bool", "7+"),
     ],
-)
-
-OFFSET_FETCH_RESPONSE = Message(
-    "OffsetFetchResponse",
-    api_key=9,
-    versions=(1, 7),
-    flexible=6,
-    fields=[
+    response=[
         throttle("3+"),
         per_topic(
             Field("PartitionIndex", "int32", "0-7"),
@@ -235,23 +187,16 @@ OFFSET_FETCH_RESPONSE = Message(
     ],
 )
 
-DESCRIBE_GROUPS_REQUEST = Message(
-    "DescribeGroupsRequest",
+DESCRIBE_GROUPS_REQUEST, DESCRIBE_GROUPS_RESPONSE = api(
+    "DescribeGroups",
     api_key=15,
     versions=(0, 5),
     flexible=5,
-    fields=[
+    request=[
         Field("Groups", "[]string", "0+"),
         Field("IncludeAuthorizedOperations", "bool", "3+"),
     ],
-)
-
-DESCRIBE_GROUPS_RESPONSE = Message(
-    "DescribeGroupsResponse",
-    api_key=15,
-    versions=(0, 5),
-    flexible=5,
-    fields=[
+    response=[
         throttle("1+"),
         Field(
             "Groups",
@@ -279,20 +224,13 @@ DESCRIBE_GROUPS_RESPONSE = Message(
     ],
 )
 
-LIST_GROUPS_REQUEST = Message(
-    "ListGroupsRequest",
+LIST_GROUPS_REQUEST, LIST_GROUPS_RESPONSE = api(
+    "ListGroups",
     api_key=16,
     versions=(0, 4),
     flexible=3,
-    fields=[Field("StatesFilter", "[]string", "4+")],
-)
-
-LIST_GROUPS_RESPONSE = Message(
-    "ListGroupsResponse",
-    api_key=16,
-    versions=(0, 4),
-    flexible=3,
-    fields=[
+    request=[Field("StatesFilter", "[]string", "4+")],
+    response=[
         *head("1+"),
         Field(
             "Groups",
@@ -306,20 +244,13 @@ LIST_GROUPS_RESPONSE = Message(
     ],
 )
 
-DELETE_GROUPS_REQUEST = Message(
-    "DeleteGroupsRequest",
+DELETE_GROUPS_REQUEST, DELETE_GROUPS_RESPONSE = api(
+    "DeleteGroups",
     api_key=42,
     versions=(0, 2),
     flexible=2,
-    fields=[Field("GroupsNames", "[]string", "0+")],
-)
-
-DELETE_GROUPS_RESPONSE = Message(
-    "DeleteGroupsResponse",
-    api_key=42,
-    versions=(0, 2),
-    flexible=2,
-    fields=[
+    request=[Field("GroupsNames", "[]string", "0+")],
+    response=[
         throttle(),
         results("Results", Field("GroupId", "string", "0+")),
     ],

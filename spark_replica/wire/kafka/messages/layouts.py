@@ -3,17 +3,35 @@
 Kafka's definitions repeat a handful of shapes across APIs: the throttle time and error
 code that open most responses, an error code with its message, a group member's id with
 its static instance id, a resource's type and name, arrays of per-item results, an array
-of topics each holding its partitions. Each is a function here returning its fields for
+of topics each holding its partitions; and every API's request and response, which share
+its name, key, versions and first flexible version. Each is a function here returning its fields for
 the versions an API gives it (they differ per API, so they are parameters, never copies),
 and the tables compose them, naming the parts as each API's JSON names them.
 """
 
 from __future__ import annotations
 
-from spark_replica.wire.schema import Field
+from spark_replica.wire.schema import Field, Message
 
 # Kafka's PatternType.LITERAL: what a version without the pattern type field means.
 LITERAL = 3
+
+
+def api(
+    name: str,
+    *,
+    api_key: int,
+    versions: tuple[int, int],
+    flexible: int | None,
+    request: list[Field],
+    response: list[Field],
+) -> tuple[Message, Message]:
+    """One API's request and response tables, `name` + "Request" and + "Response": one
+    key, one version range (what is served either way) and one first flexible version."""
+    return (
+        Message(f"{name}Request", api_key, versions, flexible, request),
+        Message(f"{name}Response", api_key, versions, flexible, response),
+    )
 
 
 def per_topic(
