@@ -27,18 +27,19 @@ from brokerd.controller.zk_store import current_controller
 from brokerd.core.authorization import load_acls_into
 from brokerd.core.context import BrokerContext
 from brokerd.groups.coordinator import GroupCoordinator
-from brokerd.kafka.dispatch import KafkaDispatch
+from brokerd.kafka.dialect import KafkaDialect
 from brokerd.metrics import (
     KAFKA_LISTENER,
     REPLOG_LISTENER,
     BrokerMetrics,
     MetricsServer,
 )
-from brokerd.native.dispatch import ReplogDispatch
+from brokerd.native.dialect import NativeDialect
 from brokerd.replication.isr_writer import IsrWriter
 from brokerd.replication.replica_fetcher import ReplicaFetcherManager
 from brokerd.replication.replica_manager import ReplicaManager
 from brokerd.replication.topic_configs import TopicConfigFollower
+from brokerd.serving.dispatch import Dispatch
 from brokerd.serving.host_addresses import reachable_host
 from brokerd.serving.server import Logins, RequestServer
 from brokerd.zk_sync import ZooKeeperSync
@@ -80,7 +81,7 @@ class Broker:
             config.host,
             config.port,
             config.max_frame_bytes,
-            ReplogDispatch(self.ctx, self.logins),
+            Dispatch(NativeDialect(self.ctx, self.logins), self.logins),
             self.metrics.listener(REPLOG_LISTENER),
         )
         binds = config.bind_endpoints()
@@ -94,7 +95,7 @@ class Broker:
                 binds[KAFKA].host,
                 binds[KAFKA].port,
                 config.max_frame_bytes,
-                KafkaDispatch(self.ctx, self.logins, self.groups),
+                Dispatch(KafkaDialect(self.ctx, self.logins, self.groups), self.logins),
                 self.metrics.listener(KAFKA_LISTENER),
             )
         self.metrics_server: MetricsServer | None = None

@@ -1,21 +1,36 @@
-"""The Kafka listener's API registry: its data, admin and ACL handlers by api key (the group
-APIs are added bound to the coordinator, brokerd/kafka/groups.py)."""
+"""The Kafka listener's API registry: its handlers by api key (data, admin and ACLs, and
+the group APIs bound to the coordinator, brokerd/kafka/groups.py) and the versions served
+of each: the tabled versions (spark_replica/wire/kafka/versions.py) of the APIs with a
+handler and of the SASL steps the dialect answers itself. ApiVersions answers from it, so
+a client negotiates exactly what exists."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import partial
+
+from brokerd.core.context import BrokerContext
+from brokerd.groups.coordinator import GroupCoordinator
 from brokerd.kafka.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from brokerd.kafka.describe_configs import handle_describe_configs
 from brokerd.kafka.fetch import handle_fetch
+from brokerd.kafka.groups import group_handlers
 from brokerd.kafka.metadata import handle_metadata
 from brokerd.kafka.offsets import handle_list_offsets, handle_offset_for_leader_epoch
 from brokerd.kafka.produce import handle_produce
 from brokerd.kafka.producer_id import handle_init_producer_id
-from brokerd.kafka.request import KafkaHandler
+from brokerd.kafka.request import KafkaHandler, KafkaRequest
 from brokerd.kafka.topic_admin import (
     handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
 )
+from brokerd.serving.connection_state import LOGIN_APIS
+from spark_replica.wire.kafka.versions import SERVED
+from spark_replica.wire.native.apis import ApiKey
+from spark_replica.wire.schema import Data
+
+API_VERSIONS = int(ApiKey.API_VERSIONS)
 
 DATA_HANDLERS: dict[int, KafkaHandler] = {
     0: handle_produce,
@@ -32,3 +47,34 @@ DATA_HANDLERS: dict[int, KafkaHandler] = {
     32: handle_describe_configs,
     37: handle_create_partitions,
 }
+
+
+@dataclass(frozen=True)
+class Registry:
+    """What one Kafka listener serves: a handler and a version range per api key."""
+
+    handlers: dict[int, KafkaHandler]
+    versions: dict[int, tuple[int, int]]
+    # ApiVersions' list, built once: (api_key, min_version, max_version) entries
+    api_keys: list[Data]
+
+
+def kafka_registry(groups: GroupCoordinator | None) -> Registry:
+    handlers: dict[int, KafkaHandler] = {**DATA_HANDLERS, **group_handlers(groups)}
+    versions = {
+        key: served
+        for key, served in sorted(SERVED.items())
+        if key in handlers or key in LOGIN_APIS
+    }
+    api_keys = [
+        Data(api_key=key, min_version=low, max_version=high)
+        for key, (low, high) in versions.items()
+    ]
+    handlers[API_VERSIONS] = partial(_handle_api_versions, api_keys)
+    return Registry(handlers, versions, api_keys)
+
+
+async def _handle_api_versions(
+    api_keys: list[Data], ctx: BrokerContext, request: KafkaRequest
+) -> Data:
+    return Data(error_code=0, api_keys=api_keys, throttle_time_ms=0)

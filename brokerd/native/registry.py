@@ -1,4 +1,7 @@
-"""Request handlers, one module per API, and the table that routes api keys to them."""
+"""The replog listener's API registry: the handler of each api key, and the versions it
+serves (the codec's, spark_replica/wire/native/apis.py) of those and of the SASL steps the
+dialect answers itself. ApiVersions answers from it, so what is advertised is what is
+served."""
 
 from __future__ import annotations
 
@@ -26,16 +29,28 @@ from brokerd.native.security_admin import (
     handle_describe_user_scram_credentials,
 )
 from brokerd.native.topic_admin import (
-    handle_api_versions,
     handle_create_partitions,
     handle_create_topics,
     handle_delete_topics,
 )
-from spark_replica.wire.native.apis import ApiKey
+from brokerd.serving.connection_state import SASL_STEPS
+from spark_replica.wire.native.api_versions import (
+    ApiVersionRange,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+)
+from spark_replica.wire.native.apis import SUPPORTED_VERSIONS, ApiKey
 
 Handler = Callable[[BrokerContext, Any], Awaitable[Any]]
 
-HANDLERS: dict[ApiKey, Handler] = {
+
+async def handle_api_versions(
+    ctx: BrokerContext, request: ApiVersionsRequest
+) -> ApiVersionsResponse:
+    return _API_VERSIONS
+
+
+HANDLERS: dict[int, Handler] = {
     ApiKey.PRODUCE: handle_produce,
     ApiKey.FETCH: handle_fetch,
     ApiKey.LIST_OFFSETS: handle_list_offsets,
@@ -57,4 +72,12 @@ HANDLERS: dict[ApiKey, Handler] = {
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
 }
 
-__all__ = ["HANDLERS", "BrokerContext", "Handler"]
+# api key -> (lowest, highest) version served: every handler's, and the SASL steps'.
+VERSIONS: dict[int, tuple[int, int]] = {
+    int(key): versions
+    for key, versions in SUPPORTED_VERSIONS.items()
+    if key in HANDLERS or key in SASL_STEPS
+}
+_API_VERSIONS = ApiVersionsResponse(
+    [ApiVersionRange(key, low, high) for key, (low, high) in VERSIONS.items()]
+)

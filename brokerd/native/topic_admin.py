@@ -1,4 +1,4 @@
-"""Serving replog's ApiVersions, CreateTopics, DeleteTopics and CreatePartitions.
+"""Serving replog's CreateTopics, DeleteTopics and CreatePartitions.
 
 The checks and the ZooKeeper writes are the core's (brokerd/core/topic_admin.py), shared
 with the Kafka listener; here each topic's write gets its own result. The answer means
@@ -21,12 +21,6 @@ from spark_replica.errors import (
     code_of,
     wire_message,
 )
-from spark_replica.wire.native.api_versions import (
-    ApiVersionRange,
-    ApiVersionsRequest,
-    ApiVersionsResponse,
-)
-from spark_replica.wire.native.apis import SUPPORTED_VERSIONS
 from spark_replica.wire.native.topic_admin import (
     CreatePartitionsRequest,
     CreateTopicsRequest,
@@ -35,14 +29,6 @@ from spark_replica.wire.native.topic_admin import (
     TopicResultsResponse,
 )
 from spark_replica.zk import topic_store
-
-
-async def handle_api_versions(
-    ctx: BrokerContext, request: ApiVersionsRequest
-) -> ApiVersionsResponse:
-    return ApiVersionsResponse(
-        [ApiVersionRange(int(key), low, high) for key, (low, high) in SUPPORTED_VERSIONS.items()]
-    )
 
 
 async def handle_create_topics(

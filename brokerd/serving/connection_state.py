@@ -15,18 +15,22 @@ in by its deadline (brokerd/serving/connection_limits.py).
 | TLS_REQUIRED | nothing (one answer saying TLS is required)  | before login  | login    |
 | BEFORE_LOGIN | ApiVersions, SaslHandshake, SaslAuthenticate | before login  | login    |
 | SERVING      | every API the dispatch serves                | any request   | none     |
+| CLOSING      | nothing (an answer that ends it was sent)    | before login  | none     |
 
 "before login" is sasl.server.max.receive.size, "any request" socket.request.max.bytes,
 "login" sasl.server.authentication.timeout.ms from the accept. The largest frame is also
 the most of the shared request budget one connection may hold at once.
 
-Versions are the dispatch's business: it checks them from the header before decoding a
-body, as it does for every request.
+Versions come from the listener's API registry (api key -> lowest and highest version
+served): `admission` says, from the fixed header alone, whether a request is decoded,
+refused for its phase, or answered as an unsupported API or version
+(brokerd/serving/dispatch.py turns each verdict into the dialect's answer).
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from spark_replica.wire.native.apis import ApiKey
@@ -36,6 +40,15 @@ class Phase(enum.Enum):
     TLS_REQUIRED = "plaintext on a TLS listener"
     BEFORE_LOGIN = "before SASL authentication"
     SERVING = "serving"  # a listener without SASL, or a connection that has logged in
+    CLOSING = "closing"  # answered with a refusal that ends the connection
+
+
+class Admission(enum.Enum):
+    """What the dispatch does with a request, decided before its body is read."""
+
+    DECODE = "decode"
+    REFUSE = "not admitted in this phase"  # the dialect's refusal, then the close
+    UNSUPPORTED = "unsupported api key or version"  # the dialect's unsupported answer
 
 
 # The SASL exchange and the version negotiation that precedes it: Kafka's list.
@@ -43,15 +56,23 @@ LOGIN_APIS = frozenset(
     {int(ApiKey.API_VERSIONS), int(ApiKey.SASL_HANDSHAKE), int(ApiKey.SASL_AUTHENTICATE)}
 )
 
+# The two steps of the SASL exchange, which the dialect's login answers.
+SASL_STEPS = frozenset({int(ApiKey.SASL_HANDSHAKE), int(ApiKey.SASL_AUTHENTICATE)})
+
 # phase -> the api keys whose requests are decoded (None: every one the dispatch serves)
 ADMITTED: dict[Phase, frozenset[int] | None] = {
     Phase.TLS_REQUIRED: frozenset(),
     Phase.BEFORE_LOGIN: LOGIN_APIS,
     Phase.SERVING: None,
+    Phase.CLOSING: frozenset(),
 }
 
 
-def phase_of(plaintext_on_tls: bool, uses_sasl: bool, logged_in: bool) -> Phase:
+def phase_of(
+    plaintext_on_tls: bool, uses_sasl: bool, logged_in: bool, closing: bool = False
+) -> Phase:
+    if closing:
+        return Phase.CLOSING
     if plaintext_on_tls:
         return Phase.TLS_REQUIRED
     if uses_sasl and not logged_in:
@@ -63,6 +84,21 @@ def admits(phase: Phase, api_key: int) -> bool:
     """Whether a request with this api key may be decoded in this phase."""
     admitted = ADMITTED[phase]
     return admitted is None or api_key in admitted
+
+
+def admission(
+    phase: Phase, api_key: int, version: int, served: Mapping[int, tuple[int, int]]
+) -> Admission:
+    """What to do with a request in this phase, given the versions the listener serves
+    (api key -> lowest, highest): its phase is checked first, so that a connection that
+    has not logged in learns nothing of what the listener serves."""
+    admitted = ADMITTED[phase]
+    if admitted is not None and api_key not in admitted:
+        return Admission.REFUSE
+    versions = served.get(api_key)
+    if versions is None or not versions[0] <= version <= versions[1]:
+        return Admission.UNSUPPORTED
+    return Admission.DECODE
 
 
 @dataclass(frozen=True)
@@ -82,6 +118,6 @@ class PhaseLimits:
 
     def login_deadline_s(self, phase: Phase, accepted_s: float) -> float | None:
         """When a connection accepted at `accepted_s` must have logged in (None: never)."""
-        if phase is Phase.SERVING:
+        if phase is Phase.SERVING or phase is Phase.CLOSING:
             return None
         return accepted_s + self.login_timeout_ms / 1000

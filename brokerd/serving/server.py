@@ -1,9 +1,10 @@
 """The broker's network edge: asyncio connections that turn frames into handler calls.
 
 One RequestServer serves one listener, and the same machinery serves both of the
-broker's protocols: replog's own (brokerd/native/dispatch.py) and Kafka's
-(brokerd/kafka/dispatch.py). What differs between them, reading a request and writing
-its answer, is the listener's Dispatch; everything else here is shared: connection
+broker's protocols: replog's own (brokerd/native/dialect.py) and Kafka's
+(brokerd/kafka/dialect.py), each driven by the one dispatch (brokerd/serving/dispatch.py).
+What differs between them, reading a request and writing its answer, is the dialect;
+everything else here is shared: connection
 limits, the idle sweep, the request budget, TLS, and the SASL exchange (Logins).
 
 Each connection is served by one task that reads a frame, handles it and writes the
@@ -17,10 +18,10 @@ once the frame is handled and answered; a connection that finds the budget spent
 read until then, and one connection holds at most its phase's largest frame of it
 (spark_replica/transport.py).
 
-What a connection may send before it has logged in is decided here, once for both
-protocols, from the table of brokerd/serving/connection_state.py: the server reads a frame's api key
-and asks the table before the dispatch decodes anything; a frame the phase does not
-admit is refused by the dispatch from its fixed header alone. The phase also sets the
+What a connection may send before it has logged in is decided once for both
+protocols, from the table of brokerd/serving/connection_state.py: the dispatch reads a
+frame's fixed header and asks the table before anything is decoded; a frame the phase
+does not admit is refused from its fixed header alone. The phase also sets the
 largest frame read (sasl.server.max.receive.size before login) and the login deadline
 (sasl.server.authentication.timeout.ms) the sweep enforces.
 
@@ -54,7 +55,6 @@ import collections
 import contextlib
 import logging
 import os
-import struct
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -70,7 +70,7 @@ from brokerd.serving.authentication import (
     principal_of_certificate,
 )
 from brokerd.serving.connection_limits import ConnectionLimits, reap_reason, refusal
-from brokerd.serving.connection_state import Phase, PhaseLimits, admits, phase_of
+from brokerd.serving.connection_state import Phase, PhaseLimits, phase_of
 from spark_replica.errors import (
     BrokerResponseError,
     ConfigError,
@@ -95,7 +95,6 @@ logger = logging.getLogger("brokerd.server")
 
 # api key, api version and correlation id: enough to answer a frame we will not read.
 FIXED_HEADER_BYTES = 8
-_FIXED_HEADER = struct.Struct(">hhi")
 # PBKDF2 checks of SASL/PLAIN passwords running at once; more logins wait their turn.
 MAX_CONCURRENT_HASHING = min(4, os.cpu_count() or 1)
 
@@ -107,6 +106,7 @@ class Connection:
     principal: str = ANONYMOUS
     sasl: SaslSession | None = None  # on a SASL listener, until and after login
     busy: bool = False  # a request is being handled
+    closing: bool = False  # its last answer ends it
     answered_at: float = field(default_factory=time.monotonic)
     accepted_at: float = field(default_factory=time.monotonic)
 
@@ -117,6 +117,7 @@ class Connection:
             self.stream.protocol.plaintext_on_tls,
             sasl is not None,
             sasl is not None and sasl.authenticated,
+            self.closing,
         )
 
 
@@ -203,20 +204,14 @@ class Logins:
 
 
 class Dispatch(Protocol):
-    """One protocol's side of a listener: answers frames, refuses oversized ones."""
+    """A listener's dispatch (brokerd/serving/dispatch.py): answers frames, refuses
+    oversized ones."""
 
     logins: Logins
 
     async def handle(self, connection: Connection, frame: Frame) -> Answer:
-        """Answer one frame the connection's phase admits; raise ProtocolError when its
-        header cannot be read (the connection is closed)."""
-        ...
-
-    def refuse(
-        self, connection: Connection, phase: Phase, api_key: int, correlation_id: int
-    ) -> Answer:
-        """The answer to a request the phase does not admit, from its fixed header
-        alone (its body is never decoded); the connection closes after it."""
+        """Answer one frame, or refuse it as its phase requires; raise ProtocolError
+        when its header cannot be read (the connection is closed)."""
         ...
 
     def oversized_answer(self, frame: OversizedFrame, limit: int) -> list[Buffer] | None:
@@ -379,22 +374,12 @@ class RequestServer:
             stream.close()
 
     async def _answer(self, connection: Connection, frame: Frame) -> Answer:
-        """The dispatch's answer to a frame the connection's phase admits, its refusal
-        (the body unread) to any other."""
+        """The dispatch's answer; a change of phase it brings changes the limits."""
         phase = connection.phase
-        if len(frame) < FIXED_HEADER_BYTES:
-            raise ProtocolError(f"a request of {len(frame)} bytes has no header")
-        api_key, _, correlation_id = _FIXED_HEADER.unpack_from(frame)
-        if not admits(phase, api_key):
-            logger.info(
-                "closing connection from %s: api key %d %s",
-                connection.ip,
-                api_key,
-                phase.value,
-            )
-            return self.dispatch.refuse(connection, phase, api_key, correlation_id)
         answer = await self.dispatch.handle(connection, frame)
-        if connection.phase is not phase:
+        if answer.close_after_s is not None:
+            connection.closing = True
+        elif connection.phase is not phase:
             self._apply_phase_limits(connection)
         return answer
 

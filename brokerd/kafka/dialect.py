@@ -1,12 +1,14 @@
-"""Kafka's protocol on a listener: headers read, versions checked, handlers called.
+"""Kafka's protocol as a dialect of the one dispatch (brokerd/serving/dispatch.py):
+headers and bodies read with the Kafka tables, handlers from its registry
+(brokerd/kafka/registry.py), and the answers Kafka's clients expect to what is not served.
 
 What cannot be served is answered the way Kafka's clients expect, never with a crash
 or a hang:
 
-- ApiVersions is answered here, from the versions the tables serve and the handlers
-  implement, so a client negotiates exactly what exists. A version above the highest
-  served gets the v0 layout with UNSUPPORTED_VERSION and the list (KIP-511), from
-  which the client picks a version it shares.
+- ApiVersions is answered from the registry: the versions the tables serve and the
+  handlers implement, so a client negotiates exactly what exists. A version above the
+  highest served gets the v0 layout with UNSUPPORTED_VERSION and the list (KIP-511),
+  from which the client picks a version it shares.
 - Any other API or version not served: the correlation id and UNSUPPORTED_VERSION (35),
   the one answer every response layout starts with, then the connection closes (there
   is no layout to say more in).
@@ -34,11 +36,9 @@ from functools import partial
 from typing import Any
 
 from brokerd.core.context import BrokerContext
-from brokerd.core.produce import UnansweredProduceFailed
 from brokerd.groups.coordinator import GroupCoordinator
-from brokerd.kafka.groups import group_handlers
-from brokerd.kafka.registry import DATA_HANDLERS
-from brokerd.kafka.request import KafkaHandler, KafkaRequest
+from brokerd.kafka.registry import API_VERSIONS, kafka_registry
+from brokerd.kafka.request import KafkaRequest
 from brokerd.serving.authentication import SaslSession
 from brokerd.serving.connection_state import Phase
 from brokerd.serving.server import CLOSE, Answer, Connection, LoginRefused, Logins
@@ -49,30 +49,18 @@ from spark_replica.errors import (
     code_of,
     wire_message,
 )
-from spark_replica.transport import Frame, OversizedFrame
+from spark_replica.transport import OversizedFrame
 from spark_replica.wire.kafka.headers import encode_response, read_request_header
-from spark_replica.wire.kafka.versions import REQUESTS, SERVED
+from spark_replica.wire.kafka.versions import REQUESTS
 from spark_replica.wire.native.apis import ApiKey
 from spark_replica.wire.primitives import Buffer, Reader
+from spark_replica.wire.request_header import RequestHeader
 from spark_replica.wire.schema import Data
 
 logger = logging.getLogger("brokerd.kafka")
 
-API_VERSIONS = int(ApiKey.API_VERSIONS)
 SASL_HANDSHAKE = int(ApiKey.SASL_HANDSHAKE)
-SASL_AUTHENTICATE = int(ApiKey.SASL_AUTHENTICATE)
-# Answered by the dispatch itself rather than a handler.
-OWN_APIS = (API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE)
 _UNSUPPORTED = struct.Struct(">iih")  # size, correlation id, error code
-
-
-def served_versions(handlers: dict[int, KafkaHandler]) -> dict[int, tuple[int, int]]:
-    """What ApiVersions advertises: the tabled versions of the APIs with a handler."""
-    return {
-        key: versions
-        for key, versions in sorted(SERVED.items())
-        if key in handlers or key in OWN_APIS
-    }
 
 
 def unsupported_answer(correlation_id: int) -> list[Buffer]:
@@ -80,7 +68,10 @@ def unsupported_answer(correlation_id: int) -> list[Buffer]:
     return [_UNSUPPORTED.pack(6, correlation_id, UnsupportedVersionError.code)]
 
 
-class KafkaDispatch:
+class KafkaDialect:
+    """Kafka's protocol for the one dispatch: what is not served closes the connection,
+    after UNSUPPORTED_VERSION when the client can read it."""
+
     def __init__(
         self,
         ctx: BrokerContext,
@@ -89,86 +80,80 @@ class KafkaDispatch:
     ) -> None:
         self.ctx = ctx
         self.logins = logins
-        self.handlers: dict[int, KafkaHandler] = {**DATA_HANDLERS, **group_handlers(groups)}
-        self.versions = served_versions(self.handlers)
+        registry = kafka_registry(groups)
+        self.handlers = registry.handlers
+        self.versions = registry.versions
+        self._api_keys = registry.api_keys
 
     def oversized_answer(self, frame: OversizedFrame, limit: int) -> None:
         return None
 
-    def refuse(
-        self, connection: Connection, phase: Phase, api_key: int, correlation_id: int
-    ) -> Answer:
+    def refuse(self, connection: Connection, phase: Phase, header: tuple[int, int, int]) -> Answer:
         return CLOSE
 
-    async def handle(self, connection: Connection, frame: Frame) -> Answer:
-        reader = Reader(frame)
-        header = read_request_header(reader)
+    def read_header(self, reader: Reader) -> RequestHeader:
+        return read_request_header(reader)
+
+    def unsupported(self, connection: Connection, header: RequestHeader) -> Answer:
         key, version, correlation_id = header.api_key, header.api_version, header.correlation_id
         if key == API_VERSIONS:
-            return self._api_versions(version, correlation_id, reader)
-        versions = self.versions.get(key)
-        if versions is None or not versions[0] <= version <= versions[1]:
-            logger.info(
-                "closing connection from %s: api key %d version %d is not served",
-                connection.ip,
-                key,
-                version,
-            )
-            return Answer(unsupported_answer(correlation_id), 0.0)
-        try:
-            body = REQUESTS[key].decode(version, reader)
-        except ProtocolError as exc:
-            logger.warning(
-                "closing connection from %s: malformed request (api key %d version %d): %s",
-                connection.ip,
-                key,
-                version,
-                exc,
-            )
-            return CLOSE
-        if key in (SASL_HANDSHAKE, SASL_AUTHENTICATE):
-            return await self._authenticate(connection, key, version, correlation_id, body)
-        request = KafkaRequest(
+            if version < 0:
+                logger.warning("closing connection: ApiVersions version %d has no layout", version)
+                return CLOSE
+            body = Data(error_code=UnsupportedVersionError.code, api_keys=self._api_keys)
+            return self._encode(API_VERSIONS, 0, correlation_id, body)
+        logger.info(
+            "closing connection from %s: api key %d version %d is not served",
+            connection.ip,
             key,
             version,
-            correlation_id,
+        )
+        return Answer(unsupported_answer(correlation_id), 0.0)
+
+    def decode(self, header: RequestHeader, reader: Reader) -> Any:
+        return REQUESTS[header.api_key].decode(header.api_version, reader)
+
+    def malformed(
+        self, connection: Connection, header: RequestHeader, exc: ProtocolError
+    ) -> Answer:
+        logger.warning(
+            "closing connection from %s: malformed request (api key %d version %d): %s",
+            connection.ip,
+            header.api_key,
+            header.api_version,
+            exc,
+        )
+        return CLOSE
+
+    async def serve(self, connection: Connection, header: RequestHeader, body: Any) -> Any:
+        key = header.api_key
+        request = KafkaRequest(
+            key,
+            header.api_version,
+            header.correlation_id,
             header.client_id,
             connection.ip,
             connection.principal,
             body,
         )
-        try:
-            response = await self.handlers[key](self.ctx, request)
-        except UnansweredProduceFailed as exc:
-            logger.info("closing connection from %s: %s", connection.ip, exc)
-            return CLOSE
-        except Exception:
-            logger.exception("closing connection from %s: api key %d failed", connection.ip, key)
-            return CLOSE
-        if response is None:
-            return Answer(None)
-        return self._encode(key, version, correlation_id, response)
+        return await self.handlers[key](self.ctx, request)
 
-    def _api_versions(self, version: int, correlation_id: int, reader: Reader) -> Answer:
-        highest = self.versions[API_VERSIONS][1]
-        api_keys = [
-            Data(api_key=key, min_version=low, max_version=high)
-            for key, (low, high) in self.versions.items()
-        ]
-        if version > highest:
-            body = Data(error_code=UnsupportedVersionError.code, api_keys=api_keys)
-            return self._encode(API_VERSIONS, 0, correlation_id, body)
-        try:
-            REQUESTS[API_VERSIONS].decode(version, reader)
-        except ProtocolError as exc:
-            logger.warning("closing connection: malformed ApiVersions request: %s", exc)
-            return CLOSE
-        body = Data(error_code=0, api_keys=api_keys, throttle_time_ms=0)
-        return self._encode(API_VERSIONS, version, correlation_id, body)
-
-    async def _authenticate(
-        self, connection: Connection, key: int, version: int, correlation_id: int, body: Any
+    def failed(
+        self, connection: Connection, header: RequestHeader, body: Any, exc: Exception
     ) -> Answer:
+        logger.error(
+            "closing connection from %s: api key %d failed",
+            connection.ip,
+            header.api_key,
+            exc_info=exc,
+        )
+        return CLOSE
+
+    def encode(self, header: RequestHeader, response: Any) -> Answer:
+        return self._encode(header.api_key, header.api_version, header.correlation_id, response)
+
+    async def login(self, connection: Connection, header: RequestHeader, body: Any) -> Answer:
+        key, version, correlation_id = header.api_key, header.api_version, header.correlation_id
         if connection.sasl is None:
             error = IllegalSaslStateError("this listener does not use SASL")
             answer = _sasl_error(key, error)

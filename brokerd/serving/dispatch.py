@@ -1,0 +1,123 @@
+"""The one dispatch both listeners run: the loop from a frame to its answer.
+
+For every frame: the fixed header (api key, version, correlation id) is checked against
+the connection's phase and the dialect's registry (brokerd/serving/connection_state.py);
+then the header is read, the body decoded, the handler called and its answer encoded.
+What differs between replog's protocol and Kafka's is the Dialect: how a header and a
+body are read, how an answer is written, and how each refusal looks on its wire (replog
+answers every refusal with a header-only error; Kafka's clients get UNSUPPORTED_VERSION
+or a closed connection). The loop itself is written once, here.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from brokerd.core.produce import UnansweredProduceFailed
+from brokerd.serving.connection_state import SASL_STEPS, Admission, Phase, admission
+from brokerd.serving.server import CLOSE, FIXED_HEADER_BYTES, Answer, Connection, Logins
+from spark_replica.errors import ProtocolError
+from spark_replica.transport import Frame, OversizedFrame
+from spark_replica.wire.primitives import Buffer, Reader
+from spark_replica.wire.request_header import RequestHeader
+
+logger = logging.getLogger("brokerd.server")
+
+_FIXED_HEADER = struct.Struct(">hhi")
+
+
+class Dialect(Protocol):
+    """One protocol's side of the dispatch: its registry's versions, its codecs, its
+    handlers and the answers it gives to what it will not serve."""
+
+    @property
+    def versions(self) -> Mapping[int, tuple[int, int]]:
+        """api key -> (lowest, highest) version served, from the dialect's registry."""
+        ...
+
+    def read_header(self, reader: Reader) -> RequestHeader:
+        """The request header; ProtocolError when it cannot be read (the close)."""
+        ...
+
+    def decode(self, header: RequestHeader, reader: Reader) -> Any:
+        """The request body; ProtocolError when it does not decode."""
+        ...
+
+    async def login(self, connection: Connection, header: RequestHeader, body: Any) -> Answer:
+        """One step of the SASL exchange (handshake or authenticate)."""
+        ...
+
+    async def serve(self, connection: Connection, header: RequestHeader, body: Any) -> Any:
+        """The registered handler's response (None: none is sent)."""
+        ...
+
+    def encode(self, header: RequestHeader, response: Any) -> Answer: ...
+
+    def refuse(self, connection: Connection, phase: Phase, header: tuple[int, int, int]) -> Answer:
+        """The answer to a request its phase does not admit, from the fixed header
+        (api key, version, correlation id) alone; the connection closes after it."""
+        ...
+
+    def unsupported(self, connection: Connection, header: RequestHeader) -> Answer: ...
+
+    def malformed(
+        self, connection: Connection, header: RequestHeader, exc: ProtocolError
+    ) -> Answer:
+        """The answer to a body that does not decode."""
+        ...
+
+    def failed(
+        self, connection: Connection, header: RequestHeader, body: Any, exc: Exception
+    ) -> Answer:
+        """The answer to a handler that raised."""
+        ...
+
+    def oversized_answer(self, frame: OversizedFrame, limit: int) -> list[Buffer] | None: ...
+
+
+class Dispatch:
+    """A listener's dispatch: the one loop, driven by its dialect."""
+
+    def __init__(self, dialect: Dialect, logins: Logins) -> None:
+        self.dialect = dialect
+        self.logins = logins
+
+    def oversized_answer(self, frame: OversizedFrame, limit: int) -> list[Buffer] | None:
+        return self.dialect.oversized_answer(frame, limit)
+
+    async def handle(self, connection: Connection, frame: Frame) -> Answer:
+        """Answer one frame; raise ProtocolError when its header cannot be read."""
+        if len(frame) < FIXED_HEADER_BYTES:
+            raise ProtocolError(f"a request of {len(frame)} bytes has no header")
+        dialect = self.dialect
+        fixed = _FIXED_HEADER.unpack_from(frame)
+        phase = connection.phase
+        verdict = admission(phase, fixed[0], fixed[1], dialect.versions)
+        if verdict is Admission.REFUSE:
+            logger.info(
+                "closing connection from %s: api key %d %s", connection.ip, fixed[0], phase.value
+            )
+            return dialect.refuse(connection, phase, fixed)
+        reader = Reader(frame)
+        header = dialect.read_header(reader)
+        if verdict is Admission.UNSUPPORTED:
+            return dialect.unsupported(connection, header)
+        try:
+            body = dialect.decode(header, reader)
+        except ProtocolError as exc:
+            return dialect.malformed(connection, header, exc)
+        if header.api_key in SASL_STEPS:
+            return await dialect.login(connection, header, body)
+        try:
+            response = await dialect.serve(connection, header, body)
+        except UnansweredProduceFailed as exc:
+            logger.info("closing connection from %s: %s", connection.ip, exc)
+            return CLOSE
+        except Exception as exc:
+            return dialect.failed(connection, header, body, exc)
+        if response is None:
+            return Answer(None)
+        return dialect.encode(header, response)
