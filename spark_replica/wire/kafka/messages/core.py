@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from spark_replica.wire.kafka.messages.layouts import (
     api,
+    authorized_operations,
     error_code,
     error_message,
     head,
@@ -69,9 +70,6 @@ API_VERSIONS_REQUEST, API_VERSIONS_RESPONSE = api(
     ],
 )
 
-# Kafka's "authorized operations not requested" marker (Integer.MIN_VALUE).
-AUTHORIZED_OPERATIONS_OMITTED = -(1 << 31)
-
 METADATA_REQUEST, METADATA_RESPONSE = api(
     "Metadata",
     api_key=3,
@@ -118,16 +116,11 @@ METADATA_REQUEST, METADATA_RESPONSE = api(
                     ],
                     "0+",
                 ),
-                Field(
-                    "TopicAuthorizedOperations",
-                    "int32",
-                    "8+",
-                    default=AUTHORIZED_OPERATIONS_OMITTED,
-                ),
+                authorized_operations("TopicAuthorizedOperations", "8+"),
             ],
             "0+",
         ),
-        Field("ClusterAuthorizedOperations", "int32", "8+", default=AUTHORIZED_OPERATIONS_OMITTED),
+        authorized_operations("ClusterAuthorizedOperations", "8+"),
     ],
 )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from spark_replica.wire.kafka.messages.layouts import (
     api,
+    authorized_operations,
     error,
     error_code,
     error_message,
@@ -217,7 +218,7 @@ DESCRIBE_GROUPS_REQUEST, DESCRIBE_GROUPS_RESPONSE = api(
                     ],
                     "0+",
                 ),
-                Field("AuthorizedOperations", "int32", "3+", default=-(2**31)),
+                authorized_operations("AuthorizedOperations", "3+"),
             ],
             "0+",
         ),

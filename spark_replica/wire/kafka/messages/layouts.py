@@ -3,10 +3,10 @@
 Kafka's definitions repeat a handful of shapes across APIs: the throttle time and error
 code that open most responses, an error code with its message, a group member's id with
 its static instance id, a resource's type and name, arrays of per-item results, an array
-of topics each holding its partitions; and every API's request and response, which share
-its name, key, versions and first flexible version. Each is a function here returning its fields for
-the versions an API gives it (they differ per API, so they are parameters, never copies),
-and the tables compose them, naming the parts as each API's JSON names them.
+of topics each holding its partitions; and every API's request and response share its
+name, key, versions and first flexible version. Each is a function here returning its
+fields for the versions an API gives it (they differ per API, so they are parameters,
+never copies), and the tables compose them, naming the parts as each API's JSON does.
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ from spark_replica.wire.schema import Field, Message
 
 # Kafka's PatternType.LITERAL: what a version without the pattern type field means.
 LITERAL = 3
+
+# Kafka's "authorized operations not requested" marker (Integer.MIN_VALUE).
+AUTHORIZED_OPERATIONS_OMITTED = -(1 << 31)
 
 
 def api(
@@ -56,6 +59,7 @@ def throttle(versions: str = "0+") -> Field:
 
 
 def error_code(versions: str = "0+") -> Field:
+    """Kafka's error code: 0 for none, else the error's number."""
     return Field("ErrorCode", "int16", versions)
 
 
@@ -105,6 +109,12 @@ def protocol(versions: str) -> list[Field]:
         Field("ProtocolType", "string", versions, nullable=versions, default=None),
         Field("ProtocolName", "string", versions, nullable=versions, default=None),
     ]
+
+
+def authorized_operations(name: str, versions: str) -> Field:
+    """The bit set of operations the caller may perform on a resource, sent only when
+    asked for (the marker otherwise)."""
+    return Field(name, "int32", versions, default=AUTHORIZED_OPERATIONS_OMITTED)
 
 
 def node(versions: str = "0+") -> list[Field]:
