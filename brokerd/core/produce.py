@@ -49,12 +49,12 @@ from spark_replica.errors import (
     wire_message,
 )
 from spark_replica.topics import TopicPartition
-from spark_replica.wire.native.produce import (
-    ACKS_ALL,
-    ACKS_LEADER,
-    ACKS_NONE,
-)
 
+# What a produce asks to be answered after, the same numbers in both protocols: never
+# (no answer is read), the leader's append, every in-sync replica's.
+ACKS_NONE = 0
+ACKS_LEADER = 1
+ACKS_ALL = -1
 VALID_ACKS = (ACKS_NONE, ACKS_LEADER, ACKS_ALL)
 # An acks=all produce holds its request's memory while it waits: never longer than this,
 # whatever timeout_ms says.

@@ -38,13 +38,15 @@ from spark_replica.errors import (
     ZnodeVersionError,
     ZooKeeperError,
 )
-from spark_replica.wire.native.init_producer_id import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from spark_replica.records import NO_PRODUCER_ID
 from spark_replica.zk.kazoo_errors import translated
 
 LATEST_PRODUCER_ID_BLOCK_PATH = "/latest_producer_id_block"
 BLOCK_SIZE = 1000
 VERSION = 1
 MAX_PRODUCER_EPOCH = 2**15 - 1
+# The epoch a request without a producer id carries (with NO_PRODUCER_ID).
+NO_PRODUCER_EPOCH = -1
 # The ids whose current epoch a broker remembers; the least recently used is forgotten
 # first (its next bump then gets a new id, which is safe).
 MAX_REMEMBERED_PRODUCERS = 50_000

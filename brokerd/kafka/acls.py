@@ -10,6 +10,7 @@ Describe groups the matching ACLs by resource pattern, as Kafka's answer does.
 
 from __future__ import annotations
 
+from functools import partial
 from itertools import groupby
 
 from brokerd.core import acl_admin
@@ -17,8 +18,16 @@ from brokerd.core.authorization import authorize_cluster, cluster_denied
 from brokerd.core.context import BrokerContext
 from brokerd.core.partitions import SERVING_ERRORS, set_error
 from brokerd.kafka.request import KafkaRequest
+from spark_replica.errors import code_of, wire_message
 from spark_replica.security.acl import Operation
-from spark_replica.wire.native.acls import AclFilter, WireAclBinding, binding_to_wire
+from spark_replica.wire.native.acls import (
+    AclFilter,
+    WireAclBinding,
+    binding_from_wire,
+    binding_to_wire,
+    check_filter,
+    filter_matches,
+)
 from spark_replica.wire.schema import Data
 
 
@@ -32,6 +41,14 @@ def _filter(data: Data) -> AclFilter:
         data.operation,
         data.permission_type,
     )
+
+
+def _matcher(data: Data) -> acl_admin.AclMatcher:
+    """The filter's predicate; InvalidRequestError for a filter that matches nothing
+    well defined (Kafka's codes are replog's, so its checks are the same)."""
+    f = _filter(data)
+    check_filter(f)
+    return partial(filter_matches, f)
 
 
 def _creation(data: Data) -> WireAclBinding:
@@ -60,7 +77,7 @@ async def handle_describe_acls(ctx: BrokerContext, request: KafkaRequest) -> Dat
     try:
         if not authorize_cluster(ctx, request, Operation.DESCRIBE):
             raise cluster_denied(request, Operation.DESCRIBE)
-        bindings = await acl_admin.describe_acls(ctx, _filter(request.body))
+        bindings = await acl_admin.describe_acls(ctx, _matcher(request.body))
     except SERVING_ERRORS as exc:
         set_error(answer, exc)
         return answer
@@ -86,28 +103,35 @@ async def handle_create_acls(ctx: BrokerContext, request: KafkaRequest) -> Data:
     try:
         if not authorize_cluster(ctx, request, Operation.ALTER):
             raise cluster_denied(request, Operation.ALTER)
-        created = await acl_admin.create_acls(ctx, creations)
+        created = await acl_admin.create_acls(
+            ctx, acl_admin.each_or_error(binding_from_wire, creations)
+        )
     except SERVING_ERRORS as exc:
         results = [_error_result(exc) for _ in creations]
     else:
-        results = [Data(error_code=r.error_code, error_message=r.error_message) for r in created]
+        results = [
+            Data(error_code=0, error_message=None)
+            if r.error is None
+            else Data(error_code=code_of(r.error), error_message=wire_message(r.error))
+            for r in created
+        ]
     return Data(throttle_time_ms=0, results=results)
 
 
 async def handle_delete_acls(ctx: BrokerContext, request: KafkaRequest) -> Data:
-    filters = [_filter(data) for data in request.body.filters]
+    filters = request.body.filters
     try:
         if not authorize_cluster(ctx, request, Operation.ALTER):
             raise cluster_denied(request, Operation.ALTER)
-        deleted = await acl_admin.delete_acls(ctx, filters)
+        deleted = await acl_admin.delete_acls(ctx, acl_admin.each_or_error(_matcher, filters))
     except SERVING_ERRORS as exc:
         results = [_error_result(exc, matching_acls=[]) for _ in filters]
     else:
         results = [
             Data(
-                error_code=result.error_code,
-                error_message=result.error_message,
-                matching_acls=[_matching(wire) for wire in result.matched],
+                error_code=0 if result.error is None else code_of(result.error),
+                error_message=None if result.error is None else wire_message(result.error),
+                matching_acls=[_matching(binding_to_wire(b)) for b in result.matched],
             )
             for result in deleted
         ]

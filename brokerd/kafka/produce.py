@@ -29,6 +29,7 @@ from brokerd.core.authorization import authorize_topic, topic_denied
 from brokerd.core.context import BrokerContext
 from brokerd.core.partitions import serve_partition
 from brokerd.core.produce import (
+    ACKS_NONE,
     Accepted,
     Records,
     accept,
@@ -45,7 +46,6 @@ from spark_replica.security.acl import Operation
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.kafka.records.batch import all_uncompressed
 from spark_replica.wire.kafka.records.convert import kafka_to_replog
-from spark_replica.wire.native.produce import ACKS_NONE
 from spark_replica.wire.schema import Data
 
 # Uncompressed records up to this size are converted on the event loop (tens of

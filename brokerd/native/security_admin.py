@@ -24,10 +24,12 @@ from functools import partial
 from kazoo.client import KazooClient
 
 from brokerd.core.acl_admin import (
+    AclMatcher,
     check_node_name,
     create_acls,
     delete_acls,
     describe_acls,
+    each_or_error,
     in_zookeeper,
 )
 from brokerd.core.context import BrokerContext
@@ -43,13 +45,19 @@ from spark_replica.errors import (
 )
 from spark_replica.security import scram
 from spark_replica.wire.native.acls import (
+    AclCreationResult,
+    AclDeletionResult,
+    AclFilter,
     CreateAclsRequest,
     CreateAclsResponse,
     DeleteAclsRequest,
     DeleteAclsResponse,
     DescribeAclsRequest,
     DescribeAclsResponse,
+    binding_from_wire,
     binding_to_wire,
+    check_filter,
+    filter_matches,
 )
 from spark_replica.wire.native.scram_credentials import (
     MECHANISM_CODES,
@@ -70,16 +78,39 @@ from spark_replica.zk import security_store
 async def handle_describe_acls(
     ctx: BrokerContext, request: DescribeAclsRequest
 ) -> DescribeAclsResponse:
-    bindings = await describe_acls(ctx, request.filter)
+    bindings = await describe_acls(ctx, _matcher(request.filter))
     return DescribeAclsResponse([binding_to_wire(b) for b in bindings])
 
 
 async def handle_create_acls(ctx: BrokerContext, request: CreateAclsRequest) -> CreateAclsResponse:
-    return CreateAclsResponse(await create_acls(ctx, request.creations))
+    results = await create_acls(ctx, each_or_error(binding_from_wire, request.creations))
+    return CreateAclsResponse(
+        [
+            AclCreationResult()
+            if r.error is None
+            else AclCreationResult(code_of(r.error), wire_message(r.error))
+            for r in results
+        ]
+    )
 
 
 async def handle_delete_acls(ctx: BrokerContext, request: DeleteAclsRequest) -> DeleteAclsResponse:
-    return DeleteAclsResponse(await delete_acls(ctx, request.filters))
+    results = await delete_acls(ctx, each_or_error(_matcher, request.filters))
+    return DeleteAclsResponse(
+        [
+            AclDeletionResult(0, None, [binding_to_wire(b) for b in r.matched])
+            if r.error is None
+            else AclDeletionResult(code_of(r.error), wire_message(r.error))
+            for r in results
+        ]
+    )
+
+
+def _matcher(f: AclFilter) -> AclMatcher:
+    """The filter's predicate; InvalidRequestError for a filter that matches nothing
+    well defined."""
+    check_filter(f)
+    return partial(filter_matches, f)
 
 
 # --------------------------------------------------------------------------- SCRAM users
