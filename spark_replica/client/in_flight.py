@@ -41,6 +41,12 @@ never reorder, never duplicate, never lose without telling.
   of order. So does an unresolved partition whose window empties, with nothing to renumber.
   A fenced epoch stops the partition.
 
+With caller-chosen sequences (`caller_sequences`: the SequencedProducer, whose caller
+must make a replay land on the same numbers) each batch arrives numbered and keeps its
+number: a retriable error is retried as above, in order, but a sequence error, a
+duplicate or a fenced epoch is the leader's verdict on that batch and fails it alone;
+nothing is ever renumbered, and no new identity is taken.
+
 Without idempotence there are no sequence numbers: a failed batch is simply resent and
 any batch may go while others wait for a retry, so with more than one in flight a retry
 can land after a later batch (the same caveat as Kafka's
@@ -131,7 +137,14 @@ class Failure(Generic[P]):
 class PartitionWindow(Generic[P]):
     """The started, unfinished batches of one partition, in sequence (= send) order."""
 
-    def __init__(self, *, idempotent: bool, max_in_flight: int, policy: RetryPolicy) -> None:
+    def __init__(
+        self,
+        *,
+        idempotent: bool,
+        max_in_flight: int,
+        policy: RetryPolicy,
+        caller_sequences: bool = False,
+    ) -> None:
         if max_in_flight < 1:
             raise ConfigError(
                 f"max_in_flight_per_partition must be at least 1, not {max_in_flight}"
@@ -142,6 +155,8 @@ class PartitionWindow(Generic[P]):
                 f"have at most {MAX_IDEMPOTENT_IN_FLIGHT} batches in flight per partition"
             )
         self.idempotent = idempotent
+        # Batches arrive numbered by the caller, and keep their numbers (module docs).
+        self.caller_sequences = caller_sequences
         self.max_in_flight = max_in_flight
         self.policy = policy
         self.next_sequence = 0
@@ -165,8 +180,9 @@ class PartitionWindow(Generic[P]):
         return any(b.state is BatchState.IN_FLIGHT for b in self.batches)
 
     def start(self, batch: WindowBatch[P]) -> None:
-        """Number `batch` (when idempotent) and count it in flight; the caller sends it."""
-        if self.idempotent:
+        """Number `batch` (when idempotent, unless the caller numbered it) and count it in
+        flight; the caller sends it."""
+        if self.idempotent and not self.caller_sequences:
             batch.base_sequence = self.next_sequence
             self.next_sequence = (self.next_sequence + batch.record_count) % SEQUENCE_SPACE
         batch.state = BatchState.IN_FLIGHT
@@ -249,7 +265,7 @@ class PartitionWindow(Generic[P]):
             # That copy carried numbers since moved down: it was refused for the gap.
             batch.stale_copy = False
             return self._retry_or_fail(batch, error, now, backoff_s=0.0)
-        if self.idempotent and isinstance(error, SEQUENCE_ERRORS):
+        if self.idempotent and not self.caller_sequences and isinstance(error, SEQUENCE_ERRORS):
             if batch is self.batches[0] or self.needs_new_identity:
                 return self._renumber_later(batch, error, now)
             # Sent against a gap that an earlier batch's retry may fill.
@@ -292,7 +308,7 @@ class PartitionWindow(Generic[P]):
         index = self.batches.index(batch)
         self.batches.pop(index)
         failures = [Failure(batch, error)]
-        if not self.idempotent:
+        if not self.idempotent or self.caller_sequences:
             return failures
         behind = self.batches[index:]
         if isinstance(error, InvalidProducerEpochError):

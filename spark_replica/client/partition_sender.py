@@ -35,7 +35,9 @@ batch whose fate is unknown), this partition alone bumps its epoch through
 InitProducerId, once nothing is in flight, and the window numbers its held batches
 from 0 again. The leader's producer state is per partition, so other partitions keep
 the epoch they have; and the new epoch fences any old copy still on its way once a
-batch of the new one has landed.
+batch of the new one has landed. A SequencedProducer's partitions (`caller_sequences`)
+send batches its caller numbered under an identity it chose, and never take another:
+the leader's sequence verdicts are the answers of those batches.
 """
 
 from __future__ import annotations
@@ -101,7 +103,26 @@ class ProducerBatch:
     callbacks: list[tuple[int, Callback]] | None = None
     memory_bytes: int = 0  # what the records reserved in the producer's buffer pool
     encoded: bytes | memoryview | None = None  # memoryview: read-only, see Producer.send_batch
+    base_sequence: int = NO_SEQUENCE  # chosen by the caller (SequencedProducer), or none
     _stamped: tuple[tuple[int, int, int], memoryview] | None = field(default=None, repr=False)
+
+    @classmethod
+    def numbered(
+        cls,
+        tp: TopicPartition,
+        encoded: memoryview,
+        record_count: int,
+        identity: tuple[int, int],
+        base_sequence: int,
+        created_at: float,
+        result: asyncio.Future[int],
+    ) -> ProducerBatch:
+        """A batch the caller encoded with its own identity and sequence: sent as is."""
+        batch = cls(
+            tp, record_count, created_at, result, encoded=encoded, base_sequence=base_sequence
+        )
+        batch._stamped = ((*identity, base_sequence), encoded)
+        return batch
 
     def encode(
         self,
@@ -181,14 +202,20 @@ class PartitionSender:
         identities: IdentitySource,
         connect_lock: asyncio.Lock,
         track: Callable[[ProducerBatch], None],
+        *,
+        caller_sequences: bool = False,
     ) -> None:
         self.tp = tp
         self.cluster = cluster
         self.config = config
+        # Batches come numbered (ProducerBatch.numbered), and the leader's sequence
+        # verdicts, a duplicate included, are their answers (in_flight.py).
+        self.caller_sequences = caller_sequences
         self.window: PartitionWindow[ProducerBatch] = PartitionWindow(
             idempotent=config.idempotent,
             max_in_flight=config.max_in_flight_per_partition,
             policy=config.retry_policy,
+            caller_sequences=caller_sequences,
         )
         self.queue: deque[ProducerBatch] = deque()
         self.open: OpenBatch | None = None  # taking records; not in `queue` yet
@@ -359,7 +386,12 @@ class PartitionSender:
             _fail(batch, exc)
             return True
         self.queue.popleft()
-        entry = WindowBatch(batch, batch.record_count, batch.created_at + self._delivery_timeout_s)
+        entry = WindowBatch(
+            batch,
+            batch.record_count,
+            batch.created_at + self._delivery_timeout_s,
+            batch.base_sequence,
+        )
         self.window.start(entry)
         await self._send(entry)
         return True
@@ -429,7 +461,7 @@ class PartitionSender:
         offset = -1
         if error is None and self.config.acks != ACKS_NONE:
             error, offset = read_answer(self.tp, task.result())
-        if isinstance(error, DuplicateSequenceNumberError):
+        if isinstance(error, DuplicateSequenceNumberError) and not self.caller_sequences:
             error, offset = None, -1
         if error is not None:
             self._on_error(entry, error)

@@ -1,9 +1,9 @@
 """One produce request for one partition's batch, and the reading of its answer.
 
-Both senders of the client write batches this way: the Producer's partition senders
-(partition_sender.py, sequences numbered by the window) and the SequencedProducer
-(sequences chosen by its caller). They differ in what they do with the answer, not in
-the request or in how the answer is read.
+The client writes batches only this way, from its partition senders
+(partition_sender.py), whether the window numbers a batch (the Producer) or its caller
+did (the SequencedProducer); they differ in what they make of the answer, not in the
+request or in how the answer is read.
 """
 
 from __future__ import annotations

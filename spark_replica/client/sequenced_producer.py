@@ -14,33 +14,34 @@ needs the leader's verdict on each batch rather than an error:
 * FENCED: a higher epoch of this producer id has written the partition
   (INVALID_PRODUCER_EPOCH).
 
-Each batch is sent alone and retried through `leader_call` with the same sequence after
-a retriable error (leader change, lost connection, timeout) until the delivery timeout:
-the leader answers a retry of a batch it already has as a duplicate.
+Each batch goes through the Producer's own path for a partition (partition_sender.py
+and its window, in_flight.py, in the mode where the caller chooses the sequences): the
+same leader routing, metadata refreshes and retries, with the same sequence after a
+retriable error until the delivery timeout. The leader answers a retry of a batch it
+already has as a duplicate.
 """
 
 from __future__ import annotations
 
+import asyncio
 import enum
 
 import pyarrow as pa
 
 from spark_replica.errors import (
-    DeliveryTimeoutError,
+    ConfigError,
     DuplicateSequenceNumberError,
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
-    TimeoutExpiredError,
 )
 from spark_replica.records import encode_batch
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.produce import ACKS_ALL
 
 from .cluster import Cluster
-from .connection import BrokerConnection
 from .in_flight import SEQUENCE_SPACE
-from .leader_call import call_leader
-from .produce_call import read_answer, send_produce
+from .partition_sender import PartitionSender, ProducerBatch
+from .producer_config import ProducerConfig
 from .retry import RetryPolicy
 
 
@@ -49,6 +50,19 @@ class SendOutcome(enum.Enum):
     DUPLICATE = "duplicate"
     OUT_OF_ORDER = "out of order"
     FENCED = "fenced"
+
+
+class FixedIdentity:
+    """The caller's producer id and epoch, for the partition senders (IdentitySource)."""
+
+    def __init__(self, producer_id: int, producer_epoch: int) -> None:
+        self.identity = (producer_id, producer_epoch)
+
+    async def shared(self) -> tuple[int, int]:
+        return self.identity
+
+    async def replacement(self, current: tuple[int, int]) -> tuple[int, int]:
+        raise ConfigError(f"producer {current}: a caller-numbered producer keeps its identity")
 
 
 class SequencedProducer:
@@ -69,11 +83,21 @@ class SequencedProducer:
         self.cluster = cluster
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
-        self.acks = acks
-        self.request_timeout_ms = request_timeout_ms
-        self.delivery_timeout_ms = delivery_timeout_ms
-        self.compression = compression
-        self.policy = policy or cluster.retry_policy
+        policy = policy or cluster.retry_policy
+        # One batch at a time per partition: each send awaits the leader's verdict.
+        self.config = ProducerConfig(
+            acks=acks,
+            request_timeout_ms=request_timeout_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
+            retry_backoff_ms=round(policy.backoff_s * 1000),
+            retry_backoff_max_ms=round(policy.max_backoff_s * 1000),
+            compression=compression,
+            max_in_flight_per_partition=1,
+            enable_idempotence=True,
+        )
+        self._identity = FixedIdentity(producer_id, producer_epoch)
+        self._connect_lock = asyncio.Lock()
+        self._senders: dict[TopicPartition, PartitionSender] = {}
 
     async def send(
         self, tp: TopicPartition, records: pa.RecordBatch, base_sequence: int
@@ -83,40 +107,47 @@ class SequencedProducer:
         Raises DeliveryTimeoutError once retriable errors have lasted the delivery
         timeout, and any other error at once.
         """
-        batch = encode_batch(
+        sequence = base_sequence % SEQUENCE_SPACE
+        encoded = encode_batch(
             records,
             producer_id=self.producer_id,
             producer_epoch=self.producer_epoch,
-            base_sequence=base_sequence % SEQUENCE_SPACE,
-            compression=self.compression,
+            base_sequence=sequence,
+            compression=self.config.compression,
         )
-
-        async def produce(conn: BrokerConnection) -> None:
-            response = await send_produce(conn, tp, batch, self.acks, self.request_timeout_ms)
-            error, _ = read_answer(tp, response)
-            if error is not None:
-                raise error
-
-        try:
-            await call_leader(
-                self.cluster,
+        loop = asyncio.get_running_loop()
+        result: asyncio.Future[int] = loop.create_future()
+        self._sender(tp).enqueue(
+            ProducerBatch.numbered(
                 tp,
-                produce,
-                timeout_s=self.delivery_timeout_ms / 1000,
-                purpose="produce",
-                policy=self.policy,
+                encoded,
+                records.num_rows,
+                self._identity.identity,
+                sequence,
+                loop.time(),
+                result,
             )
+        )
+        try:
+            await result
         except DuplicateSequenceNumberError:
             return SendOutcome.DUPLICATE
         except OutOfOrderSequenceError:
             return SendOutcome.OUT_OF_ORDER
         except InvalidProducerEpochError:
             return SendOutcome.FENCED
-        except TimeoutExpiredError as exc:
-            raise DeliveryTimeoutError(
-                f"{tp}: batch at sequence {base_sequence} not acknowledged within "
-                f"delivery.timeout.ms={self.delivery_timeout_ms}: {exc.__cause__}",
-                exc.__cause__,
-                maybe_stored=True,
-            ) from exc.__cause__
         return SendOutcome.WRITTEN
+
+    def _sender(self, tp: TopicPartition) -> PartitionSender:
+        sender = self._senders.get(tp)
+        if sender is None:
+            sender = self._senders[tp] = PartitionSender(
+                tp,
+                self.cluster,
+                self.config,
+                self._identity,
+                self._connect_lock,
+                lambda _batch: None,  # `send` awaits each batch itself
+                caller_sequences=True,
+            )
+        return sender
