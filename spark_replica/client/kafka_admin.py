@@ -5,8 +5,9 @@ broker, one request at a time on it. Group requests go to the group's coordinato
 found with FindCoordinator and found again after NOT_COORDINATOR /
 COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS or a lost connection, waiting
 as the client's retry policy says (retry.py), until a deadline; ListOffsets goes to
-each partition's leader. Broker errors surface as the typed errors of
-spark_replica.errors.
+each partition's leader through the client's one leader-call layer (leader_call.py),
+which routes, refreshes and retries as it does for replog's listeners. Broker errors
+surface as the typed errors of spark_replica.errors.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from spark_replica.errors import (
     ConnectionLostError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
+    LeaderNotAvailableError,
     NotCoordinatorError,
     TimeoutExpiredError,
     error_for_code,
@@ -31,6 +33,7 @@ from spark_replica.topics import TopicPartition
 from spark_replica.wire.schema import Data
 
 from .kafka_connection import Address, KafkaConnection
+from .leader_call import call_leaders
 from .retry import DEFAULT_RETRY_POLICY, Attempts, RetryPolicy
 
 T = TypeVar("T")
@@ -268,14 +271,10 @@ class KafkaAdminClient:
         watermark, as consumers see it), asked of each leader; -1 where no record is at or
         after the timestamp. Partitions whose leader is unknown are left out."""
         wanted = list(partitions)
-        leaders = await self.metadata(sorted({tp.topic for tp in wanted}))
-        per_leader: dict[int, list[TopicPartition]] = defaultdict(list)
-        for tp in wanted:
-            leader = leaders.get(tp.topic, {}).get(tp.partition, -1)
-            if leader >= 0:
-                per_leader[leader].append(tp)
-        offsets: dict[TopicPartition, int] = {}
-        for leader, owned in per_leader.items():
+        view = KafkaLeaders(self, await self.metadata(sorted({tp.topic for tp in wanted})))
+        led = [tp for tp in wanted if view.topics.get(tp.topic, {}).get(tp.partition, -1) >= 0]
+
+        async def ask(leader: int, owned: list[TopicPartition]) -> dict[TopicPartition, Any]:
             topics = [
                 Data(
                     name=topic,
@@ -287,11 +286,43 @@ class KafkaAdminClient:
             ]
             body = Data(replica_id=-1, isolation_level=0, topics=topics)
             answer = await self._call(leader, LIST_OFFSETS, body)
-            for topic in answer.topics:
-                for p in topic.partitions:
-                    raise_for_code(p.error_code, f"{topic.name}-{p.partition_index}")
-                    offsets[TopicPartition(topic.name, p.partition_index)] = p.offset
-        return offsets
+            return {
+                TopicPartition(topic.name, p.partition_index): (
+                    error_for_code(p.error_code, f"{topic.name}-{p.partition_index}")
+                    if p.error_code
+                    else p.offset
+                )
+                for topic in answer.topics
+                for p in topic.partitions
+            }
+
+        return await call_leaders(
+            view, led, ask, timeout_s=self.timeout_s, purpose="offsets", policy=self.policy
+        )
+
+
+class KafkaLeaders:
+    """The partitions' leaders as the Kafka listeners' metadata names them, for
+    leader_call (its `Leaders`); a connection is the leader's broker id, which the
+    admin client calls."""
+
+    def __init__(self, admin: KafkaAdminClient, topics: dict[str, dict[int, int]]) -> None:
+        self.admin = admin
+        self.topics = topics
+
+    async def refresh(self, topics: list[str]) -> dict[str, dict[int, int]]:
+        found = await self.admin.metadata(topics)
+        self.topics.update(found)
+        return found
+
+    def leader_for(self, tp: TopicPartition) -> int:
+        leader = self.topics.get(tp.topic, {}).get(tp.partition, -1)
+        if leader < 0:
+            raise LeaderNotAvailableError(f"{tp} has no leader")
+        return leader
+
+    async def connection(self, broker_id: int, purpose: str) -> int:
+        return broker_id
 
 
 def _by_topic(items: Iterable[tuple[TopicPartition, Any]]) -> dict[str, list[Any]]:

@@ -18,7 +18,9 @@ connection. Every caller follows the same loop here:
 At the deadline the call raises TimeoutExpiredError naming the partitions still
 pending and the last error (also its `__cause__`), or, with `partial`, returns what it
 has. The caller's `send` builds and sends the request and turns the answer into values
-or typed errors; this module knows no request type.
+or typed errors; this module knows no request type, nor which listener it talks to: the
+leaders come from `Leaders`, the Cluster for replog's listeners, the Kafka admin
+client's view for Kafka's.
 """
 
 from __future__ import annotations
@@ -26,36 +28,58 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from spark_replica.errors import ProtocolError, ReplogError, TimeoutExpiredError
 from spark_replica.topics import TopicPartition
-from spark_replica.wire.native.metadata import MetadataResponse
 
-from .cluster import Cluster
-from .connection import BrokerConnection
 from .retry import DEFAULT_RETRY_POLICY, Attempts, RetryPolicy, refreshes_metadata
 
 T = TypeVar("T")
+C = TypeVar("C")  # a connection to a broker
+M = TypeVar("M")  # a metadata answer
+C_co = TypeVar("C_co", covariant=True)
+M_co = TypeVar("M_co", covariant=True)
 
 # Per partition: its value, or the error its leader answered for it.
 GroupAnswer = Mapping[TopicPartition, T | ReplogError]
-SendGroup = Callable[[BrokerConnection, list[TopicPartition]], Awaitable[GroupAnswer[T]]]
-Send = Callable[[BrokerConnection], Awaitable[T]]
+SendGroup = Callable[[C, list[TopicPartition]], Awaitable[GroupAnswer[T]]]
+Send = Callable[[C], Awaitable[T]]
 # Told every metadata answer taken after a stale-leader error; may raise to end the call.
-OnRefresh = Callable[[MetadataResponse], None]
+OnRefresh = Callable[[M], None]
+
+
+class Leaders(Protocol[C_co, M_co]):
+    """Where partitions' leaders are, as last learnt, and how to reach them."""
+
+    @property
+    def topics(self) -> Mapping[str, object]:
+        """The topics whose metadata is known."""
+        ...
+
+    async def refresh(self, topics: list[str]) -> M_co:
+        """Learn these topics' metadata again."""
+        ...
+
+    def leader_for(self, tp: TopicPartition) -> int:
+        """The leader's broker id; raises a retriable error when there is none."""
+        ...
+
+    async def connection(self, broker_id: int, purpose: str) -> C_co:
+        """A connection to the broker for this purpose (fetches apart from produces)."""
+        ...
 
 
 async def call_leaders(
-    cluster: Cluster,
+    cluster: Leaders[C, M],
     partitions: Iterable[TopicPartition],
-    send_group: SendGroup[T],
+    send_group: SendGroup[C, T],
     *,
     timeout_s: float,
     purpose: str = "default",
     policy: RetryPolicy = DEFAULT_RETRY_POLICY,
     partial: bool = False,
-    on_refresh: OnRefresh | None = None,
+    on_refresh: OnRefresh[M] | None = None,
 ) -> dict[TopicPartition, T]:
     """Each partition's value from its leader, retrying until `timeout_s` has passed.
 
@@ -93,20 +117,18 @@ async def call_leaders(
 
 
 async def call_leader(
-    cluster: Cluster,
+    cluster: Leaders[C, M],
     tp: TopicPartition,
-    send: Send[T],
+    send: Send[C, T],
     *,
     timeout_s: float,
     purpose: str = "default",
     policy: RetryPolicy = DEFAULT_RETRY_POLICY,
-    on_refresh: OnRefresh | None = None,
+    on_refresh: OnRefresh[M] | None = None,
 ) -> T:
     """`send(connection to tp's leader)`, retried as call_leaders retries."""
 
-    async def send_group(
-        conn: BrokerConnection, _: list[TopicPartition]
-    ) -> dict[TopicPartition, T]:
+    async def send_group(conn: C, _: list[TopicPartition]) -> dict[TopicPartition, T]:
         return {tp: await send(conn)}
 
     found = await call_leaders(
@@ -122,9 +144,9 @@ async def call_leader(
 
 
 async def _one_round(
-    cluster: Cluster,
+    cluster: Leaders[C, M],
     pending: list[TopicPartition],
-    send_group: SendGroup[T],
+    send_group: SendGroup[C, T],
     purpose: str,
     found: dict[TopicPartition, T],
 ) -> list[ReplogError]:
@@ -174,7 +196,7 @@ def _keep_retriable(error: ReplogError, errors: list[ReplogError]) -> None:
 
 
 async def _refresh(
-    cluster: Cluster, pending: list[TopicPartition], on_refresh: OnRefresh | None
+    cluster: Leaders[C, M], pending: list[TopicPartition], on_refresh: OnRefresh[M] | None
 ) -> None:
     """Fresh metadata for the pending partitions' topics; a failed refresh is retried
     with the next round (its error shows there)."""
