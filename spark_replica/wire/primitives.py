@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from spark_replica.errors import ProtocolError
 from spark_replica.wire.bounds import bounded_count
@@ -147,7 +147,7 @@ class Writer:
         if value is None:
             self.buf += b"\xff\xff"
             return
-        data = _utf8(value)
+        data = encode_utf8(value)
         self.buf += _INT16.pack(len(data))
         self.buf += data
 
@@ -160,7 +160,7 @@ class Writer:
         if value is None:
             self.buf.append(0)
             return
-        data = _utf8(value)
+        data = encode_utf8(value)
         self.unsigned_varint(len(data) + 1)
         self.buf += data
 
@@ -237,14 +237,19 @@ def _pack(codec: struct.Struct, value: int | float) -> bytes:
         raise ProtocolError(f"value {value!r} does not fit its field: {exc}") from None
 
 
-def _utf8(value: str) -> bytes:
+def encode_utf8(value: str) -> bytes:
+    """A string field's bytes (a name that was not UTF-8 when read goes back as it came)."""
     try:
         data = value.encode("utf-8", "surrogateescape")
     except (UnicodeError, AttributeError) as exc:
         raise ProtocolError(f"string field holds an unencodable value: {exc}") from None
     if len(data) > MAX_STRING_BYTES:
-        raise ProtocolError(f"string of {len(data)} bytes is over the {MAX_STRING_BYTES} limit")
+        refuse_long_string(len(data))
     return data
+
+
+def refuse_long_string(length: int) -> NoReturn:
+    raise ProtocolError(f"string of {length} bytes is over the {MAX_STRING_BYTES} limit")
 
 
 class Reader:
@@ -344,7 +349,7 @@ class Reader:
 
     def _text(self, length: int) -> str:
         if length > MAX_STRING_BYTES:
-            raise ProtocolError(f"string of {length} bytes is over the {MAX_STRING_BYTES} limit")
+            refuse_long_string(length)
         return str(self.take(length), "utf-8", "surrogateescape")
 
     def string(self) -> str | None:
