@@ -236,10 +236,10 @@ class Message:
         self.versions = versions
         self.flexible = flexible
         self.fields = fields
-        self._codecs = {
-            version: compile_layout(_layout(fields, version, self.is_flexible(version), build))
-            for version in range(versions[0], versions[1] + 1)
-        }
+        self._build = build
+        # Compiled on first use: a process speaks few of the versions tabled, and
+        # compiling them all would cost every broker and CLI start most of a second.
+        self._codecs: dict[int, Compiled] = {}
 
     def __repr__(self) -> str:
         return f"Message({self.name}, key {self.api_key}, v{self.versions[0]}-{self.versions[1]})"
@@ -250,7 +250,10 @@ class Message:
     def _codec(self, version: int) -> Compiled:
         codec = self._codecs.get(version)
         if codec is None:
-            raise ProtocolError(f"{self.name} has no layout for version {version}")
+            if not self.versions[0] <= version <= self.versions[1]:
+                raise ProtocolError(f"{self.name} has no layout for version {version}")
+            layout = _layout(self.fields, version, self.is_flexible(version), self._build)
+            codec = self._codecs[version] = compile_layout(layout)
         return codec
 
     def decode(self, version: int, reader: Reader) -> Any:
