@@ -32,7 +32,9 @@ from spark_replica.wire.primitives import (
     Reader,
     Writer,
     encode_utf8,
+    read_tagged,
     refuse_long_string,
+    write_tagged,
 )
 
 Decode = Callable[[Reader], Any]
@@ -121,11 +123,10 @@ def compile_layout(layout: Layout) -> Compiled:
 
 def compile_value(slot: Slot, flexible: bool) -> tuple[Decode, Encode]:
     """Read and write one value of `slot` alone (a tagged field's bytes)."""
-    layout = Layout((slot,), (), (), flexible, None)
     source = _Source()
-    decode = source.function("decode", "reader", _DecodeEmitter(source).value(layout, slot))
+    decode = source.function("decode", "reader", _DecodeEmitter(source).value(slot, flexible))
     encode = source.function(
-        "encode", "writer, obj", _EncodeEmitter(source, True).value(layout, slot)
+        "encode", "writer, obj", _EncodeEmitter(source, True).value(slot, flexible)
     )
     return decode, encode
 
@@ -236,11 +237,11 @@ class _DecodeEmitter:
         ]
         return lines
 
-    def value(self, layout: Layout, slot: Slot) -> list[str]:
+    def value(self, slot: Slot, flexible: bool) -> list[str]:
         target = self.source.var()
         return [
             *self.prologue(),
-            *self.slot(slot, target, layout.flexible),
+            *self.slot(slot, target, flexible),
             "reader.pos = pos",
             f"return {target}",
         ]
@@ -419,8 +420,8 @@ class _EncodeEmitter:
         prologue = ["buf = writer.buf"] if self.plain else []
         return [*prologue, *self.fields(layout, "obj")]
 
-    def value(self, layout: Layout, slot: Slot) -> list[str]:
-        return ["buf = writer.buf", *self.slot(slot, "obj", layout.flexible)]
+    def value(self, slot: Slot, flexible: bool) -> list[str]:
+        return ["buf = writer.buf", *self.slot(slot, "obj", flexible)]
 
     def fields(self, layout: Layout, obj: str) -> list[str]:
         lines: list[str] = []
@@ -562,41 +563,3 @@ class _EncodeEmitter:
         else:
             write = self.slot(Slot("", slot.name, slot.element, None), item, flexible)
         return [f"for {item} in {value}:", *_indent(write)]
-
-
-def read_tagged(
-    reader: Reader, known: dict[int, tuple[str, Decode]], values: dict[str, Any]
-) -> None:
-    """A flexible struct's tagged fields: the known ones into `values`, others skipped."""
-    for _ in range(reader.tagged_field_count()):
-        tag = reader.unsigned_varint()
-        size = reader.unsigned_varint()
-        entry = known.get(tag)
-        if entry is None:
-            reader.take(size)
-            continue
-        end = reader.pos + size
-        if end > reader.end:
-            raise ProtocolError(f"tagged field {tag} runs past the frame end")
-        inner = Reader(reader.view, reader.pos, end)
-        values[entry[0]] = entry[1](inner)
-        if inner.pos != end:
-            raise ProtocolError(f"tagged field {tag} has {end - inner.pos} bytes left over")
-        reader.pos = end
-
-
-def write_tagged(writer: Writer, tags: Sequence[tuple[int, str, Any, Encode]], obj: Any) -> None:
-    """A flexible struct's tagged fields: those whose value is not their default."""
-    present = []
-    for tag, attr, default, write in tags:
-        value = getattr(obj, attr, default)
-        if value != default:
-            present.append((tag, value, write))
-    writer.unsigned_varint(len(present))
-    for tag, value, write in present:
-        inner = Writer()
-        write(inner, value)
-        writer.unsigned_varint(tag)
-        writer.unsigned_varint(len(inner))
-        for buffer in inner.buffers():
-            writer.raw(buffer)

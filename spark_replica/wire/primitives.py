@@ -441,3 +441,43 @@ class Reader:
         for _ in range(self.tagged_field_count()):
             self.unsigned_varint()
             self.take(self.unsigned_varint())
+
+
+def read_tagged(
+    reader: Reader, known: dict[int, tuple[str, Callable[[Reader], Any]]], values: dict[str, Any]
+) -> None:
+    """A flexible struct's tagged fields: the known ones into `values`, others skipped."""
+    for _ in range(reader.tagged_field_count()):
+        tag = reader.unsigned_varint()
+        size = reader.unsigned_varint()
+        entry = known.get(tag)
+        if entry is None:
+            reader.take(size)
+            continue
+        end = reader.pos + size
+        if end > reader.end:
+            raise ProtocolError(f"tagged field {tag} runs past the frame end")
+        inner = Reader(reader.view, reader.pos, end)
+        values[entry[0]] = entry[1](inner)
+        if inner.pos != end:
+            raise ProtocolError(f"tagged field {tag} has {end - inner.pos} bytes left over")
+        reader.pos = end
+
+
+def write_tagged(
+    writer: Writer, tags: Sequence[tuple[int, str, Any, Callable[[Writer, Any], None]]], obj: Any
+) -> None:
+    """A flexible struct's tagged fields: those whose value is not their default."""
+    present = []
+    for tag, attr, default, write in tags:
+        value = getattr(obj, attr, default)
+        if value != default:
+            present.append((tag, value, write))
+    writer.unsigned_varint(len(present))
+    for tag, value, write in present:
+        inner = Writer()
+        write(inner, value)
+        writer.unsigned_varint(tag)
+        writer.unsigned_varint(len(inner))
+        for buffer in inner.buffers():
+            writer.raw(buffer)
