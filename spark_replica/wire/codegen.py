@@ -138,6 +138,7 @@ class _Source:
         self.namespace: dict[str, Any] = {
             "ProtocolError": ProtocolError,
             "Sequence": Sequence,
+            "BUFFERS": (bytes, bytearray, memoryview),
             "bounded_count": bounded_count,
             "struct_error": struct.error,
             "unpack_from": struct.unpack_from,
@@ -479,7 +480,7 @@ class _EncodeEmitter:
             return self.call(method, value)
         if kind == "string":
             return self.string(value, slot.nullable)
-        return self.byte_field(value, kind, slot.nullable or kind == "records")
+        return self.byte_field(value, method, slot.nullable or kind == "records")
 
     def string(self, value: str, nullable: bool) -> list[str]:
         null = (
@@ -496,27 +497,27 @@ class _EncodeEmitter:
             f"    buf += {data}",
         ]
 
-    def byte_field(self, value: str, kind: str, nullable: bool) -> list[str]:
+    def byte_field(self, value: str, method: str, nullable: bool) -> list[str]:
+        """A buffer inline (by reference when large); anything else, a list of record
+        buffers for one, through the writer's method."""
         null = (
             "buf += b'\\xff\\xff\\xff\\xff'"
             if nullable
-            else ("raise ProtocolError('a non-nullable bytes field holds None')")
+            else "raise ProtocolError('a non-nullable bytes field holds None')"
         )
-        lines = [f"if {value} is None: {null}"]
-        if kind == "records":
-            lines += [
-                f"elif not isinstance({value}, bytes | bytearray | memoryview):",
-                *_indent(self.call("records", value)),
-            ]
-        lines += [
-            "else:",
-            f"    buf += I32.pack(len({value}))",
-            f"    if len({value}) >= writer._large_field_bytes:",
+        size = self.source.var()
+        return [
+            f"if isinstance({value}, BUFFERS):",
+            f"    {size} = len({value})",
+            f"    buf += I32.pack({size})",
+            f"    if {size} >= writer._large_field_bytes:",
             *_indent(_indent(self.call("raw", value))),
             "    else:",
             f"        buf += {value}",
+            f"elif {value} is None: {null}",
+            "else:",
+            *_indent(self.call(method, value)),
         ]
-        return lines
 
     def array(self, slot: Slot, value: str, flexible: bool) -> list[str]:
         length = "compact_array_length" if flexible else "array_length"
