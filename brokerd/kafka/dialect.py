@@ -37,10 +37,10 @@ from typing import Any
 
 from brokerd.core.context import BrokerContext
 from brokerd.groups.coordinator import GroupCoordinator
-from brokerd.kafka.registry import API_VERSIONS, kafka_registry
+from brokerd.kafka.registry import kafka_registry
 from brokerd.kafka.request import KafkaRequest
 from brokerd.serving.authentication import SaslSession
-from brokerd.serving.connection_state import Phase
+from brokerd.serving.connection_state import API_VERSIONS, SASL_HANDSHAKE, Phase
 from brokerd.serving.server import CLOSE, Answer, Connection, LoginRefused, Logins
 from spark_replica.errors import (
     IllegalSaslStateError,
@@ -52,14 +52,12 @@ from spark_replica.errors import (
 from spark_replica.transport import OversizedFrame
 from spark_replica.wire.kafka.headers import encode_response, read_request_header
 from spark_replica.wire.kafka.versions import REQUESTS
-from spark_replica.wire.native.apis import ApiKey
 from spark_replica.wire.primitives import Buffer, Reader
 from spark_replica.wire.request_header import RequestHeader
 from spark_replica.wire.schema import Data
 
 logger = logging.getLogger("brokerd.kafka")
 
-SASL_HANDSHAKE = int(ApiKey.SASL_HANDSHAKE)
 _UNSUPPORTED = struct.Struct(">iih")  # size, correlation id, error code
 
 

@@ -25,12 +25,9 @@ from brokerd.kafka.topic_admin import (
     handle_create_topics,
     handle_delete_topics,
 )
-from brokerd.serving.connection_state import LOGIN_APIS
+from brokerd.serving.connection_state import API_VERSIONS, LOGIN_APIS
 from spark_replica.wire.kafka.versions import SERVED
-from spark_replica.wire.native.apis import ApiKey
 from spark_replica.wire.schema import Data
-
-API_VERSIONS = int(ApiKey.API_VERSIONS)
 
 DATA_HANDLERS: dict[int, KafkaHandler] = {
     0: handle_produce,

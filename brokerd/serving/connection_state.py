@@ -51,13 +51,15 @@ class Admission(enum.Enum):
     UNSUPPORTED = "unsupported api key or version"  # the dialect's unsupported answer
 
 
+# The login's api keys, the same numbers in both protocols.
+API_VERSIONS = int(ApiKey.API_VERSIONS)
+SASL_HANDSHAKE = int(ApiKey.SASL_HANDSHAKE)
+SASL_AUTHENTICATE = int(ApiKey.SASL_AUTHENTICATE)
 # The SASL exchange and the version negotiation that precedes it: Kafka's list.
-LOGIN_APIS = frozenset(
-    {int(ApiKey.API_VERSIONS), int(ApiKey.SASL_HANDSHAKE), int(ApiKey.SASL_AUTHENTICATE)}
-)
+LOGIN_APIS = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
 # The two steps of the SASL exchange, which the dialect's login answers.
-SASL_STEPS = frozenset({int(ApiKey.SASL_HANDSHAKE), int(ApiKey.SASL_AUTHENTICATE)})
+SASL_STEPS = frozenset({SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
 # phase -> the api keys whose requests are decoded (None: every one the dispatch serves)
 ADMITTED: dict[Phase, frozenset[int] | None] = {

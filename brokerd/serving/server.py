@@ -87,7 +87,7 @@ from spark_replica.transport import (
     RequestBudget,
     serve_frame_streams,
 )
-from spark_replica.wire.native.frames import Buffer
+from spark_replica.wire.primitives import Buffer
 from spark_replica.zk.security_store import fake_credential_key, read_user_credentials
 
 T = TypeVar("T")
