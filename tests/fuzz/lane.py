@@ -87,7 +87,8 @@ async def _hold(address: tuple[str, int], case: LaneCase, stats: LaneStats) -> b
         return False
     stats.cases[case.name] += 1
     started = time.monotonic()
-    answers = asyncio.ensure_future(_read_until_closed(reader))
+    received: list[int] = [0]
+    answers = asyncio.ensure_future(_read_until_closed(reader, received))
     try:
         async with asyncio.timeout(HOLD_S):
             writer.write(case.prelude)
@@ -107,21 +108,19 @@ async def _hold(address: tuple[str, int], case: LaneCase, stats: LaneStats) -> b
             answers.cancel()
     stats.finished[case.name] += 1
     with contextlib.suppress(asyncio.CancelledError):
-        received, closed = await answers
-        if closed:
-            stats.closed_by_broker[case.name] += 1
-            stats.close_seconds.append(time.monotonic() - started)
-        if received:
-            stats.answered[case.name] += 1
+        await answers
+        stats.closed_by_broker[case.name] += 1
+        stats.close_seconds.append(time.monotonic() - started)
+    if received[0]:
+        stats.answered[case.name] += 1
     return True
 
 
-async def _read_until_closed(reader: asyncio.StreamReader) -> tuple[int, bool]:
-    """(bytes the broker sent, True) once it closes the connection."""
-    received = 0
+async def _read_until_closed(reader: asyncio.StreamReader, received: list[int]) -> None:
+    """Until the broker closes the connection, adding what it sends to `received[0]`
+    (read when the case ends, whether the broker closed or the lane gave up)."""
     try:
         while chunk := await reader.read(1 << 16):
-            received += len(chunk)
+            received[0] += len(chunk)
     except OSError:
         pass
-    return received, True
