@@ -75,9 +75,11 @@ def broker(brokers: BrokerFactory) -> BrokerProcess:
 ONE_WORKER_FOLDERS = {"spark": "spark", "netns": "netns", "chaos": "netns"}
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Put each test of a one-worker folder in its folder's xdist group (used by
-    `--dist loadgroup`; without xdist the marker means nothing)."""
+    `--dist loadgroup`; without xdist the marker means nothing). First among the hooks:
+    xdist reads the markers in its own hook, and one added after it is never seen."""
     tests_root = Path(__file__).parent
     for item in items:
         folder = item.path.relative_to(tests_root).parts[0]
