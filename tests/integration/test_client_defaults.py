@@ -161,8 +161,15 @@ def test_each_metadata_refresh_asks_the_next_broker(brokers: BrokerFactory) -> N
     async def scenario() -> list[str | None]:
         cluster = Cluster(brokers.bootstrap)
         try:
-            # Placing three replicas means every broker has heard of the other two.
+            # Placing three replicas means the controller knows all three; each broker
+            # hears of the others by the controller's UpdateMetadata, which a loaded
+            # machine delays: the client knows only the brokers its last answer named.
             await Admin(cluster).create_topic("everywhere", 1, 3)
+            deadline = time.monotonic() + 30
+            while len(cluster.brokers) < 3:
+                assert time.monotonic() < deadline, "no answer named all three brokers in 30 s"
+                await asyncio.sleep(0.1)
+                await cluster.refresh([])
             sources = []
             for _ in range(6):
                 await cluster.refresh([])
