@@ -29,12 +29,14 @@ from spark_replica.errors import ReplogError
 from spark_replica.records import BatchHeader, decode_payload, iter_batches
 from spark_replica.security.settings import SecurityConfig, load_properties
 from spark_replica.tools.launcher import cluster_dir
-from spark_replica.tools.launcher.brokers import BrokerProcess, free_port
+from spark_replica.tools.launcher.brokers import BrokerProcess, PortInUseError, free_port
 
 T = TypeVar("T")
 
 # Short enough that a SIGKILLed broker's registration goes away quickly on restart.
 TEST_BROKER_OVERRIDES = {"zookeeper.session.timeout.ms": "3000"}
+# A broker's first start on fresh ports, when a port it was given was taken meanwhile.
+FIRST_START_ATTEMPTS = 3
 
 
 def run(awaitable: Awaitable[T], timeout_s: float = 120.0) -> T:
@@ -55,21 +57,39 @@ class BrokerFactory:
         self.brokers: dict[int, BrokerProcess] = {}
 
     def start(self, broker_id: int = 1, **overrides: str) -> BrokerProcess:
+        """Start the broker (again, on its own ports, if it ran before).
+
+        A first start whose port was taken between picking and binding (an outgoing
+        connection of another test worker can be given it) is made again on fresh ports:
+        nobody knows the first ones yet.
+        """
         broker = self.brokers.get(broker_id)
-        if broker is None:
-            broker = BrokerProcess(
-                broker_id,
-                free_port(),
-                self.root / f"broker-{broker_id}",
-                self.zk_connect,
-                overrides={**TEST_BROKER_OVERRIDES, **overrides},
-                kafka_port=free_port(),
-                metrics_port=free_port(),
-            )
-            self.brokers[broker_id] = broker
-        elif overrides:
+        if broker is not None:
             broker.overrides.update(overrides)
-        broker.start()
+            broker.start()
+            return broker
+        broker = BrokerProcess(
+            broker_id,
+            free_port(),
+            self.root / f"broker-{broker_id}",
+            self.zk_connect,
+            overrides={**TEST_BROKER_OVERRIDES, **overrides},
+            kafka_port=free_port(),
+            metrics_port=free_port(),
+        )
+        self.brokers[broker_id] = broker
+        for attempt in range(1, FIRST_START_ATTEMPTS + 1):
+            try:
+                broker.start()
+                return broker
+            except PortInUseError:
+                if attempt == FIRST_START_ATTEMPTS:
+                    raise
+                broker.port, broker.kafka_port, broker.metrics_port = (
+                    free_port(),
+                    free_port(),
+                    free_port(),
+                )
         return broker
 
     @property
