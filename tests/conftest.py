@@ -6,7 +6,7 @@ teardown, by its own PID. Helpers (run, create_topic, BrokerFactory) are in supp
 
 The suite runs on pytest-xdist workers (pyproject.toml's addopts): each worker is a test
 session of its own, with its own ZooKeeper. Tests that share something costlier than a
-ZooKeeper are kept on one worker by an xdist group (see `pytest_collection_modifyitems`):
+ZooKeeper are kept on one worker by the scheduler below (`OneWorkerFolders`):
 the Spark tests share one SparkSession and one cluster, and the tests on separate hosts
 (tests/netns and the chaos harness's --netns schedules) share the machine's network
 namespaces and bridge.
@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from kazoo.client import KazooClient
+from xdist.scheduler import LoadScopeScheduling
 
 from brokerd.controller import zk_requests
 from spark_replica.tools.launcher.brokers import BrokerProcess, free_port
@@ -71,18 +72,23 @@ def broker(brokers: BrokerFactory) -> BrokerProcess:
     return brokers.start(1)
 
 
-# Folders whose tests must all run on one worker, and the xdist group that keeps them there.
+# Folders whose tests must all run on one worker, and the scope that keeps them there.
 ONE_WORKER_FOLDERS = {"spark": "spark", "netns": "netns", "chaos": "netns"}
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Put each test of a one-worker folder in its folder's xdist group (used by
-    `--dist loadgroup`; without xdist the marker means nothing). First among the hooks:
-    xdist reads the markers in its own hook, and one added after it is never seen."""
-    tests_root = Path(__file__).parent
-    for item in items:
-        folder = item.path.relative_to(tests_root).parts[0]
-        group = ONE_WORKER_FOLDERS.get(folder)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
+class OneWorkerFolders(LoadScopeScheduling):
+    """xdist's scope scheduling with one scope per test, except that the tests of a
+    one-worker folder share one scope, so one worker runs all of them.
+
+    A scheduler rather than xdist_group markers: pytest 9 derives a node's id from its
+    own fields, so the group suffix xdist writes into `_nodeid` never reaches the
+    scheduler, and `--dist loadgroup` spreads grouped tests like any others."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        parts = nodeid.split("/", 2)
+        group = ONE_WORKER_FOLDERS.get(parts[1]) if parts[0] == "tests" and len(parts) > 2 else None
+        return nodeid if group is None else group
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> OneWorkerFolders:
+    return OneWorkerFolders(config, log)
