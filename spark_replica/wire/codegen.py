@@ -2,11 +2,11 @@
 
 The table engine (spark_replica.wire.schema) resolves a message's fields at a version
 into a ``Layout``; this module writes the source of one decode and two encode functions
-for it and compiles them with ``compile`` at import. Nested structs and arrays are
-inlined as loops, a run of fixed-width fields is one ``struct`` call, and the reader's
-position is a local variable, so decoding or encoding a message does no per-field
-dispatch on type names and no per-field function calls (every produce and fetch pays
-for these codecs, on the client and on the broker).
+for it and compiles them with ``compile``, the first time the table is used at that
+version. Nested structs and arrays are inlined as loops, a run of fixed-width fields is
+one ``struct`` call, and the reader's position is a local variable, so decoding or
+encoding a message does no per-field dispatch on type names and no per-field function
+calls (every produce and fetch pays for these codecs, on the client and on the broker).
 
 Decoding checks every length and count against the bytes that remain before slicing or
 sizing anything, with spark_replica.wire.bounds raising the same errors the Reader's
