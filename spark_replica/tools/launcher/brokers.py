@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import random
 import re
 import shlex
 import signal
@@ -57,11 +58,36 @@ def says_port_in_use(output: str) -> bool:
     return _PORT_IN_USE.search(output) is not None
 
 
+# Listening ports are picked below the kernel's range for outgoing connections' local
+# ports: a port picked inside it can be given to some connection before the process it
+# was picked for binds it (seen with two test workers starting clusters at once).
+LOWEST_PICKED_PORT = 10_000
+PICK_TRIES = 50
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nothing listens on right now (the OS picks it)."""
+    """A TCP port nothing listens on right now, chosen at random below the kernel's
+    ephemeral range where there is room (else the kernel picks one)."""
+    highest = _first_ephemeral_port() - 1
+    for _ in range(PICK_TRIES if highest > LOWEST_PICKED_PORT else 0):
+        port = random.randint(LOWEST_PICKED_PORT, highest)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+def _first_ephemeral_port() -> int:
+    try:
+        return int(EPHEMERAL_RANGE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 @dataclass
