@@ -148,8 +148,18 @@ class ControllerChannel:
         self._senders: dict[int, _BrokerSender] = {}
 
     def call(self, ctx: ControllerContext, broker_id: int, request: object) -> asyncio.Future[bool]:
-        """Queue one request; the future says whether the broker accepted it in time."""
-        done: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        """Queue one request; the future says whether the broker accepted it in time.
+
+        The deadline runs from now, not from when the sender reaches the request: the
+        state updates queued ahead of it are retried until the broker's sender is removed,
+        which only the controller's event task does, and that task may be the one waiting
+        for this answer (a topic deleted right after a failover, while the dead broker
+        is still registered, waited for ever). A request whose caller gave up is not sent.
+        """
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[bool] = loop.create_future()
+        expiry = loop.call_later(SEND_DEADLINE_S, _give_up, done)
+        done.add_done_callback(lambda _: expiry.cancel())
         self._sender(ctx, broker_id).enqueue([request], done)
         return done
 
@@ -179,6 +189,11 @@ class ControllerChannel:
         senders, self._senders = self._senders, {}
         for sender in senders.values():
             await sender.close()
+
+
+def _give_up(done: asyncio.Future[bool]) -> None:
+    if not done.done():
+        done.set_result(False)
 
 
 class _BrokerSender:
@@ -225,26 +240,27 @@ class _BrokerSender:
             if item is None:
                 return
             request, done = item
+            if done is not None and done.done():
+                continue
             accepted = False
             try:
-                accepted = await self._send_one(request, bounded=done is not None)
+                accepted = await self._send_one(request, done)
             finally:
                 if done is not None and not done.done():
                     done.set_result(accepted)
 
-    async def _send_one(self, request: object, bounded: bool) -> bool:
-        """Send until accepted. A call someone awaits gives up at SEND_DEADLINE_S; a state
-        update is retried for as long as the broker is registered (a paused or slow broker
-        must still get it), which ends when the controller removes this sender."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + SEND_DEADLINE_S
+    async def _send_one(self, request: object, done: asyncio.Future[bool] | None) -> bool:
+        """Send until accepted. A call someone awaits gives up when its deadline fires
+        (`done` is then resolved); a state update is retried for as long as the broker is
+        registered (a paused or slow broker must still get it), which ends when the
+        controller removes this sender."""
         while True:
             try:
                 conn = await self._connection()
                 await conn.send(request, timeout_s=SEND_DEADLINE_S)
                 return True
             except ReplogError as exc:
-                if not exc.retriable or (bounded and loop.time() > deadline):
+                if not exc.retriable or (done is not None and done.done()):
                     logger.warning(
                         "%s to broker %d failed: %s", type(request).__name__, self.broker_id, exc
                     )
