@@ -76,6 +76,14 @@ def batch_codecs(records: bytes) -> list[int]:
     return codecs
 
 
+def first_batch(records: bytes) -> bytes:
+    """The first Kafka batch of a record set. aiokafka's batch reader takes everything
+    after the header as the batch's records, and gzip reads on past the first member: the
+    next batch's base offset, after its zero bytes, was read as a second member."""
+    (length,) = struct.unpack_from(">i", records, 8)
+    return records[: 12 + length]
+
+
 def test_an_out_of_range_fetch_is_an_empty_record_set_and_consumers_reset(
     brokers: BrokerFactory,
 ) -> None:
@@ -120,7 +128,7 @@ def test_fetched_batches_keep_the_producers_codec_or_take_the_topics(
     for topic, codec in expected.items():
         records = bytes(raw_fetch(broker, topic, 0).records)
         assert set(batch_codecs(records)) == {codec}, topic
-        assert [r.value for r in DefaultRecordBatch(records)][:1] == values[:1]
+        assert [r.value for r in DefaultRecordBatch(first_batch(records))][:1] == values[:1]
     # A client before Fetch v10 does not read zstd (Kafka refuses it such batches).
     assert set(batch_codecs(bytes(raw_fetch(broker, "as-zstd", 0, 9).records))) == {0}
     # librdkafka reads every codec as the broker writes it.
