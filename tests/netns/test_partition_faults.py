@@ -28,7 +28,14 @@ from spark_replica.records import build_batch
 from spark_replica.wire.native.produce import ProducePartition, ProduceRequest, ProduceTopic
 from spark_replica.zk import topic_store, znodes
 from spark_replica.zk.session import connect
-from tests.support import create, produce_acks_all, replica_records, run, wait_for
+from tests.support import (
+    create,
+    leadership,
+    produce_acks_all,
+    replica_records,
+    run,
+    wait_for,
+)
 from tests.support_netns import REPLOG_PORT, NetnsCluster
 
 pytestmark = pytest.mark.slow
@@ -172,7 +179,23 @@ def started(
     leader = controller if leader_is_controller else next(b for b in BROKERS if b != controller)
     topic = topic_led_by(leader, prefix)
     run(create_with_min_isr(cluster.bootstrap, topic))
+    run(every_broker_knows(cluster, topic, leader))
     return cluster, topic, leader
+
+
+async def every_broker_knows(cluster: NetnsCluster, topic: str, leader: int) -> None:
+    """Wait until each broker's metadata names `leader`. The ISR in ZooKeeper is full from
+    the topic's creation, before the controller's LeaderAndIsr reaches anyone; a broker
+    answers metadata only after the LeaderAndIsr sent to it before, so a cut made after
+    this leaves no broker without its part (a cut made before left a leader that never
+    learnt it leads, and a CI run saw no write acknowledged)."""
+    for broker_id in BROKERS:
+        address = [(cluster.broker(broker_id).host, REPLOG_PORT)]
+
+        async def knows(address: list[tuple[str, int]] = address) -> bool:
+            return (await leadership(address, topic))[0]["leader"] == leader
+
+        await wait_for(knows, timeout_s=20)
 
 
 def scenario(coroutine: Awaitable[None], timeout_s: float = 90) -> None:
