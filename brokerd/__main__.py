@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import TypeVar
@@ -30,6 +31,9 @@ from spark_replica.errors import ConfigError, ReplogError
 from spark_replica.security.settings import load_properties
 from spark_replica.topic_config import parse_assignments
 
+# The command the broker's usage line names: `replog broker run` execs `python -m brokerd`
+# and sets this, since the module cannot tell from its argv how it was started.
+PROG_ENV = "REPLOG_BROKER_PROG"
 DEFAULT_PORT = 9092
 DEFAULT_HOST = "127.0.0.1"
 OFF = -1
@@ -40,7 +44,9 @@ log = logging.getLogger("brokerd")
 
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
-    parser = parser or argparse.ArgumentParser(prog="brokerd", description="a replog broker")
+    parser = parser or argparse.ArgumentParser(
+        prog=os.environ.get(PROG_ENV, "brokerd"), description="a replog broker"
+    )
     parser.add_argument(
         "--broker-id", type=int, help="the broker's id (required unless --config gives broker.id)"
     )

@@ -135,3 +135,10 @@ def test_broker_command_runs_and_stops_on_sigterm(brokers: BrokerFactory) -> Non
     broker = brokers.start(7)
     assert broker.stop() == 0
     assert "broker 7 stopped" in (broker.log_dir / "broker.log").read_text()
+
+
+def test_broker_run_help_is_the_brokers_under_its_own_name() -> None:
+    result = replog("broker", "run", "--help")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(b"usage: replog broker run")
+    assert b"--broker-id" in result.stdout and b"--zookeeper" in result.stdout

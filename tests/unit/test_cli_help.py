@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from brokerd.__main__ import build_parser as build_broker_parser
 from spark_replica.tools.cli.main import build_parser
 
 # Defaults that mean "not given": nothing to state in the help.
@@ -27,7 +28,8 @@ def walk(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, argp
             yield path, action
 
 
-OPTIONS = list(walk(build_parser(), "replog"))
+# `replog broker run` execs the broker, whose flags are its own parser's.
+OPTIONS = [*walk(build_parser(), "replog"), *walk(build_broker_parser(), "replog broker run")]
 
 
 def option_id(item: tuple[str, argparse.Action]) -> str:
@@ -37,7 +39,12 @@ def option_id(item: tuple[str, argparse.Action]) -> str:
 
 def test_the_walk_reaches_nested_actions() -> None:
     commands = {path for path, _ in OPTIONS}
-    assert {"replog topics describe", "replog groups reset-offsets", "replog acls list"} <= commands
+    assert {
+        "replog topics describe",
+        "replog groups reset-offsets",
+        "replog acls list",
+        "replog broker run",
+    } <= commands
     assert len(OPTIONS) > 100
 
 

@@ -71,6 +71,8 @@ from spark_replica.zk.session import connect, split_connect_string
 from spark_replica.zk.topic_store import live_broker_ids
 
 DEFAULT_BROKERS = 3
+# brokerd's PROG_ENV: the name its usage line gives (the tools do not import brokerd).
+BROKER_PROG_ENV = "REPLOG_BROKER_PROG"
 DEFAULT_TIMEOUT_S = 60.0
 # status must answer quickly even when an external ZooKeeper is gone.
 STATUS_CONNECT_TIMEOUT_S = 5.0
@@ -184,8 +186,9 @@ def _add_run_parser(actions: argparse._SubParsersAction) -> None:
 
 def run_broker(args: argparse.Namespace) -> int:
     """The broker replaces this process, so its PID and the signals sent to it are the
-    broker's own."""
-    os.execv(sys.executable, [sys.executable, "-m", "brokerd", *args.forwarded])
+    broker's own; its usage line names this command (BROKER_PROG_ENV)."""
+    environment = {**os.environ, BROKER_PROG_ENV: "replog broker run"}
+    os.execve(sys.executable, [sys.executable, "-m", "brokerd", *args.forwarded], environment)
 
 
 def _add_dir_option(parser: argparse.ArgumentParser) -> None:
