@@ -14,6 +14,8 @@ namespaces and bridge.
 
 from __future__ import annotations
 
+import os
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,6 +29,19 @@ from spark_replica.tools.launcher.brokers import BrokerProcess, free_port
 from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
 from spark_replica.zk.session import connect
 from tests.support import BrokerFactory
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Let every process the suite starts write the bytecode of what it imports.
+
+    The suite starts hundreds of Python processes (about 400 brokers, the command line,
+    helpers), each importing the project afresh. Where PYTHONDONTWRITEBYTECODE is set in
+    the environment, none writes its bytecode, so every one of them compiled every module
+    from source: a quarter of a second of CPU per broker start. The workers and every
+    process they start inherit this environment; `__pycache__` is ignored by git.
+    """
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+    sys.dont_write_bytecode = False
 
 
 @pytest.fixture(scope="session")
