@@ -4,10 +4,11 @@ Each dialect decodes its request, `accept`s each entry (this broker leads the pa
 the entry is its only one), then `prepare_and_append` turns the entries into stored
 batches with the dialect's own `prepare` (replog's validates the stored batches it is
 sent, brokerd/native/produce.py; Kafka's converts its record batches,
-brokerd/kafka/produce.py) and appends them, and `complete_appends` waits for the HW when
-acks=all. Only the decoding, the preparing and the shape of the answer differ. Preparing
-that may take milliseconds (decompressing, bounded by the topic's max.message.bytes)
-runs on the produce workers, off the event loop.
+brokerd/kafka/produce.py) and appends them, and `answer_after_appends` answers, after the
+HW has passed the appends when acks=all: that wait is a Deferred (brokerd/core/deferred.py),
+so that the connection reads on meanwhile. Only the decoding, the preparing and the shape
+of the answer differ. Preparing that may take milliseconds (decompressing, bounded by the
+topic's max.message.bytes) runs on the produce workers, off the event loop.
 
 An acks=all batch is answered success once the HW has passed it over an ISR of at least
 min.insync.replicas members; if the ISR shrank below that after the append, it is
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from brokerd.core.context import BrokerContext
+from brokerd.core.deferred import Deferred
 from brokerd.log import AppendInfo
 from brokerd.replication.partition import Partition
 from spark_replica.errors import (
@@ -207,7 +209,24 @@ def repeated_partitions(entries: Iterable[tuple[str, int]]) -> set[tuple[str, in
     return repeated
 
 
-async def complete_appends(appended: list[Appended], acks: int, timeout_ms: int) -> None:
+def answer_after_appends(
+    appended: list[Appended], acks: int, timeout_ms: int, respond: Callable[[], R]
+) -> R | Deferred:
+    """The produce's response, `respond()` once every every
+    partition's outcome into its result: at once when nothing waits for the HW, else a
+    Deferred, so that the connection handles its next requests while this one waits."""
+    if acks == ACKS_ALL and appended:
+
+        async def rest() -> R:
+            await _complete_appends(appended, acks, timeout_ms)
+            return respond()
+
+        return Deferred(rest())
+    _mark_old_duplicates(appended)
+    return respond()
+
+
+async def _complete_appends(appended: list[Appended], acks: int, timeout_ms: int) -> None:
     """Wait for acks=all appends to commit, and put each failure or old duplicate into
     its result."""
     if acks == ACKS_ALL and appended:
@@ -220,6 +239,11 @@ async def complete_appends(appended: list[Appended], acks: int, timeout_ms: int)
             if isinstance(outcome, BrokerResponseError):
                 append.result.error_code = outcome.code
                 append.result.error_message = wire_message(outcome)
+    _mark_old_duplicates(appended)
+
+
+def _mark_old_duplicates(appended: list[Appended]) -> None:
+    """Answer DUPLICATE_SEQUENCE_NUMBER for batches older than the remembered ones."""
     for append in appended:
         if append.info.first_offset < 0 and not append.result.error_code:
             append.result.error_code = DuplicateSequenceNumberError.code

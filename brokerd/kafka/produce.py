@@ -27,14 +27,15 @@ from __future__ import annotations
 
 from brokerd.core.authorization import authorize_topic, topic_denied
 from brokerd.core.context import BrokerContext
+from brokerd.core.deferred import Deferred
 from brokerd.core.partitions import serve_partition
 from brokerd.core.produce import (
     ACKS_NONE,
     Accepted,
     Records,
     accept,
+    answer_after_appends,
     close_if_unanswered_failed,
-    complete_appends,
     on_produce_worker,
     prepare_and_append,
     repeated_partitions,
@@ -65,7 +66,7 @@ async def _converted(entry: Accepted) -> Records:
     return await stored_batches(entry.records, entry.max_records_bytes)
 
 
-async def handle_produce(ctx: BrokerContext, request: KafkaRequest) -> Data | None:
+async def handle_produce(ctx: BrokerContext, request: KafkaRequest) -> Data | Deferred | None:
     body = request.body
     now = now_ms()
     repeated = repeated_partitions(
@@ -101,11 +102,12 @@ async def handle_produce(ctx: BrokerContext, request: KafkaRequest) -> Data | No
             results.append(result)
         responses.append(Data(name=name, partition_responses=results))
     appended = await prepare_and_append(ctx, accepted, body.acks, now, _converted)
-    await complete_appends(appended, body.acks, body.timeout_ms)
-    close_if_unanswered_failed(
-        body.acks,
-        (result for topic in responses for result in topic.partition_responses),
-    )
     if body.acks == ACKS_NONE:
+        close_if_unanswered_failed(
+            body.acks,
+            (result for topic in responses for result in topic.partition_responses),
+        )
         return None
-    return Data(responses=responses, throttle_time_ms=0)
+    return answer_after_appends(
+        appended, body.acks, body.timeout_ms, lambda: Data(responses=responses, throttle_time_ms=0)
+    )

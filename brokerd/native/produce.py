@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from brokerd.core.batch_validation import decompressed_payload_bytes, validate_produced
 from brokerd.core.context import BrokerContext
+from brokerd.core.deferred import Deferred
 from brokerd.core.partitions import answer_each_partition
 from brokerd.core.produce import (
     Accepted,
     Records,
     accept,
+    answer_after_appends,
     close_if_unanswered_failed,
-    complete_appends,
     on_produce_worker,
     prepare_and_append,
     repeated_partitions,
@@ -48,8 +49,11 @@ async def _validated(entry: Accepted) -> Records:
     return records
 
 
-async def handle_produce(ctx: BrokerContext, request: ProduceRequest) -> ProduceResponse | None:
-    """Answer per partition; with acks=0 answer nothing (the client does not wait)."""
+async def handle_produce(
+    ctx: BrokerContext, request: ProduceRequest
+) -> ProduceResponse | Deferred | None:
+    """Answer per partition; with acks=0 answer nothing (the client does not wait); with
+    acks=all, answer once the HW has passed the appends (a Deferred)."""
     now = now_ms()
     accepted: list[Accepted] = []
     repeated = repeated_partitions(
@@ -63,10 +67,11 @@ async def handle_produce(ctx: BrokerContext, request: ProduceRequest) -> Produce
         request.topics, ProduceTopicResult, ProducePartitionResult, check
     )
     appended = await prepare_and_append(ctx, accepted, request.acks, now, _validated)
-    await complete_appends(appended, request.acks, request.timeout_ms)
-    close_if_unanswered_failed(
-        request.acks, (result for topic in topics for result in topic.partitions)
-    )
     if request.acks == ACKS_NONE:
+        close_if_unanswered_failed(
+            request.acks, (result for topic in topics for result in topic.partitions)
+        )
         return None
-    return ProduceResponse(topics)
+    return answer_after_appends(
+        appended, request.acks, request.timeout_ms, lambda: ProduceResponse(topics)
+    )

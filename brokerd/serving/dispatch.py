@@ -3,6 +3,9 @@
 For every frame: the fixed header (api key, version, correlation id) is checked against
 the connection's phase and the dialect's registry (brokerd/serving/connection_state.py);
 then the header is read, the body decoded, the handler called and its answer encoded.
+A handler that returns a Deferred (an acks=all produce, once appended) gets an Answer
+whose `later` task finishes it; the server writes it in its turn
+(brokerd/serving/answer_order.py).
 What differs between replog's protocol and Kafka's is the Dialect: how a header and a
 body are read, how an answer is written, and how each refusal looks on its wire (replog
 answers every refusal with a header-only error; Kafka's clients get UNSUPPORTED_VERSION
@@ -11,11 +14,13 @@ or a closed connection). The loop itself is written once, here.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import struct
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from brokerd.core.deferred import Deferred
 from brokerd.core.produce import UnansweredProduceFailed
 from brokerd.serving.connection_state import SASL_STEPS, Admission, Phase, admission
 from brokerd.serving.server import CLOSE, FIXED_HEADER_BYTES, Answer, Connection, Logins
@@ -116,6 +121,23 @@ class Dispatch:
         except UnansweredProduceFailed as exc:
             logger.info("closing connection from %s: %s", connection.ip, exc)
             return CLOSE
+        except Exception as exc:
+            return dialect.failed(connection, header, body, exc)
+        if isinstance(response, Deferred):
+            rest = self._rest(connection, header, body, response)
+            return Answer(None, later=asyncio.ensure_future(rest))
+        if response is None:
+            return Answer(None)
+        return dialect.encode(header, response)
+
+    async def _rest(
+        self, connection: Connection, header: RequestHeader, body: Any, deferred: Deferred
+    ) -> Answer:
+        """A deferred response's answer, once its wait is over; failures answered as the
+        handler's own would have been."""
+        dialect = self.dialect
+        try:
+            response = await deferred.rest
         except Exception as exc:
             return dialect.failed(connection, header, body, exc)
         if response is None:

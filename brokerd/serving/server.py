@@ -7,10 +7,12 @@ What differs between them, reading a request and writing its answer, is the dial
 everything else here is shared: connection
 limits, the idle sweep, the request budget, TLS, and the SASL exchange (Logins).
 
-Each connection is served by one task that reads a frame, handles it and writes the
-answer before reading the next, so answers leave in request order and a producer's
-batches are appended in the order it sent them. Clients pipeline by sending ahead;
-long-polling fetches should use their own connection.
+Each connection is served by one task that reads a frame and handles it before reading
+the next, so a producer's batches are appended in the order it sent them. What a request
+then only waits for (an acks=all produce, for the HW) overlaps with the next requests, up
+to five unanswered per connection, and answers leave in request order
+(brokerd/serving/answer_order.py). Long-polling fetches still hold their connection until
+they are answered: they should use their own.
 
 Memory for requests is bounded: the bytes of frames received are charged to one budget
 of queued.max.request.bytes shared by all connections as they arrive, and given back
@@ -29,7 +31,8 @@ Connections over max.connections, or over max.connections.per.ip from one addres
 are closed as soon as they are accepted; a connection idle for connections.max.idle.ms,
 or one whose request takes longer than socket.request.read.timeout.ms to arrive, is
 closed by a periodic sweep (brokerd/serving/connection_limits.py has the rules). The server's
-task owns the table of connections; each connection's task only marks itself busy.
+task owns the table of connections; each connection's task only counts its unanswered
+requests (a connection with any is not idle).
 
 Security is per listener (brokerd/config/security.py): on a TLS listener a client's
 first byte tells a TLS handshake from plaintext (the dispatch decides how to refuse
@@ -58,10 +61,12 @@ import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol, TypeVar
 
 from brokerd.core.context import BrokerContext
 from brokerd.metrics import ListenerRequests
+from brokerd.serving.answer_order import AnswerOrder, Unanswered
 from brokerd.serving.authentication import (
     ANONYMOUS,
     FailedLogins,
@@ -105,7 +110,7 @@ class Connection:
     ip: str
     principal: str = ANONYMOUS
     sasl: SaslSession | None = None  # on a SASL listener, until and after login
-    busy: bool = False  # a request is being handled
+    in_flight: int = 0  # requests taken and not yet answered
     closing: bool = False  # its last answer ends it
     answered_at: float = field(default_factory=time.monotonic)
     accepted_at: float = field(default_factory=time.monotonic)
@@ -124,10 +129,12 @@ class Connection:
 @dataclass
 class Answer:
     """What to write back for one frame, and whether the connection ends after it (and
-    how long to wait first: failed logins are answered slowly)."""
+    how long to wait first: failed logins are answered slowly). An answer that is not
+    ready yet is `later`: the task that makes it (brokerd/serving/answer_order.py)."""
 
     buffers: list[Buffer] | None
     close_after_s: float | None = None
+    later: asyncio.Future[Answer] | None = None
 
 
 # Close the connection at once, answering nothing.
@@ -335,7 +342,7 @@ class RequestServer:
                 now,
                 max(protocol.last_received, connection.answered_at),
                 protocol.receiving_since,
-                connection.busy,
+                connection.in_flight > 0,
                 self.phase_limits.login_deadline_s(connection.phase, connection.accepted_at),
             )
             if reason is not None:
@@ -344,34 +351,47 @@ class RequestServer:
 
     async def _serve(self, connection: Connection) -> None:
         stream = connection.stream
+        answers = AnswerOrder(stream, partial(self._done, connection))
         try:
             while True:
+                await answers.room()
                 frame = await stream.read_frame()
                 if isinstance(frame, OversizedFrame):
+                    await answers.drain()
                     await self._refuse_oversized(stream, frame)
                     return
-                arrived, api_key = time.monotonic(), _api_key(frame)
+                arrived = time.monotonic()
+                connection.in_flight += 1
                 try:
-                    connection.busy = True
-                    try:
-                        answer = await self._answer(connection, frame)
-                    finally:
-                        connection.busy = False
-                    if answer.buffers is not None:
-                        await stream.write(answer.buffers)
-                finally:
-                    connection.answered_at = time.monotonic()
-                    stream.release(frame)
-                self.requests.record(api_key, (connection.answered_at - arrived) * 1000)
-                if answer.close_after_s is not None:
-                    await asyncio.sleep(answer.close_after_s)
+                    answer = await self._answer(connection, frame)
+                except BaseException:
+                    self._release(connection, frame)
+                    raise
+                await answers.put(Unanswered(frame, _api_key(frame), arrived, answer))
+                if connection.closing:
+                    await answers.drain()
                     return
-        except ConnectionLostError:
-            pass
-        except ProtocolError as exc:
-            logger.warning("closing connection from %s: %s", stream.peer, exc)
+        except (ConnectionLostError, ProtocolError) as exc:
+            if isinstance(exc, ProtocolError):
+                logger.warning("closing connection from %s: %s", stream.peer, exc)
+            # No more requests (the peer closed its side, or sent a frame that cannot be
+            # read): the ones already taken are still answered, as far as the line allows.
+            with contextlib.suppress(ConnectionLostError):
+                await answers.drain()
         finally:
+            answers.abandon()
             stream.close()
+
+    def _release(self, connection: Connection, frame: Frame) -> None:
+        connection.in_flight -= 1
+        connection.answered_at = time.monotonic()
+        connection.stream.release(frame)
+
+    def _done(self, connection: Connection, request: Unanswered, written: bool) -> None:
+        """A request is answered (or never will be): give its frame back, count it."""
+        self._release(connection, request.frame)
+        if written:
+            self.requests.record(request.api_key, (connection.answered_at - request.arrived) * 1000)
 
     async def _answer(self, connection: Connection, frame: Frame) -> Answer:
         """The dispatch's answer; a change of phase it brings changes the limits."""
