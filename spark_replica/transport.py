@@ -40,6 +40,7 @@ import ssl
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import pyarrow as pa
 
@@ -110,10 +111,11 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self.plaintext_on_tls = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # Not an isinstance check: uvloop's transports implement asyncio.Transport's
+        # methods without deriving from it.
+        self.transport = cast(asyncio.Transport, transport)
         if self.on_stream is not None:
-            self.on_stream(FrameStream(transport, self))
+            self.on_stream(FrameStream(self.transport, self))
 
     def set_limits(self, max_frame_bytes: int, max_held_bytes: int) -> None:
         """Change the largest frame taken and the most of the budget held (the server
@@ -442,8 +444,7 @@ async def open_frame_stream(
         ) from exc
     except (OSError, TimeoutError) as exc:
         raise ConnectionLostError(f"cannot connect to {host}:{port}: {exc!r}") from exc
-    assert isinstance(transport, asyncio.Transport)
-    return FrameStream(transport, protocol)
+    return FrameStream(cast(asyncio.Transport, transport), protocol)
 
 
 def _handshake_reason(error: ssl.SSLError) -> str:
@@ -515,9 +516,9 @@ class _TlsSniffer(asyncio.Protocol):
         self._task: asyncio.Task[None] | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        transport.pause_reading()
-        self._task = asyncio.get_running_loop().create_task(self._route(transport))
+        tcp = cast(asyncio.Transport, transport)
+        tcp.pause_reading()
+        self._task = asyncio.get_running_loop().create_task(self._route(tcp))
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self._task is not None and not self._task.done():

@@ -188,7 +188,9 @@ def _append_stored(
     metrics as received (bytes on the wire) and as appended (a retried duplicate adds none).
     """
     partition = ctx.replicas.get_partition(tp)
-    info = partition.append_as_leader(stored, acks, now)
+    # Every dialect's prepare has checked (replog) or computed (Kafka) each stored
+    # batch's CRC over these bytes: the log does not check it again.
+    info = partition.append_as_leader(stored, acks, now, crc_checked=True)
     appended = info.record_count if info.bytes_appended else 0
     ctx.replicas.metrics.produced(tp.topic, received, appended)
     return partition, info

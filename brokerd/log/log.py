@@ -189,8 +189,13 @@ class Log:
         assign_offsets: bool,
         leader_epoch: int | None = None,
         now_ms: int,
+        crc_checked: bool = False,
     ) -> AppendInfo:
         """Append whole batches, all or none.
+
+        `crc_checked`: the caller has checked every batch's CRC over these very bytes (a
+        leader's produce path does, once, when it validates the request), so the log
+        checks only their structure and sizes; else it checks the CRCs too.
 
         A leader passes ``assign_offsets=True`` and the log numbers the batches from its
         end offset (and stamps ``leader_epoch``). A follower copies the leader's batches
@@ -199,7 +204,7 @@ class Log:
         if leader_epoch is not None and not assign_offsets:
             raise ValueError("leader_epoch is stamped only when the log assigns offsets")
         data: bytearray | memoryview
-        data, spans = self._validate(batches)
+        data, spans = self._validate(batches, crc_checked)
         if assign_offsets:
             data, spans = self._stamp(data, spans, leader_epoch)
         else:
@@ -221,9 +226,10 @@ class Log:
         )
 
     def _validate(
-        self, batches: bytes | bytearray | memoryview
+        self, batches: bytes | bytearray | memoryview, crc_checked: bool
     ) -> tuple[memoryview, list[BatchSpan]]:
-        """Check the structure, size and CRC of every batch before anything is written."""
+        """Check the structure, size and (unless checked already) the CRC of every batch
+        before anything is written."""
         view = memoryview(batches).cast("B")
         if len(view) > self._config.segment_bytes:
             raise RecordListTooLargeError(
@@ -237,7 +243,8 @@ class Log:
                     f"batch of {header.total_size} bytes exceeds max_batch_bytes "
                     f"{self._config.max_batch_bytes}"
                 )
-            verify_batch(batch, header)
+            if not crc_checked:
+                verify_batch(batch, header)
             spans.append((position, header))
             position += header.total_size
         if not spans:

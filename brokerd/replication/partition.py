@@ -245,9 +245,14 @@ class Partition:
             )
 
     def append_as_leader(
-        self, records: bytes | bytearray | memoryview, acks: int, now_ms: int
+        self,
+        records: bytes | bytearray | memoryview,
+        acks: int,
+        now_ms: int,
+        crc_checked: bool = False,
     ) -> AppendInfo:
         """Append as leader; a retried idempotent batch is answered without appending.
+        `crc_checked` as for Log.append.
 
         A retry of one of the producer's remembered batches gets its original offsets
         (bytes_appended 0). An older duplicate gets first_offset -1 (its offsets are not
@@ -274,7 +279,11 @@ class Partition:
             if verdict.outcome is not Outcome.APPEND:
                 raise VERDICT_ERRORS[verdict.outcome](f"{self.tp}: {verdict.reason}")
         info = self.log.append(
-            records, assign_offsets=True, leader_epoch=self.leader_epoch, now_ms=now_ms
+            records,
+            assign_offsets=True,
+            leader_epoch=self.leader_epoch,
+            now_ms=now_ms,
+            crc_checked=crc_checked,
         )
         if idempotent is not None:
             self.producer_state.record(idempotent, info.first_offset, now_ms)
