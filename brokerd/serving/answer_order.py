@@ -68,11 +68,6 @@ class AnswerOrder:
         self._changed = asyncio.Event()
         self._ended: BaseException | None = None  # no more answers can be written
 
-    @property
-    def unanswered(self) -> int:
-        """Requests taken whose answers are not written yet."""
-        return len(self._queue)
-
     async def room(self) -> None:
         """Return once another request may be taken; raise once answers can no longer be
         written (the connection failed, or an answer ended it)."""
@@ -89,7 +84,13 @@ class AnswerOrder:
             self._drop(request)
             raise self._ended
         if not self._queue and request.answer.later is None:
-            await self._write(request)
+            try:
+                await self._send(request)
+            except BaseException:
+                self._on_done(request, False)
+                raise
+            self._on_done(request, True)
+            await self._maybe_end(request.answer)
             return
         self._queue.append(request)
         if self._writer is None:
@@ -114,32 +115,41 @@ class AnswerOrder:
         self._changed.set()
 
     async def _write_queued(self) -> None:
+        """Write the queued answers in order. Whoever takes a request off the queue
+        reports it done, once: here once it is answered or failed, abandon() otherwise
+        (a cancelled write leaves its request queued for it)."""
         try:
             while self._queue and self._ended is None:
-                await self._write(self._queue[0])
+                request = self._queue[0]
+                try:
+                    await self._send(request)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    self._queue.popleft()
+                    self._on_done(request, False)
+                    if not isinstance(exc, ConnectionLostError):
+                        logger.exception("cannot answer a request of %s", self._stream.peer)
+                        exc = ConnectionLostError(f"answering failed: {exc!r}")
+                    self._end(exc)
+                    return
                 self._queue.popleft()
+                self._on_done(request, True)
                 self._changed.set()
-        except ConnectionLostError as exc:
-            self._end(exc)
-        except Exception as exc:
-            logger.exception("cannot answer a request of %s", self._stream.peer)
-            self._end(ConnectionLostError(f"answering failed: {exc!r}"))
+                await self._maybe_end(request.answer)
         finally:
             self._writer = None
 
-    async def _write(self, request: Unanswered) -> None:
-        """Wait for the request's answer, write it, and end the connection after it if
-        the answer says so."""
+    async def _send(self, request: Unanswered) -> None:
+        """Wait for the request's answer and write it."""
         answer = request.answer
-        written = False
-        try:
-            if answer.later is not None:
-                answer = request.answer = await answer.later
-            if answer.buffers is not None:
-                await self._stream.write(answer.buffers)
-            written = True
-        finally:
-            self._on_done(request, written)
+        if answer.later is not None:
+            answer = request.answer = await answer.later
+        if answer.buffers is not None:
+            await self._stream.write(answer.buffers)
+
+    async def _maybe_end(self, answer: Answer) -> None:
+        """End the connection after an answer that says so, after its delay."""
         if answer.close_after_s is not None:
             await asyncio.sleep(answer.close_after_s)
             self._end(ConnectionLostError("the answer ended the connection"))
