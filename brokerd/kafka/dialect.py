@@ -39,9 +39,10 @@ from brokerd.core.context import BrokerContext
 from brokerd.groups.coordinator import GroupCoordinator
 from brokerd.kafka.registry import kafka_registry
 from brokerd.kafka.request import KafkaRequest
+from brokerd.serving.answer import CLOSE, Answer
 from brokerd.serving.authentication import SaslSession
 from brokerd.serving.connection_state import API_VERSIONS, SASL_HANDSHAKE, Phase
-from brokerd.serving.server import CLOSE, Answer, Connection, LoginRefused, Logins
+from brokerd.serving.server import Connection, LoginRefused, Logins
 from spark_replica.errors import (
     IllegalSaslStateError,
     ProtocolError,

@@ -21,9 +21,10 @@ from typing import Any
 from brokerd.core.context import BrokerContext
 from brokerd.native.authorization import check, filter_metadata
 from brokerd.native.registry import HANDLERS, VERSIONS
+from brokerd.serving.answer import CLOSE, Answer
 from brokerd.serving.authentication import SaslSession
 from brokerd.serving.connection_state import Phase
-from brokerd.serving.server import CLOSE, Answer, Connection, LoginRefused, Logins
+from brokerd.serving.server import Connection, LoginRefused, Logins
 from spark_replica.errors import (
     BrokerResponseError,
     IllegalSaslStateError,

@@ -28,13 +28,10 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from brokerd.serving.answer import Answer
 from spark_replica.errors import ConnectionLostError
 from spark_replica.transport import Frame, FrameStream
-
-if TYPE_CHECKING:
-    from brokerd.serving.server import Answer
 
 logger = logging.getLogger("brokerd.server")
 

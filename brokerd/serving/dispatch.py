@@ -22,8 +22,9 @@ from typing import Any, Protocol
 
 from brokerd.core.deferred import Deferred
 from brokerd.core.produce import UnansweredProduceFailed
+from brokerd.serving.answer import CLOSE, Answer
 from brokerd.serving.connection_state import SASL_STEPS, Admission, Phase, admission
-from brokerd.serving.server import CLOSE, FIXED_HEADER_BYTES, Answer, Connection, Logins
+from brokerd.serving.server import FIXED_HEADER_BYTES, Connection, Logins
 from spark_replica.errors import ProtocolError
 from spark_replica.transport import Frame, OversizedFrame
 from spark_replica.wire.primitives import Buffer, Reader

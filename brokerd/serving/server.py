@@ -66,6 +66,7 @@ from typing import Protocol, TypeVar
 
 from brokerd.core.context import BrokerContext
 from brokerd.metrics import ListenerRequests
+from brokerd.serving.answer import Answer
 from brokerd.serving.answer_order import AnswerOrder, Unanswered
 from brokerd.serving.authentication import (
     ANONYMOUS,
@@ -124,21 +125,6 @@ class Connection:
             sasl is not None and sasl.authenticated,
             self.closing,
         )
-
-
-@dataclass
-class Answer:
-    """What to write back for one frame, and whether the connection ends after it (and
-    how long to wait first: failed logins are answered slowly). An answer that is not
-    ready yet is `later`: the task that makes it (brokerd/serving/answer_order.py)."""
-
-    buffers: list[Buffer] | None
-    close_after_s: float | None = None
-    later: asyncio.Future[Answer] | None = None
-
-
-# Close the connection at once, answering nothing.
-CLOSE = Answer(None, 0.0)
 
 
 class LoginRefused(Exception):

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from brokerd.serving.answer import Answer
 from brokerd.serving.answer_order import MAX_IN_FLIGHT, AnswerOrder, Unanswered
-from brokerd.serving.server import Answer
 from spark_replica.errors import ConnectionLostError
 
 
