@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import mmap
-import socket
 import ssl
 import time
 from collections.abc import Callable, Sequence
@@ -46,6 +45,7 @@ import pyarrow as pa
 
 from spark_replica.errors import ConnectionLostError, ProtocolError, SslHandshakeError
 from spark_replica.request_budget import RequestBudget
+from spark_replica.tls_sniffing import SniffingServer, serve_sniffing_tls
 from spark_replica.wire.native.frames import SIZE, SIZE_BYTES
 
 SCRATCH_BYTES = 256 * 1024
@@ -468,14 +468,14 @@ async def serve_frame_streams(
     budget: RequestBudget | None = None,
     ssl_context: ssl.SSLContext | None = None,
     handshake_timeout_s: float = 30.0,
-) -> asyncio.Server:
+) -> asyncio.Server | SniffingServer:
     """Listen on host:port; call `on_stream` (on the loop) for every new connection.
 
     With a TLS context, each connection's first byte decides: a TLS handshake record
     starts TLS; anything else is a client speaking plaintext to a TLS listener, whose
     stream is handed over marked `plaintext_on_tls`, so that the server can answer its
     first request with an error that says so instead of a silent close the client would
-    retry for a minute.
+    retry for a minute (spark_replica/tls_sniffing.py).
     """
     loop = asyncio.get_running_loop()
     if ssl_context is None:
@@ -485,95 +485,11 @@ async def serve_frame_streams(
             port,
         )
 
-    def new_frame_protocol() -> FrameProtocol:
-        return FrameProtocol(max_frame_bytes, head_bytes_of_oversized, on_stream, budget)
+    def new_frame_protocol(plaintext_on_tls: bool) -> FrameProtocol:
+        protocol = FrameProtocol(max_frame_bytes, head_bytes_of_oversized, on_stream, budget)
+        protocol.plaintext_on_tls = plaintext_on_tls
+        return protocol
 
-    return await loop.create_server(
-        lambda: _TlsSniffer(new_frame_protocol, ssl_context, handshake_timeout_s),
-        host,
-        port,
+    return await serve_sniffing_tls(
+        host, port, new_frame_protocol, ssl_context, handshake_timeout_s
     )
-
-
-# The first byte of every TLS connection: a handshake record.
-_TLS_HANDSHAKE_RECORD = 0x16
-
-
-class _TlsSniffer(asyncio.Protocol):
-    """Holds a new connection unread until its first byte has arrived, then hands it to
-    TLS or, marked, to a plain frame protocol. The byte is peeked on a duplicate of the
-    socket, so nothing is consumed before TLS starts."""
-
-    def __init__(
-        self,
-        new_protocol: Callable[[], FrameProtocol],
-        context: ssl.SSLContext,
-        timeout_s: float,
-    ) -> None:
-        self.new_protocol = new_protocol
-        self.context = context
-        self.timeout_s = timeout_s
-        self._task: asyncio.Task[None] | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        tcp = cast(asyncio.Transport, transport)
-        tcp.pause_reading()
-        self._task = asyncio.get_running_loop().create_task(self._route(tcp))
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self._task is not None and not self._task.done():
-            self._task.cancel()
-
-    async def _route(self, transport: asyncio.Transport) -> None:
-        try:
-            first = await asyncio.wait_for(_peek_first_byte(transport), self.timeout_s)
-        except (OSError, TimeoutError):
-            transport.abort()
-            return
-        if first is None:
-            transport.close()
-            return
-        protocol = self.new_protocol()
-        if first != _TLS_HANDSHAKE_RECORD:
-            protocol.plaintext_on_tls = True
-            transport.set_protocol(protocol)
-            protocol.connection_made(transport)
-            transport.resume_reading()
-            return
-        loop = asyncio.get_running_loop()
-        try:
-            tls = await loop.start_tls(
-                transport,
-                protocol,
-                self.context,
-                server_side=True,
-                ssl_handshake_timeout=self.timeout_s,
-            )
-        except (OSError, ssl.SSLError, TimeoutError, ConnectionError):
-            transport.abort()
-            return
-        if tls is None:
-            transport.abort()
-            return
-        protocol.connection_made(tls)
-
-
-async def _peek_first_byte(transport: asyncio.Transport) -> int | None:
-    """The connection's first byte, left unread (None if the peer closed first)."""
-    raw = transport.get_extra_info("socket")
-    loop = asyncio.get_running_loop()
-    with socket.fromfd(raw.fileno(), raw.family, raw.type) as peer:
-        peer.setblocking(False)
-        readable: asyncio.Future[None] = loop.create_future()
-
-        def wake() -> None:
-            if not readable.done():
-                readable.set_result(None)
-
-        loop.add_reader(peer.fileno(), wake)
-        try:
-            await readable
-            data = peer.recv(1, socket.MSG_PEEK)
-        finally:
-            loop.remove_reader(peer.fileno())
-    return data[0] if data else None

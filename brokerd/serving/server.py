@@ -86,6 +86,7 @@ from spark_replica.errors import (
     RequestTimedOutError,
     ZooKeeperConnectionError,
 )
+from spark_replica.tls_sniffing import SniffingServer
 from spark_replica.transport import (
     Frame,
     FrameStream,
@@ -228,7 +229,7 @@ class RequestServer:
         self.port = port
         self.max_frame_bytes = max_frame_bytes
         self.dispatch = dispatch
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.Server | SniffingServer | None = None
         config = ctx.config
         self.phase_limits = PhaseLimits(
             max_frame_bytes,
