@@ -110,6 +110,7 @@ from _common import (
 )
 
 from brokerd.log import LogConfig
+from spark_replica import event_loop
 from spark_replica.client import (
     Admin,
     Cluster,
@@ -541,6 +542,13 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
         help="secure the brokers so (and run plaintext first, for the ratio) (plaintext)",
     )
     parser.add_argument(
+        "--client-loop",
+        choices=event_loop.EVENT_LOOPS,
+        default=event_loop.ASYNCIO,
+        help="the event loop the producer runs on (asyncio); the brokers run on theirs "
+        "(uvloop with TLS, else asyncio; REPLOG_EVENT_LOOP sets both)",
+    )
+    parser.add_argument(
         "--rounds",
         type=positive_int,
         default=1,
@@ -613,6 +621,7 @@ def main(argv: list[str] | None = None) -> None:
             "records_per_s": round(records / seconds),
             "security": args.security,
             "rounds": args.rounds,
+            "client_loop": args.client_loop,
             "mb_per_s": round(value_mb / seconds, 1),
             "wire_mb_per_s": round(wire_mb_per_s, 1),
             "p50_ms": round(percentile(latencies_ms, 50), 2) if latencies_ms else None,
@@ -651,11 +660,12 @@ def _measure(
     with local_cluster(args.brokers, security=security) as cluster:
         pids = [b.pid for b in cluster.brokers if b.pid is not None]
         cpu_before = _cpu_seconds(pids)
-        seconds, latencies, extra = asyncio.run(
+        seconds, latencies, extra = event_loop.run(
             asyncio.wait_for(
                 _run(cluster.bootstrap, args, batches, values, cluster.security, pids),
                 RUN_TIMEOUT_S,
-            )
+            ),
+            args.client_loop,
         )
         return seconds, latencies, _cpu_seconds(pids) - cpu_before, extra
 

@@ -10,7 +10,6 @@ identity flags are needed only where the file does not give them.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import sys
@@ -27,7 +26,10 @@ from brokerd.logging_setup import (
     LogSettings,
     configure_broker_logging,
 )
+from spark_replica import event_loop
 from spark_replica.errors import ConfigError, ReplogError
+from spark_replica.event_loop import ENVIRONMENT_VARIABLE as EVENT_LOOP_ENV
+from spark_replica.event_loop import EVENT_LOOPS
 from spark_replica.security.settings import load_properties
 from spark_replica.topic_config import parse_assignments
 
@@ -129,6 +131,13 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
         help=f"rotated files kept: broker.log.1 to .N (default {DEFAULT_BACKUP_COUNT}, "
         "or broker.log.backup.count in --config)",
     )
+    parser.add_argument(
+        "--event-loop",
+        choices=EVENT_LOOPS,
+        help=f"the asyncio event loop to run on (default {EVENT_LOOP_ENV} in the "
+        "environment, else uvloop when the listener uses TLS, where it is faster, and "
+        "asyncio's otherwise)",
+    )
     return parser
 
 
@@ -184,6 +193,9 @@ def _replog_port(flag: int | None, from_file: int | None, kafka_port: int) -> in
 def run_broker(args: argparse.Namespace) -> int:
     try:
         config, log_settings, ignored = resolve(args)
+        loop = event_loop.chosen(
+            args.event_loop, event_loop.broker_default(config.security.uses_tls)
+        )
         config.log_dir.mkdir(parents=True, exist_ok=True)
         configure_broker_logging(log_settings, config.log_file, config.broker_id)
     except (ReplogError, OSError) as exc:
@@ -191,8 +203,9 @@ def run_broker(args: argparse.Namespace) -> int:
         return 2
     for key in ignored:
         log.warning("%s is a Kafka broker config that replog does not use; ignored", key)
+    log.info("running on the %s event loop", loop)
     try:
-        asyncio.run(Broker(config).run())
+        event_loop.run(Broker(config).run(), loop)
     except ReplogError as exc:
         log.error("broker failed: %s", exc)
         print(f"brokerd: {exc}", file=sys.stderr)

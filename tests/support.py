@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from spark_replica import event_loop
 from spark_replica.client import (
     Admin,
     Cluster,
@@ -39,13 +40,14 @@ TEST_BROKER_OVERRIDES = {"zookeeper.session.timeout.ms": "3000"}
 FIRST_START_ATTEMPTS = 3
 
 
-def run(awaitable: Awaitable[T], timeout_s: float = 120.0) -> T:
-    """Run a coroutine to completion on a fresh loop, with a deadline."""
+def run(awaitable: Awaitable[T], timeout_s: float = 120.0, loop: str = event_loop.ASYNCIO) -> T:
+    """Run a coroutine to completion on a fresh loop (asyncio's, as most applications
+    use, unless told), with a deadline."""
 
     async def bounded() -> T:
         return await asyncio.wait_for(awaitable, timeout_s)
 
-    return asyncio.run(bounded())
+    return event_loop.run(bounded(), loop)
 
 
 class BrokerFactory:

@@ -15,6 +15,8 @@ from spark_replica.errors import (
     SaslAuthenticationFailedError,
     SslHandshakeError,
 )
+from spark_replica.event_loop import ENVIRONMENT_VARIABLE as EVENT_LOOP_VARIABLE
+from spark_replica.event_loop import EVENT_LOOPS
 from spark_replica.security.acl import Operation
 from spark_replica.security.certs import make_ca
 from spark_replica.security.settings import SecurityConfig
@@ -45,8 +47,19 @@ def _fails_fast(setup: SecureSetup, security: SecurityConfig | None, error: type
     return str(caught.value)
 
 
-def test_a_plaintext_client_is_told_the_listener_needs_tls(secure: SecureSetup) -> None:
+def _runs_on(setup: SecureSetup, broker_id: int, loop: str) -> None:
+    """The broker says, in its log, that it runs on `loop`."""
+    log = (setup.brokers.brokers[broker_id].log_dir / "broker.log").read_text()
+    assert f"running on the {loop} event loop" in log
+
+
+@pytest.mark.parametrize("loop", EVENT_LOOPS)
+def test_a_plaintext_client_is_told_the_listener_needs_tls(
+    secure: SecureSetup, loop: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(EVENT_LOOP_VARIABLE, loop)  # inherited by the broker
     secure.start(1)
+    _runs_on(secure, 1, loop)
     message = _fails_fast(secure, None, SaslAuthenticationFailedError)
     assert "requires TLS" in message
 
@@ -90,9 +103,14 @@ def test_tls_without_sasl_on_a_sasl_listener_is_refused(secure: SecureSetup) -> 
     assert "requires SASL" in message
 
 
-def test_brokers_replicate_and_clients_round_trip_over_sasl_ssl(secure: SecureSetup) -> None:
+@pytest.mark.parametrize("loop", EVENT_LOOPS)
+def test_brokers_replicate_and_clients_round_trip_over_sasl_ssl(
+    secure: SecureSetup, loop: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(EVENT_LOOP_VARIABLE, loop)  # inherited by the brokers
     for broker_id in (1, 2):
         secure.start(broker_id)
+        _runs_on(secure, broker_id, loop)
     topic = "secured"
     secure.allow("User:alice", Operation.WRITE, topic)
     secure.allow("User:alice", Operation.READ, topic)
@@ -122,7 +140,7 @@ def test_brokers_replicate_and_clients_round_trip_over_sasl_ssl(secure: SecureSe
         finally:
             await cluster.close()
 
-    assert run(scenario()) == values
+    assert run(scenario(), loop=loop) == values
 
 
 def _properties(path: Path, **props: str) -> Path:
