@@ -197,7 +197,7 @@ class QueryRun:
     """How a streaming query ran: its micro-batches, and whether its sink caught up."""
 
     micro_batches: int
-    batch_ms_p50: dict[str, float]
+    batch_ms_p50: dict[str, int]
     caught_up: bool
     first_trigger_ms: int  # wall clock when its first trigger was done
     stopped_ms: int  # wall clock when the query had stopped
@@ -370,7 +370,7 @@ def _require(reached: bool, what: str) -> None:
         raise TimeoutError(f"{what} not reached in {DRAIN_TIMEOUT_S} s")
 
 
-def _batches(query: StreamingQuery) -> tuple[int, dict[str, float]]:
+def _batches(query: StreamingQuery) -> tuple[int, dict[str, int]]:
     """Micro-batches the query ran (Python sources run none while no data arrives), and
     the median milliseconds of each step of one with rows (Spark's ``durationMs``: e.g.
     ``latestOffset`` plans it, ``addBatch`` runs its tasks, ``walCommit`` and
