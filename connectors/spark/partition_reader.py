@@ -94,7 +94,11 @@ def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     """Yield the rows of `part` as RecordBatches in the source's Arrow schema.
 
     Spark pulls from this generator on a plain thread, so it drives an event loop of its
-    own, one fetch at a time; closing the generator closes the connections.
+    own; closing the generator closes the connections. The next fetch is sent before
+    the rows of the last one are handed to Spark: the broker reads it from its log (on
+    the other core) while Spark takes the rows, and its answer waits in the socket. Only
+    sent: it is taken up, its records checked and any loss reported, when the loop runs
+    again for it, after those rows.
     """
     loop = asyncio.new_event_loop()
     cluster = Cluster(
@@ -108,11 +112,16 @@ def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
         progress_timeout_ms=part.poll_timeout_ms,
     )
     rows = RangeRows(part)
+    pending = loop.create_task(reader.next_fetch())
     try:
-        while (fetched := loop.run_until_complete(reader.next_fetch())) is not None:
+        while (fetched := loop.run_until_complete(pending)) is not None:
+            pending = loop.create_task(reader.next_fetch())
+            loop.run_until_complete(asyncio.sleep(0))  # the next request leaves now
             yield from rows.build(fetched)
     finally:
+        pending.cancel()
         with contextlib.suppress(ReplogError, OSError):
+            loop.run_until_complete(asyncio.gather(pending, return_exceptions=True))
             loop.run_until_complete(cluster.close())
         loop.close()
 
