@@ -214,13 +214,13 @@ def repeated_partitions(entries: Iterable[tuple[str, int]]) -> set[tuple[str, in
 def answer_after_appends(
     appended: list[Appended], acks: int, timeout_ms: int, respond: Callable[[], R]
 ) -> R | Deferred:
-    """The produce's response, `respond()` once every every
-    partition's outcome into its result: at once when nothing waits for the HW, else a
-    Deferred, so that the connection handles its next requests while this one waits."""
+    """The produce's response, `respond()` once every partition's outcome is in its
+    result: at once when nothing waits for the HW, else a Deferred, so that the
+    connection handles its next requests while this one waits."""
     if acks == ACKS_ALL and appended:
 
         async def rest() -> R:
-            await _complete_appends(appended, acks, timeout_ms)
+            await _wait_for_commits(appended, timeout_ms)
             return respond()
 
         return Deferred(rest())
@@ -228,19 +228,18 @@ def answer_after_appends(
     return respond()
 
 
-async def _complete_appends(appended: list[Appended], acks: int, timeout_ms: int) -> None:
+async def _wait_for_commits(appended: list[Appended], timeout_ms: int) -> None:
     """Wait for acks=all appends to commit, and put each failure or old duplicate into
     its result."""
-    if acks == ACKS_ALL and appended:
-        timeout_s = produce_wait_s(timeout_ms)
-        outcomes = await asyncio.gather(
-            *(a.partition.wait_for_high_watermark(a.info.last_offset, timeout_s) for a in appended),
-            return_exceptions=True,
-        )
-        for append, outcome in zip(appended, outcomes, strict=True):
-            if isinstance(outcome, BrokerResponseError):
-                append.result.error_code = outcome.code
-                append.result.error_message = wire_message(outcome)
+    timeout_s = produce_wait_s(timeout_ms)
+    outcomes = await asyncio.gather(
+        *(a.partition.wait_for_high_watermark(a.info.last_offset, timeout_s) for a in appended),
+        return_exceptions=True,
+    )
+    for append, outcome in zip(appended, outcomes, strict=True):
+        if isinstance(outcome, BrokerResponseError):
+            append.result.error_code = outcome.code
+            append.result.error_message = wire_message(outcome)
     _mark_old_duplicates(appended)
 
 

@@ -127,20 +127,21 @@ class Dispatch:
         if isinstance(response, Deferred):
             rest = self._rest(connection, header, body, response)
             return Answer(None, later=asyncio.ensure_future(rest))
-        if response is None:
-            return Answer(None)
-        return dialect.encode(header, response)
+        return self._encoded(header, response)
 
     async def _rest(
         self, connection: Connection, header: RequestHeader, body: Any, deferred: Deferred
     ) -> Answer:
         """A deferred response's answer, once its wait is over; failures answered as the
         handler's own would have been."""
-        dialect = self.dialect
         try:
             response = await deferred.rest
         except Exception as exc:
-            return dialect.failed(connection, header, body, exc)
+            return self.dialect.failed(connection, header, body, exc)
+        return self._encoded(header, response)
+
+    def _encoded(self, header: RequestHeader, response: Any) -> Answer:
+        """A handler's response on the wire (None: nothing is sent)."""
         if response is None:
             return Answer(None)
-        return dialect.encode(header, response)
+        return self.dialect.encode(header, response)
