@@ -42,7 +42,6 @@ from spark_replica.client import (
     parse_bootstrap,
 )
 from spark_replica.errors import UnknownTopicOrPartitionError
-from spark_replica.records import encode_batch
 from spark_replica.topics import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -72,13 +71,16 @@ class BatchSender:
                     task.result()
 
     async def submit(self, tp: TopicPartition, records: pa.RecordBatch) -> None:
-        """Give one batch to the producer; wait while too much is unacknowledged."""
-        batch = encode_batch(records, compression=self._producer.config.compression)
-        size = unacknowledged_share(self._pool, len(batch))
+        """Give one batch to the producer; wait while too much is unacknowledged.
+
+        The producer encodes it when it first sends it, stamped with its identity and
+        sequence as it is written: encoding it here would mean copying it to stamp it.
+        """
+        size = unacknowledged_share(self._pool, records.nbytes)
         await self._pool.reserve(size, check=self._raise_if_failed)
-        # A task's first step runs in creation order, and send_batch queues the batch
+        # A task's first step runs in creation order, and send_arrow queues the batch
         # in its first step: batches reach each partition's queue in submission order.
-        task = asyncio.ensure_future(self._producer.send_batch(tp.topic, tp.partition, batch))
+        task = asyncio.ensure_future(self._producer.send_arrow(tp.topic, tp.partition, records))
         task.add_done_callback(lambda done: self._answer(done, size))
         self._outstanding.append(task)
 

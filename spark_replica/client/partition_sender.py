@@ -90,6 +90,8 @@ LEADER_POLL_S = 0.025
 class ProducerBatch:
     """A sealed batch: records still to encode, or a batch encoded by the caller.
 
+    Records still to encode are the accumulator's columns or the caller's Arrow batch;
+    either is encoded when first sent, once the identity and sequence are known.
     `result` gets the base offset the leader assigned (-1 when it is not known: acks=0,
     or a duplicate of a batch appended long ago), or the error that ended it.
     `records` is dropped once encoded; the delivery callbacks stay until the answer.
@@ -99,7 +101,7 @@ class ProducerBatch:
     record_count: int
     created_at: float
     result: asyncio.Future[int]
-    records: OpenBatch | None = None
+    records: OpenBatch | pa.RecordBatch | None = None
     callbacks: list[tuple[int, Callback]] | None = None
     memory_bytes: int = 0  # what the records reserved in the producer's buffer pool
     encoded: bytes | memoryview | None = None  # memoryview: read-only, see Producer.send_batch
@@ -138,7 +140,16 @@ class ProducerBatch:
         """
         if self.encoded is not None or self.records is None:
             return
-        encoded = encode_columns(self.records, compression, producer_id, epoch, sequence)
+        if isinstance(self.records, pa.RecordBatch):
+            encoded = encode_batch(
+                self.records,
+                compression=compression,
+                producer_id=producer_id,
+                producer_epoch=epoch,
+                base_sequence=sequence,
+            )
+        else:
+            encoded = encode_columns(self.records, compression, producer_id, epoch, sequence)
         self.encoded = encoded
         self.records = None
         if producer_id != NO_PRODUCER_ID:

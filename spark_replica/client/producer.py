@@ -48,7 +48,7 @@ from typing import Any, TypeVar
 import pyarrow as pa
 
 from spark_replica.errors import ClientClosedError, ConfigError
-from spark_replica.records import BatchHeader, encode_batch
+from spark_replica.records import BatchHeader
 from spark_replica.topics import TopicPartition
 from spark_replica.transport import Buffer
 from spark_replica.wire.native.init_producer_id import (
@@ -347,18 +347,30 @@ class Producer:
         """Append Arrow records (a `value` column, optional key/timestamp/headers) in order.
 
         Chunks of `batch_records` rows are sent as batches, several in flight at once;
-        returns the first record's offset (-1 with acks=0 or if none were given).
+        returns the first record's offset (-1 with acks=0 or if none were given). Each
+        chunk is encoded once, when first sent, already carrying the producer's identity
+        and sequence: an encoded batch given to `send_batch` is copied to be stamped.
         """
         self._check_open()
         table = records if isinstance(records, pa.Table) else pa.Table.from_batches([records])
         tp = TopicPartition(topic, partition)
         results = [
-            self._enqueue_encoded(tp, encode_batch(chunk, compression=self.config.compression))
+            self._enqueue_arrow(tp, chunk)
             for chunk in table.to_batches(max_chunksize=self.config.batch_records)
             if chunk.num_rows
         ]
         offsets = await _all_or_first_error(results)
         return offsets[0] if offsets else -1
+
+    def _enqueue_arrow(self, tp: TopicPartition, records: pa.RecordBatch) -> asyncio.Future[int]:
+        sender = self._sender(tp)
+        sender.seal_open()
+        loop = asyncio.get_running_loop()
+        result: asyncio.Future[int] = loop.create_future()
+        pending = ProducerBatch(tp, records.num_rows, loop.time(), result, records=records)
+        self._track(pending)
+        sender.enqueue(pending)
+        return result
 
     async def send_records(
         self,
