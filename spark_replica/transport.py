@@ -10,7 +10,10 @@ fresh memory from the kernel each time, and its page faults cost more than the c
 The scratch buffer is an anonymous memory map, so that its pages cost memory only once
 bytes have landed in them: a thousand connections that send nothing cost next to nothing.
 Writing hands the transport a list of buffers (header fields and the record bytes
-separately), so record bytes are never concatenated into a message buffer first.
+separately), so record bytes are never concatenated into a message buffer first. Record
+bytes may also be ranges of a log file (file_region.py): on a plaintext connection on
+asyncio's loop they go by sendfile(2), from the page cache to the socket; elsewhere they
+are read as they are written.
 
 Flow control both ways: reading pauses while too many frames wait to be handled, and
 `drain()` waits while the transport's write buffer is above its high-water mark. A
@@ -39,14 +42,16 @@ import ssl
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import IO, cast
 
 import pyarrow as pa
 
 from spark_replica.errors import ConnectionLostError, ProtocolError, SslHandshakeError
+from spark_replica.file_region import ShortRegionError
 from spark_replica.request_budget import RequestBudget
 from spark_replica.tls_sniffing import SniffingServer, serve_sniffing_tls
 from spark_replica.wire.native.frames import SIZE, SIZE_BYTES
+from spark_replica.wire.primitives import BUFFER_TYPES, Chunk, StoredBytes
 
 SCRATCH_BYTES = 256 * 1024
 # Buffers at least this large are written on their own rather than joined with others.
@@ -372,27 +377,70 @@ class FrameStream:
     async def read_frame(self) -> Frame | OversizedFrame:
         return await self.protocol.next_frame()
 
-    async def write(self, buffers: Sequence[Buffer]) -> None:
+    async def write(self, buffers: Sequence[Chunk]) -> None:
         """Write buffers in order: small ones joined, large ones handed over as they are.
 
         A transport tries to send a buffer at once and keeps only what the socket did
         not take, so handing over a large buffer directly avoids first joining it with
-        the small header fields into one fresh copy.
+        the small header fields into one fresh copy. A file range is sent once what
+        comes before it is, and closed once sent.
         """
         if self.transport.is_closing():
             raise ConnectionLostError("connection is closed")
         small: list[Buffer] = []
         for buffer in buffers:
-            if len(buffer) < LARGE_WRITE_BYTES:
+            if isinstance(buffer, BUFFER_TYPES) and len(buffer) < LARGE_WRITE_BYTES:
                 small.append(buffer)
                 continue
             if small:
                 self.transport.write(b"".join(small))
                 small = []
-            self.transport.write(buffer)
+            if isinstance(buffer, BUFFER_TYPES):
+                self.transport.write(buffer)
+            else:
+                await self._write_region(buffer)
         if small:
             self.transport.write(b"".join(small))
         await self.protocol.drain()
+
+    async def _write_region(self, region: StoredBytes) -> None:
+        """Send a file range: by sendfile where the loop and transport can, else read it.
+
+        A range that comes up short (the file was truncated since it was taken) leaves
+        a frame shorter than its size prefix said: the connection cannot go on.
+        """
+        try:
+            if self._can_sendfile():
+                try:
+                    # sendfile needs only the file's fileno(); a region has its own.
+                    file = cast(IO[bytes], region)
+                    sent = await asyncio.get_running_loop().sendfile(
+                        self.transport, file, region.offset, region.count, fallback=False
+                    )
+                except OSError as exc:
+                    raise ConnectionLostError(f"sending stored records failed: {exc}") from exc
+                if sent != region.count:
+                    raise ConnectionLostError(
+                        f"sent {sent} of a stored range of {region.count} bytes: "
+                        "the log was truncated under it"
+                    )
+                return
+            try:
+                data = region.read()
+            except ShortRegionError as exc:
+                raise ConnectionLostError(str(exc)) from exc
+            self.transport.write(data)
+        finally:
+            region.close()
+
+    def _can_sendfile(self) -> bool:
+        """Only asyncio's own loops send a file natively, and only without TLS (uvloop
+        has no sendfile; a TLS transport must encrypt what it sends)."""
+        return (
+            isinstance(asyncio.get_running_loop(), asyncio.BaseEventLoop)
+            and self.transport.get_extra_info("sslcontext") is None
+            and not self.transport.is_closing()
+        )
 
     def release(self, frame: Frame | OversizedFrame) -> None:
         """Give a handled frame's bytes back to the server's budget (a no-op without one)."""

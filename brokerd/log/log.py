@@ -21,6 +21,7 @@ longer describe it after retention, truncation and recovery.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import logging
 import shutil
 from bisect import bisect_right
@@ -45,6 +46,7 @@ from spark_replica.errors import (
     OffsetOutOfRangeError,
     RecordListTooLargeError,
 )
+from spark_replica.file_region import FileRegion
 from spark_replica.records import (
     BatchHeader,
     iter_batches,
@@ -297,25 +299,54 @@ class Log:
         The first batch is returned whole even past `max_bytes`, so that a consumer
         always makes progress; later ones only if they fit. Batches are never cut.
         """
+        chunks = [
+            segment.read_range(start, end)
+            for segment, start, end in self._ranges(start_offset, max_bytes, max_offset)
+        ]
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def read_stored(
+        self, start_offset: int, max_bytes: int, *, max_offset: int, region_bytes: int
+    ) -> list[bytes | FileRegion]:
+        """The batches `read` gives, with each segment's range of at least `region_bytes`
+        left in the file (a FileRegion, sent as stored) rather than read into memory.
+
+        A range is read after all when no descriptor is left for a region of it.
+        """
+        stored: list[bytes | FileRegion] = []
+        for segment, start, end in self._ranges(start_offset, max_bytes, max_offset):
+            if end - start >= region_bytes:
+                try:
+                    stored.append(segment.region(start, end))
+                    continue
+                except OSError as exc:
+                    if exc.errno not in (errno.EMFILE, errno.ENFILE):
+                        raise
+            stored.append(segment.read_range(start, end))
+        return stored
+
+    def _ranges(
+        self, start_offset: int, max_bytes: int, max_offset: int | None
+    ) -> list[tuple[LogSegment, int, int]]:
+        """The file ranges of the batches a read returns, segment by segment, in order."""
         if max_bytes <= 0:
             raise InvalidFetchSizeError(f"max_bytes must be positive, not {max_bytes}")
         self._check_in_range(start_offset)
         limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
-        chunks: list[bytes] = []
+        ranges: list[tuple[LogSegment, int, int]] = []
         budget = max_bytes
         for segment in self._segments[self._segment_index(start_offset) :]:
             located = segment.locate(start_offset)
             if located is None:
                 continue
-            chunk, reached_end = segment.read_batches(
-                located, budget, limit, whole_first=not chunks
-            )
-            if chunk:
-                chunks.append(chunk)
-                budget -= len(chunk)
-            if not reached_end or budget <= 0:
+            start, end = segment.batch_range(located, budget, limit, whole_first=not ranges)
+            if end == start:
                 break
-        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            ranges.append((segment, start, end))
+            budget -= end - start
+            if end != segment.size or budget <= 0:
+                break
+        return ranges
 
     def _check_in_range(self, offset: int) -> None:
         if not self.log_start_offset <= offset <= self.log_end_offset:

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from brokerd.log.config import INT32_MAX, LogConfig
 from brokerd.log.index import IndexInconsistentError, OffsetIndex, TimeIndex
 from spark_replica.errors import CorruptRecordError
+from spark_replica.file_region import FileRegion
 from spark_replica.records import (
     HEADER_SIZE,
     BatchHeader,
@@ -252,22 +253,28 @@ class LogSegment:
                 return position, header
         return None
 
-    def read_batches(
+    def batch_range(
         self, first: BatchSpan, max_bytes: int, max_offset: int, *, whole_first: bool
-    ) -> tuple[bytes, bool]:
-        """Whole batches from `first` on, within `max_bytes` and below `max_offset`.
+    ) -> tuple[int, int]:
+        """The file range [start, end) of whole batches from `first` on, within `max_bytes`
+        and below `max_offset` (start == end: none).
 
-        The byte range is worked out from the index and headers first, so the file is
-        read once, exactly, with no copy to trim it. Returns the bytes and whether the
-        end of the segment was reached, i.e. whether the reader may go on to the next.
+        The range is worked out from the index and headers, so the file is then read (or
+        sent) once, exactly, with no copy to trim it.
         """
         position, header = first
         end = position + header.total_size
         budget_end = position + max_bytes
         if header.last_offset >= max_offset or (end > budget_end and not whole_first):
-            return b"", False
-        end = self._extend_range(end, budget_end, max_offset)
-        return os.pread(self._fd, end - position, position), end == self.size
+            return position, position
+        return position, self._extend_range(end, budget_end, max_offset)
+
+    def read_range(self, start: int, end: int) -> bytes:
+        return os.pread(self._fd, end - start, start)
+
+    def region(self, start: int, end: int) -> FileRegion:
+        """The range as a FileRegion, to send as stored; it outlives this segment's file."""
+        return FileRegion(self._fd, start, end - start)
 
     def _extend_range(self, end: int, budget_end: int, max_offset: int) -> int:
         """How far whole batches from `end` on reach, within `budget_end` and below `max_offset`.

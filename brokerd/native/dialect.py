@@ -40,13 +40,12 @@ from spark_replica.transport import OversizedFrame
 from spark_replica.wire.native import REQUEST_TYPES
 from spark_replica.wire.native.apis import ApiKey
 from spark_replica.wire.native.frames import (
-    Buffer,
     RequestHeader,
     ResponseHeader,
     encode_response,
 )
 from spark_replica.wire.native.produce import ACKS_NONE
-from spark_replica.wire.primitives import Reader, Writer
+from spark_replica.wire.primitives import Chunk, Reader, Writer
 
 logger = logging.getLogger("brokerd.server")
 
@@ -61,7 +60,7 @@ class NativeDialect:
         self.ctx = ctx
         self.logins = logins
 
-    def oversized_answer(self, frame: OversizedFrame, limit: int) -> list[Buffer]:
+    def oversized_answer(self, frame: OversizedFrame, limit: int) -> list[Chunk]:
         header = Reader(frame.head)
         header.int16()
         header.int16()
@@ -162,5 +161,5 @@ def _api_name(api_key: int) -> str:
         return f"api key {api_key}"
 
 
-def _error_response(correlation_id: int, error: BrokerResponseError) -> list[Buffer]:
+def _error_response(correlation_id: int, error: BrokerResponseError) -> list[Chunk]:
     return encode_response(ResponseHeader(correlation_id, error.code, wire_message(error)), None)

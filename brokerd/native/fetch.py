@@ -3,6 +3,11 @@
 The long poll is the read core's (brokerd/core/fetch.py), shared with the Kafka
 listener's Fetch, which reads the same partitions and converts what it reads.
 
+A consumer's answer leaves each partition's larger ranges in the log files
+(Partition.read_stored): the connection sends them as stored, by sendfile(2) where it
+can (spark_replica/transport.py), instead of reading them into memory first. Replicas
+read bytes: what they fetch above the HW may be truncated before it is sent.
+
 The bytes of records sent to consumers are counted per topic once the answer is final
 (a long poll may read more than once); replicas' fetches are not (Kafka counts those
 as replication, not BytesOut).
@@ -11,6 +16,7 @@ as replication, not BytesOut).
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 
 from brokerd.core.context import BrokerContext
 from brokerd.core.fetch import FETCH_MAX_BYTES, long_poll, partition_to_read
@@ -26,6 +32,11 @@ from spark_replica.wire.native.fetch import (
     FetchResponse,
     FetchTopicResult,
 )
+from spark_replica.wire.primitives import Chunk
+
+# A consumer's range at least this large is sent from the file; smaller ones are read,
+# since a region costs a descriptor and the transport a pause to send it.
+REGION_BYTES = 64 * 1024
 
 
 async def handle_fetch(ctx: BrokerContext, request: FetchRequest) -> FetchResponse:
@@ -34,7 +45,7 @@ async def handle_fetch(ctx: BrokerContext, request: FetchRequest) -> FetchRespon
     )
     if request.replica_id == CONSUMER_REPLICA_ID:
         for topic in response.topics:
-            sent = sum(len(p.records) for p in topic.partitions)
+            sent = sum(_size(p.records) for p in topic.partitions)
             if sent:
                 ctx.replicas.metrics.fetched(topic.topic, sent)
     return response
@@ -64,16 +75,32 @@ def _read_all(
             if partition.proposed_isr is not None and ctx.isr_writer is not None:
                 ctx.isr_writer.schedule(partition)
         if remaining > 0:
-            result.records = partition.read(
-                entry.fetch_offset,
-                min(entry.max_bytes, remaining),
-                current_leader_epoch=entry.current_leader_epoch,
-                for_replica=for_replica,
-            )
-            remaining -= len(result.records)
-            total += len(result.records)
+            max_bytes = min(entry.max_bytes, remaining)
+            if for_replica:
+                result.records = partition.read(
+                    entry.fetch_offset,
+                    max_bytes,
+                    current_leader_epoch=entry.current_leader_epoch,
+                    for_replica=True,
+                )
+            else:
+                result.records = partition.read_stored(
+                    entry.fetch_offset,
+                    max_bytes,
+                    current_leader_epoch=entry.current_leader_epoch,
+                    region_bytes=REGION_BYTES,
+                )
+            size = _size(result.records)
+            remaining -= size
+            total += size
         result.high_watermark = partition.high_watermark
         watched.append(partition)
 
     topics = answer_each_partition(request.topics, FetchTopicResult, FetchPartitionResult, serve)
     return FetchResponse(topics), total, watched
+
+
+def _size(records: bytes | memoryview | Sequence[Chunk]) -> int:
+    if isinstance(records, bytes | memoryview):
+        return len(records)
+    return sum(len(part) for part in records)

@@ -66,6 +66,7 @@ from spark_replica.errors import (
     UnknownLeaderEpochError,
     UnknownProducerIdError,
 )
+from spark_replica.file_region import FileRegion
 from spark_replica.records import NO_PRODUCER_ID, BatchHeader, iter_batches, runs_within
 from spark_replica.records import now_ms as clock_ms
 from spark_replica.topic_config import DEFAULT_COMPRESSION_TYPE
@@ -429,6 +430,21 @@ class Partition:
             return b""
         limit = log_end if for_replica else self.high_watermark
         return self.log.read(fetch_offset, max_bytes, max_offset=limit)
+
+    def read_stored(
+        self, fetch_offset: int, max_bytes: int, *, current_leader_epoch: int, region_bytes: int
+    ) -> list[bytes | FileRegion]:
+        """A consumer's read (below the HW), with large ranges left in the file to be sent
+        as stored (Log.read_stored). Only committed batches are read this way: a replica
+        truncates only above its HW (but after an unclean election), so what the ranges
+        hold stays what was read; a range found short ends its connection (file_region)."""
+        self.require_leader()
+        self.check_leader_epoch(current_leader_epoch)
+        if fetch_offset == self.log.log_end_offset and max_bytes > 0:
+            return []
+        return self.log.read_stored(
+            fetch_offset, max_bytes, max_offset=self.high_watermark, region_bytes=region_bytes
+        )
 
     @property
     def change_waiters(self) -> int:

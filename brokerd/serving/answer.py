@@ -4,9 +4,10 @@ and the server share."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from spark_replica.wire.primitives import Buffer
+from spark_replica.wire.primitives import Chunk
 
 
 @dataclass
@@ -15,7 +16,7 @@ class Answer:
     how long to wait first: failed logins are answered slowly). An answer that is not
     ready yet is `later`: the task that makes it (brokerd/serving/answer_order.py)."""
 
-    buffers: list[Buffer] | None
+    buffers: Sequence[Chunk] | None
     close_after_s: float | None = None
     later: asyncio.Future[Answer] | None = None
 

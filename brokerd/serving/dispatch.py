@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
 from brokerd.core.deferred import Deferred
@@ -27,7 +27,7 @@ from brokerd.serving.connection_state import SASL_STEPS, Admission, Phase, admis
 from brokerd.serving.server import FIXED_HEADER_BYTES, Connection, Logins
 from spark_replica.errors import ProtocolError
 from spark_replica.transport import Frame, OversizedFrame
-from spark_replica.wire.primitives import Buffer, Reader
+from spark_replica.wire.primitives import Chunk, Reader
 from spark_replica.wire.request_header import RequestHeader
 
 logger = logging.getLogger("brokerd.server")
@@ -81,7 +81,7 @@ class Dialect(Protocol):
         """The answer to a handler that raised."""
         ...
 
-    def oversized_answer(self, frame: OversizedFrame, limit: int) -> list[Buffer] | None: ...
+    def oversized_answer(self, frame: OversizedFrame, limit: int) -> Sequence[Chunk] | None: ...
 
 
 class Dispatch:
@@ -91,7 +91,7 @@ class Dispatch:
         self.dialect = dialect
         self.logins = logins
 
-    def oversized_answer(self, frame: OversizedFrame, limit: int) -> list[Buffer] | None:
+    def oversized_answer(self, frame: OversizedFrame, limit: int) -> Sequence[Chunk] | None:
         return self.dialect.oversized_answer(frame, limit)
 
     async def handle(self, connection: Connection, frame: Frame) -> Answer:

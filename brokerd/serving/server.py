@@ -59,7 +59,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol, TypeVar
@@ -94,7 +94,7 @@ from spark_replica.transport import (
     RequestBudget,
     serve_frame_streams,
 )
-from spark_replica.wire.primitives import Buffer
+from spark_replica.wire.primitives import Chunk
 from spark_replica.zk.security_store import fake_credential_key, read_user_credentials
 
 T = TypeVar("T")
@@ -208,7 +208,7 @@ class Dispatch(Protocol):
         when its header cannot be read (the connection is closed)."""
         ...
 
-    def oversized_answer(self, frame: OversizedFrame, limit: int) -> list[Buffer] | None:
+    def oversized_answer(self, frame: OversizedFrame, limit: int) -> Sequence[Chunk] | None:
         """What to write before closing a connection that sent a frame over `limit`."""
         ...
 

@@ -19,12 +19,34 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from spark_replica.errors import ProtocolError
 from spark_replica.wire.bounds import bounded_count
 
 Buffer = bytes | bytearray | memoryview
+BUFFER_TYPES = (bytes, bytearray, memoryview)
+
+
+class StoredBytes(Protocol):
+    """Bytes a message carries by reference whatever their size, read or sent only when
+    the message is written: `count` bytes of a file from `offset`, sent as stored
+    (spark_replica/file_region.py; the codecs leave it to the transport, being I/O)."""
+
+    offset: int
+    count: int
+
+    def __len__(self) -> int: ...
+
+    def fileno(self) -> int: ...
+
+    def read(self) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+# What an encoded message is made of.
+Chunk = Buffer | StoredBytes
 T = TypeVar("T")
 
 _INT8 = struct.Struct(">b")
@@ -51,33 +73,37 @@ class Writer:
     The encoded message is ``buffers()``: small fields accumulate in a bytearray, and a
     bytes or records field of `large_field_bytes` or more becomes a buffer of its own,
     so that record batches reach the socket without being joined into the message.
+    A records field may also hold StoredBytes (ranges of a file), kept by reference
+    whatever their size and read or sent only when the message is written.
     """
 
     __slots__ = ("_chunks", "_large_field_bytes", "_size_of_chunks", "buf")
 
     def __init__(self, large_field_bytes: int = LARGE_FIELD_BYTES) -> None:
         self.buf = bytearray()
-        self._chunks: list[Buffer] = []
+        self._chunks: list[Chunk] = []
         self._size_of_chunks = 0
         self._large_field_bytes = large_field_bytes
 
     def __len__(self) -> int:
         return self._size_of_chunks + len(self.buf)
 
-    def buffers(self) -> list[Buffer]:
+    def buffers(self) -> list[Chunk]:
         return [*self._chunks, self.buf]
 
     def getvalue(self) -> bytes:
-        return b"".join(self.buffers())
+        return b"".join(
+            chunk if isinstance(chunk, BUFFER_TYPES) else chunk.read() for chunk in self.buffers()
+        )
 
     def extend(self, other: Writer) -> None:
         """Append everything `other` has encoded, its large buffers by reference."""
         for chunk in other.buffers():
             self.raw(chunk)
 
-    def raw(self, data: Buffer) -> None:
-        """Append bytes as they are, by reference when large."""
-        if len(data) >= self._large_field_bytes:
+    def raw(self, data: Chunk) -> None:
+        """Append bytes as they are, by reference when large (StoredBytes always)."""
+        if not isinstance(data, BUFFER_TYPES) or len(data) >= self._large_field_bytes:
             self._chunks.append(self.buf)
             self._chunks.append(data)
             self._size_of_chunks += len(self.buf) + len(data)
@@ -193,7 +219,7 @@ class Writer:
             raise ProtocolError("a non-nullable bytes field holds None")
         self.compact_bytes(value)
 
-    def records(self, value: Buffer | Sequence[Buffer] | None) -> None:
+    def records(self, value: Buffer | Sequence[Chunk] | None) -> None:
         """Record batches: one buffer or several, each written by reference when large."""
         if value is None or isinstance(value, bytes | bytearray | memoryview):
             self.bytes_(value)
@@ -202,7 +228,7 @@ class Writer:
         for part in value:
             self.raw(part)
 
-    def compact_records(self, value: Buffer | Sequence[Buffer] | None) -> None:
+    def compact_records(self, value: Buffer | Sequence[Chunk] | None) -> None:
         if value is None or isinstance(value, bytes | bytearray | memoryview):
             self.compact_bytes(value)
             return

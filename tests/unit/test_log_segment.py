@@ -43,7 +43,8 @@ def filled_segment(directory: Path, count: int = 10) -> LogSegment:
 def headers_read(segment: LogSegment, offset: int, max_bytes: int, max_offset: int) -> list[int]:
     located = segment.locate(offset)
     assert located is not None
-    data, _ = segment.read_batches(located, max_bytes, max_offset, whole_first=True)
+    start, end = segment.batch_range(located, max_bytes, max_offset, whole_first=True)
+    data = segment.read_range(start, end)
     return [header.base_offset for header, _ in iter_batches(data)]
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from spark_replica.errors import ProtocolError
 from spark_replica.wire.kafka.versions import REQUESTS, RESPONSES, is_flexible
-from spark_replica.wire.primitives import Buffer, Reader, Writer
+from spark_replica.wire.primitives import Buffer, Chunk, Reader, Writer
 from spark_replica.wire.request_header import RequestHeader
 from spark_replica.wire.schema import Data
 
@@ -42,7 +42,7 @@ def response_header_is_flexible(api_key: int, version: int) -> bool:
 
 def encode_request(
     api_key: int, version: int, correlation_id: int, client_id: str | None, body: Any
-) -> list[Buffer]:
+) -> list[Chunk]:
     """A whole request frame as buffers to write in order, size prefix first."""
     writer = Writer()
     write_request_header(writer, RequestHeader(api_key, version, correlation_id, client_id))
@@ -50,7 +50,7 @@ def encode_request(
     return [SIZE.pack(len(writer)), *writer.buffers()]
 
 
-def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> list[Buffer]:
+def encode_response(api_key: int, version: int, correlation_id: int, body: Any) -> list[Chunk]:
     """A whole response frame as buffers to write in order, size prefix first."""
     writer = Writer()
     writer.int32(correlation_id)

@@ -12,10 +12,12 @@ fetch offset, and the client skips the records below it).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from spark_replica.wire.native.apis import ApiKey
 from spark_replica.wire.native.table import ERROR, per_topic, wire_field
+from spark_replica.wire.primitives import Chunk
 from spark_replica.wire.schema import Tabled, tabled
 
 CONSUMER_REPLICA_ID = -1
@@ -69,7 +71,9 @@ class FetchPartitionResult:
     high_watermark: int = -1
     log_start_offset: int = -1
     log_end_offset: int = -1
-    records: bytes | memoryview = b""
+    # Decoded: a view of the frame. Answered: bytes, or the log's ranges as stored (a
+    # broker's consumer fetch), written one after another as one records field.
+    records: bytes | memoryview | Sequence[Chunk] = b""
 
 
 @dataclass(slots=True)

@@ -13,10 +13,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from spark_replica.wire.primitives import Reader, Writer
+from spark_replica.wire.primitives import Chunk, Reader, Writer
 from spark_replica.wire.request_header import RequestHeader
-
-Buffer = bytes | bytearray | memoryview
 
 SIZE = struct.Struct(">i")
 SIZE_BYTES = SIZE.size
@@ -52,7 +50,7 @@ class ResponseHeader:
         return cls(correlation_id, error_code, message)
 
 
-def encode_request(header: RequestHeader, body: Writer) -> list[Buffer]:
+def encode_request(header: RequestHeader, body: Writer) -> list[Chunk]:
     """The whole request frame as buffers to write in order (size prefix first)."""
     writer = Writer(NATIVE_LARGE_FIELD_BYTES)
     header.write(writer)
@@ -60,7 +58,7 @@ def encode_request(header: RequestHeader, body: Writer) -> list[Buffer]:
     return [SIZE.pack(len(writer)), *writer.buffers()]
 
 
-def encode_response(header: ResponseHeader, body: Writer | None) -> list[Buffer]:
+def encode_response(header: ResponseHeader, body: Writer | None) -> list[Chunk]:
     """The whole response frame as buffers; the body is left out when there is an error."""
     writer = Writer(NATIVE_LARGE_FIELD_BYTES)
     header.write(writer)
