@@ -436,7 +436,7 @@ class Partition:
     ) -> list[bytes | FileRegion]:
         """A consumer's read (below the HW), with large ranges left in the file to be sent
         as stored (Log.read_stored). Only committed batches are read this way: a replica
-        truncates only above its HW (but after an unclean election), so what the ranges
+        truncates only above its HW (except after an unclean election), so what the ranges
         hold stays what was read; a range found short ends its connection (file_region)."""
         self.require_leader()
         self.check_leader_epoch(current_leader_epoch)
