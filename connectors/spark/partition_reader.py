@@ -21,8 +21,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import InputPartition
 
 from connectors.spark.avro import AvroCodec
@@ -173,6 +173,7 @@ class RangeRows:
         self.part = part
         self.tp = TopicPartition(part.topic, part.partition)
         self.schema = arrow_source_schema(part.include_headers)
+        self.columns = RowColumns(self.tp, self.schema)
         self.avro_schema = (
             None
             if part.avro is None
@@ -213,7 +214,7 @@ class RangeRows:
     def _rows(
         self, first_offset: int, timestamp_type: int, records: pa.RecordBatch
     ) -> pa.RecordBatch:
-        rows = payload_to_rows(records, self.tp, first_offset, timestamp_type, self.schema)
+        rows = self.columns.rows(records, first_offset, timestamp_type)
         if self.part.avro is None or self.avro_schema is None:
             return rows
         offsets = rows.column("offset").to_pylist()
@@ -224,40 +225,60 @@ class RangeRows:
         return pa.RecordBatch.from_arrays(columns, schema=self.avro_schema)
 
 
-def payload_to_rows(
-    records: pa.RecordBatch,
-    tp: TopicPartition,
-    first_offset: int,
-    timestamp_type: int,
-    schema: pa.Schema,
-) -> pa.RecordBatch:
-    """Spark's rows for consecutive records of one partition, column-wise (no row loop)."""
-    count = records.num_rows
-    names = records.schema.names
-    # Typed scalars: pyarrow infers a bare int's type by trying to import dateutil, and
-    # where that is not installed every call pays a failed import (~0.1 ms).
-    offsets = pc.add(
-        pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), count)),
-        pa.scalar(first_offset - 1, pa.int64()),
-    )
-    columns = [
-        _binary(records.column("key")),
-        _binary(records.column("value")),
-        pa.repeat(pa.scalar(tp.topic, pa.string()), count),
-        pa.repeat(pa.scalar(tp.partition, pa.int32()), count),
-        offsets,
-        records.column("timestamp").cast(SPARK_TIMESTAMP),
-        pa.repeat(pa.scalar(timestamp_type, pa.int32()), count),
-    ]
-    if "headers" in schema.names:
-        if "headers" in names:
-            headers = records.column("headers")
-            columns.append(
-                headers if headers.type == ARROW_HEADERS_TYPE else headers.cast(ARROW_HEADERS_TYPE)
+class RowColumns:
+    """Spark's rows for consecutive records of one partition, column-wise (no row loop).
+
+    The topic, partition and timestamp type are the same for every row of a range: their
+    columns are built once, as long as the longest batch yet, and each batch takes a
+    slice of them (zero-copy), where building them per batch cost about 80 of the 180
+    microseconds a 10,000-row batch took. Offsets come from numpy's arange, a sixth of
+    the cost of a cumulative sum over ones.
+    """
+
+    def __init__(self, tp: TopicPartition, schema: pa.Schema) -> None:
+        self.tp = tp
+        self.schema = schema
+        self._constant: dict[int, tuple[pa.Array, pa.Array, pa.Array]] = {}
+
+    def rows(
+        self, records: pa.RecordBatch, first_offset: int, timestamp_type: int
+    ) -> pa.RecordBatch:
+        count = records.num_rows
+        topic, partition, timestamp_types = self._constants(count, timestamp_type)
+        columns = [
+            _binary(records.column("key")),
+            _binary(records.column("value")),
+            topic,
+            partition,
+            pa.array(np.arange(first_offset, first_offset + count, dtype=np.int64)),
+            records.column("timestamp").cast(SPARK_TIMESTAMP),
+            timestamp_types,
+        ]
+        if "headers" in self.schema.names:
+            if "headers" in records.schema.names:
+                headers = records.column("headers")
+                columns.append(
+                    headers
+                    if headers.type == ARROW_HEADERS_TYPE
+                    else headers.cast(ARROW_HEADERS_TYPE)
+                )
+            else:
+                columns.append(pa.nulls(count, ARROW_HEADERS_TYPE))
+        return pa.RecordBatch.from_arrays(columns, schema=self.schema)
+
+    def _constants(self, count: int, timestamp_type: int) -> tuple[pa.Array, pa.Array, pa.Array]:
+        """The constant columns, `count` rows long (slices of cached ones)."""
+        cached = self._constant.get(timestamp_type)
+        if cached is None or len(cached[0]) < count:
+            # Typed scalars: pyarrow infers a bare int's type by trying to import
+            # dateutil, and where that is not installed every call pays a failed import.
+            cached = self._constant[timestamp_type] = (
+                pa.repeat(pa.scalar(self.tp.topic, pa.string()), count),
+                pa.repeat(pa.scalar(self.tp.partition, pa.int32()), count),
+                pa.repeat(pa.scalar(timestamp_type, pa.int32()), count),
             )
-        else:
-            columns.append(pa.nulls(count, ARROW_HEADERS_TYPE))
-    return pa.RecordBatch.from_arrays(columns, schema=schema)
+        topic, partition, timestamp_types = cached
+        return topic.slice(0, count), partition.slice(0, count), timestamp_types.slice(0, count)
 
 
 def _binary(column: pa.Array) -> pa.Array:

@@ -12,7 +12,7 @@ from connectors.spark.partition_reader import (
 )
 from spark_replica.client import FetchedRecords
 from spark_replica.client.fetched import take_records
-from spark_replica.records import TIMESTAMP_TYPE_LOG_APPEND, build_batch
+from spark_replica.records import TIMESTAMP_TYPE_LOG_APPEND, build_batch, decode_payload
 from spark_replica.topics import TopicPartition
 
 TOPIC = "t"
@@ -78,3 +78,22 @@ def test_a_run_of_small_batches_stops_at_sparks_batch_size() -> None:
     pieces = rows_of(fetched, 0, batches * size)
     assert [p.num_rows for p in pieces] == [COALESCED_ROWS, 2 * size]
     assert pa.Table.from_batches(pieces).column("offset").to_pylist() == list(range(batches * size))
+
+
+def test_constant_columns_are_right_whatever_the_order_of_batch_sizes_and_types() -> None:
+    """The topic, partition and timestamp type columns are cached and sliced per batch:
+    a longer batch after a shorter one, a shorter after a longer, and a second timestamp
+    type must each still get full, correct columns."""
+    part = RangePartition(TOPIC, 3, 0, 10**6, "127.0.0.1:1", True, False, 1000)
+    rows = RangeRows(part)
+    first = 0
+    for count, timestamp_type in [(5, 0), (3000, 0), (2, 1), (12, 0), (4000, 1)]:
+        records = decode_payload(stored(first, count))
+        batch = rows.columns.rows(records, first, timestamp_type)
+        assert batch.num_rows == count
+        assert batch.column("offset").to_pylist() == list(range(first, first + count))
+        assert batch.column("topic").to_pylist() == [TOPIC] * count
+        assert batch.column("partition").to_pylist() == [3] * count
+        assert batch.column("timestampType").to_pylist() == [timestamp_type] * count
+        assert batch.column("value").to_pylist() == [str(first + i).encode() for i in range(count)]
+        first += count
