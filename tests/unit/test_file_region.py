@@ -139,9 +139,10 @@ async def serve_once(
             await answer(stream)
         except Exception as exc:
             outcome.set_result(exc)
-            stream.transport.close()
         else:
             outcome.set_result(None)
+        finally:
+            stream.transport.close()
 
     def on_stream(stream: FrameStream) -> None:
         asyncio.get_running_loop().create_task(write(stream))
@@ -173,6 +174,7 @@ def test_a_frame_with_stored_ranges_arrives_whole(tmp_path: Path, loop_name: str
         expected = b"head" + b"".join(content[s : s + c] for s, c in ranges) + b"tail"
         assert bytes(frame) == expected
         client.transport.close()
+        await asyncio.sleep(0.05)  # the transports' close callbacks run before the loop ends
 
     run_on(loop_name, main)
     # asyncio's sendfile leaves the shared file position where the last range ended;
@@ -204,6 +206,7 @@ def test_a_range_truncated_before_it_is_sent_ends_the_connection(
         with pytest.raises(ConnectionLostError):
             await client.read_frame()
         client.transport.close()
+        await asyncio.sleep(0.05)  # the transports' close callbacks run before the loop ends
 
     run_on(loop_name, main)
     os.close(fd)
