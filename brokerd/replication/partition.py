@@ -422,14 +422,8 @@ class Partition:
         self, fetch_offset: int, max_bytes: int, *, current_leader_epoch: int, for_replica: bool
     ) -> bytes:
         """Batches from `fetch_offset`: below the HW for consumers, below the LEO for replicas."""
-        self.require_leader()
-        self.check_leader_epoch(current_leader_epoch)
-        log_end = self.log.log_end_offset
-        if fetch_offset == log_end and max_bytes > 0:
-            # Nothing past the log end: the answer of most partitions of an idle fetch.
-            return b""
-        limit = log_end if for_replica else self.high_watermark
-        return self.log.read(fetch_offset, max_bytes, max_offset=limit)
+        limit = self._read_limit(fetch_offset, max_bytes, current_leader_epoch, for_replica)
+        return b"" if limit is None else self.log.read(fetch_offset, max_bytes, max_offset=limit)
 
     def read_stored(
         self, fetch_offset: int, max_bytes: int, *, current_leader_epoch: int, region_bytes: int
@@ -438,13 +432,25 @@ class Partition:
         as stored (Log.read_stored). Only committed batches are read this way: a replica
         truncates only above its HW (except after an unclean election), so what the ranges
         hold stays what was read; a range found short ends its connection (file_region)."""
-        self.require_leader()
-        self.check_leader_epoch(current_leader_epoch)
-        if fetch_offset == self.log.log_end_offset and max_bytes > 0:
+        limit = self._read_limit(fetch_offset, max_bytes, current_leader_epoch, for_replica=False)
+        if limit is None:
             return []
         return self.log.read_stored(
-            fetch_offset, max_bytes, max_offset=self.high_watermark, region_bytes=region_bytes
+            fetch_offset, max_bytes, max_offset=limit, region_bytes=region_bytes
         )
+
+    def _read_limit(
+        self, fetch_offset: int, max_bytes: int, current_leader_epoch: int, for_replica: bool
+    ) -> int | None:
+        """The offset a read stops below (the HW for consumers, the LEO for replicas), once
+        leadership and the epoch are checked; None when nothing lies past the fetch offset."""
+        self.require_leader()
+        self.check_leader_epoch(current_leader_epoch)
+        log_end = self.log.log_end_offset
+        if fetch_offset == log_end and max_bytes > 0:
+            # Nothing past the log end: the answer of most partitions of an idle fetch.
+            return None
+        return log_end if for_replica else self.high_watermark
 
     @property
     def change_waiters(self) -> int:

@@ -171,9 +171,9 @@ class RangeRows:
 
     def __init__(self, part: RangePartition) -> None:
         self.part = part
-        self.tp = TopicPartition(part.topic, part.partition)
-        self.schema = arrow_source_schema(part.include_headers)
-        self.columns = RowColumns(self.tp, self.schema)
+        self.columns = RowColumns(
+            TopicPartition(part.topic, part.partition), arrow_source_schema(part.include_headers)
+        )
         self.avro_schema = (
             None
             if part.avro is None
