@@ -81,7 +81,9 @@ class Broker:
             config.host,
             config.port,
             config.max_frame_bytes,
-            Dispatch(NativeDialect(self.ctx, self.logins), self.logins),
+            Dispatch(
+                NativeDialect(self.ctx, self.logins), self.logins, self.metrics.request_errors
+            ),
             self.metrics.listener(REPLOG_LISTENER),
         )
         binds = config.bind_endpoints()
@@ -95,7 +97,11 @@ class Broker:
                 binds[KAFKA].host,
                 binds[KAFKA].port,
                 config.max_frame_bytes,
-                Dispatch(KafkaDialect(self.ctx, self.logins, self.groups), self.logins),
+                Dispatch(
+                    KafkaDialect(self.ctx, self.logins, self.groups),
+                    self.logins,
+                    self.metrics.request_errors,
+                ),
                 self.metrics.listener(KAFKA_LISTENER),
             )
         self.metrics_server: MetricsServer | None = None

@@ -14,6 +14,7 @@ from brokerd.metrics.registry import (
     REPLOG_LISTENER,
     BrokerMetrics,
     ListenerRequests,
+    RequestErrors,
 )
 
 __all__ = [
@@ -22,4 +23,5 @@ __all__ = [
     "BrokerMetrics",
     "ListenerRequests",
     "MetricsServer",
+    "RequestErrors",
 ]

@@ -22,12 +22,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kazoo.client import KazooState
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+)
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from brokerd.metrics.api_names import KAFKA_API_NAMES, UNKNOWN_API, api_name
+from brokerd.metrics.error_names import error_name
 from brokerd.metrics.health import isr_change
 
 # A broker's counters start with its process: `_created` series would only repeat that.
@@ -94,6 +101,20 @@ class ListenerRequests:
         return latencies
 
 
+class RequestErrors:
+    """Error codes answered, per API and error, both listeners together: Kafka's
+    ErrorsPerSec. Counted by the one dispatch (brokerd/serving/dispatch.py) for every
+    non-zero code a response carries, top-level or per partition (owned by the event loop).
+    """
+
+    def __init__(self, table: dict[tuple[str, str], int]) -> None:
+        self._table = table  # (request, error) -> answers that carried it
+
+    def count(self, api_key: int, code: int) -> None:
+        key = (api_name(api_key), error_name(code))
+        self._table[key] = self._table.get(key, 0) + 1
+
+
 @dataclass(slots=True)
 class TopicTraffic:
     """One topic's BrokerTopicMetrics, as plain counts (owned by the event loop)."""
@@ -107,9 +128,13 @@ class TrafficCollector(Collector):
     """The request and topic counts, as Prometheus families, at scrape time."""
 
     def __init__(
-        self, requests: dict[tuple[str, str], Latencies], topics: dict[str, TopicTraffic]
+        self,
+        requests: dict[tuple[str, str], Latencies],
+        errors: dict[tuple[str, str], int],
+        topics: dict[str, TopicTraffic],
     ) -> None:
         self._requests = requests
+        self._errors = errors
         self._topics = topics
 
     def collect(self) -> Iterator[Metric]:
@@ -131,8 +156,17 @@ class TrafficCollector(Collector):
         for (request, listener), latencies in sorted(self._requests.items()):
             count.add_metric([request, listener], latencies.count)
             time_ms.add_metric([request, listener], latencies.cumulative(), latencies.total_ms)
+        errors = CounterMetricFamily(
+            "kafka_network_requestmetrics_errors",
+            "Error codes answered, per API and Kafka error name, both listeners together "
+            "(a response with an error for each of three partitions counts three).",
+            labels=["request", "error"],
+        )
+        for (request, error), answered in sorted(self._errors.items()):
+            errors.add_metric([request, error], answered)
         yield count
         yield time_ms
+        yield errors
 
     def _topic_families(self) -> Iterator[Metric]:
         def per_topic(name: str, documentation: str) -> CounterMetricFamily:
@@ -197,8 +231,10 @@ class BrokerMetrics:
             registry=registry,
         )
         self._requests: dict[tuple[str, str], Latencies] = {}
+        errors: dict[tuple[str, str], int] = {}
+        self.request_errors = RequestErrors(errors)
         self._topics: dict[str, TopicTraffic] = {}
-        registry.register(TrafficCollector(self._requests, self._topics))
+        registry.register(TrafficCollector(self._requests, errors, self._topics))
         self.zookeeper_state = "lost"  # no session until the broker connects
 
     def listener(self, name: str) -> ListenerRequests:

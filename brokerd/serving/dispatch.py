@@ -10,6 +10,12 @@ What differs between replog's protocol and Kafka's is the Dialect: how a header 
 body are read, how an answer is written, and how each refusal looks on its wire (replog
 answers every refusal with a header-only error; Kafka's clients get UNSUPPORTED_VERSION
 or a closed connection). The loop itself is written once, here.
+
+Every error answered is counted here, once for both dialects, under its API and Kafka
+error name (brokerd/metrics/registry.py, RequestErrors): the codes a response carries
+(response_errors.py finds them in either dialect's layout), a handler's typed failure,
+an unsupported version and a body that does not decode. A refusal before login and a
+failed login step are logged by the server, not counted.
 """
 
 from __future__ import annotations
@@ -22,10 +28,17 @@ from typing import Any, Protocol
 
 from brokerd.core.deferred import Deferred
 from brokerd.core.produce import UnansweredProduceFailed
+from brokerd.metrics import RequestErrors
 from brokerd.serving.answer import CLOSE, Answer
 from brokerd.serving.connection_state import SASL_STEPS, Admission, Phase, admission
+from brokerd.serving.response_errors import error_codes
 from brokerd.serving.server import FIXED_HEADER_BYTES, Connection, Logins
-from spark_replica.errors import ProtocolError
+from spark_replica.errors import (
+    InvalidRequestError,
+    ProtocolError,
+    UnsupportedVersionError,
+    code_of,
+)
 from spark_replica.transport import Frame, OversizedFrame
 from spark_replica.wire.primitives import Chunk, Reader
 from spark_replica.wire.request_header import RequestHeader
@@ -87,9 +100,10 @@ class Dialect(Protocol):
 class Dispatch:
     """A listener's dispatch: the one loop, driven by its dialect."""
 
-    def __init__(self, dialect: Dialect, logins: Logins) -> None:
+    def __init__(self, dialect: Dialect, logins: Logins, errors: RequestErrors) -> None:
         self.dialect = dialect
         self.logins = logins
+        self.errors = errors
 
     def oversized_answer(self, frame: OversizedFrame, limit: int) -> Sequence[Chunk] | None:
         return self.dialect.oversized_answer(frame, limit)
@@ -110,10 +124,12 @@ class Dispatch:
         reader = Reader(frame)
         header = dialect.read_header(reader)
         if verdict is Admission.UNSUPPORTED:
+            self.errors.count(header.api_key, UnsupportedVersionError.code)
             return dialect.unsupported(connection, header)
         try:
             body = dialect.decode(header, reader)
         except ProtocolError as exc:
+            self.errors.count(header.api_key, InvalidRequestError.code)
             return dialect.malformed(connection, header, exc)
         if header.api_key in SASL_STEPS:
             return await dialect.login(connection, header, body)
@@ -123,6 +139,7 @@ class Dispatch:
             logger.info("closing connection from %s: %s", connection.ip, exc)
             return CLOSE
         except Exception as exc:
+            self.errors.count(header.api_key, code_of(exc))
             return dialect.failed(connection, header, body, exc)
         if isinstance(response, Deferred):
             rest = self._rest(connection, header, body, response)
@@ -137,11 +154,14 @@ class Dispatch:
         try:
             response = await deferred.rest
         except Exception as exc:
+            self.errors.count(header.api_key, code_of(exc))
             return self.dialect.failed(connection, header, body, exc)
         return self._encoded(header, response)
 
     def _encoded(self, header: RequestHeader, response: Any) -> Answer:
-        """A handler's response on the wire (None: nothing is sent)."""
+        """A handler's response on the wire (None: nothing is sent), its errors counted."""
         if response is None:
             return Answer(None)
+        for code in error_codes(response):
+            self.errors.count(header.api_key, code)
         return self.dialect.encode(header, response)

@@ -1,0 +1,130 @@
+"""The metrics operators alert on, scraped from a real 2-broker cluster after Kafka
+clients produced and a consumer group committed: errors per API and error code (counted
+once, whichever listener answered), the process collector, replica fetcher lag, and
+consumer-group lag on the group's coordinator."""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
+
+from spark_replica.client.connection import BrokerConnection
+from spark_replica.errors import UnknownTopicOrPartitionError
+from spark_replica.records import build_batch
+from spark_replica.tools.launcher.brokers import BrokerProcess
+from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
+from spark_replica.wire.native.produce import ProducePartition, ProduceRequest, ProduceTopic
+from tests.kafka.clients import flush, kafka_consumer, kafka_producer, wait_for_topic
+from tests.support import BrokerFactory, create, run, start_cluster
+
+pytestmark = pytest.mark.slow
+
+T = TypeVar("T")
+TOPIC = "orders"
+GROUP = "audit"
+PRODUCED = {0: 20, 1: 10}  # partition -> records
+COMMITTED = {0: 5, 1: 10}  # partition -> the group's committed offset
+ERRORS = "kafka_network_requestmetrics_errors_total"
+
+
+@pytest.fixture(scope="module")
+def cluster(
+    zookeeper: EmbeddedZooKeeper, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[BrokerFactory]:
+    """Two brokers, a topic replicated on both, records produced and a group's commits,
+    all through the Kafka listener by a Kafka client."""
+    factory = BrokerFactory(
+        f"{zookeeper.connect_string}/test-{uuid.uuid4().hex[:12]}",
+        tmp_path_factory.mktemp("metrics-alerting"),
+    )
+    try:
+        start_cluster(factory, count=2)
+        run(create(factory.bootstrap, TOPIC, partitions=2, rf=2))
+        kafka = factory.kafka_bootstrap()
+        wait_for_topic(kafka, TOPIC, len(PRODUCED))
+        with kafka_producer({"bootstrap.servers": kafka, "linger.ms": 0}) as producer:
+            for partition, count in PRODUCED.items():
+                for i in range(count):
+                    producer.produce(TOPIC, value=f"r{i}".encode(), partition=partition)
+            flush(producer)
+        consumer_config = {"bootstrap.servers": kafka, "group.id": GROUP}
+        with kafka_consumer(consumer_config) as consumer:
+            commits = [KafkaTopicPartition(TOPIC, p, o) for p, o in COMMITTED.items()]
+            consumer.commit(offsets=commits, asynchronous=False)
+        yield factory
+    finally:
+        factory.stop_all()
+
+
+def scrape(broker: BrokerProcess) -> list[Sample]:
+    assert broker.metrics_url is not None
+    with urllib.request.urlopen(broker.metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    return [s for family in text_string_to_metric_families(text) for s in family.samples]
+
+
+def scrape_all(cluster: BrokerFactory) -> dict[int, list[Sample]]:
+    return {broker_id: scrape(b) for broker_id, b in cluster.brokers.items()}
+
+
+def values(samples: list[Sample], name: str, **labels: str) -> list[float]:
+    """The values of the samples named `name` whose labels include these."""
+    return [s.value for s in samples if s.name == name and labels.items() <= s.labels.items()]
+
+
+def eventually(check: Callable[[], T | None], what: str, timeout_s: float = 30.0) -> T:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout_s} s")
+        time.sleep(0.3)
+
+
+def errors_total(cluster: BrokerFactory, request: str, error: str) -> float:
+    return sum(
+        sum(values(samples, ERRORS, request=request, error=error))
+        for samples in scrape_all(cluster).values()
+    )
+
+
+async def produce_to_missing_partition(broker: BrokerProcess) -> int:
+    """A native produce to a partition the topic does not have: its error code."""
+    connection = BrokerConnection(broker.host, broker.port)
+    await connection.connect()
+    try:
+        partition = ProducePartition(len(PRODUCED) + 5, build_batch(["lost"]))
+        request = ProduceRequest(1, 10_000, [ProduceTopic(TOPIC, [partition])])
+        response = await connection.send(request)
+    finally:
+        await connection.close()
+    return int(response.topics[0].partitions[0].error_code)
+
+
+def test_errors_are_counted_once_per_api_and_error_whichever_listener_answers(
+    cluster: BrokerFactory,
+) -> None:
+    produce_before = errors_total(cluster, "Produce", "UNKNOWN_TOPIC_OR_PARTITION")
+    create_before = errors_total(cluster, "CreateTopics", "TOPIC_ALREADY_EXISTS")
+
+    code = run(produce_to_missing_partition(cluster.brokers[1]))
+    assert code == UnknownTopicOrPartitionError.code
+    admin = AdminClient({"bootstrap.servers": cluster.kafka_bootstrap()})
+    created = admin.create_topics([NewTopic(TOPIC, 2, 2)], request_timeout=20)
+    with pytest.raises(KafkaException, match="TOPIC_ALREADY_EXISTS"):
+        created[TOPIC].result(timeout=30)
+
+    assert errors_total(cluster, "Produce", "UNKNOWN_TOPIC_OR_PARTITION") == produce_before + 1
+    assert errors_total(cluster, "CreateTopics", "TOPIC_ALREADY_EXISTS") == create_before + 1
