@@ -27,6 +27,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    ProcessCollector,
     disable_created_metrics,
 )
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily, Metric
@@ -190,6 +191,9 @@ class BrokerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         registry = self.registry
+        # The standard process_* series (CPU seconds, resident and virtual memory, open
+        # and maximum file descriptors, start time), read from /proc at each scrape.
+        ProcessCollector(registry=registry)
         self.isr_shrinks = Counter(
             "kafka_server_replicamanager_isrshrinks",
             "Times the ISR of a partition led here lost a member.",

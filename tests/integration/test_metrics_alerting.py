@@ -128,3 +128,12 @@ def test_errors_are_counted_once_per_api_and_error_whichever_listener_answers(
 
     assert errors_total(cluster, "Produce", "UNKNOWN_TOPIC_OR_PARTITION") == produce_before + 1
     assert errors_total(cluster, "CreateTopics", "TOPIC_ALREADY_EXISTS") == create_before + 1
+
+
+def test_each_broker_serves_the_standard_process_metrics(cluster: BrokerFactory) -> None:
+    for broker_id, samples in scrape_all(cluster).items():
+        served = {s.name: s.value for s in samples if s.name.startswith("process_")}
+        assert served["process_cpu_seconds_total"] > 0, broker_id
+        assert served["process_resident_memory_bytes"] > 1_000_000, broker_id
+        assert 0 < served["process_open_fds"] < served["process_max_fds"], broker_id
+        assert time.time() - 600 < served["process_start_time_seconds"] <= time.time()
