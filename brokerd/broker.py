@@ -108,7 +108,10 @@ class Broker:
         if METRICS in binds:
             self.metrics.registry.register(
                 BrokerStateCollector(
-                    self.replicas, lambda: self._controller, lambda: self.metrics.zookeeper_state
+                    self.replicas,
+                    self.ctx.fetchers,
+                    lambda: self._controller,
+                    lambda: self.metrics.zookeeper_state,
                 )
             )
             self.metrics_server = MetricsServer(

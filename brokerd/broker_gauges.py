@@ -20,6 +20,7 @@ from brokerd.metrics.registry import SESSION_STATES
 
 if TYPE_CHECKING:
     from brokerd.controller.controller import Controller
+    from brokerd.replication.replica_fetcher import ReplicaFetcherManager
     from brokerd.replication.replica_manager import ReplicaManager
 
 PARTITION_LABELS = ["topic", "partition"]
@@ -30,15 +31,18 @@ class BrokerStateCollector(Collector):
     def __init__(
         self,
         replicas: ReplicaManager,
+        fetchers: ReplicaFetcherManager,
         controller: Callable[[], Controller | None],
         zookeeper_state: Callable[[], str],
     ) -> None:
         self._replicas = replicas
+        self._fetchers = fetchers
         self._controller = controller
         self._zookeeper_state = zookeeper_state
 
     def collect(self) -> Iterator[Metric]:
         yield from self._replica_metrics()
+        yield from self._fetcher_lag()
         yield from self._controller_metrics()
         yield self._session_state()
 
@@ -99,6 +103,24 @@ class BrokerStateCollector(Collector):
             yield GaugeMetricFamily(
                 f"kafka_server_replicamanager_{name}", documentation, value=value
             )
+
+    def _fetcher_lag(self) -> Iterator[Metric]:
+        """The follower's side of replication: how far each followed partition is
+        behind its leader (the leader's own view is the ISR)."""
+        lag = GaugeMetricFamily(
+            "kafka_server_fetcherlagmetrics_consumerlag",
+            "Offsets this follower's log end is behind its leader's, per followed partition.",
+            labels=PARTITION_LABELS,
+        )
+        lags = self._fetchers.lags()
+        for tp, behind in sorted(lags.items()):
+            lag.add_metric([tp.topic, str(tp.partition)], behind)
+        yield lag
+        yield GaugeMetricFamily(
+            "kafka_server_replicafetchermanager_maxlag",
+            "The largest lag of any partition this broker follows (0 when none).",
+            value=max(lags.values(), default=0),
+        )
 
     def _controller_metrics(self) -> Iterator[Metric]:
         controller = self._controller()

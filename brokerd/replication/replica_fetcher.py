@@ -13,6 +13,10 @@ leader's log start it restarts its log there; otherwise it is ahead of the leade
 truncates by leader epoch again. Errors that mean "the leader moved" (NOT_LEADER, fenced
 or unknown epoch) pause that partition until the controller's next LeaderAndIsr says
 where to fetch from.
+
+Each answer also carries the leader's log end offset: kept per followed partition, it
+gives the follower's lag (Kafka's FetcherLagMetrics ConsumerLag), the leader's end as
+of the last answer minus the follower's end now, which the metrics read at scrape time.
 """
 
 from __future__ import annotations
@@ -53,6 +57,14 @@ ERROR_BACKOFF_S = 0.2
 class FollowedPartition:
     partition: Partition
     needs_truncation: bool = True
+    leader_log_end_offset: int | None = None  # from the last answer; None before one
+
+    @property
+    def lag(self) -> int | None:
+        """Offsets the follower is behind the leader's last answer (None before it)."""
+        if self.leader_log_end_offset is None:
+            return None
+        return max(0, self.leader_log_end_offset - self.partition.log.log_end_offset)
 
 
 def truncation_for(partition: Partition, leader_epoch: int, leader_end_offset: int) -> Truncation:
@@ -217,6 +229,7 @@ class ReplicaFetcher:
                         followed.needs_truncation = True
                     continue
                 p.append_as_follower(result.records, result.high_watermark, now_ms())
+                followed.leader_log_end_offset = result.log_end_offset
         if paused:
             await asyncio.sleep(ERROR_BACKOFF_S)
 
@@ -251,6 +264,16 @@ class ReplicaFetcherManager:
                 self._retiring.add(retiring)
                 retiring.add_done_callback(self._retiring.discard)
         fetcher.add(partition, needs_truncation)
+
+    def lags(self) -> dict[TopicPartition, int]:
+        """Each followed partition's lag behind its leader, once the leader has answered."""
+        lags = {}
+        for fetcher in self.fetchers.values():
+            for tp, followed in fetcher.partitions.items():
+                lag = followed.lag
+                if lag is not None:
+                    lags[tp] = lag
+        return lags
 
     def unfollow(self, tp: TopicPartition) -> None:
         for fetcher in self.fetchers.values():

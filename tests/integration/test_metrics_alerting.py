@@ -25,7 +25,7 @@ from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
 from spark_replica.wire.native.produce import ProducePartition, ProduceRequest, ProduceTopic
 from tests.kafka.clients import flush, kafka_consumer, kafka_producer, wait_for_topic
-from tests.support import BrokerFactory, create, run, start_cluster
+from tests.support import BrokerFactory, create, leadership, run, start_cluster
 
 pytestmark = pytest.mark.slow
 
@@ -137,3 +137,27 @@ def test_each_broker_serves_the_standard_process_metrics(cluster: BrokerFactory)
         assert served["process_resident_memory_bytes"] > 1_000_000, broker_id
         assert 0 < served["process_open_fds"] < served["process_max_fds"], broker_id
         assert time.time() - 600 < served["process_start_time_seconds"] <= time.time()
+
+
+def test_followers_report_their_lag_behind_each_leader(cluster: BrokerFactory) -> None:
+    placement = {
+        int(str(p["partition"])): int(str(p["leader"]))
+        for p in run(leadership(cluster.bootstrap, TOPIC))
+    }
+
+    def caught_up() -> bool:
+        scraped = scrape_all(cluster)
+        for partition, leader in placement.items():
+            labels = {"topic": TOPIC, "partition": str(partition)}
+            for broker_id, samples in scraped.items():
+                lag = values(samples, "kafka_server_fetcherlagmetrics_consumerlag", **labels)
+                if broker_id == leader and lag:
+                    raise AssertionError(f"leader {leader} reports a fetcher lag: {lag}")
+                if broker_id != leader and lag != [0.0]:
+                    return False
+        return all(
+            values(samples, "kafka_server_replicafetchermanager_maxlag") == [0.0]
+            for samples in scraped.values()
+        )
+
+    eventually(caught_up, "every follower serving a lag of 0 for what it follows")

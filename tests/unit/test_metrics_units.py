@@ -17,6 +17,7 @@ from brokerd.metrics import REPLOG_LISTENER, BrokerMetrics, MetricsServer
 from brokerd.metrics.api_names import UNKNOWN_API, api_name
 from brokerd.metrics.health import cluster_health, isr_change, leader_health
 from brokerd.metrics.http_server import MAX_REQUEST_BYTES, answer_for
+from brokerd.replication.replica_fetcher import ReplicaFetcherManager
 from brokerd.replication.replica_manager import ReplicaManager
 from spark_replica.http_head import RequestLine, parse_request_line
 from spark_replica.topics import TopicPartition
@@ -196,7 +197,9 @@ def test_the_collector_reads_partitions_as_their_leader_sees_them(tmp_path: Path
     followed = manager.ensure_partition(TP1, {}, now_ms=0)
     followed.make_follower(2, 1, [2, 1], 1)
     metrics = manager.metrics
-    metrics.registry.register(BrokerStateCollector(manager, lambda: None, lambda: "connected"))
+    metrics.registry.register(
+        BrokerStateCollector(manager, ReplicaFetcherManager(1), lambda: None, lambda: "connected")
+    )
     text = metrics.registry.get_sample_value
     assert text("kafka_server_replicamanager_partitioncount", {}) == 2
     assert text("kafka_server_replicamanager_leadercount", {}) == 1

@@ -1,0 +1,40 @@
+"""Lag, from plain values: a follower's behind its leader, a group's behind the high
+watermark, and the gauges the scrape-time collector makes of them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from brokerd.broker_gauges import BrokerStateCollector
+from brokerd.config.broker import BrokerConfig
+from brokerd.replication.replica_fetcher import (
+    FollowedPartition,
+    ReplicaFetcher,
+    ReplicaFetcherManager,
+)
+from brokerd.replication.replica_manager import ReplicaManager
+from spark_replica.topics import TopicPartition
+
+TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+def test_a_followed_partition_lags_by_the_leaders_end_minus_its_own(tmp_path: Path) -> None:
+    manager = ReplicaManager(BrokerConfig(1, tmp_path, "h:1"))
+    followed = manager.ensure_partition(TP1, {}, now_ms=0)
+    followed.make_follower(2, 1, [2, 1], 1)
+    fetchers = ReplicaFetcherManager(1)
+    fetcher = fetchers.fetchers[2] = ReplicaFetcher(1, 2, ("h", 2))
+    fetcher.partitions[TP1] = FollowedPartition(followed, needs_truncation=False)
+    assert fetchers.lags() == {}  # the leader has not answered yet
+    fetcher.partitions[TP1].leader_log_end_offset = 25
+    assert fetchers.lags() == {TP1: 25}
+
+    metrics = manager.metrics
+    metrics.registry.register(
+        BrokerStateCollector(manager, fetchers, lambda: None, lambda: "connected")
+    )
+    sample = metrics.registry.get_sample_value
+    labels = {"topic": "t", "partition": "1"}
+    assert sample("kafka_server_fetcherlagmetrics_consumerlag", labels) == 25
+    assert sample("kafka_server_replicafetchermanager_maxlag", {}) == 25
+    manager.close()
