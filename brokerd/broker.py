@@ -19,7 +19,7 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable
 
-from brokerd.broker_gauges import BrokerStateCollector
+from brokerd.broker_gauges import BrokerStateCollector, ConsumerGroupCollector
 from brokerd.config.broker import BrokerConfig
 from brokerd.config.listeners import KAFKA, METRICS, REPLOG, Endpoint, advertise
 from brokerd.controller.controller import Controller, RebalanceSettings
@@ -114,6 +114,8 @@ class Broker:
                     lambda: self.metrics.zookeeper_state,
                 )
             )
+            if self.groups is not None:
+                self.metrics.registry.register(ConsumerGroupCollector(self.groups, self.replicas))
             self.metrics_server = MetricsServer(
                 self.metrics.registry,
                 binds[METRICS].host,

@@ -5,6 +5,10 @@ this broker hosts (and, on the controller, the controller's model of the cluster
 on the event loop that owns them, so every value in one scrape comes from the same
 moment and the request paths pay nothing for it. The rules for what counts as under-
 replicated, offline and so on are brokerd/metrics/health.py's.
+
+The group coordinator's consumer-group metrics take kafka-exporter's names
+(`kafka_consumergroup_*`), which Kafka dashboards and alerts already use; the rules
+for lag are brokerd/metrics/group_lag.py's.
 """
 
 from __future__ import annotations
@@ -15,11 +19,14 @@ from typing import TYPE_CHECKING
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from brokerd.metrics.group_lag import group_partition_offsets
 from brokerd.metrics.health import ClusterHealth, cluster_health, leader_health
 from brokerd.metrics.registry import SESSION_STATES
+from spark_replica.topics import TopicPartition
 
 if TYPE_CHECKING:
     from brokerd.controller.controller import Controller
+    from brokerd.groups.coordinator import GroupCoordinator
     from brokerd.replication.replica_fetcher import ReplicaFetcherManager
     from brokerd.replication.replica_manager import ReplicaManager
 
@@ -163,3 +170,53 @@ class BrokerStateCollector(Collector):
         for state in SESSION_STATES:
             family.add_metric([state], int(state == current))
         return family
+
+
+class ConsumerGroupCollector(Collector):
+    """The groups this broker coordinates: members, committed offsets and lag."""
+
+    def __init__(self, groups: GroupCoordinator, replicas: ReplicaManager) -> None:
+        self._groups = groups
+        self._replicas = replicas
+
+    def _high_watermark(self, tp: TopicPartition) -> int | None:
+        partition = self._replicas.partitions.get(tp)
+        return None if partition is None else partition.high_watermark
+
+    def collect(self) -> Iterator[Metric]:
+        labels = ["consumergroup", *PARTITION_LABELS]
+        current = GaugeMetricFamily(
+            "kafka_consumergroup_current_offset",
+            "The group's committed offset on the partition (coordinator only).",
+            labels=labels,
+        )
+        lag = GaugeMetricFamily(
+            "kafka_consumergroup_lag",
+            "High watermark minus the group's committed offset; only for partitions "
+            "hosted by the coordinator, whose high watermark it knows.",
+            labels=labels,
+        )
+        lag_sum = GaugeMetricFamily(
+            "kafka_consumergroup_lag_sum",
+            "The group's lag summed over the partitions of a topic it has lag for.",
+            labels=["consumergroup", "topic"],
+        )
+        sums: dict[tuple[str, str], int] = {}
+        rows = group_partition_offsets(self._groups.committed_offsets(), self._high_watermark)
+        for row in rows:
+            partition_labels = [row.group, row.tp.topic, str(row.tp.partition)]
+            current.add_metric(partition_labels, row.current_offset)
+            if row.lag is not None:
+                lag.add_metric(partition_labels, row.lag)
+                key = (row.group, row.tp.topic)
+                sums[key] = sums.get(key, 0) + row.lag
+        for (group, topic), total in sorted(sums.items()):
+            lag_sum.add_metric([group, topic], total)
+        members = GaugeMetricFamily(
+            "kafka_consumergroup_members",
+            "Members of the group (coordinator only; groups without members are left out).",
+            labels=["consumergroup"],
+        )
+        for group, count in sorted(self._groups.member_counts().items()):
+            members.add_metric([group], count)
+        yield from (current, lag, lag_sum, members)

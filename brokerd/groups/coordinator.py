@@ -23,9 +23,13 @@ other's commits.
 Offsets of empty groups expire (brokerd/groups/offset_expiry.py) in a task that looks at
 the groups this broker coordinates every offsets.retention.check.interval.ms.
 
-Committed offsets are not cached: OffsetFetch reads ZooKeeper. A coordinator that lost
+Committed offsets are not cached for answering: OffsetFetch reads ZooKeeper. A coordinator that lost
 a group and got it back may otherwise answer offsets another coordinator has since
 overwritten; fetches come once per assignment, so the read is cheap where it matters.
+What a group's commits here stored is kept only for its lag metrics (`committed_offsets`,
+read at scrape time, never answered to a client): refreshed by each commit and by each
+expiry check, which reads the group's offsets from ZooKeeper anyway, so a group that
+moved here shows its offsets after its next commit or check.
 """
 
 from __future__ import annotations
@@ -108,6 +112,8 @@ class _Entry:
     fence: int | None = None
     # Wall-clock ms when the group was seen to lose its last member (None: not seen).
     empty_since_ms: int | None = None
+    # The offsets last stored or read here, for the lag metrics only (see the top).
+    committed_offsets: dict[TopicPartition, int] = field(default_factory=dict)
 
 
 class GroupCoordinator:
@@ -369,12 +375,16 @@ class GroupCoordinator:
         async with entry.commit_lock:
             fence = await self._claim(group_id, entry)
             try:
-                return await _off_loop(
+                refused = await _off_loop(
                     group_store.write_offsets, self._zk(), group_id, commits, fence
                 )
             except NotCoordinatorError:
                 self._lose(group_id, entry)
                 raise
+        for tp, committed in commits.items():
+            if tp not in refused:
+                entry.committed_offsets[tp] = committed.offset
+        return refused
 
     async def _claim(self, group_id: str, entry: _Entry) -> int:
         """The group's fence for this coordinator's writes, claiming the group first if
@@ -391,6 +401,23 @@ class GroupCoordinator:
         if self._groups.get(group_id) is entry:
             logger.info("group %r was loaded by another coordinator; dropping it here", group_id)
             self._drop(group_id)
+
+    def committed_offsets(self) -> dict[str, Mapping[TopicPartition, int]]:
+        """The offsets each group coordinated here last stored or read, for its lag
+        metrics; groups that moved away and are not yet dropped are left out."""
+        return {
+            group_id: entry.committed_offsets
+            for group_id, entry in self._groups.items()
+            if entry.committed_offsets and self._is_mine(group_id)
+        }
+
+    def member_counts(self) -> dict[str, int]:
+        """Members of each group coordinated here that has any."""
+        return {
+            group_id: len(entry.group.members)
+            for group_id, entry in self._groups.items()
+            if entry.group.members and self._is_mine(group_id)
+        }
 
     async def committed(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
         self._check(group_id)
@@ -502,6 +529,7 @@ class GroupCoordinator:
                 subscribed = subscribed_topics(
                     m.metadata_for(protocol) for m in group.members.values()
                 )
+            entry.committed_offsets = {tp: c.offset for tp, c in offsets.items()}
             expired = expired_offsets(
                 offsets,
                 now_ms,
@@ -532,6 +560,8 @@ class GroupCoordinator:
             except NotCoordinatorError:
                 self._lose(group_id, entry)
                 raise
+            for tp in expired:
+                entry.committed_offsets.pop(tp, None)
         logger.info("expired %d committed offsets of group %r", len(expired), group_id)
         if removed:
             self._drop(group_id)

@@ -161,3 +161,31 @@ def test_followers_report_their_lag_behind_each_leader(cluster: BrokerFactory) -
         )
 
     eventually(caught_up, "every follower serving a lag of 0 for what it follows")
+
+
+def test_the_coordinator_serves_the_groups_offsets_and_lag(cluster: BrokerFactory) -> None:
+    expected_lag = {p: PRODUCED[p] - o for p, o in COMMITTED.items()}
+
+    def coordinators() -> dict[int, list[Sample]] | None:
+        """The brokers serving the group's offsets, once one serves every lag expected
+        (a follower's high watermark follows its leader's a fetch later)."""
+        serving = {
+            broker_id: samples
+            for broker_id, samples in scrape_all(cluster).items()
+            if values(samples, "kafka_consumergroup_current_offset", consumergroup=GROUP)
+        }
+        for samples in serving.values():
+            for partition, lag in expected_lag.items():
+                labels = {"consumergroup": GROUP, "topic": TOPIC, "partition": str(partition)}
+                if values(samples, "kafka_consumergroup_lag", **labels) != [lag]:
+                    return None
+        return serving or None
+
+    serving = eventually(coordinators, "the coordinator serving the group's lag")
+    assert len(serving) == 1, f"more than one broker serves group {GROUP}: {sorted(serving)}"
+    samples = next(iter(serving.values()))
+    for partition, offset in COMMITTED.items():
+        labels = {"consumergroup": GROUP, "topic": TOPIC, "partition": str(partition)}
+        assert values(samples, "kafka_consumergroup_current_offset", **labels) == [offset]
+    lag_sum = values(samples, "kafka_consumergroup_lag_sum", consumergroup=GROUP, topic=TOPIC)
+    assert lag_sum == [sum(expected_lag.values())]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from brokerd.broker_gauges import BrokerStateCollector
 from brokerd.config.broker import BrokerConfig
+from brokerd.metrics.group_lag import GroupPartitionOffsets, group_partition_offsets
 from brokerd.replication.replica_fetcher import (
     FollowedPartition,
     ReplicaFetcher,
@@ -16,6 +17,18 @@ from brokerd.replication.replica_manager import ReplicaManager
 from spark_replica.topics import TopicPartition
 
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
+OTHER = TopicPartition("u", 0)
+
+
+def test_group_lag_is_the_high_watermark_minus_the_commit_where_it_is_known() -> None:
+    high_watermarks = {TP0: 10, TP1: 4}
+    rows = group_partition_offsets({"g2": {OTHER: 3}, "g1": {TP1: 7, TP0: 6}}, high_watermarks.get)
+    assert rows == [
+        GroupPartitionOffsets("g1", TP0, 6, 4),
+        GroupPartitionOffsets("g1", TP1, 7, 0),  # a follower's HW behind the commit
+        GroupPartitionOffsets("g2", OTHER, 3, None),  # not hosted here: no lag
+    ]
+    assert group_partition_offsets({}, high_watermarks.get) == []
 
 
 def test_a_followed_partition_lags_by_the_leaders_end_minus_its_own(tmp_path: Path) -> None:
