@@ -1,15 +1,19 @@
 """The metrics operators alert on, scraped from a real 2-broker cluster after Kafka
 clients produced and a consumer group committed: errors per API and error code (counted
 once, whichever listener answered), the process collector, replica fetcher lag, and
-consumer-group lag on the group's coordinator."""
+consumer-group lag on the group's coordinator; and that the sample alert rules and
+Grafana dashboard in docs/monitoring/ name only metrics the brokers serve."""
 
 from __future__ import annotations
 
+import json
+import re
 import time
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
-from typing import TypeVar
+from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from confluent_kafka import KafkaException
@@ -25,7 +29,14 @@ from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
 from spark_replica.wire.native.produce import ProducePartition, ProduceRequest, ProduceTopic
 from tests.kafka.clients import flush, kafka_consumer, kafka_producer, wait_for_topic
-from tests.support import BrokerFactory, create, leadership, run, start_cluster
+from tests.support import (
+    BrokerFactory,
+    create,
+    leadership,
+    read_everything,
+    run,
+    start_cluster,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -35,6 +46,14 @@ GROUP = "audit"
 PRODUCED = {0: 20, 1: 10}  # partition -> records
 COMMITTED = {0: 5, 1: 10}  # partition -> the group's committed offset
 ERRORS = "kafka_network_requestmetrics_errors_total"
+MONITORING = Path(__file__).resolve().parents[2] / "docs" / "monitoring"
+# A metric name in PromQL: the brokers' own (Kafka's and kafka-exporter's names, the
+# process collector's), or `up`, which Prometheus makes for every scrape target.
+METRIC_NAME = re.compile(r"\b(?:kafka|process)_[a-z0-9_]+\b|\bup(?=\{)")
+MADE_BY_PROMETHEUS = {"up"}
+RULE_START = re.compile(r"^      - alert: [A-Z][A-Za-z]+$")
+RULE_EXPR = re.compile(r"^        expr: (?P<expr>[^|>].*)$")
+RULE_FOR = re.compile(r"^        for: [0-9]+[smh]$")
 
 
 @pytest.fixture(scope="module")
@@ -57,6 +76,7 @@ def cluster(
                 for i in range(count):
                     producer.produce(TOPIC, value=f"r{i}".encode(), partition=partition)
             flush(producer)
+        run(read_everything(factory.bootstrap, TOPIC, sum(PRODUCED.values())))
         consumer_config = {"bootstrap.servers": kafka, "group.id": GROUP}
         with kafka_consumer(consumer_config) as consumer:
             commits = [KafkaTopicPartition(TOPIC, p, o) for p, o in COMMITTED.items()]
@@ -189,3 +209,63 @@ def test_the_coordinator_serves_the_groups_offsets_and_lag(cluster: BrokerFactor
         assert values(samples, "kafka_consumergroup_current_offset", **labels) == [offset]
     lag_sum = values(samples, "kafka_consumergroup_lag_sum", consumergroup=GROUP, topic=TOPIC)
     assert lag_sum == [sum(expected_lag.values())]
+
+
+def alert_expressions(text: str) -> dict[str, str]:
+    """Each rule's name and expression, from a rules file in the shape alerts.yml keeps
+    (a strict reading of that shape: no YAML library is needed, and a rule written
+    otherwise fails here rather than being skipped)."""
+    lines = text.splitlines()
+    assert "groups:" in lines
+    starts = [i for i, line in enumerate(lines) if RULE_START.match(line)]
+    assert starts, "no rules"
+    rules = {}
+    for start, end in zip(starts, [*starts[1:], len(lines)], strict=True):
+        body = lines[start + 1 : end]
+        expressions = [m["expr"] for line in body if (m := RULE_EXPR.match(line))]
+        assert len(expressions) == 1, lines[start]
+        assert sum(bool(RULE_FOR.match(line)) for line in body) == 1, lines[start]
+        assert not any(
+            line.lstrip().startswith("expr:") and not RULE_EXPR.match(line) for line in body
+        )
+        name = lines[start].split(": ", 1)[1]
+        assert name not in rules, f"{name} twice"
+        rules[name] = expressions[0]
+    return rules
+
+
+def dashboard_expressions(node: Any) -> list[str]:
+    """Every `expr` of a Grafana dashboard's targets, wherever its panels nest them."""
+    if isinstance(node, dict):
+        found = [node["expr"]] if isinstance(node.get("expr"), str) else []
+        return found + [e for value in node.values() for e in dashboard_expressions(value)]
+    if isinstance(node, list):
+        return [e for value in node for e in dashboard_expressions(value)]
+    return []
+
+
+def test_the_sample_alerts_and_dashboard_name_only_served_metrics(
+    cluster: BrokerFactory,
+) -> None:
+    rules = alert_expressions((MONITORING / "alerts.yml").read_text())
+    dashboard = json.loads((MONITORING / "grafana-dashboard.json").read_text())
+    for panel in dashboard["panels"]:
+        if panel["type"] == "timeseries":  # every chart says what its axis counts
+            defaults = panel["fieldConfig"]["defaults"]
+            assert defaults["unit"] and defaults["custom"]["axisLabel"], panel["title"]
+    expressions = [*rules.values(), *dashboard_expressions(dashboard)]
+    named = {}
+    for expression in expressions:
+        names = set(METRIC_NAME.findall(expression))
+        assert names, f"names no metric: {expression}"
+        named.update(dict.fromkeys(names, expression))
+
+    def missing() -> dict[str, str]:
+        served = {s.name for samples in scrape_all(cluster).values() for s in samples}
+        return {n: e for n, e in named.items() if n not in served | MADE_BY_PROMETHEUS}
+
+    # Consumer-group series appear once the coordinator has the group's commits.
+    deadline = time.monotonic() + 30
+    while (absent := missing()) and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert not absent, f"named but not served (metric: where): {absent}"
