@@ -75,7 +75,7 @@ class Broker:
                 security.super_users, security.allow_everyone_if_no_acl_found
             )
         self._acl_watcher: AclChangeWatcher | None = None
-        self.logins = Logins(self.ctx)
+        self.logins = Logins(self.ctx, self.metrics.request_errors)
         self.server = RequestServer(
             self.ctx,
             config.host,

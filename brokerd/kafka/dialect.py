@@ -160,11 +160,13 @@ class KafkaDialect:
         try:
             if key == SASL_HANDSHAKE:
                 mechanisms = await self.logins.step(
-                    connection, partial(SaslSession.handshake, mechanism=body.mechanism)
+                    connection, key, partial(SaslSession.handshake, mechanism=body.mechanism)
                 )
             else:
                 token = await self.logins.step(
-                    connection, partial(SaslSession.authenticate, token=bytes(body.auth_bytes))
+                    connection,
+                    key,
+                    partial(SaslSession.authenticate, token=bytes(body.auth_bytes)),
                 )
         except LoginRefused as refused:
             answer = _sasl_error(key, refused.error)

@@ -110,7 +110,7 @@ class NativeDialect:
             return Answer(_error_response(correlation_id, error))
         try:
             response = await self.logins.step(
-                connection, partial(SaslSession.handle, api_key=api_key, request=body)
+                connection, api_key, partial(SaslSession.handle, api_key=api_key, request=body)
             )
         except LoginRefused as refused:
             return Answer(_error_response(correlation_id, refused.error), refused.close_after_s)

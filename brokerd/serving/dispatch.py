@@ -14,8 +14,9 @@ or a closed connection). The loop itself is written once, here.
 Every error answered is counted here, once for both dialects, under its API and Kafka
 error name (brokerd/metrics/registry.py, RequestErrors): the codes a response carries
 (response_errors.py finds them in either dialect's layout), a handler's typed failure,
-an unsupported version and a body that does not decode. A refusal before login and a
-failed login step are logged by the server, not counted.
+an unsupported version and a body that does not decode; a refused login step is counted
+by the Logins both dialects share (brokerd/serving/server.py). A request refused before
+login is logged, not counted: its API is whatever an unauthenticated client claims.
 """
 
 from __future__ import annotations

@@ -65,7 +65,7 @@ from functools import partial
 from typing import Protocol, TypeVar
 
 from brokerd.core.context import BrokerContext
-from brokerd.metrics import ListenerRequests
+from brokerd.metrics import ListenerRequests, RequestErrors
 from brokerd.serving.answer import Answer
 from brokerd.serving.answer_order import AnswerOrder, Unanswered
 from brokerd.serving.authentication import (
@@ -141,8 +141,9 @@ class Logins:
     """The SASL exchange as both listeners run it: the same users, the same sessions, one
     record of failures per address."""
 
-    def __init__(self, ctx: BrokerContext) -> None:
+    def __init__(self, ctx: BrokerContext, errors: RequestErrors) -> None:
         self.ctx = ctx
+        self._errors = errors  # refusals are counted here, the dialects answer them
         security = ctx.config.security
         self._failed = FailedLogins(security.failed_authentication_delay_ms / 1000)
         self._hashing = asyncio.Semaphore(MAX_CONCURRENT_HASHING)
@@ -155,10 +156,16 @@ class Logins:
             return None
         return SaslSession(security, self._stored_user, self._hash)
 
-    async def step(self, connection: Connection, work: Callable[[SaslSession], Awaitable[T]]) -> T:
+    async def step(
+        self,
+        connection: Connection,
+        api_key: int,
+        work: Callable[[SaslSession], Awaitable[T]],
+    ) -> T:
         """Run one SASL step of the connection's session (`work`: its handshake or one
-        authenticate); a refusal is LoginRefused, with the delay failures earn; on
-        success the connection takes the authenticated principal."""
+        authenticate, the request `api_key`); a refusal is LoginRefused, with the delay
+        failures earn, and counted in the request errors; on success the connection
+        takes the authenticated principal."""
         sasl = connection.sasl
         assert sasl is not None
         try:
@@ -166,11 +173,13 @@ class Logins:
         except BrokerResponseError as exc:
             delay = self._failed.record(connection.ip, time.monotonic())
             logger.warning("authentication from %s failed: %s", connection.ip, exc)
+            self._errors.count(api_key, exc.code)
             raise LoginRefused(exc, delay) from exc
         except ReplogError as exc:
             # ZooKeeper could not be asked for the credential: the client may retry.
             logger.warning("cannot authenticate %s now: %s", connection.ip, exc)
             error = RequestTimedOutError(f"cannot look up credentials now: {exc}")
+            self._errors.count(api_key, error.code)
             raise LoginRefused(error, 0.0) from exc
         if sasl.principal is not None:
             connection.principal = sasl.principal
