@@ -3,6 +3,8 @@ either dialect's layout, Kafka's error names, and the counter family they feed."
 
 from __future__ import annotations
 
+import enum
+
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -24,6 +26,10 @@ from spark_replica.wire.schema import Data
 
 PRODUCE, METADATA = 0, 3
 ERRORS_FAMILY = "kafka_network_requestmetrics_errors"
+
+
+class Code(enum.IntEnum):
+    NOT_COORDINATOR = 16
 
 
 def test_error_codes_of_a_native_response_per_partition() -> None:
@@ -61,6 +67,7 @@ def test_error_codes_of_a_kafka_response_top_level_and_nested() -> None:
     )
     assert sorted(error_codes(response)) == [-1, 6]
     assert error_codes(Data(error_code=0, topics=[])) == []
+    assert error_codes(Data(error_code=Code.NOT_COORDINATOR, groups=None)) == [16]
 
 
 def test_every_error_code_replog_answers_has_its_kafka_name() -> None:
