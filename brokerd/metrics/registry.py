@@ -7,6 +7,11 @@ the scrape-time collector (brokerd/broker_gauges.py) reads it from the broker wh
 
 Names are Kafka's MBean names lower-cased and underscored; counters get `_total`.
 
+Errors are counted per API and Kafka error name (RequestErrors), by the one dispatch
+both listeners share (brokerd/serving/dispatch.py). The process collector
+(prometheus-client's: CPU, memory, file descriptors, start time) is registered here,
+since a registry of our own does not get it by default.
+
 Hot paths (every request, every produced or fetched partition) add to plain integers
 held per label set (found with one dict lookup) and the traffic collector below turns
 them into Prometheus families when scraped: no lock and no label lookup per request,
