@@ -27,6 +27,8 @@ from brokerd.controller.zk_store import current_controller
 from brokerd.core.authorization import load_acls_into
 from brokerd.core.context import BrokerContext
 from brokerd.groups.coordinator import GroupCoordinator
+from brokerd.groups.remote_watermarks import REFRESH_MS as GROUP_LAG_REFRESH_MS
+from brokerd.groups.remote_watermarks import RemoteHighWatermarks
 from brokerd.kafka.dialect import KafkaDialect
 from brokerd.metrics import (
     KAFKA_LISTENER,
@@ -105,6 +107,8 @@ class Broker:
                 self.metrics.listener(KAFKA_LISTENER),
             )
         self.metrics_server: MetricsServer | None = None
+        # High watermarks for the lag of the groups coordinated here (metrics only).
+        self._group_watermarks: RemoteHighWatermarks | None = None
         if METRICS in binds:
             self.metrics.registry.register(
                 BrokerStateCollector(
@@ -115,7 +119,12 @@ class Broker:
                 )
             )
             if self.groups is not None:
-                self.metrics.registry.register(ConsumerGroupCollector(self.groups, self.replicas))
+                self._group_watermarks = RemoteHighWatermarks(
+                    self.ctx, self.groups.committed_partitions
+                )
+                self.metrics.registry.register(
+                    ConsumerGroupCollector(self.groups, self.replicas, self._group_watermarks)
+                )
             self.metrics_server = MetricsServer(
                 self.metrics.registry,
                 binds[METRICS].host,
@@ -196,6 +205,10 @@ class Broker:
                 lambda: self.replicas.expire_producers(now_ms()),
             ),
         ]
+        if self._group_watermarks is not None:
+            self._housekeeping.append(
+                self._every(GROUP_LAG_REFRESH_MS, self._group_watermarks.refresh)
+            )
         logger.info(
             "broker %d serving: %s",
             self.config.broker_id,

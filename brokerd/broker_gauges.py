@@ -27,6 +27,7 @@ from spark_replica.topics import TopicPartition
 if TYPE_CHECKING:
     from brokerd.controller.controller import Controller
     from brokerd.groups.coordinator import GroupCoordinator
+    from brokerd.groups.remote_watermarks import RemoteHighWatermarks
     from brokerd.replication.replica_fetcher import ReplicaFetcherManager
     from brokerd.replication.replica_manager import ReplicaManager
 
@@ -175,13 +176,20 @@ class BrokerStateCollector(Collector):
 class ConsumerGroupCollector(Collector):
     """The groups this broker coordinates: members, committed offsets and lag."""
 
-    def __init__(self, groups: GroupCoordinator, replicas: ReplicaManager) -> None:
+    def __init__(
+        self,
+        groups: GroupCoordinator,
+        replicas: ReplicaManager,
+        remote: RemoteHighWatermarks,
+    ) -> None:
         self._groups = groups
         self._replicas = replicas
+        self._remote = remote
 
     def _high_watermark(self, tp: TopicPartition) -> int | None:
+        """The local replica's, else what its leader last answered (None: unknown)."""
         partition = self._replicas.partitions.get(tp)
-        return None if partition is None else partition.high_watermark
+        return self._remote.get(tp) if partition is None else partition.high_watermark
 
     def collect(self) -> Iterator[Metric]:
         labels = ["consumergroup", *PARTITION_LABELS]
@@ -192,8 +200,8 @@ class ConsumerGroupCollector(Collector):
         )
         lag = GaugeMetricFamily(
             "kafka_consumergroup_lag",
-            "High watermark minus the group's committed offset; only for partitions "
-            "hosted by the coordinator, whose high watermark it knows.",
+            "High watermark minus the group's committed offset (coordinator only; a "
+            "partition whose high watermark it could not learn has none).",
             labels=labels,
         )
         lag_sum = GaugeMetricFamily(

@@ -411,6 +411,10 @@ class GroupCoordinator:
             if entry.committed_offsets and self._is_mine(group_id)
         }
 
+    def committed_partitions(self) -> set[TopicPartition]:
+        """The partitions any group coordinated here has an offset on (for lag)."""
+        return {tp for offsets in self.committed_offsets().values() for tp in offsets}
+
     def member_counts(self) -> dict[str, int]:
         """Members of each group coordinated here that has any."""
         return {

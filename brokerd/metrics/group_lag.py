@@ -2,10 +2,11 @@
 
 A group's lag on a partition is the partition's high watermark minus the group's
 committed offset: what a consumer that resumed from its commit has still to read of
-what is committed. The coordinator knows the commits; the high watermark is known on the
-brokers that host the partition (exactly on its leader, as of the last fetch on a
-follower). A partition whose high watermark this broker does not know gets no lag
-(rather than a number from another broker's past): its current offset is still served.
+what is committed. The coordinator knows the commits; the high watermark comes from its
+own replica where it hosts one (exact on the leader, a fetch behind on a follower), else
+from the partition's leader, asked every few seconds (brokerd/groups/remote_watermarks.py).
+A partition whose high watermark could not be learnt gets no lag rather than a stale
+figure: its current offset is still served.
 """
 
 from __future__ import annotations

@@ -45,6 +45,11 @@ TOPIC = "orders"
 GROUP = "audit"
 PRODUCED = {0: 20, 1: 10}  # partition -> records
 COMMITTED = {0: 5, 1: 10}  # partition -> the group's committed offset
+# Not replicated: each broker hosts one of its partitions, so the coordinator must ask
+# the other broker for the high watermark of one.
+LEDGER = "ledger"
+LEDGER_PRODUCED = {0: 8, 1: 8}
+LEDGER_COMMITTED = {0: 3, 1: 6}
 ERRORS = "kafka_network_requestmetrics_errors_total"
 MONITORING = Path(__file__).resolve().parents[2] / "docs" / "monitoring"
 # A metric name in PromQL: the brokers' own (Kafka's and kafka-exporter's names, the
@@ -69,17 +74,24 @@ def cluster(
     try:
         start_cluster(factory, count=2)
         run(create(factory.bootstrap, TOPIC, partitions=2, rf=2))
+        run(create(factory.bootstrap, LEDGER, partitions=2, rf=1))
         kafka = factory.kafka_bootstrap()
         wait_for_topic(kafka, TOPIC, len(PRODUCED))
+        wait_for_topic(kafka, LEDGER, len(LEDGER_PRODUCED))
         with kafka_producer({"bootstrap.servers": kafka, "linger.ms": 0}) as producer:
-            for partition, count in PRODUCED.items():
-                for i in range(count):
-                    producer.produce(TOPIC, value=f"r{i}".encode(), partition=partition)
+            for topic, produced in ((TOPIC, PRODUCED), (LEDGER, LEDGER_PRODUCED)):
+                for partition, count in produced.items():
+                    for i in range(count):
+                        producer.produce(topic, value=f"r{i}".encode(), partition=partition)
             flush(producer)
         run(read_everything(factory.bootstrap, TOPIC, sum(PRODUCED.values())))
         consumer_config = {"bootstrap.servers": kafka, "group.id": GROUP}
         with kafka_consumer(consumer_config) as consumer:
-            commits = [KafkaTopicPartition(TOPIC, p, o) for p, o in COMMITTED.items()]
+            commits = [
+                KafkaTopicPartition(topic, p, o)
+                for topic, committed in ((TOPIC, COMMITTED), (LEDGER, LEDGER_COMMITTED))
+                for p, o in committed.items()
+            ]
             consumer.commit(offsets=commits, asynchronous=False)
         yield factory
     finally:
@@ -209,6 +221,34 @@ def test_the_coordinator_serves_the_groups_offsets_and_lag(cluster: BrokerFactor
         assert values(samples, "kafka_consumergroup_current_offset", **labels) == [offset]
     lag_sum = values(samples, "kafka_consumergroup_lag_sum", consumergroup=GROUP, topic=TOPIC)
     assert lag_sum == [sum(expected_lag.values())]
+
+
+def test_the_coordinator_asks_leaders_for_what_it_hosts_no_replica_of(
+    cluster: BrokerFactory,
+) -> None:
+    expected_lag = {p: LEDGER_PRODUCED[p] - o for p, o in LEDGER_COMMITTED.items()}
+
+    def hosted_by_coordinator() -> set[str] | None:
+        """The ledger partitions the coordinator hosts, once it serves every lag."""
+        for samples in scrape_all(cluster).values():
+            group = {"consumergroup": GROUP, "topic": LEDGER}
+            if not values(samples, "kafka_consumergroup_current_offset", **group):
+                continue
+            for partition, lag in expected_lag.items():
+                served = values(
+                    samples, "kafka_consumergroup_lag", **group, partition=str(partition)
+                )
+                if served != [lag]:
+                    return None
+            return {
+                s.labels["partition"]
+                for s in samples
+                if s.name == "kafka_log_log_logendoffset" and s.labels["topic"] == LEDGER
+            }
+        return None
+
+    hosted = eventually(hosted_by_coordinator, "the coordinator serving the ledger's lag")
+    assert len(hosted) == 1, f"the coordinator hosts ledger partitions {sorted(hosted)}"
 
 
 def alert_expressions(text: str) -> dict[str, str]:

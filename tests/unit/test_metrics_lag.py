@@ -7,6 +7,7 @@ from pathlib import Path
 
 from brokerd.broker_gauges import BrokerStateCollector
 from brokerd.config.broker import BrokerConfig
+from brokerd.groups.remote_watermarks import by_leader
 from brokerd.metrics.group_lag import GroupPartitionOffsets, group_partition_offsets
 from brokerd.replication.replica_fetcher import (
     FollowedPartition,
@@ -51,3 +52,9 @@ def test_a_followed_partition_lags_by_the_leaders_end_minus_its_own(tmp_path: Pa
     assert sample("kafka_server_fetcherlagmetrics_consumerlag", labels) == 25
     assert sample("kafka_server_replicafetchermanager_maxlag", {}) == 25
     manager.close()
+
+
+def test_partitions_hosted_elsewhere_are_asked_of_their_leader_once_each() -> None:
+    leaders = {TP0: 2, TP1: 3, OTHER: -1}  # u-0 has no leader now: not asked
+    assert by_leader([TP1, TP0, TP1, OTHER], leaders) == {2: [TP0], 3: [TP1]}
+    assert by_leader([TopicPartition("gone", 0)], leaders) == {}
