@@ -23,13 +23,14 @@ other's commits.
 Offsets of empty groups expire (brokerd/groups/offset_expiry.py) in a task that looks at
 the groups this broker coordinates every offsets.retention.check.interval.ms.
 
-Committed offsets are not cached for answering: OffsetFetch reads ZooKeeper. A coordinator that lost
-a group and got it back may otherwise answer offsets another coordinator has since
-overwritten; fetches come once per assignment, so the read is cheap where it matters.
-What a group's commits here stored is kept only for its lag metrics (`committed_offsets`,
-read at scrape time, never answered to a client): refreshed by each commit and by each
-expiry check, which reads the group's offsets from ZooKeeper anyway, so a group that
-moved here shows its offsets after its next commit or check.
+Committed offsets are not cached for answering: OffsetFetch reads ZooKeeper. A
+coordinator that lost a group and got it back may otherwise answer offsets another
+coordinator has since overwritten; fetches come once per assignment, so the read is
+cheap where it matters. What a group's commits here stored is kept only for its lag
+metrics (`committed_offsets`, read at scrape time, never answered to a client):
+refreshed by each commit and by each expiry check, which reads the group's offsets from
+ZooKeeper anyway, so a group that moved here shows its offsets after its next commit or
+check.
 """
 
 from __future__ import annotations
