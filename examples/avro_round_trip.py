@@ -1,14 +1,16 @@
-"""Avro values in and out: write structs as Avro records, read them back as structs.
+r"""Avro values in and out: write structs as Avro records, read them back as structs.
 
 Writes --count orders as Avro (valueFormat=avro with the schema below) to --topic, then
 reads the topic with the same options, so the value column comes back as a struct whose
 fields can be selected (value.id, value.item, ...).
 
+Run it from the project's directory, its virtual environment active:
+
+    source .venv/bin/activate
     replog up --brokers 3
     replog topics create orders --partitions 3 --replication-factor 3
-    PYSPARK_PYTHON=.venv/bin/python .venv/bin/spark-submit examples/avro_round_trip.py \\
-        --bootstrap "$(replog status --get bootstrap)" \\
-        --topic orders
+    PYSPARK_PYTHON="$PWD/.venv/bin/python" spark-submit examples/avro_round_trip.py \
+        --bootstrap "$(replog status --get bootstrap)" --topic orders
 
 A value that is not Avro of this schema fails the read naming its offset; add
 .option("mode", "PERMISSIVE") to read such values as null instead.

@@ -1,14 +1,17 @@
-"""Batch export of a replog topic to Parquet, one folder per partition of the topic.
+r"""Batch export of a replog topic to Parquet, one folder per partition of the topic.
 
 Reads every record between --starting-offsets and --ending-offsets (Kafka's option
 values: "earliest", "latest" or per-partition JSON) and writes key and value as strings
 with their offsets and timestamps, so the export can be checked against the topic.
 
+Run it from the project's directory, its virtual environment active:
+
+    source .venv/bin/activate
     replog up --brokers 3
-    printf 'a:1\\nb:2\\n' | replog produce events --key-separator :
-    PYSPARK_PYTHON=.venv/bin/python .venv/bin/spark-submit examples/export_to_parquet.py \\
-        --zookeeper "$(replog status --get zookeeper)" \\
-        --topic events --output /tmp/events-parquet
+    replog topics create events --partitions 3 --replication-factor 3
+    printf 'a:1\nb:2\n' | replog produce events --key-separator :
+    PYSPARK_PYTHON="$PWD/.venv/bin/python" spark-submit examples/export_to_parquet.py \
+        --zookeeper "$(replog status --get zookeeper)" --topic events --output events-parquet
 """
 
 from __future__ import annotations

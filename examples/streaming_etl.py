@@ -1,19 +1,21 @@
-"""Streaming ETL from one replog topic to another, exactly once, with a checkpoint.
+r"""Streaming ETL from one replog topic to another, exactly once, with a checkpoint.
 
 Reads JSON events ({"user": ..., "amount": ...}) from --source, drops malformed ones and
 those with a non-positive amount, rounds the amount and writes the cleaned events to
 --sink, keyed by user so that each user's events stay in order in one partition.
 
-Run it against a local cluster (from the project's directory):
+Run it against a local cluster from the project's directory, its virtual environment
+active:
 
+    source .venv/bin/activate
     replog up --brokers 3
     replog topics create events --partitions 3 --replication-factor 3
     replog topics create events-clean --partitions 3 --replication-factor 3
-    printf '{"user":"ann","amount":12.5}\\n{"user":"bob","amount":-1}\\n' \\
+    printf '{"user":"ann","amount":12.5}\n{"user":"bob","amount":-1}\n' \
         | replog produce events
-    PYSPARK_PYTHON=.venv/bin/python .venv/bin/spark-submit examples/streaming_etl.py \\
-        --bootstrap "$(replog status --get bootstrap)" \\
-        --source events --sink events-clean --checkpoint /tmp/etl-checkpoint --available-now
+    PYSPARK_PYTHON="$PWD/.venv/bin/python" spark-submit examples/streaming_etl.py \
+        --bootstrap "$(replog status --get bootstrap)" \
+        --source events --sink events-clean --checkpoint etl-checkpoint --available-now
     replog consume events-clean --from-beginning --max-records 1
 
 Without --available-now it keeps running, a micro-batch every --interval. Stopped and

@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -31,6 +33,7 @@ from spark_replica.records import BatchHeader, decode_payload, iter_batches
 from spark_replica.security.settings import SecurityConfig, load_properties
 from spark_replica.tools.launcher import cluster_dir
 from spark_replica.tools.launcher.brokers import BrokerProcess, PortInUseError, free_port
+from spark_replica.tools.launcher.port_plan import PortPlan
 
 T = TypeVar("T")
 
@@ -329,6 +332,62 @@ def replog(
     )
 
 
+# Test clusters' port bases: above the fixed defaults a developer's own `replog up` uses,
+# and low enough that every port (Kafka's at base + 10000) stays below the kernel's range
+# for outgoing connections' local ports, which could take one before a broker binds it.
+LOWEST_TEST_PORT_BASE = 10_000
+HIGHEST_TEST_PORT_BASE = 22_000
+UP_PORT_ATTEMPTS = 5
+
+
+def free_port_base(brokers: int = 3, zookeeper_nodes: int = 1) -> int:
+    """A `replog up --port-base` whose every port is free right now, chosen at random so
+    that test workers starting clusters at once rarely pick the same."""
+    for _ in range(200):
+        base = random.randint(LOWEST_TEST_PORT_BASE, HIGHEST_TEST_PORT_BASE)
+        plan = PortPlan(base, brokers, zookeeper_nodes)
+        ports = [plan.replog(i) for i in range(1, brokers + 1)]
+        ports += [plan.kafka(i) for i in range(1, brokers + 1)]
+        ports += [plan.metrics(i) for i in range(1, brokers + 1)]
+        ports += plan.ensemble_ports()
+        if all(_bindable(port) for port in ports):
+            return base
+    raise AssertionError("no port base with every port free")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def replog_up(
+    directory: Path,
+    *args: str,
+    brokers: int = 3,
+    global_options: tuple[str, ...] = (),
+    timeout_s: float = CLI_TIMEOUT_S,
+) -> subprocess.CompletedProcess[bytes]:
+    """`replog GLOBAL_OPTIONS up --dir DIRECTORY --brokers N --port-base B ARGS` on a free
+    base; again on another base when a port was taken between the choice and the start
+    (another test worker's cluster), which `up` refuses with exit 1 leaving nothing
+    running."""
+    for _ in range(UP_PORT_ATTEMPTS):
+        base = free_port_base(brokers)
+        result = replog(
+            *global_options,
+            *("up", "--dir", str(directory), "--brokers", str(brokers), "--port-base", str(base)),
+            *args,
+            timeout_s=timeout_s,
+        )
+        if result.returncode != 1 or b"--port-base" not in result.stderr:
+            return result
+    return result
+
+
 def idempotent_header(
     record_count: int, producer_id: int, producer_epoch: int, base_sequence: int
 ) -> BatchHeader:
@@ -390,10 +449,11 @@ def secure_cluster(
             seen.extend(p for p in info.processes() if p.pid is not None)
 
     try:
-        result = replog(
-            *("up", "--dir", str(directory), "--brokers", str(brokers), "--security", mode),
+        result = replog_up(
+            directory,
+            *("--security", mode, "--timeout", str(SECURE_UP_TIMEOUT_S)),
             *(arg for k, v in TEST_BROKER_OVERRIDES.items() for arg in ("--override", f"{k}={v}")),
-            *("--timeout", str(SECURE_UP_TIMEOUT_S)),
+            brokers=brokers,
             timeout_s=SECURE_UP_TIMEOUT_S + 60,
         )
         remember()

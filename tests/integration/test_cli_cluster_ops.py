@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from spark_replica.tools.launcher import cluster_dir
-from tests.support import http_get, kafka_broker_configs, replog
+from tests.support import http_get, kafka_broker_configs, replog, replog_up
 
 
 def test_version_names_the_package_version() -> None:
@@ -48,9 +48,9 @@ def test_up_with_a_config_file_serves_metrics_and_logs_with_v(tmp_path: Path) ->
 
     seen: list[cluster_dir.RecordedProcess] = []
     try:
-        up = replog(
-            "-v", "up", "--dir", str(directory), "--brokers", "1", "--config", str(shared),
-            "--override", "zookeeper.session.timeout.ms=3000",
+        up = replog_up(
+            directory, "--config", str(shared), "--override", "zookeeper.session.timeout.ms=3000",
+            brokers=1, global_options=("-v",),
         )  # fmt: skip
         info = cluster_dir.load(directory)
         seen += [p for p in info.processes() if p.pid]

@@ -16,7 +16,7 @@ import pytest
 
 from spark_replica.tools.launcher import cluster_dir
 from spark_replica.tools.launcher.zookeeper import is_answering
-from tests.support import replog, replog_in_process
+from tests.support import replog, replog_in_process, replog_up
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,7 @@ class LocalCluster:
         self.seen: list[cluster_dir.RecordedProcess] = []
 
     def up(self, brokers: int) -> None:
-        result = replog("up", "--dir", str(self.directory), "--brokers", str(brokers), *OVERRIDE)
+        result = replog_up(self.directory, *OVERRIDE, brokers=brokers)
         self.remember()
         assert result.returncode == 0, result.stderr
 

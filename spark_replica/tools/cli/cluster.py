@@ -23,10 +23,12 @@ and/or SCRAM on the brokers' listener, ACLs on, ZooKeeper znodes writable by the
 and the admin alone. The mode is recorded, so a later `up` or `broker start` runs the
 same brokers with the same files.
 
-Ports are picked free and bound a moment later by the process started on them, so
-another process (another `up` starting at the same moment, an outgoing connection) can
-take one in between. ZooKeeper or a broker that finds a port taken is started again on
-fresh ports (spark_replica/tools/cli/port_race.py), and the ports it got are the ones recorded.
+Ports are fixed, so that addresses stay the same from one `up` to the next and the
+docs' examples run as written: replog 9092+, Kafka 19092+, metrics 9404+, ZooKeeper 2181
+(spark_replica/tools/launcher/port_plan.py), all moved together by `up --port-base N`.
+A recorded cluster starts again on its recorded ports unless given --port-base. A taken
+port stops `up` before anything starts, naming the port and --port-base
+(spark_replica/tools/cli/cluster_ports.py).
 """
 
 from __future__ import annotations
@@ -36,14 +38,13 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 from spark_replica.errors import ConfigError, ZooKeeperError
 from spark_replica.security.settings import load_properties
-from spark_replica.tools.cli import hosts
+from spark_replica.tools.cli import cluster_ports, hosts
 from spark_replica.tools.cli import zookeeper as ensemble_cli
 from spark_replica.tools.cli.cluster_start import (
     HOST,
@@ -56,7 +57,7 @@ from spark_replica.tools.cli.cluster_start import (
 from spark_replica.tools.cli.output import print_table
 from spark_replica.tools.cli.progress import waiting
 from spark_replica.tools.launcher import cluster_dir
-from spark_replica.tools.launcher.brokers import BROKER_STOP_TIMEOUT_S, free_port
+from spark_replica.tools.launcher.brokers import BROKER_STOP_TIMEOUT_S
 from spark_replica.tools.launcher.cluster_dir import (
     PLAINTEXT_MODE,
     SECURITY_MODES,
@@ -65,6 +66,7 @@ from spark_replica.tools.launcher.cluster_dir import (
     EmbeddedZooKeeperEntry,
 )
 from spark_replica.tools.launcher.ensemble import validate_node_count
+from spark_replica.tools.launcher.port_plan import DEFAULT_PORT_BASE, PortPlan
 from spark_replica.tools.launcher.zookeeper import PID_FILE, STOP_TIMEOUT_S
 from spark_replica.topic_config import parse_assignments
 from spark_replica.zk.session import connect, split_connect_string
@@ -135,6 +137,15 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         action=argparse.BooleanOptionalAction,
         help="serve Prometheus metrics over HTTP from every broker (default on, or as "
         "recorded in --dir)",
+    )
+    up.add_argument(
+        "--port-base",
+        type=int,
+        metavar="N",
+        help=f"move every port together: broker i's replog listener on N+i-1, its Kafka "
+        f"listener on N+10000+i-1, its metrics on N+312+i-1, ZooKeeper on N-6911 (default "
+        f"{DEFAULT_PORT_BASE}: replog 9092+, Kafka 19092+, metrics 9404+, ZooKeeper 2181; a "
+        "recorded cluster keeps its ports)",
     )
     _add_timeout_option(up, "until every broker is registered and a controller elected")
     _add_dir_option(up)
@@ -232,6 +243,8 @@ def run_up(args: argparse.Namespace) -> int:
         fresh = not cluster_dir.exists(args.dir)
         info = _plan(args)
         hosts.plan(info, args.netns, args.dir, fresh)
+        if info.network is None:
+            cluster_ports.require_free(info, HOST)
         with hosts.network_for(info):
             start(args.dir, info, args.timeout, fresh)
     print(f"Cluster ready: bootstrap servers {info.bootstrap_servers}")
@@ -249,22 +262,23 @@ def _plan(args: argparse.Namespace) -> ClusterInfo:
     overrides = _shared_configs(args)
     if not cluster_dir.exists(directory):
         count = DEFAULT_BROKERS if args.brokers is None else args.brokers
+        nodes = args.zookeeper_nodes or 1
+        plan = PortPlan(_port_base(args), count, nodes)
         root = directory.resolve()
         embedded = None
-        nodes = args.zookeeper_nodes or 1
         if args.zookeeper is None and nodes == 1:
-            embedded = EmbeddedZooKeeperEntry(free_port(), str(root / "zookeeper"), None)
+            embedded = EmbeddedZooKeeperEntry(plan.zookeeper(), str(root / "zookeeper"), None)
         kafka = args.kafka is not False
         metrics = args.metrics is not False
         brokers = [
             BrokerEntry(
                 i,
                 HOST,
-                free_port(),
+                plan.replog(i),
                 None,
                 str(root / f"broker-{i}"),
-                free_port() if kafka else -1,
-                free_port() if metrics else -1,
+                plan.kafka(i) if kafka else -1,
+                plan.metrics(i) if metrics else -1,
             )
             for i in range(1, count + 1)
         ]
@@ -273,7 +287,9 @@ def _plan(args: argparse.Namespace) -> ClusterInfo:
             args.zookeeper or "", embedded, brokers, overrides or {}, security, kafka, metrics
         )
         if nodes > 1:
-            info.zookeeper_nodes = ensemble_cli.plan_cluster_nodes(root, nodes, HOST)
+            info.zookeeper_nodes = ensemble_cli.plan_cluster_nodes(
+                root, HOST, plan.ensemble_ports()
+            )
         return info
     info = cluster_dir.load(directory)
     running = info.running_processes()
@@ -311,18 +327,23 @@ def _plan(args: argparse.Namespace) -> ClusterInfo:
         info.kafka = args.kafka
     if args.metrics is not None:
         info.metrics = args.metrics
-    # Keep the recorded ports where they are still free, so scripted addresses keep working.
+    plan = PortPlan(_port_base(args), len(info.brokers), len(info.zookeeper_nodes) or 1)
+    if args.port_base is not None:
+        cluster_ports.planned(info, plan)
     for broker in info.brokers:
-        broker.port = _port_if_free(broker.port)
         if not info.kafka:
             broker.kafka_port = -1
-        else:
-            broker.kafka_port = _recorded_port(broker.kafka_port)
-        broker.metrics_port = _recorded_port(broker.metrics_port) if info.metrics else -1
-    if info.embedded_zookeeper is not None:
-        info.embedded_zookeeper.port = _port_if_free(info.embedded_zookeeper.port)
-    ensemble_cli.keep_ports_if_free(info, _port_if_free)
+        elif broker.kafka_port <= 0:
+            broker.kafka_port = plan.kafka(broker.id)
+        if not info.metrics:
+            broker.metrics_port = -1
+        elif broker.metrics_port <= 0:
+            broker.metrics_port = plan.metrics(broker.id)
     return info
+
+
+def _port_base(args: argparse.Namespace) -> int:
+    return DEFAULT_PORT_BASE if args.port_base is None else int(args.port_base)
 
 
 def _shared_configs(args: argparse.Namespace) -> dict[str, str] | None:
@@ -357,20 +378,6 @@ def _checked_by_broker(properties: dict[str, str]) -> tuple[dict[str, str], list
         )
     answer = json.loads(check.stdout)
     return answer["configs"], answer["ignored"]
-
-
-def _recorded_port(port: int) -> int:
-    """A port picked for a listener that had none (-1), else the recorded one if free."""
-    return free_port() if port <= 0 else _port_if_free(port)
-
-
-def _port_if_free(port: int) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind((HOST, port))
-        except OSError:
-            return free_port(HOST)
-    return port
 
 
 def run_status(args: argparse.Namespace) -> int:

@@ -8,7 +8,6 @@ stops what it started (spark_replica.tools.launcher.cluster_dir records, this st
 
 from __future__ import annotations
 
-import functools
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +16,7 @@ from pathlib import Path
 from kazoo.client import KazooClient
 
 from spark_replica.errors import ConfigError, ReplogError, TimeoutExpiredError, ZooKeeperError
-from spark_replica.tools.cli import hosts, port_race
+from spark_replica.tools.cli import cluster_ports, hosts
 from spark_replica.tools.cli import zookeeper as ensemble_cli
 from spark_replica.tools.cli.progress import waiting
 from spark_replica.tools.launcher import cluster_dir, local_security
@@ -49,8 +48,8 @@ def start(directory: Path, info: ClusterInfo, timeout_s: float, fresh: bool) -> 
             if info.embedded_zookeeper is not None:
                 progress.update("starting ZooKeeper")
                 entry = info.embedded_zookeeper
-                zookeeper = port_race.start_embedded_zookeeper(
-                    hosts.embedded_zookeeper, info, entry, HOST, lambda: _remaining(deadline)
+                zookeeper = cluster_ports.start_embedded_zookeeper(
+                    hosts.embedded_zookeeper, info, entry, HOST, _remaining(deadline)
                 )
                 assert zookeeper.process is not None
                 entry.pid = zookeeper.process.pid
@@ -74,15 +73,8 @@ def start(directory: Path, info: ClusterInfo, timeout_s: float, fresh: bool) -> 
             brokers = [broker_process(directory, info, b) for b in info.brokers]
             with ThreadPoolExecutor(len(brokers)) as pool:
                 started = [
-                    pool.submit(
-                        port_race.start_broker,
-                        brokers,
-                        index,
-                        info.brokers[index],
-                        functools.partial(broker_process, directory, info),
-                        lambda: _remaining(deadline),
-                    )
-                    for index in range(len(brokers))
+                    pool.submit(cluster_ports.start_broker, process, entry, _remaining(deadline))
+                    for process, entry in zip(brokers, info.brokers, strict=True)
                 ]
                 for future in started:
                     future.result()

@@ -45,6 +45,10 @@ def check_flags(args: argparse.Namespace) -> None:
     that cannot make namespaces, before anything is created."""
     if args.zookeeper is not None:
         raise ConfigError("--netns runs ZooKeeper on a host of its own: leave out --zookeeper")
+    if args.port_base is not None:
+        raise ConfigError(
+            "--netns gives every host its own address and the usual ports: leave out --port-base"
+        )
     if args.zookeeper_nodes is not None and args.zookeeper_nodes > 1:
         raise ConfigError("--netns runs one ZooKeeper node: leave out --zookeeper-nodes")
     network.require()

@@ -25,6 +25,7 @@ from spark_replica.tools.launcher.ensemble import (
     EnsembleNode,
     ZooKeeperEnsemble,
     node_mode,
+    plan_ensemble,
     validate_node_count,
 )
 from spark_replica.tools.launcher.zookeeper import (
@@ -147,12 +148,12 @@ def _serve_until_signal(exited: Callable[[], str | None], stop: Callable[[], Non
 # `replog up --zookeeper-nodes N`: the cluster's ensemble, recorded in cluster.json.
 
 
-def plan_cluster_nodes(root: Path, count: int, host: str) -> list[ZooKeeperNodeEntry]:
-    """The nodes of a new cluster's ensemble, under `root/zookeeper`, on free ports."""
-    planned = ZooKeeperEnsemble.on_free_ports(root / "zookeeper", count, host).nodes
+def plan_cluster_nodes(root: Path, host: str, ports: list[int]) -> list[ZooKeeperNodeEntry]:
+    """The nodes of a new cluster's ensemble, under `root/zookeeper`, each taking three of
+    `ports` (client, quorum, election)."""
     return [
         ZooKeeperNodeEntry(n.myid, n.client_port, n.quorum_port, n.election_port, str(n.dir), None)
-        for n in planned
+        for n in plan_ensemble(root / "zookeeper", host, ports)
     ]
 
 
@@ -174,15 +175,6 @@ def start_cluster_ensemble(info: ClusterInfo, host: str, timeout_s: float) -> Zo
         entry.pid = ensemble.processes[entry.id].pid
     info.zookeeper = ensemble.connect_string
     return ensemble
-
-
-def keep_ports_if_free(info: ClusterInfo, port_if_free: Callable[[int], int]) -> None:
-    """Give a node a new port where its recorded one is taken (all nodes start together,
-    so every member learns the new one)."""
-    for entry in info.zookeeper_nodes:
-        entry.port = port_if_free(entry.port)
-        entry.quorum_port = port_if_free(entry.quorum_port)
-        entry.election_port = port_if_free(entry.election_port)
 
 
 def cluster_node_modes(info: ClusterInfo, host: str) -> list[dict[str, object]]:
