@@ -1,9 +1,14 @@
-"""The console page in a real headless Chromium against a live 3-broker cluster: brokers,
-controller, partitions with leader/ISR/HW, a chart with data after producing, then a
-broker killed and shown dead with its partitions marked under-replicated in red.
+"""The console page in a real headless Chromium against a live 3-broker cluster, in three
+states: healthy (brokers, controller, partitions with leader/ISR/HW, a chart with data
+after producing); one broker killed (shown dead, its metrics unreachable since the kill,
+its partitions marked under-replicated in red); everything down (brokers and ZooKeeper
+stopped: every panel greyed and saying since when and why it is stale, the header's
+time of the last read standing still). A screenshot of each state is saved in the
+test's output directory and its path printed.
 
 Uses the system's Chromium and chromedriver (given by path, so Selenium downloads
-nothing); skipped when either is not installed.
+nothing); skipped when either is not installed. The cluster has a ZooKeeper of its own,
+since the test stops it.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from spark_replica.tools.launcher.brokers import free_port
+from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
 from tests.support import (
     BrokerFactory,
     controller_of,
@@ -49,6 +56,21 @@ return Array.from(document.querySelectorAll('#partitions tbody tr[data-topic]'))
   isr: r.dataset.isr, hw: r.dataset.hw, red: r.classList.contains('under-replicated'),
   background: getComputedStyle(r.cells[0]).backgroundColor}));
 """
+PANELS_JS = """
+const panels = {};
+for (const section of document.querySelectorAll('section[data-panel]')) {
+  const note = section.querySelector('.panel-note');
+  panels[section.id] = {stale: section.classList.contains('stale'),
+                        note: note.hidden ? '' : note.textContent};
+}
+const status = document.getElementById('status');
+return {panels, status: status.textContent, stale: status.dataset.stale === 'true',
+        text: document.body.innerText};
+"""
+UNREACHABLE_JS = """
+const row = document.querySelector(`#brokers tbody tr[data-broker="${arguments[0]}"]`);
+return row ? row.cells[2].dataset.unreachable === 'true' && row.cells[2].textContent : false;
+"""
 CHART_JS = """
 const chart = document.getElementById(arguments[0]);
 return {points: Number(chart.dataset.points), max: Number(chart.dataset.max || 0),
@@ -80,6 +102,32 @@ def browser(tmp_path: Path) -> Iterator[object]:
         driver.quit()
 
 
+@pytest.fixture
+def own_zookeeper(tmp_path: Path) -> Iterator[EmbeddedZooKeeper]:
+    server = EmbeddedZooKeeper(free_port(), tmp_path / "zookeeper")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def cluster(own_zookeeper: EmbeddedZooKeeper, tmp_path: Path) -> Iterator[BrokerFactory]:
+    factory = BrokerFactory(f"{own_zookeeper.connect_string}/console", tmp_path / "brokers")
+    try:
+        yield factory
+    finally:
+        factory.stop_all()
+
+
+def screenshot(driver, tmp_path: Path, name: str) -> Path:
+    path = tmp_path / name
+    driver.save_screenshot(str(path))
+    print(f"screenshot: {path}")
+    return path
+
+
 def wait_until(driver, script: str, check, *args: object):
     """The first result of `script` that passes `check`, polled until DEADLINE_S."""
     from selenium.webdriver.support.wait import WebDriverWait
@@ -93,15 +141,17 @@ def wait_until(driver, script: str, check, *args: object):
     )
 
 
-def test_console_page_shows_the_cluster_and_a_broker_kill(
-    brokers: BrokerFactory, zk_connect: str, browser
+def test_console_page_healthy_then_a_broker_killed_then_everything_down(
+    cluster: BrokerFactory, own_zookeeper: EmbeddedZooKeeper, browser, tmp_path: Path
 ) -> None:
+    brokers = cluster
+    zk_connect = brokers.zk_connect
     start_cluster(brokers)
     run(create(brokers.bootstrap, "orders", partitions=2))
     run(produce(brokers.bootstrap, "orders", ["a", "b", "c"]))
     controller = controller_of(zk_connect)
 
-    with running_console("--zookeeper", zk_connect) as url:
+    with running_console("--zookeeper", zk_connect, "--interval", "0.5") as url:
         browser.get(url + "/")
         shown = wait_until(browser, BROKERS_JS, lambda rows: len(rows) == 3)
         assert [(b["id"], b["alive"], b["controller"]) for b in shown] == [
@@ -125,6 +175,14 @@ def test_console_page_shows_the_cluster_and_a_broker_kill(
         run(produce(brokers.bootstrap, "orders", [f"record-{i}" for i in range(500)]))
         chart = wait_until(browser, CHART_JS, lambda c: c["max"] > 1, "chart-bytes_in")
         assert chart["lines"] == 1
+        healthy = wait_until(
+            browser,
+            PANELS_JS,
+            lambda page: not page["stale"] and not any(p["stale"] for p in page["panels"].values()),
+        )
+        assert healthy["status"].startswith("read from zookeeper at ")
+        assert "stale" not in healthy["text"]
+        screenshot(browser, tmp_path, "console-healthy.png")
 
         victim = next(i for i in (1, 2, 3) if i != controller)
         brokers.brokers[victim].kill()
@@ -134,9 +192,37 @@ def test_console_page_shows_the_cluster_and_a_broker_kill(
             lambda rows: not next(r for r in rows if r["id"] == victim)["alive"],
         )
         assert "dead" in next(r for r in shown if r["id"] == victim)["text"]
+        unreachable = wait_until(browser, UNREACHABLE_JS, bool, victim)
+        assert f"broker {victim} unreachable since " in unreachable
         partitions = wait_until(
             browser, PARTITIONS_JS, lambda rows: len(rows) == 2 and all(r["red"] for r in rows)
         )
         for row in partitions:
             assert str(victim) not in row["isr"].split(",")
             assert row["background"] == UNDER_REPLICATED_BACKGROUND
+        killed = browser.execute_script(PANELS_JS)
+        assert not killed["panels"]["brokers-panel"]["stale"]
+        assert not killed["panels"]["partitions-panel"]["stale"]
+        screenshot(browser, tmp_path, "console-broker-killed.png")
+
+        brokers.stop_all()
+        own_zookeeper.stop()
+        down = wait_until(
+            browser,
+            PANELS_JS,
+            lambda page: all(
+                page["panels"][name]["stale"]
+                for name in ("summary-panel", "brokers-panel", "partitions-panel", "rates-panel")
+            ),
+        )
+        assert down["stale"]
+        assert down["status"].startswith("stale — ")
+        assert "stale — ZooKeeper unreachable since " in down["panels"]["brokers-panel"]["note"]
+        assert "stale — brokers unreachable since " in down["panels"]["partitions-panel"]["note"]
+        assert " unreachable since " in down["panels"]["rates-panel"]["note"]
+        # One collapsed line per panel, not one per broker and per round.
+        assert down["text"].count("ConnectionRefusedError") <= 2
+        status = down["status"]
+        wait_until(browser, PANELS_JS, lambda page: "failed reads" in page["text"])
+        assert browser.execute_script(PANELS_JS)["status"] == status
+        screenshot(browser, tmp_path, "console-all-down.png")

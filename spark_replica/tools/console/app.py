@@ -5,7 +5,12 @@ topics), the rates (one scrape round of the brokers that were live at the last c
 read) and the lag of the given checkpoints. Requests only read the latest documents, so
 any number of open pages cost the cluster nothing more, and no route changes anything.
 
-Owned by the console's event loop: the loops write `documents`, routes read it.
+Every JSON answer also says, per panel, when its data was read and whether it is stale
+(freshness.py), worked out when the answer is made: a refresh that hangs ages its panel
+even though no read failed.
+
+Owned by the console's event loop: the loops write `documents` and the freshness of
+each panel, routes read them.
 """
 
 from __future__ import annotations
@@ -20,18 +25,21 @@ from importlib import resources
 from pathlib import Path
 
 from spark_replica.client import Cluster
-from spark_replica.tools.console.cluster_source import ClusterSource
+from spark_replica.tools.console.cluster_source import READ_TIMEOUT_S, ClusterSource, now_ms
 from spark_replica.tools.console.cluster_view import cluster_json
+from spark_replica.tools.console.freshness import Freshness
 from spark_replica.tools.console.http import Response, error_response
 from spark_replica.tools.console.lag import lag_json
-from spark_replica.tools.console.rates import RateTracker
-from spark_replica.tools.console.scrape import ScrapeSettings, scrape_round
+from spark_replica.tools.console.rates import RateTracker, Scrape
+from spark_replica.tools.console.scrape import SCRAPE_TIMEOUT_S, ScrapeSettings, scrape_round
 
 DEFAULT_INTERVAL_S = 1.0
 # Lag asks every partition's leader for its HW: half as often as the rest.
 LAG_INTERVAL_FACTOR = 2
 # One read of the cluster that takes longer is abandoned and tried again next round.
 REFRESH_TIMEOUT_S = 15.0
+# A panel whose data is older than this many rounds plus a read's deadline is stale.
+STALE_AFTER_ROUNDS = 3
 STATIC_FILES = {
     "/": ("index.html", "text/html; charset=utf-8"),
     "/console.js": ("console.js", "text/javascript; charset=utf-8"),
@@ -62,6 +70,10 @@ def stamped(document: dict[str, object]) -> dict[str, object]:
     return {**document, "updated_ms": int(time.time() * 1000)}
 
 
+def max_age_ms(interval_s: float, read_timeout_s: float) -> int:
+    return int((STALE_AFTER_ROUNDS * interval_s + read_timeout_s) * 1000)
+
+
 class Console:
     def __init__(
         self,
@@ -76,6 +88,9 @@ class Console:
         self.checkpoints = checkpoints
         self.interval_s = interval_s
         self.tracker = RateTracker()
+        self.rates_freshness = Freshness()
+        self.broker_metrics: dict[int, Freshness] = {}
+        self.lag_freshness = Freshness()
         self.static = load_static()
         waiting = "not read yet"
         self.documents: dict[str, dict[str, object]] = {
@@ -103,8 +118,30 @@ class Console:
             return static
         document = self.documents.get(path)
         if document is not None:
-            return json_response(document)
+            return json_response({**document, **self.freshness_of(path, now_ms())})
         return error_response(HTTPStatus.NOT_FOUND, f"no such page {path!r}")
+
+    def freshness_of(self, path: str, now: int) -> dict[str, object]:
+        """The `panels` of the document at `path` (and, for the rates, of each broker's
+        metrics), as of `now`."""
+        cluster_age = max_age_ms(self.interval_s, READ_TIMEOUT_S)
+        if path == "/api/cluster":
+            panels = {
+                "brokers": self.source.brokers_freshness.as_json(now, cluster_age),
+                "topics": self.source.topics_freshness.as_json(now, cluster_age),
+            }
+            return {"panels": panels}
+        if path == "/api/rates":
+            rates_age = max_age_ms(self.interval_s, SCRAPE_TIMEOUT_S)
+            return {
+                "panels": {"rates": self.rates_freshness.as_json(now, rates_age)},
+                "broker_metrics": {
+                    str(b): f.as_json(now, rates_age)
+                    for b, f in sorted(self.broker_metrics.items())
+                },
+            }
+        lag_age = max_age_ms(self.interval_s * LAG_INTERVAL_FACTOR, REFRESH_TIMEOUT_S)
+        return {"panels": {"lag": self.lag_freshness.as_json(now, lag_age)}}
 
     async def refresh_cluster(self) -> None:
         self.documents["/api/cluster"] = stamped(await self.source.snapshot())
@@ -116,12 +153,35 @@ class Console:
             reason = NO_METRICS_PORT
         else:
             reason = None
-            await scrape_round(self.source.live, self.tracker, self.scrape)
+            self.record_scrapes(await scrape_round(self.source.live, self.tracker, self.scrape))
+        if reason is not None:
+            # "Unavailable, and why" is itself a fresh answer.
+            self.rates_freshness.succeeded(now_ms())
         document = {**self.tracker.as_json(), "available": reason is None, "reason": reason}
         self.documents["/api/rates"] = stamped(document)
 
+    def record_scrapes(self, scrapes: dict[int, Scrape | str]) -> None:
+        """Each scraped broker's metrics are fresh or not; the rates are while any is."""
+        now = now_ms()
+        for broker_id, scrape in scrapes.items():
+            freshness = self.broker_metrics.setdefault(broker_id, Freshness())
+            if isinstance(scrape, str):
+                freshness.failed(now, f"broker {broker_id} unreachable", scrape)
+            else:
+                freshness.succeeded(now)
+        failed = sorted(b for b, s in scrapes.items() if isinstance(s, str))
+        if scrapes and len(failed) == len(scrapes):
+            names = ", ".join(map(str, failed))
+            detail = "; ".join(str(scrapes[b]) for b in failed)
+            self.rates_freshness.failed(
+                now, f"broker{'s' if len(failed) > 1 else ''} {names} unreachable", detail
+            )
+        else:
+            self.rates_freshness.succeeded(now)
+
     async def refresh_lag(self) -> None:
         self.documents["/api/lag"] = stamped(await lag_json(self.cluster, self.checkpoints))
+        self.lag_freshness.succeeded(now_ms())
 
     async def run(self) -> None:
         """Refresh every document forever (until cancelled)."""

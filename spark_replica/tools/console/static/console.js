@@ -69,10 +69,17 @@ function renderSummary(doc) {
   );
 }
 
+function clock(ms) {
+  return new Date(ms).toLocaleTimeString();
+}
+
 function renderBrokers(doc, rates) {
   const perBroker = (rates && rates.brokers) || {};
+  const metrics = (rates && rates.broker_metrics) || {};
   const rows = doc.brokers.map((b) => {
-    const r = perBroker[String(b.id)];
+    const reach = metrics[String(b.id)];
+    const unreachable = reach && reach.stale && reach.stale_since_ms !== null;
+    const r = unreachable ? null : perBroker[String(b.id)];
     const rate = (series) => (r ? FORMAT[series](r[series]) : "–");
     return el("tr", {
       "data-broker": b.id,
@@ -82,8 +89,12 @@ function renderBrokers(doc, rates) {
     },
     el("td", {}, b.id),
     el("td", {}, b.host === null ? "unknown" : `${b.host}:${b.port}`),
-    el("td", {}, el("span", { class: b.alive ? "badge alive" : "badge dead" },
-      b.alive ? "alive" : "dead")),
+    el("td", { "data-unreachable": unreachable ? "true" : "false" },
+      el("span", { class: b.alive ? "badge alive" : "badge dead" }, b.alive ? "alive" : "dead"),
+      unreachable
+        ? el("span", { class: "unreachable", title: reach.stale_detail || "" },
+          `${reach.stale_reason} since ${clock(reach.stale_since_ms)}`)
+        : ""),
     el("td", {}, b.controller ? el("span", { class: "badge controller" }, "controller") : ""),
     el("td", { class: "num" }, rate("bytes_in")),
     el("td", { class: "num" }, rate("bytes_out")),
@@ -156,8 +167,8 @@ function renderRates(doc) {
   const charts = document.getElementById("charts");
   charts.classList.toggle("unavailable", !doc.available);
   charts.dataset.available = String(doc.available);
-  const errors = Object.values(doc.errors || {});
-  show("rates-unavailable", doc.available ? errors.join("; ") : doc.reason);
+  // Brokers whose metrics failed are named in the brokers table and the panel's note.
+  show("rates-unavailable", doc.available ? "" : doc.reason);
   for (const series of doc.series) renderChart(series, doc.points);
 }
 
@@ -203,23 +214,71 @@ async function getJson(path) {
   return response.json();
 }
 
+// Each section names its panel (data-panel); a stale panel is greyed and says why.
+function renderPanels(panels) {
+  for (const section of document.querySelectorAll("section[data-panel]")) {
+    const panel = panels[section.dataset.panel];
+    if (!panel) continue;
+    section.classList.toggle("stale", panel.stale);
+    section.dataset.stale = String(panel.stale);
+    section.dataset.readMs = panel.read_ms === null ? "" : String(panel.read_ms);
+    const readAt = section.querySelector(".read-at");
+    if (readAt) readAt.textContent = panel.read_ms === null ? "" : `read at ${clock(panel.read_ms)}`;
+    const note = section.querySelector(".panel-note");
+    if (!panel.stale) {
+      note.hidden = true;
+      note.replaceChildren();
+      continue;
+    }
+    const failures = panel.failures > 1 ? ` (${panel.failures} failed reads)` : "";
+    note.hidden = false;
+    note.replaceChildren(
+      `stale — ${panel.stale_reason} since ${clock(panel.stale_since_ms)}${failures}`,
+      panel.stale_detail ? el("span", { class: "detail" }, panel.stale_detail) : "");
+  }
+}
+
+// The header says when the cluster was read, from the panels' own times: it never moves
+// on while the reads fail, and names the first stale panel's reason, the cluster's own
+// (ZooKeeper, the brokers) before the metrics' and the lag's, which follow from them.
+function renderStatus(cluster, panels) {
+  const status = document.getElementById("status");
+  const stale = Object.values(panels).filter((p) => p.stale);
+  const reads = Object.values(panels).map((p) => p.read_ms).filter((t) => t !== null);
+  status.classList.toggle("stale", stale.length > 0);
+  status.dataset.stale = String(stale.length > 0);
+  if (stale.length) {
+    status.textContent = `stale — ${stale[0].stale_reason} since ${clock(stale[0].stale_since_ms)}`;
+  } else {
+    status.textContent = `read from ${cluster.source} at ${clock(Math.min(...reads))}`;
+  }
+}
+
+// When the console itself stopped answering the page (null while it answers).
+let consoleUnreachableSince = null;
+
 async function poll() {
   const status = document.getElementById("status");
   try {
     const [cluster, rates, lag] = await Promise.all(
       ["/api/cluster", "/api/rates", "/api/lag"].map(getJson));
+    const panels = { ...cluster.panels, ...rates.panels, ...lag.panels };
+    consoleUnreachableSince = null;
+    document.body.classList.remove("console-unreachable");
     renderSummary(cluster);
-    show("cluster-error", cluster.error);
     renderBrokers(cluster, rates);
     renderPartitions(cluster);
     renderRates(rates);
     renderLag(lag);
-    status.classList.remove("stale");
-    const read = new Date(cluster.updated_ms).toLocaleTimeString();
-    status.textContent = `read from ${cluster.source} at ${read}`;
+    renderPanels(panels);
+    renderStatus(cluster, panels);
   } catch (error) {
+    document.body.classList.add("console-unreachable");
     status.classList.add("stale");
-    status.textContent = `console unreachable (${error.message}); showing the last data`;
+    status.dataset.stale = "true";
+    consoleUnreachableSince = consoleUnreachableSince ?? Date.now();
+    status.textContent =
+      `stale — console unreachable (${error.message}) since ${clock(consoleUnreachableSince)}`;
   } finally {
     setTimeout(poll, POLL_MS);
   }
