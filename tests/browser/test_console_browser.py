@@ -54,7 +54,10 @@ PARTITIONS_JS = """
 return Array.from(document.querySelectorAll('#partitions tbody tr[data-topic]')).map(r => ({
   topic: r.dataset.topic, partition: Number(r.dataset.partition), leader: r.dataset.leader,
   isr: r.dataset.isr, hw: r.dataset.hw, red: r.classList.contains('under-replicated'),
-  background: getComputedStyle(r.cells[0]).backgroundColor}));
+  background: getComputedStyle(r.cells[0]).backgroundColor,
+  replicas: Array.from(r.cells[3].querySelectorAll('.replica')).map(s => parseInt(s.textContent)),
+  dead: r.cells[3].dataset.deadReplicas, deadMarks: r.cells[3].querySelectorAll('.dead').length,
+  notPreferred: r.dataset.notPreferred === 'true', leaderText: r.cells[2].textContent}));
 """
 PANELS_JS = """
 const panels = {};
@@ -70,6 +73,12 @@ return {panels, status: status.textContent, stale: status.dataset.stale === 'tru
 UNREACHABLE_JS = """
 const row = document.querySelector(`#brokers tbody tr[data-broker="${arguments[0]}"]`);
 return row ? row.cells[2].dataset.unreachable === 'true' && row.cells[2].textContent : false;
+"""
+PAGE_JS = """
+const page = document.getElementById('partitions-page');
+return {page: Number(page.dataset.page), pages: Number(page.dataset.pages),
+        matching: Number(page.dataset.matching), text: page.textContent,
+        rows: document.querySelectorAll('#partitions tbody tr').length};
 """
 CHART_JS = """
 const chart = document.getElementById(arguments[0]);
@@ -149,6 +158,8 @@ def test_console_page_healthy_then_a_broker_killed_then_everything_down(
     start_cluster(brokers)
     run(create(brokers.bootstrap, "orders", partitions=2))
     run(produce(brokers.bootstrap, "orders", ["a", "b", "c"]))
+    # More partitions than a page of the table holds (25).
+    run(create(brokers.bootstrap, "clicks", partitions=24, rf=1))
     controller = controller_of(zk_connect)
 
     with running_console("--zookeeper", zk_connect, "--interval", "0.5") as url:
@@ -159,12 +170,23 @@ def test_console_page_healthy_then_a_broker_killed_then_everything_down(
         ]
         assert all("alive" in b["text"] for b in shown)
 
+        # 26 partitions: two pages; the topic filter narrows them to one.
+        paging = wait_until(browser, PAGE_JS, lambda page: page["matching"] == 26)
+        assert (paging["page"], paging["pages"], paging["rows"]) == (1, 2, 25)
+        browser.find_element("id", "partitions-next").click()
+        paging = wait_until(browser, PAGE_JS, lambda page: page["page"] == 2)
+        assert paging["rows"] == 1
+        browser.find_element("id", "partition-filter").send_keys("ord")
+        paging = wait_until(browser, PAGE_JS, lambda page: page["matching"] == 2)
+        assert (paging["page"], paging["pages"], paging["rows"]) == (1, 1, 2)
+
         partitions = wait_until(
             browser,
             PARTITIONS_JS,
             lambda rows: [r["hw"] for r in rows] == ["3", "0"],
         )
         for row in partitions:
+            assert (row["dead"], row["deadMarks"], row["notPreferred"]) == ("", 0, False)
             assert row["topic"] == "orders"
             assert row["leader"] in {"1", "2", "3"}
             assert sorted(row["isr"].split(",")) == ["1", "2", "3"]
@@ -184,7 +206,9 @@ def test_console_page_healthy_then_a_broker_killed_then_everything_down(
         assert "stale" not in healthy["text"]
         screenshot(browser, tmp_path, "console-healthy.png")
 
-        victim = next(i for i in (1, 2, 3) if i != controller)
+        # The preferred leader of a partition, and not the controller: its partition's
+        # leadership moves to a replica that is not the preferred one.
+        victim = next(r["replicas"][0] for r in partitions if r["replicas"][0] != controller)
         brokers.brokers[victim].kill()
         shown = wait_until(
             browser,
@@ -200,6 +224,15 @@ def test_console_page_healthy_then_a_broker_killed_then_everything_down(
         for row in partitions:
             assert str(victim) not in row["isr"].split(",")
             assert row["background"] == UNDER_REPLICATED_BACKGROUND
+            assert (row["dead"], row["deadMarks"]) == (str(victim), 1)
+        moved = wait_until(
+            browser,
+            PARTITIONS_JS,
+            lambda rows: all(r["notPreferred"] for r in rows if r["replicas"][0] == victim),
+        )
+        for row in moved:
+            if row["replicas"][0] == victim:
+                assert f"not preferred (preferred {victim})" in row["leaderText"]
         killed = browser.execute_script(PANELS_JS)
         assert not killed["panels"]["brokers-panel"]["stale"]
         assert not killed["panels"]["partitions-panel"]["stale"]

@@ -4,7 +4,10 @@ A broker is alive while it is registered (in ZooKeeper's /brokers/ids, or, witho
 ZooKeeper, in the brokers' metadata). A broker that is not is still shown, as dead, when
 the console saw it earlier or a partition names it as a replica: a crashed broker is
 exactly what an operator opens the console to see. A partition is under-replicated when
-its ISR is smaller than its replica set, offline when it has no live leader.
+its ISR is smaller than its replica set, offline when it has no live leader. Its replicas
+on brokers that are not alive are named (`dead_replicas`), and a leader other than the
+preferred replica (the first of the assignment, as in Kafka) is flagged: load is then
+uneven until a preferred-replica election moves it back.
 """
 
 from __future__ import annotations
@@ -41,11 +44,16 @@ class BrokerView:
 
 
 def partition_json(p: PartitionDescription, live: set[int]) -> dict[str, object]:
+    leader = None if p.leader == NO_LEADER else p.leader
+    preferred = p.replicas[0] if p.replicas else None
     return {
         "partition": p.partition,
-        "leader": None if p.leader == NO_LEADER else p.leader,
+        "leader": leader,
         "leader_epoch": p.leader_epoch,
         "replicas": p.replicas,
+        "dead_replicas": [r for r in p.replicas if r not in live],
+        "preferred_leader": preferred,
+        "leader_not_preferred": leader is not None and leader != preferred,
         "isr": p.isr,
         "high_watermark": None if p.high_watermark == UNKNOWN_OFFSET else p.high_watermark,
         "under_replicated": len(p.isr) < len(p.replicas),
@@ -114,5 +122,6 @@ def cluster_json(
             "partitions": len(partitions),
             "under_replicated": sum(1 for p in partitions if p["under_replicated"]),
             "offline": sum(1 for p in partitions if p["offline"]),
+            "leader_not_preferred": sum(1 for p in partitions if p["leader_not_preferred"]),
         },
     }

@@ -2,6 +2,7 @@
 "use strict";
 
 const POLL_MS = 1500;
+const PARTITIONS_PER_PAGE = 25;
 const CHART_WIDTH = 300;
 const CHART_HEIGHT = 100;
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -66,6 +67,8 @@ function renderSummary(doc) {
     card("under-replicated", s.under_replicated, s.under_replicated > 0,
       "summary-under-replicated"),
     card("offline", s.offline, s.offline > 0, "summary-offline"),
+    card("leader not preferred", s.leader_not_preferred, s.leader_not_preferred > 0,
+      "summary-not-preferred"),
   );
 }
 
@@ -109,32 +112,92 @@ function partitionState(p) {
   return "ok";
 }
 
-function renderPartitions(doc) {
-  const rows = [];
-  for (const topic of doc.topics) {
-    for (const p of topic.partitions) {
-      const state = partitionState(p);
-      rows.push(el("tr", {
-        "data-topic": topic.topic,
-        "data-partition": p.partition,
-        "data-leader": p.leader === null ? "" : p.leader,
-        "data-isr": p.isr.join(","),
-        "data-hw": p.high_watermark === null ? "" : p.high_watermark,
-        "data-state": state,
-        class: [p.under_replicated && "under-replicated", p.offline && "offline"]
-          .filter(Boolean).join(" ") || null,
-      },
-      el("td", {}, topic.topic),
-      el("td", { class: "num" }, p.partition),
-      el("td", { class: "num" }, p.leader === null ? "none" : p.leader),
-      el("td", {}, p.replicas.join(", ")),
-      el("td", {}, p.isr.join(", ")),
-      el("td", { class: "num" }, p.high_watermark === null ? "?" : p.high_watermark),
-      el("td", {}, state)));
-    }
+// The partition table's view: the topic filter and the page shown (kept across polls).
+const partitionView = { filter: "", page: 0, rows: [] };
+
+function replicasCell(p) {
+  const dead = new Set(p.dead_replicas);
+  return el("td", { "data-dead-replicas": p.dead_replicas.join(",") },
+    ...p.replicas.map((r) => el("span", dead.has(r)
+      ? { class: "replica dead", title: `broker ${r} is not alive` }
+      : { class: "replica" }, dead.has(r) ? `${r} (dead)` : r)));
+}
+
+function leaderCell(p) {
+  const cell = el("td", { class: "num" }, p.leader === null ? "none" : p.leader);
+  if (p.leader_not_preferred) {
+    cell.append(el("span", { class: "badge not-preferred",
+      title: `the preferred leader is broker ${p.preferred_leader}` },
+    `not preferred (preferred ${p.preferred_leader})`));
   }
-  document.querySelector("#partitions tbody").replaceChildren(...rows);
-  document.getElementById("no-topics").hidden = rows.length > 0;
+  return cell;
+}
+
+function partitionRow(topic, p) {
+  const state = partitionState(p);
+  return el("tr", {
+    "data-topic": topic,
+    "data-partition": p.partition,
+    "data-leader": p.leader === null ? "" : p.leader,
+    "data-isr": p.isr.join(","),
+    "data-hw": p.high_watermark === null ? "" : p.high_watermark,
+    "data-state": state,
+    "data-not-preferred": p.leader_not_preferred,
+    class: [p.under_replicated && "under-replicated", p.offline && "offline"]
+      .filter(Boolean).join(" ") || null,
+  },
+  el("td", {}, topic),
+  el("td", { class: "num" }, p.partition),
+  leaderCell(p),
+  replicasCell(p),
+  el("td", {}, p.isr.join(", ")),
+  el("td", { class: "num" }, p.high_watermark === null ? "?" : p.high_watermark),
+  el("td", {}, state));
+}
+
+function renderPartitions(doc) {
+  partitionView.rows = doc.topics.flatMap((t) => t.partitions.map((p) => [t.topic, p]));
+  drawPartitions();
+}
+
+function drawPartitions() {
+  const { filter, rows } = partitionView;
+  const matching = rows.filter(([topic]) => topic.toLowerCase().includes(filter));
+  const pages = Math.max(1, Math.ceil(matching.length / PARTITIONS_PER_PAGE));
+  partitionView.page = Math.min(partitionView.page, pages - 1);
+  const first = partitionView.page * PARTITIONS_PER_PAGE;
+  const shown = matching.slice(first, first + PARTITIONS_PER_PAGE);
+  document.querySelector("#partitions tbody").replaceChildren(
+    ...shown.map(([topic, p]) => partitionRow(topic, p)));
+  const pageNote = document.getElementById("partitions-page");
+  pageNote.textContent = matching.length
+    ? `${first + 1}–${first + shown.length} of ${matching.length} partitions` +
+      ` (page ${partitionView.page + 1} of ${pages})`
+    : "";
+  pageNote.dataset.page = String(partitionView.page + 1);
+  pageNote.dataset.pages = String(pages);
+  pageNote.dataset.matching = String(matching.length);
+  document.getElementById("partitions-previous").disabled = partitionView.page === 0;
+  document.getElementById("partitions-next").disabled = partitionView.page >= pages - 1;
+  const none = document.getElementById("no-topics");
+  none.hidden = matching.length > 0;
+  none.textContent = rows.length ? `No topic matches "${filter}".` : "No topics yet.";
+}
+
+function setUpPartitionTable() {
+  document.getElementById("partition-filter").addEventListener("input", (event) => {
+    partitionView.filter = event.target.value.trim().toLowerCase();
+    partitionView.page = 0;
+    drawPartitions();
+  });
+  document.getElementById("partitions-previous").addEventListener("click", () => {
+    partitionView.page = Math.max(0, partitionView.page - 1);
+    drawPartitions();
+  });
+  document.getElementById("partitions-next").addEventListener("click", () => {
+    partitionView.page += 1;
+    drawPartitions();
+  });
 }
 
 function renderChart(series, points) {
@@ -284,4 +347,5 @@ async function poll() {
   }
 }
 
+setUpPartitionTable();
 poll();
