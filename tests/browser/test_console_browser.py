@@ -80,6 +80,15 @@ return {page: Number(page.dataset.page), pages: Number(page.dataset.pages),
         matching: Number(page.dataset.matching), text: page.textContent,
         rows: document.querySelectorAll('#partitions tbody tr').length};
 """
+GROUPS_JS = """
+return Array.from(document.querySelectorAll('#groups .group')).map(g => ({
+  group: g.dataset.group, state: g.dataset.state, lag: g.dataset.totalLag,
+  rows: Array.from(g.querySelectorAll('tbody tr')).map(r => r.dataset.lag), text: g.textContent}));
+"""
+CONFIGS_JS = """
+return Array.from(document.querySelectorAll('#configs tbody tr')).map(r => ({
+  topic: r.dataset.topic, text: r.cells[3].textContent}));
+"""
 CHART_JS = """
 const chart = document.getElementById(arguments[0]);
 return {points: Number(chart.dataset.points), max: Number(chart.dataset.max || 0),
@@ -130,6 +139,18 @@ def cluster(own_zookeeper: EmbeddedZooKeeper, tmp_path: Path) -> Iterator[Broker
         factory.stop_all()
 
 
+def commit_offsets(kafka_bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """A consumer group with committed offsets and no members (state Empty)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": group})
+    try:
+        committed = [TopicPartition(topic, p, offset) for p, offset in offsets.items()]
+        consumer.commit(offsets=committed, asynchronous=False)
+    finally:
+        consumer.close()
+
+
 def screenshot(driver, tmp_path: Path, name: str) -> Path:
     path = tmp_path / name
     driver.save_screenshot(str(path))
@@ -156,11 +177,12 @@ def test_console_page_healthy_then_a_broker_killed_then_everything_down(
     brokers = cluster
     zk_connect = brokers.zk_connect
     start_cluster(brokers)
-    run(create(brokers.bootstrap, "orders", partitions=2))
+    run(create(brokers.bootstrap, "orders", partitions=2, **{"retention.ms": "60000"}))
     run(produce(brokers.bootstrap, "orders", ["a", "b", "c"]))
     # More partitions than a page of the table holds (25).
     run(create(brokers.bootstrap, "clicks", partitions=24, rf=1))
     controller = controller_of(zk_connect)
+    commit_offsets(brokers.kafka_bootstrap(), "billing", "orders", {0: 1})
 
     with running_console("--zookeeper", zk_connect, "--interval", "0.5") as url:
         browser.get(url + "/")
@@ -197,6 +219,19 @@ def test_console_page_healthy_then_a_broker_killed_then_everything_down(
         run(produce(brokers.bootstrap, "orders", [f"record-{i}" for i in range(500)]))
         chart = wait_until(browser, CHART_JS, lambda c: c["max"] > 1, "chart-bytes_in")
         assert chart["lines"] == 1
+        configs = wait_until(browser, CONFIGS_JS, lambda rows: len(rows) == 2)
+        assert {r["topic"]: r["text"] for r in configs} == {
+            "clicks": "none (the brokers' defaults)",
+            "orders": "retention.ms=60000",
+        }
+        groups = wait_until(browser, GROUPS_JS, lambda shown: len(shown) == 1)
+        assert (groups[0]["group"], groups[0]["state"], groups[0]["lag"]) == (
+            "billing",
+            "Empty",
+            "502",
+        )
+        assert groups[0]["rows"] == ["502"]
+
         healthy = wait_until(
             browser,
             PANELS_JS,

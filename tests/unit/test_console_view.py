@@ -31,6 +31,7 @@ def test_a_healthy_cluster() -> None:
     assert document["topics"] == [
         {
             "topic": "t",
+            "config": None,
             "partitions": [
                 {
                     "partition": 0,
@@ -131,3 +132,19 @@ def test_a_partition_without_a_leader_is_not_flagged_as_not_preferred() -> None:
     )
     shown = document["topics"][0]["partitions"][0]
     assert (shown["dead_replicas"], shown["leader_not_preferred"]) == ([1, 2], False)
+
+
+def test_each_topic_carries_its_config_overrides_when_known() -> None:
+    document = cluster_json(
+        source="zookeeper",
+        live=[BrokerView(1, "h", 1)],
+        known={},
+        controller=1,
+        topics={"a": [partition(0, 1, [1])], "b": [partition(0, 1, [1])]},
+        error=None,
+        configs={"a": {"segment.ms": "10", "retention.ms": "5"}},
+    )
+    assert [(t["topic"], t["config"]) for t in document["topics"]] == [
+        ("a", {"retention.ms": "5", "segment.ms": "10"}),
+        ("b", {}),
+    ]

@@ -1,9 +1,11 @@
-"""The console: loops that keep the latest cluster, rates and lag documents, and its routes.
+"""The console: loops that keep the latest cluster, rates, lag and groups documents, and
+its routes.
 
-Three loops each refresh one document every interval: the cluster (registrations and
-topics), the rates (one scrape round of the brokers that were live at the last cluster
-read) and the lag of the given checkpoints. Requests only read the latest documents, so
-any number of open pages cost the cluster nothing more, and no route changes anything.
+Four loops each refresh one document every interval: the cluster (registrations, topics
+and their configs), the rates (one scrape round of the brokers that were live at the
+last cluster read), the lag of the given checkpoints and the Kafka consumer groups.
+Requests only read the latest documents, so any number of open pages cost the cluster
+nothing more, and no route changes anything.
 
 Every JSON answer also says, per panel, when its data was read and whether it is stale
 (freshness.py), worked out when the answer is made: a refresh that hangs ages its panel
@@ -25,9 +27,12 @@ from importlib import resources
 from pathlib import Path
 
 from spark_replica.client import Cluster
+from spark_replica.errors import ReplogError
 from spark_replica.tools.console.cluster_source import READ_TIMEOUT_S, ClusterSource, now_ms
 from spark_replica.tools.console.cluster_view import cluster_json
+from spark_replica.tools.console.error_lines import collapse_error
 from spark_replica.tools.console.freshness import Freshness
+from spark_replica.tools.console.group_source import GROUPS_TIMEOUT_S, read_groups
 from spark_replica.tools.console.http import Response, error_response
 from spark_replica.tools.console.lag import lag_json
 from spark_replica.tools.console.rates import RateTracker, Scrape
@@ -50,6 +55,12 @@ NO_ZOOKEEPER = (
     "start the console with --dir or --zookeeper instead of --bootstrap"
 )
 NO_METRICS_PORT = "metrics unavailable: no live broker serves metrics (--metrics-port)"
+NO_KAFKA_ADDRESSES = (
+    "consumer groups unavailable: they are read from the brokers' Kafka listeners, named in "
+    "their ZooKeeper registrations; start the console with --dir or --zookeeper"
+)
+NO_KAFKA_LISTENER = "consumer groups unavailable: no live broker runs a Kafka listener"
+KAFKA_UNREACHABLE = "Kafka listeners unreachable"
 
 
 def load_static() -> dict[str, Response]:
@@ -91,6 +102,7 @@ class Console:
         self.rates_freshness = Freshness()
         self.broker_metrics: dict[int, Freshness] = {}
         self.lag_freshness = Freshness()
+        self.groups_freshness = Freshness()
         self.static = load_static()
         waiting = "not read yet"
         self.documents: dict[str, dict[str, object]] = {
@@ -109,6 +121,9 @@ class Console:
             ),
             "/api/lag": stamped(
                 {"queries": [{"checkpoint": str(c), "error": waiting} for c in checkpoints]}
+            ),
+            "/api/groups": stamped(
+                {"available": False, "reason": waiting, "groups": [], "total": 0}
             ),
         }
 
@@ -140,8 +155,10 @@ class Console:
                     for b, f in sorted(self.broker_metrics.items())
                 },
             }
-        lag_age = max_age_ms(self.interval_s * LAG_INTERVAL_FACTOR, REFRESH_TIMEOUT_S)
-        return {"panels": {"lag": self.lag_freshness.as_json(now, lag_age)}}
+        slow_age = max_age_ms(self.interval_s * LAG_INTERVAL_FACTOR, REFRESH_TIMEOUT_S)
+        if path == "/api/groups":
+            return {"panels": {"groups": self.groups_freshness.as_json(now, slow_age)}}
+        return {"panels": {"lag": self.lag_freshness.as_json(now, slow_age)}}
 
     async def refresh_cluster(self) -> None:
         self.documents["/api/cluster"] = stamped(await self.source.snapshot())
@@ -154,7 +171,11 @@ class Console:
         else:
             reason = None
             self.record_scrapes(await scrape_round(self.source.live, self.tracker, self.scrape))
-        if reason is not None:
+        brokers = self.source.brokers_freshness
+        if reason is not None and brokers.failing_since_ms is not None:
+            # Which brokers to scrape is as stale as the last read of the registrations.
+            self.rates_freshness.failed(now_ms(), brokers.reason or "", brokers.detail)
+        elif reason is not None:
             # "Unavailable, and why" is itself a fresh answer.
             self.rates_freshness.succeeded(now_ms())
         document = {**self.tracker.as_json(), "available": reason is None, "reason": reason}
@@ -183,12 +204,41 @@ class Console:
         self.documents["/api/lag"] = stamped(await lag_json(self.cluster, self.checkpoints))
         self.lag_freshness.succeeded(now_ms())
 
+    async def refresh_groups(self) -> None:
+        if self.source.zk is None:
+            reason: str | None = NO_KAFKA_ADDRESSES
+        elif not any(b.kafka_port >= 0 for b in self.source.live):
+            reason = NO_KAFKA_LISTENER
+        else:
+            reason = None
+        if reason is not None:
+            document = {"available": False, "reason": reason, "groups": [], "total": 0}
+            self.documents["/api/groups"] = stamped(document)
+            self.groups_freshness.succeeded(now_ms())
+            return
+        bootstrap = [(b.kafka_host or b.host, b.kafka_port) for b in self.source.live]
+        try:
+            groups = await asyncio.wait_for(
+                read_groups(bootstrap, self.cluster.security), GROUPS_TIMEOUT_S * 2
+            )
+        except TimeoutError:
+            self.groups_freshness.failed(
+                now_ms(), KAFKA_UNREACHABLE, f"no answer in {GROUPS_TIMEOUT_S * 2:g} s"
+            )
+            return
+        except ReplogError as exc:
+            self.groups_freshness.failed(now_ms(), KAFKA_UNREACHABLE, collapse_error(str(exc)))
+            return
+        self.documents["/api/groups"] = stamped({"available": True, "reason": None, **groups})
+        self.groups_freshness.succeeded(now_ms())
+
     async def run(self) -> None:
         """Refresh every document forever (until cancelled)."""
         await asyncio.gather(
             self._every(self.interval_s, self.refresh_cluster),
             self._every(self.interval_s, self.refresh_rates),
             self._every(self.interval_s * LAG_INTERVAL_FACTOR, self.refresh_lag),
+            self._every(self.interval_s * LAG_INTERVAL_FACTOR, self.refresh_groups),
         )
 
     @staticmethod

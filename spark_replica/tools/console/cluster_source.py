@@ -1,9 +1,11 @@
 """Reading the cluster for the console: who is registered, who controls, what the topics are.
 
 With a ZooKeeper session the brokers and the controller come from their registrations
-(`/brokers/ids/N`, which also say each broker's metrics port, and `/controller`), as
-Kafka's tools read them. Without one (`--bootstrap` only) they come from the brokers'
-metadata, which knows no metrics ports. Topics, partitions and high watermarks always
+(`/brokers/ids/N`, which also say each broker's metrics and Kafka listener, and
+`/controller`), as Kafka's tools read them, and the topics' config overrides from
+`/config/topics/T` (in one multiRead), as `replog configs describe` reads them. Without
+one (`--bootstrap` only) they come from the brokers' metadata, which knows no metrics
+or Kafka listeners, and no configs are shown. Topics, partitions and high watermarks always
 come from the brokers through Admin.describe.
 
 Each of the two reads has its own deadline and its own `Freshness`: when one fails or
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
+from dataclasses import dataclass, field
 
 from kazoo.client import KazooClient
 
@@ -31,6 +34,7 @@ from spark_replica.tools.console.error_lines import collapse_error
 from spark_replica.tools.console.freshness import Freshness
 from spark_replica.zk import topic_store, znodes
 from spark_replica.zk.kazoo_errors import read_if_present
+from spark_replica.zk.multi_read import get_many
 
 NO_CONTROLLER = -1
 # One read of ZooKeeper or of the brokers that takes longer has failed for this round.
@@ -38,18 +42,41 @@ READ_TIMEOUT_S = 5.0
 ZOOKEEPER_UNREACHABLE = "ZooKeeper unreachable"
 BROKERS_UNREACHABLE = "brokers unreachable"
 
-Registrations = tuple[list[BrokerView], int | None]
+
+@dataclass(frozen=True)
+class Registrations:
+    brokers: list[BrokerView]
+    controller: int | None
+    configs: dict[str, dict[str, str]] | None = field(default=None)  # None: not known
+
+
+def read_configs(zk: KazooClient) -> dict[str, dict[str, str]]:
+    """Every topic's config overrides (blocking)."""
+    topics = topic_store.list_topics(zk)
+    found = get_many(zk, [znodes.topic_config_path(t) for t in topics])
+    return {
+        topic: {} if read is None else znodes.TopicConfig.decode(topic, read[0]).config
+        for topic, read in zip(topics, found, strict=True)
+    }
 
 
 def read_registrations(zk: KazooClient) -> Registrations:
-    """The registered brokers and the controller's id (blocking)."""
+    """The registered brokers, the controller's id and the topics' configs (blocking)."""
     brokers = [
-        BrokerView(r.broker_id, r.host, r.port, r.metrics_port, r.metrics_host)
+        BrokerView(
+            r.broker_id,
+            r.host,
+            r.port,
+            r.metrics_port,
+            r.metrics_host,
+            r.kafka_port,
+            r.kafka_host,
+        )
         for r in topic_store.read_brokers(zk)
     ]
     found = read_if_present(zk, znodes.CONTROLLER_PATH)
     controller = None if found is None else znodes.ControllerRegistration.decode(found[0]).broker_id
-    return brokers, controller
+    return Registrations(brokers, controller, read_configs(zk))
 
 
 def now_ms() -> int:
@@ -69,6 +96,7 @@ class ClusterSource:
         self.known: dict[int, BrokerView] = {}
         self.live: list[BrokerView] = []
         self.controller: int | None = None
+        self.configs: dict[str, dict[str, str]] | None = None
         self.topics: dict[str, list[PartitionDescription]] = {}
         self.brokers_freshness = Freshness()
         self.topics_freshness = Freshness()
@@ -92,7 +120,7 @@ class ClusterSource:
             response = await self.cluster.refresh(None)
             brokers = [BrokerView(b.broker_id, b.host, b.port) for b in response.brokers]
             controller = None if response.controller_id == NO_CONTROLLER else response.controller_id
-            return brokers, controller
+            return Registrations(brokers, controller)
         if self._zk_read is None or self._zk_read.done():
             loop = asyncio.get_running_loop()
             self._zk_read = loop.run_in_executor(self._zk_thread, read_registrations, self.zk)
@@ -101,7 +129,7 @@ class ClusterSource:
 
     async def read_brokers(self) -> None:
         try:
-            self.live, self.controller = await asyncio.wait_for(self._registered(), READ_TIMEOUT_S)
+            read = await asyncio.wait_for(self._registered(), READ_TIMEOUT_S)
         except TimeoutError:
             self.brokers_freshness.failed(
                 now_ms(), self.unreachable, f"no answer in {READ_TIMEOUT_S:g} s"
@@ -110,6 +138,7 @@ class ClusterSource:
         except ReplogError as exc:
             self.brokers_freshness.failed(now_ms(), self.unreachable, collapse_error(str(exc)))
             return
+        self.live, self.controller, self.configs = read.brokers, read.controller, read.configs
         self.known.update({b.broker_id: b for b in self.live})
         self.brokers_freshness.succeeded(now_ms())
 
@@ -141,4 +170,5 @@ class ClusterSource:
             controller=self.controller,
             topics=self.topics,
             error="; ".join(errors) or None,
+            configs=self.configs,
         )

@@ -12,7 +12,7 @@ uneven until a preferred-replica election moves it back.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from spark_replica.client import PartitionDescription
@@ -29,6 +29,8 @@ class BrokerView:
     port: int
     metrics_port: int = -1  # -1: metrics off, or not known without ZooKeeper
     metrics_host: str = ""  # "": the broker's host
+    kafka_port: int = -1  # -1: no Kafka listener, or not known without ZooKeeper
+    kafka_host: str = ""
 
     @property
     def metrics_address(self) -> str:
@@ -86,11 +88,13 @@ def cluster_json(
     controller: int | None,
     topics: dict[str, list[PartitionDescription]],
     error: str | None,
+    configs: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, object]:
     """The whole /api/cluster document.
 
     `known` holds every broker seen so far (the last place each was seen), `topics` what
-    Admin.describe said (empty when it failed, with `error` saying why).
+    Admin.describe said (empty when it failed, with `error` saying why), `configs` each
+    topic's config overrides (None: not known, without ZooKeeper).
     """
     live_by_id = {b.broker_id: b for b in live}
     every_id = sorted(set(live_by_id) | set(known) | replica_ids(topics))
@@ -114,7 +118,14 @@ def cluster_json(
         "error": error,
         "controller": controller,
         "brokers": brokers,
-        "topics": [{"topic": t, "partitions": docs} for t, docs in partition_docs.items()],
+        "topics": [
+            {
+                "topic": t,
+                "config": None if configs is None else dict(sorted(configs.get(t, {}).items())),
+                "partitions": docs,
+            }
+            for t, docs in partition_docs.items()
+        ],
         "summary": {
             "brokers": len(brokers),
             "brokers_alive": len(live_by_id),

@@ -3,6 +3,7 @@
 
 const POLL_MS = 1500;
 const PARTITIONS_PER_PAGE = 25;
+const FETCH_TIMEOUT_MS = 5000;
 const CHART_WIDTH = 300;
 const CHART_HEIGHT = 100;
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -271,8 +272,69 @@ function renderLag(doc) {
   document.getElementById("lag").replaceChildren(...blocks);
 }
 
+function renderConfigs(doc) {
+  const known = doc.topics.some((t) => t.config !== null);
+  show("configs-unavailable", doc.topics.length && !known
+    ? "Topic configs are kept in ZooKeeper: start the console with --dir or --zookeeper."
+    : "");
+  const rows = doc.topics.map((t) => {
+    const config = t.config || {};
+    const items = Object.entries(config).map(([key, value]) =>
+      el("span", { class: "config-item", "data-key": key }, `${key}=${value}`));
+    const replicas = t.partitions.length ? t.partitions[0].replicas.length : 0;
+    return el("tr", { "data-topic": t.topic },
+      el("td", {}, t.topic),
+      el("td", { class: "num" }, t.partitions.length),
+      el("td", { class: "num" }, replicas),
+      el("td", {}, ...(items.length ? items
+        : [t.config === null ? "unknown" : "none (the brokers' defaults)"])));
+  });
+  document.querySelector("#configs tbody").replaceChildren(...rows);
+}
+
+function groupTable(group) {
+  const cell = (value) => el("td", { class: "num" }, value ?? "–");
+  const rows = group.partitions.map((p) => el("tr", {
+    "data-topic": p.topic, "data-partition": p.partition, "data-lag": p.lag ?? "",
+  },
+  el("td", {}, p.topic), cell(p.partition), cell(p.current_offset), cell(p.log_end_offset),
+  cell(p.lag), el("td", {}, p.consumer_id ?? "–"), el("td", {}, p.host ?? "–"),
+  el("td", {}, p.client_id ?? "–")));
+  const heads = ["topic", "partition", "committed", "log end", "lag", "consumer id", "host",
+    "client id"].map((name, i) => el("th", { class: i > 0 && i < 5 ? "num" : null }, name));
+  return el("table", {}, el("thead", {}, el("tr", {}, ...heads)), el("tbody", {}, ...rows));
+}
+
+function renderGroups(doc) {
+  show("groups-unavailable", doc.available ? "" : doc.reason);
+  const blocks = doc.groups.map((g) => {
+    const block = el("div", { class: "group", "data-group": g.group, "data-state": g.state ?? "",
+      "data-total-lag": g.total_lag ?? "" });
+    if (g.error) {
+      block.append(el("h3", {}, el("span", { class: "group-id" }, g.group)),
+        el("p", { class: "error" }, `cannot describe: ${g.error}`));
+      return block;
+    }
+    const members = g.members.length;
+    block.append(el("h3", {}, el("span", { class: "group-id" }, g.group),
+      ` — ${g.state}, ${members} member${members === 1 ? "" : "s"}` +
+      `, total lag ${g.total_lag ?? "?"}`));
+    block.append(g.partitions.length ? groupTable(g)
+      : el("p", { class: "note" }, "No committed offsets and no assigned partitions."));
+    return block;
+  });
+  if (doc.available && !blocks.length) blocks.push(el("p", { class: "note" }, "No groups."));
+  if (doc.total > doc.groups.length) {
+    blocks.push(el("p", { class: "note" }, `Showing ${doc.groups.length} of ${doc.total} groups.`));
+  }
+  document.getElementById("groups").replaceChildren(...blocks);
+}
+
+// A request the console does not answer in time fails, so that the page says so and
+// polls again instead of waiting on it for ever.
 async function getJson(path) {
-  const response = await fetch(path, { cache: "no-store" });
+  const signal = AbortSignal.timeout(FETCH_TIMEOUT_MS);
+  const response = await fetch(path, { cache: "no-store", signal });
   if (!response.ok) throw new Error(`${path}: HTTP ${response.status}`);
   return response.json();
 }
@@ -323,15 +385,17 @@ let consoleUnreachableSince = null;
 async function poll() {
   const status = document.getElementById("status");
   try {
-    const [cluster, rates, lag] = await Promise.all(
-      ["/api/cluster", "/api/rates", "/api/lag"].map(getJson));
-    const panels = { ...cluster.panels, ...rates.panels, ...lag.panels };
+    const [cluster, rates, lag, groups] = await Promise.all(
+      ["/api/cluster", "/api/rates", "/api/lag", "/api/groups"].map(getJson));
+    const panels = { ...cluster.panels, ...rates.panels, ...groups.panels, ...lag.panels };
     consoleUnreachableSince = null;
     document.body.classList.remove("console-unreachable");
     renderSummary(cluster);
     renderBrokers(cluster, rates);
     renderPartitions(cluster);
     renderRates(rates);
+    renderConfigs(cluster);
+    renderGroups(groups);
     renderLag(lag);
     renderPanels(panels);
     renderStatus(cluster, panels);
