@@ -3,7 +3,9 @@ states: healthy (brokers, controller, partitions with leader/ISR/HW, a chart wit
 after producing); one broker killed (shown dead, its metrics unreachable since the kill,
 its partitions marked under-replicated in red); everything down (brokers and ZooKeeper
 stopped: every panel greyed and saying since when and why it is stale, the header's
-time of the last read standing still). A screenshot of each state is saved in the
+time of the last read standing still). The record browser is used while healthy: a page
+of records from an offset, as text and as hex, the next page, and a bad query answered
+in the page. A screenshot of each state is saved in the
 test's output directory and its path printed.
 
 Uses the system's Chromium and chromedriver (given by path, so Selenium downloads
@@ -89,6 +91,15 @@ CONFIGS_JS = """
 return Array.from(document.querySelectorAll('#configs tbody tr')).map(r => ({
   topic: r.dataset.topic, text: r.cells[3].textContent}));
 """
+RECORDS_JS = """
+const error = document.getElementById('record-error');
+return {error: error.hidden ? '' : error.textContent,
+        summary: document.getElementById('record-summary').textContent,
+        next: !document.getElementById('record-next').disabled,
+        rows: Array.from(document.querySelectorAll('#records tbody tr')).map(r => ({
+          offset: Number(r.dataset.offset), key: r.cells[2].textContent,
+          value: r.cells[3].textContent}))};
+"""
 CHART_JS = """
 const chart = document.getElementById(arguments[0]);
 return {points: Number(chart.dataset.points), max: Number(chart.dataset.max || 0),
@@ -156,6 +167,51 @@ def screenshot(driver, tmp_path: Path, name: str) -> Path:
     driver.save_screenshot(str(path))
     print(f"screenshot: {path}")
     return path
+
+
+def fill(driver, field_id: str, value: str) -> None:
+    field = driver.find_element("id", field_id)
+    field.clear()
+    field.send_keys(value)
+
+
+def read_records(driver, tmp_path: Path) -> None:
+    """The record browser on `orders` (a, b, c, then record-0 ... record-499 in partition 0)."""
+    from selenium.webdriver.support.select import Select
+
+    driver.execute_script("document.getElementById('records-panel').scrollIntoView()")
+    fill(driver, "record-topic", "orders")
+    fill(driver, "record-partition", "0")
+    fill(driver, "record-offset", "1")
+    fill(driver, "record-limit", "3")
+    driver.find_element("id", "record-read").click()
+    page = wait_until(driver, RECORDS_JS, lambda shown: len(shown["rows"]) == 3)
+    assert [(r["offset"], r["key"], r["value"]) for r in page["rows"]] == [
+        (1, "null", "b"),
+        (2, "null", "c"),
+        (3, "null", "record-0"),
+    ]
+    assert page["error"] == ""
+    assert page["summary"].startswith("orders-0: offsets 1 to 3 of 0 to 502")
+    screenshot(driver, tmp_path, "console-records.png")
+
+    driver.find_element("id", "record-next").click()
+    page = wait_until(driver, RECORDS_JS, lambda shown: shown["rows"][0]["offset"] == 4)
+    assert [r["value"] for r in page["rows"]] == ["record-1", "record-2", "record-3"]
+    Select(driver.find_element("id", "record-format")).select_by_value("hex")
+    driver.find_element("id", "record-read").click()
+    page = wait_until(driver, RECORDS_JS, lambda shown: shown["rows"][0]["value"] == b"b".hex())
+
+    fill(driver, "record-topic", "nope")
+    driver.find_element("id", "record-read").click()
+    page = wait_until(driver, RECORDS_JS, lambda shown: shown["error"] != "")
+    assert page["error"] == "topic 'nope' does not exist"
+    assert page["rows"] == [] or not driver.find_element("id", "records").is_displayed()
+    fill(driver, "record-topic", "orders")
+    fill(driver, "record-offset", "9999")
+    driver.find_element("id", "record-read").click()
+    page = wait_until(driver, RECORDS_JS, lambda shown: "9999" in shown["error"])
+    assert page["error"] == "offset 9999 is outside orders-0, which holds offsets 0 to 502"
 
 
 def wait_until(driver, script: str, check, *args: object):
@@ -240,6 +296,7 @@ def test_console_page_healthy_then_a_broker_killed_then_everything_down(
         assert healthy["status"].startswith("read from zookeeper at ")
         assert "stale" not in healthy["text"]
         screenshot(browser, tmp_path, "console-healthy.png")
+        read_records(browser, tmp_path)
 
         # The preferred leader of a partition, and not the controller: its partition's
         # leadership moves to a replica that is not the preferred one.

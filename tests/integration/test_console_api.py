@@ -167,3 +167,64 @@ def test_with_bootstrap_only_groups_and_configs_say_why_they_are_missing(live: L
         assert groups["available"] is False
         assert "--zookeeper" in groups["reason"]
         assert groups["panels"]["groups"]["stale"] is False
+
+
+def records(url: str, query: str) -> tuple[int, dict]:
+    return get_json(url, f"/api/records?{query}")
+
+
+def test_records_from_an_offset_as_text_with_keys_headers_and_times(live: Live) -> None:
+    status, page = records(live.url, "topic=orders&partition=1&offset=2&limit=3")
+    assert status == 200, page
+    assert (page["log_start_offset"], page["high_watermark"]) == (0, RECORDS_PER_PARTITION)
+    assert (page["start_offset"], page["next_offset"], page["capped_by_bytes"]) == (2, 5, False)
+    assert [
+        (r["offset"], r["timestamp_ms"], r["key"]["data"], r["value"]["data"])
+        for r in page["records"]
+    ] == [(i, FIRST_TIMESTAMP_MS + i * 1000, f"k{i}", f"order-1-{i}") for i in (2, 3, 4)]
+    assert page["records"][0]["headers"] == [
+        {"key": "trace", "value": {"data": "t2", "size": 2, "truncated": False}}
+    ]
+
+
+def test_records_from_a_time_stop_at_the_high_watermark(live: Live) -> None:
+    for stamp in (str(FIRST_TIMESTAMP_MS + 6500), "2023-11-14T22:13:27Z"):
+        status, page = records(live.url, f"topic=orders&partition=1&timestamp={stamp}")
+        assert status == 200, page
+        assert [r["offset"] for r in page["records"]] == [7, 8, 9], stamp
+    status, page = records(live.url, f"topic=orders&partition=1&timestamp={10**13}")
+    assert (status, page["start_offset"], page["records"]) == (200, RECORDS_PER_PARTITION, [])
+
+
+def test_records_as_hex_and_bytes_that_are_not_text(live: Live) -> None:
+    status, page = records(live.url, "topic=orders&partition=0&offset=9&format=hex")
+    assert status == 200, page
+    (record,) = page["records"]
+    assert record["value"] == {"data": "00ff10", "size": 3, "truncated": False}
+    assert record["key"]["data"] == b"k9".hex()
+    _, as_text = records(live.url, "topic=orders&partition=0&offset=9")
+    assert "\ufffd" in as_text["records"][0]["value"]["data"]
+
+
+@pytest.mark.parametrize(
+    ("query", "status", "says"),
+    [
+        ("topic=nope&partition=0&offset=0", 404, "topic 'nope' does not exist"),
+        ("topic=orders&partition=7&offset=0", 404, "has no partition 7 (it has 2: 0 to 1)"),
+        ("topic=orders&partition=0&offset=50", 400, "offset 50 is outside orders-0"),
+        ("topic=orders&partition=0&offset=abc", 400, "offset must be a whole number"),
+        ("partition=0&offset=0", 400, "name a topic"),
+        ("topic=orders&partition=0", 400, "say where to start"),
+        ("topic=orders&partition=0&offset=0&timestamp=1", 400, "not both"),
+        ("topic=orders&partition=0&offset=0&limit=1000", 400, "limit must be at most 100"),
+        ("topic=orders&partition=0&timestamp=yesterday", 400, "ISO 8601"),
+        ("topic=orders&partition=0&offset=0&format=base64", 400, "format must be text or hex"),
+    ],
+)
+def test_bad_record_queries_get_a_json_error_that_says_why(
+    live: Live, query: str, status: int, says: str
+) -> None:
+    answered, document = records(live.url, query)
+    assert (answered, document["status"]) == (status, status)
+    assert says in document["error"]
+    assert "\n" not in document["error"] and "Traceback" not in document["error"]

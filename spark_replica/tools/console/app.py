@@ -28,14 +28,21 @@ from pathlib import Path
 
 from spark_replica.client import Cluster
 from spark_replica.errors import ReplogError
-from spark_replica.tools.console.cluster_source import READ_TIMEOUT_S, ClusterSource, now_ms
+from spark_replica.tools.console.cluster_source import (
+    BROKERS_UNREACHABLE,
+    READ_TIMEOUT_S,
+    ClusterSource,
+    now_ms,
+)
 from spark_replica.tools.console.cluster_view import cluster_json
 from spark_replica.tools.console.error_lines import collapse_error
 from spark_replica.tools.console.freshness import Freshness
 from spark_replica.tools.console.group_source import GROUPS_TIMEOUT_S, read_groups
-from spark_replica.tools.console.http import Response, error_response
+from spark_replica.tools.console.http import Request, Response, error_response
 from spark_replica.tools.console.lag import lag_json
 from spark_replica.tools.console.rates import RateTracker, Scrape
+from spark_replica.tools.console.record_source import RecordsNotFoundError, read_page
+from spark_replica.tools.console.record_view import RecordQueryError, parse_query
 from spark_replica.tools.console.scrape import SCRAPE_TIMEOUT_S, ScrapeSettings, scrape_round
 
 DEFAULT_INTERVAL_S = 1.0
@@ -43,6 +50,9 @@ DEFAULT_INTERVAL_S = 1.0
 LAG_INTERVAL_FACTOR = 2
 # One read of the cluster that takes longer is abandoned and tried again next round.
 REFRESH_TIMEOUT_S = 15.0
+RECORDS_PATH = "/api/records"
+# One page of records: the topic check, three offset lookups and the read.
+RECORDS_TIMEOUT_S = 20.0
 # A panel whose data is older than this many rounds plus a read's deadline is stale.
 STALE_AFTER_ROUNDS = 3
 STATIC_FILES = {
@@ -75,6 +85,11 @@ def json_response(document: object) -> Response:
     return Response(
         HTTPStatus.OK, "application/json", json.dumps(document, separators=(",", ":")).encode()
     )
+
+
+def json_error(status: HTTPStatus, message: str) -> Response:
+    body = json.dumps({"status": int(status), "error": message}, separators=(",", ":"))
+    return Response(status, "application/json", body.encode())
 
 
 def stamped(document: dict[str, object]) -> dict[str, object]:
@@ -126,6 +141,29 @@ class Console:
                 {"available": False, "reason": waiting, "groups": [], "total": 0}
             ),
         }
+
+    async def answer(self, request: Request) -> Response:
+        """The answer to a request: a page of records is read for it, the rest is kept."""
+        if request.path == RECORDS_PATH:
+            return await self.records(request.params)
+        return self.route(request.path)
+
+    async def records(self, params: dict[str, str]) -> Response:
+        """A page of a partition's records, or a JSON error saying what went wrong."""
+        try:
+            query = parse_query(params)
+            page = await asyncio.wait_for(read_page(self.cluster, query), RECORDS_TIMEOUT_S)
+        except RecordsNotFoundError as exc:
+            return json_error(HTTPStatus.NOT_FOUND, str(exc))
+        except RecordQueryError as exc:
+            return json_error(HTTPStatus.BAD_REQUEST, str(exc))
+        except TimeoutError:
+            message = f"the brokers did not answer in {RECORDS_TIMEOUT_S:g} s"
+            return json_error(HTTPStatus.GATEWAY_TIMEOUT, message)
+        except ReplogError as exc:
+            message = f"{BROKERS_UNREACHABLE}: {collapse_error(str(exc) or type(exc).__name__)}"
+            return json_error(HTTPStatus.SERVICE_UNAVAILABLE, message)
+        return json_response(page)
 
     def route(self, path: str) -> Response:
         static = self.static.get(path)

@@ -332,6 +332,91 @@ function renderGroups(doc) {
 
 // A request the console does not answer in time fails, so that the page says so and
 // polls again instead of waiting on it for ever.
+// The record browser: one page of a partition at a time, read when asked (not polled).
+function bytesCell(field) {
+  if (field === null) return el("td", { class: "bytes" }, el("span", { class: "null" }, "null"));
+  const cell = el("td", { class: "bytes" }, field.data);
+  if (field.truncated) cell.append(el("span", { class: "cut" }, ` … (${field.size} bytes)`));
+  return cell;
+}
+
+function headersCell(headers) {
+  const cell = el("td", { class: "bytes" });
+  headers.forEach((h, i) => {
+    if (i) cell.append("\n");
+    cell.append(`${h.key}: `, h.value === null ? "null" : h.value.data);
+  });
+  return cell;
+}
+
+function renderRecords(page) {
+  const rows = page.records.map((r) => el("tr", { "data-offset": r.offset },
+    el("td", { class: "num" }, r.offset),
+    el("td", {}, new Date(r.timestamp_ms).toISOString()),
+    bytesCell(r.key), bytesCell(r.value), headersCell(r.headers)));
+  document.querySelector("#records tbody").replaceChildren(...rows);
+  document.getElementById("records").hidden = rows.length === 0;
+  const capped = page.capped_by_bytes ? " (cut short: the page reached its byte cap)" : "";
+  show("record-summary", rows.length
+    ? `${page.topic}-${page.partition}: offsets ${page.start_offset} to ${page.next_offset - 1}` +
+      ` of ${page.log_start_offset} to ${page.high_watermark - 1}${capped}`
+    : `${page.topic}-${page.partition}: no records from offset ${page.start_offset}` +
+      ` (high watermark ${page.high_watermark})`);
+  const next = document.getElementById("record-next");
+  next.disabled = page.next_offset >= page.high_watermark;
+  next.dataset.offset = String(page.next_offset);
+}
+
+async function readRecords(params) {
+  const query = new URLSearchParams(params);
+  try {
+    const response = await fetch(`/api/records?${query}`,
+      { cache: "no-store", signal: AbortSignal.timeout(FETCH_TIMEOUT_MS * 5) });
+    const page = await response.json();
+    if (!response.ok) throw new Error(page.error || `HTTP ${response.status}`);
+    show("record-error", "");
+    renderRecords(page);
+  } catch (error) {
+    show("record-error", error.message);
+    show("record-summary", "");
+    document.getElementById("records").hidden = true;
+    document.getElementById("record-next").disabled = true;
+  }
+}
+
+function recordParams(offset) {
+  const value = (id) => document.getElementById(id).value.trim();
+  const params = { topic: value("record-topic"), partition: value("record-partition"),
+    limit: value("record-limit"), format: value("record-format") };
+  if (offset !== undefined) params.offset = offset;
+  else if (value("record-from") === "timestamp") params.timestamp = value("record-timestamp");
+  else params.offset = value("record-offset");
+  return params;
+}
+
+function setUpRecordBrowser() {
+  const from = document.getElementById("record-from");
+  from.addEventListener("change", () => {
+    document.getElementById("record-offset").hidden = from.value !== "offset";
+    document.getElementById("record-timestamp").hidden = from.value !== "timestamp";
+  });
+  document.getElementById("record-query").addEventListener("submit", (event) => {
+    event.preventDefault();
+    readRecords(recordParams());
+  });
+  document.getElementById("record-next").addEventListener("click", (event) => {
+    readRecords(recordParams(event.target.dataset.offset));
+  });
+}
+
+function renderTopicChoices(doc) {
+  const names = doc.topics.map((t) => t.topic);
+  const list = document.getElementById("record-topics");
+  if (list.dataset.names === names.join("\n")) return;
+  list.dataset.names = names.join("\n");
+  list.replaceChildren(...names.map((name) => el("option", { value: name })));
+}
+
 async function getJson(path) {
   const signal = AbortSignal.timeout(FETCH_TIMEOUT_MS);
   const response = await fetch(path, { cache: "no-store", signal });
@@ -395,6 +480,7 @@ async function poll() {
     renderPartitions(cluster);
     renderRates(rates);
     renderConfigs(cluster);
+    renderTopicChoices(cluster);
     renderGroups(groups);
     renderLag(lag);
     renderPanels(panels);
@@ -412,4 +498,5 @@ async function poll() {
 }
 
 setUpPartitionTable();
+setUpRecordBrowser();
 poll();
