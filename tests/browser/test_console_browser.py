@@ -91,6 +91,12 @@ CONFIGS_JS = """
 return Array.from(document.querySelectorAll('#configs tbody tr')).map(r => ({
   topic: r.dataset.topic, text: r.cells[3].textContent}));
 """
+AXES_JS = """
+const chart = document.getElementById(arguments[0]);
+const texts = (selector) => Array.from(chart.querySelectorAll(selector)).map(t => t.textContent);
+return {y: texts('.y-tick'), x: texts('.x-tick'), titles: texts('.axis-title'),
+        lines: chart.querySelectorAll('line.axis').length};
+"""
 RECORDS_JS = """
 const error = document.getElementById('record-error');
 return {error: error.hidden ? '' : error.textContent,
@@ -275,6 +281,17 @@ def test_console_page_healthy_then_a_broker_killed_then_everything_down(
         run(produce(brokers.bootstrap, "orders", [f"record-{i}" for i in range(500)]))
         chart = wait_until(browser, CHART_JS, lambda c: c["max"] > 1, "chart-bytes_in")
         assert chart["lines"] == 1
+        for series, unit, zero, title in (
+            ("bytes_in", "B/s", "0 B/s", "bytes/s"),
+            ("bytes_out", "B/s", "0 B/s", "bytes/s"),
+            ("messages_in", "msg/s", "0.0 msg/s", "messages/s"),
+        ):
+            shown = browser.execute_script(AXES_JS, f"chart-{series}")
+            assert shown["lines"] == 2, series
+            assert len(shown["y"]) == 3 and all(t.endswith(unit) for t in shown["y"]), shown
+            assert shown["y"][0] == zero, shown
+            assert shown["x"][-1] == "now" and shown["x"][0].endswith(" s"), shown
+            assert shown["titles"] == ["time (seconds ago)", title]
         configs = wait_until(browser, CONFIGS_JS, lambda rows: len(rows) == 2)
         assert {r["topic"]: r["text"] for r in configs} == {
             "clicks": "none (the brokers' defaults)",

@@ -4,8 +4,8 @@
 const POLL_MS = 1500;
 const PARTITIONS_PER_PAGE = 25;
 const FETCH_TIMEOUT_MS = 5000;
-const CHART_WIDTH = 300;
-const CHART_HEIGHT = 100;
+const CHART_WIDTH = 340;
+const CHART_HEIGHT = 140;
 const SVG_NS = "http://www.w3.org/2000/svg";
 
 // Element builder: text goes in through textContent, never as HTML (topic names are data).
@@ -201,30 +201,78 @@ function setUpPartitionTable() {
   });
 }
 
+// The plot area inside each chart's viewBox; the margins hold the axes' labels.
+const PLOT = { left: 66, right: CHART_WIDTH - 8, top: 8, bottom: CHART_HEIGHT - 30 };
+const AXIS_TITLE = { bytes_in: "bytes/s", bytes_out: "bytes/s", messages_in: "messages/s" };
+
+// The smallest 1, 2 or 5 times a power of ten at or above `value`: a round axis top.
+function roundUp(value) {
+  const power = 10 ** Math.floor(Math.log10(value));
+  return [1, 2, 5, 10].map((m) => m * power).find((top) => top >= value);
+}
+
+function axisText(x, y, text, attrs = {}) {
+  const node = svg("text", { x, y, ...attrs });
+  node.textContent = text;
+  return node;
+}
+
+function axes(series, top, spanSeconds) {
+  const nodes = [
+    svg("line", { class: "axis", x1: PLOT.left, y1: PLOT.top, x2: PLOT.left, y2: PLOT.bottom }),
+    svg("line", { class: "axis", x1: PLOT.left, y1: PLOT.bottom, x2: PLOT.right, y2: PLOT.bottom }),
+  ];
+  for (const fraction of [0, 0.5, 1]) {
+    const y = PLOT.bottom - fraction * (PLOT.bottom - PLOT.top);
+    nodes.push(svg("line", { class: "grid", x1: PLOT.left, y1: y, x2: PLOT.right, y2: y }));
+    nodes.push(axisText(PLOT.left - 4, y + 3, FORMAT[series](fraction * top),
+      { class: "tick y-tick", "text-anchor": "end" }));
+  }
+  const xTicks = [[PLOT.left, `−${spanSeconds} s`, "start"],
+    [(PLOT.left + PLOT.right) / 2, `−${Math.round(spanSeconds / 2)} s`, "middle"],
+    [PLOT.right, "now", "end"]];
+  for (const [x, label, anchor] of xTicks) {
+    nodes.push(axisText(x, PLOT.bottom + 12, label,
+      { class: "tick x-tick", "text-anchor": anchor }));
+  }
+  nodes.push(axisText((PLOT.left + PLOT.right) / 2, CHART_HEIGHT - 3, "time (seconds ago)",
+    { class: "axis-title x-title", "text-anchor": "middle" }));
+  nodes.push(axisText(8, (PLOT.top + PLOT.bottom) / 2, AXIS_TITLE[series], {
+    class: "axis-title y-title", "text-anchor": "middle",
+    transform: `rotate(-90 8 ${(PLOT.top + PLOT.bottom) / 2})`,
+  }));
+  return nodes;
+}
+
 function renderChart(series, points) {
   const chart = document.getElementById(`chart-${series}`);
   const values = points.map((p) => p[series]);
-  const top = Math.max(1, ...values);
-  const step = values.length > 1 ? CHART_WIDTH / (values.length - 1) : 0;
-  const coords = values.map((v, i) =>
-    `${(i * step).toFixed(1)},${(CHART_HEIGHT - (v / top) * (CHART_HEIGHT - 4)).toFixed(1)}`);
-  const shapes = [];
+  const peak = Math.max(1, ...values);
+  // At least 10 a second, so that the middle tick is a whole number in any unit.
+  const top = roundUp(Math.max(10, peak));
+  const first = points.length ? points[0].t : 0;
+  const span = points.length > 1 ? points[points.length - 1].t - first : 0;
+  const spanSeconds = Math.max(1, Math.round(span / 1000));
+  const x = (t) => PLOT.left + (span ? (t - first) / span : 1) * (PLOT.right - PLOT.left);
+  const y = (v) => PLOT.bottom - (v / top) * (PLOT.bottom - PLOT.top);
+  const coords = points.map((p) => `${x(p.t).toFixed(1)},${y(p[series]).toFixed(1)}`);
+  const shapes = axes(series, top, spanSeconds);
   if (coords.length > 1) {
-    const area = [`0,${CHART_HEIGHT}`, ...coords, `${CHART_WIDTH},${CHART_HEIGHT}`].join(" ");
-    shapes.push(svg("polygon", { points: area }));
+    const area = [`${PLOT.left},${PLOT.bottom}`, ...coords, `${PLOT.right},${PLOT.bottom}`];
+    shapes.push(svg("polygon", { points: area.join(" ") }));
     shapes.push(svg("polyline", { points: coords.join(" ") }));
   }
   chart.replaceChildren(...shapes);
   chart.dataset.points = String(values.length);
   chart.dataset.latest = values.length ? String(values[values.length - 1]) : "";
-  chart.dataset.max = String(top);
+  chart.dataset.max = String(peak);
+  chart.dataset.axisTop = String(top);
   const figure = chart.closest("figure");
   figure.querySelector(".now").textContent =
     values.length ? FORMAT[series](values[values.length - 1]) : "–";
-  const span = points.length > 1 ? points[points.length - 1].t - points[0].t : 0;
-  const seconds = Math.round(span / 1000);
-  figure.querySelector(".scale").textContent =
-    values.length ? `peak ${FORMAT[series](Math.max(...values))} over the last ${seconds} s` : "";
+  figure.querySelector(".scale").textContent = values.length
+    ? `peak ${FORMAT[series](Math.max(...values))} over the last ${Math.round(span / 1000)} s`
+    : "";
 }
 
 function renderRates(doc) {
