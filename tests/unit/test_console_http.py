@@ -87,3 +87,14 @@ def test_a_metrics_answer_is_cut_to_its_content_length_or_read_to_the_end() -> N
 def test_a_broken_metrics_answer_is_a_protocol_error(data: bytes) -> None:
     with pytest.raises(ProtocolError):
         parse_response(data)
+
+
+def test_the_query_string_is_kept_apart_and_decoded() -> None:
+    request = parse_request_head(
+        b"GET /api/records?topic=a%20b&offset=3&offset=4&format= HTTP/1.1\r\nHost: x\r\n\r\n"
+    )
+    assert (request.path, request.query) == (
+        "/api/records",
+        "topic=a%20b&offset=3&offset=4&format=",
+    )
+    assert request.params == {"topic": "a b", "offset": "4", "format": ""}

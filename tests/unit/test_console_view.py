@@ -1,5 +1,6 @@
 """The /api/cluster document from plain values: dead brokers still shown, the controller
-marked, under-replicated and offline partitions flagged and counted."""
+marked, under-replicated and offline partitions flagged and counted, dead replicas named
+and leaders other than the preferred replica flagged."""
 
 from __future__ import annotations
 
@@ -30,12 +31,16 @@ def test_a_healthy_cluster() -> None:
     assert document["topics"] == [
         {
             "topic": "t",
+            "config": None,
             "partitions": [
                 {
                     "partition": 0,
                     "leader": 1,
                     "leader_epoch": 3,
                     "replicas": [1, 2, 3],
+                    "dead_replicas": [],
+                    "preferred_leader": 1,
+                    "leader_not_preferred": False,
                     "isr": [1, 2, 3],
                     "high_watermark": 5,
                     "under_replicated": False,
@@ -51,6 +56,7 @@ def test_a_healthy_cluster() -> None:
         "partitions": 1,
         "under_replicated": 0,
         "offline": 0,
+        "leader_not_preferred": 0,
     }
 
 
@@ -93,3 +99,52 @@ def test_a_replica_never_seen_alive_is_a_dead_broker_without_an_address() -> Non
     ]
     assert document["topics"][0]["partitions"][0]["leader"] is None
     assert document["error"] == "topics unavailable: x"
+
+
+def test_dead_replicas_are_named_and_a_moved_leader_is_not_preferred() -> None:
+    seen = {i: BrokerView(i, "127.0.0.1", 9000 + i) for i in (1, 2, 3)}
+    document = cluster_json(
+        source="zookeeper",
+        live=[seen[2], seen[3]],
+        known=seen,
+        controller=2,
+        topics={"t": [partition(0, 2, [2, 3]), partition(1, 1, [1, 2, 3])]},
+        error=None,
+    )
+    moved, on_preferred = document["topics"][0]["partitions"]
+    assert (moved["dead_replicas"], moved["preferred_leader"], moved["leader_not_preferred"]) == (
+        [1],
+        1,
+        True,
+    )
+    assert on_preferred["leader_not_preferred"] is False
+    assert document["summary"]["leader_not_preferred"] == 1
+
+
+def test_a_partition_without_a_leader_is_not_flagged_as_not_preferred() -> None:
+    document = cluster_json(
+        source="zookeeper",
+        live=[],
+        known={},
+        controller=None,
+        topics={"t": [PartitionDescription(0, -1, 0, [1, 2], [], -1)]},
+        error=None,
+    )
+    shown = document["topics"][0]["partitions"][0]
+    assert (shown["dead_replicas"], shown["leader_not_preferred"]) == ([1, 2], False)
+
+
+def test_each_topic_carries_its_config_overrides_when_known() -> None:
+    document = cluster_json(
+        source="zookeeper",
+        live=[BrokerView(1, "h", 1)],
+        known={},
+        controller=1,
+        topics={"a": [partition(0, 1, [1])], "b": [partition(0, 1, [1])]},
+        error=None,
+        configs={"a": {"segment.ms": "10", "retention.ms": "5"}},
+    )
+    assert [(t["topic"], t["config"]) for t in document["topics"]] == [
+        ("a", {"retention.ms": "5", "segment.ms": "10"}),
+        ("b", {}),
+    ]

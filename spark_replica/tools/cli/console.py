@@ -90,9 +90,10 @@ def run(args: argparse.Namespace) -> int:
 
 async def _serve(args: argparse.Namespace, zk: KazooClient | None) -> None:
     cluster = open_cluster(args)
+    source = ClusterSource(cluster, zk)
     try:
         scrape = ScrapeSettings.from_properties(client_properties(args))
-        console = Console(ClusterSource(cluster, zk), args.checkpoint, args.interval, scrape)
+        console = Console(source, args.checkpoint, args.interval, scrape)
         try:
             server = await ConsoleServer(console, args.allow_host).start(args.host, args.port)
         except OSError as exc:
@@ -116,6 +117,7 @@ async def _serve(args: argparse.Namespace, zk: KazooClient | None) -> None:
                     await refresh
                 loop.remove_signal_handler(signal.SIGTERM)
     finally:
+        source.close()
         await cluster.close()
 
 

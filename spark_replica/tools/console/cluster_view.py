@@ -4,12 +4,15 @@ A broker is alive while it is registered (in ZooKeeper's /brokers/ids, or, witho
 ZooKeeper, in the brokers' metadata). A broker that is not is still shown, as dead, when
 the console saw it earlier or a partition names it as a replica: a crashed broker is
 exactly what an operator opens the console to see. A partition is under-replicated when
-its ISR is smaller than its replica set, offline when it has no live leader.
+its ISR is smaller than its replica set, offline when it has no live leader. Its replicas
+on brokers that are not alive are named (`dead_replicas`), and a leader other than the
+preferred replica (the first of the assignment, as in Kafka) is flagged: load is then
+uneven until a preferred-replica election moves it back.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from spark_replica.client import PartitionDescription
@@ -26,6 +29,8 @@ class BrokerView:
     port: int
     metrics_port: int = -1  # -1: metrics off, or not known without ZooKeeper
     metrics_host: str = ""  # "": the broker's host
+    kafka_port: int = -1  # -1: no Kafka listener, or not known without ZooKeeper
+    kafka_host: str = ""
 
     @property
     def metrics_address(self) -> str:
@@ -41,11 +46,16 @@ class BrokerView:
 
 
 def partition_json(p: PartitionDescription, live: set[int]) -> dict[str, object]:
+    leader = None if p.leader == NO_LEADER else p.leader
+    preferred = p.replicas[0] if p.replicas else None
     return {
         "partition": p.partition,
-        "leader": None if p.leader == NO_LEADER else p.leader,
+        "leader": leader,
         "leader_epoch": p.leader_epoch,
         "replicas": p.replicas,
+        "dead_replicas": [r for r in p.replicas if r not in live],
+        "preferred_leader": preferred,
+        "leader_not_preferred": leader is not None and leader != preferred,
         "isr": p.isr,
         "high_watermark": None if p.high_watermark == UNKNOWN_OFFSET else p.high_watermark,
         "under_replicated": len(p.isr) < len(p.replicas),
@@ -78,11 +88,13 @@ def cluster_json(
     controller: int | None,
     topics: dict[str, list[PartitionDescription]],
     error: str | None,
+    configs: Mapping[str, Mapping[str, str]] | None = None,
 ) -> dict[str, object]:
     """The whole /api/cluster document.
 
     `known` holds every broker seen so far (the last place each was seen), `topics` what
-    Admin.describe said (empty when it failed, with `error` saying why).
+    Admin.describe said (empty when it failed, with `error` saying why), `configs` each
+    topic's config overrides (None: not known, without ZooKeeper).
     """
     live_by_id = {b.broker_id: b for b in live}
     every_id = sorted(set(live_by_id) | set(known) | replica_ids(topics))
@@ -106,7 +118,14 @@ def cluster_json(
         "error": error,
         "controller": controller,
         "brokers": brokers,
-        "topics": [{"topic": t, "partitions": docs} for t, docs in partition_docs.items()],
+        "topics": [
+            {
+                "topic": t,
+                "config": None if configs is None else dict(sorted(configs.get(t, {}).items())),
+                "partitions": docs,
+            }
+            for t, docs in partition_docs.items()
+        ],
         "summary": {
             "brokers": len(brokers),
             "brokers_alive": len(live_by_id),
@@ -114,5 +133,6 @@ def cluster_json(
             "partitions": len(partitions),
             "under_replicated": sum(1 for p in partitions if p["under_replicated"]),
             "offline": sum(1 for p in partitions if p["offline"]),
+            "leader_not_preferred": sum(1 for p in partitions if p["leader_not_preferred"]),
         },
     }

@@ -1,10 +1,11 @@
 """The little HTTP/1.1 the console speaks, as bytes in and bytes out (no sockets here).
 
-The console answers GET and HEAD of a handful of fixed paths and closes the connection
-after each answer, so a request is only its head: the request line and headers, at most
-MAX_HEAD_BYTES. Bodies are never read. Going the other way, the console scrapes the
-brokers' /metrics with HTTP/1.0 (the server then closes after the body and never
-chunks it), and `parse_response` reads that answer.
+The console answers GET and HEAD of a handful of fixed paths (the record browser's with
+a query string) and closes the connection after each answer, so a request is only its
+head: the request line and headers, at most MAX_HEAD_BYTES. Bodies are never read.
+Going the other way, the console scrapes the brokers' /metrics with HTTP/1.0 (the
+server then closes after the body and never chunks it), and `parse_response` reads
+that answer.
 
 DNS rebinding: a page on an attacker's domain can have that name resolve to 127.0.0.1
 and then read the console as if it were its own origin. The browser still names the
@@ -17,6 +18,7 @@ operator allowed with --allow-host. Anything else gets 421 Misdirected Request.
 from __future__ import annotations
 
 import ipaddress
+import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -44,6 +46,12 @@ class Request:
     method: str
     path: str  # without the query string
     headers: dict[str, str]  # names lower-cased
+    query: str = ""  # after the "?", undecoded
+
+    @property
+    def params(self) -> dict[str, str]:
+        """The query's parameters, decoded; the last of a repeated name wins."""
+        return dict(urllib.parse.parse_qsl(self.query, keep_blank_values=True))
 
 
 def parse_request_head(head: bytes) -> Request:
@@ -76,7 +84,8 @@ def parse_request_head(head: bytes) -> Request:
             HTTPStatus.METHOD_NOT_ALLOWED,
             f"{request_line.method} not allowed: the console is read-only",
         )
-    return Request(request_line.method, request_line.path, headers)
+    target = lines[0].split(" ")[1]
+    return Request(request_line.method, request_line.path, headers, target.partition("?")[2])
 
 
 LOCAL_NAMES = frozenset({"localhost"})

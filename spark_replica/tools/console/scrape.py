@@ -109,11 +109,12 @@ async def scrape_one(broker: BrokerView, settings: ScrapeSettings) -> Scrape | s
 
 async def scrape_round(
     brokers: list[BrokerView], tracker: RateTracker, settings: ScrapeSettings | None = None
-) -> None:
-    """Scrape every broker that serves metrics and record the round in `tracker`."""
+) -> dict[int, Scrape | str]:
+    """Scrape every broker that serves metrics and record the round in `tracker`; each
+    scraped broker's Scrape, or why it failed."""
     settings = ScrapeSettings() if settings is None else settings
     serving = [b for b in brokers if b.metrics_port >= 0]
     results = await asyncio.gather(*(scrape_one(b, settings) for b in serving))
-    tracker.record(
-        time.time() * 1000, dict(zip((b.broker_id for b in serving), results, strict=True))
-    )
+    scrapes = dict(zip((b.broker_id for b in serving), results, strict=True))
+    tracker.record(time.time() * 1000, scrapes)
+    return scrapes

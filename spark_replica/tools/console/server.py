@@ -72,5 +72,5 @@ class ConsoleServer:
             check_host(request, self.allowed_hosts)
         except HttpRequestError as exc:
             return error_response(exc.status, str(exc)).encode()
-        response: Response = self.console.route(request.path)
+        response: Response = await self.console.answer(request)
         return response.encode(head_only=request.method == "HEAD")
