@@ -9,9 +9,12 @@ range it does hold, rather than silently moved to the end as Kafka's consumer wo
 What it prints: as text, the value, and with --property print.offset=true (and
 print.timestamp, print.partition, print.headers, print.key, print.value, key.separator,
 headers.separator, line.separator, null.literal) what Kafka's console consumer prints
-under the same names; as `--format json`, one JSON object a record (record_format.py
-describes both, including how bytes that are not UTF-8 appear in JSON: as
-{"base64": ...}).
+under the same names; as `--format json`, JSON lines: one JSON object a line, a line a
+record (record_format.py describes both, including how bytes that are not UTF-8 appear
+in JSON: as {"base64": ...}).
+
+A reader that stops reading (`| head -2`) ends the command quietly with exit 0, even
+on a quiet topic: it notices between polls, not only at its next write.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from spark_replica.client import EARLIEST, LATEST, Cluster, Consumer, ConsumerRe
 from spark_replica.client.consumer_records import IdleTimer, iter_records
 from spark_replica.errors import ConfigError
 from spark_replica.tools.cli.common import add_connection_options, run_with_cluster
+from spark_replica.tools.cli.output import stdout_closed
 from spark_replica.tools.cli.record_format import (
     EARLIEST_NAME,
     LATEST_NAME,
@@ -77,9 +81,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--format",
         choices=("text", "json"),
         default="text",
-        help="text lines as Kafka's console consumer prints them, or one JSON object a "
-        "record: topic, partition, offset, timestamp, timestamp_type, key, value, headers "
-        "(default text)",
+        help="text lines as Kafka's console consumer prints them, or JSON lines: one JSON "
+        "object a line per record, with topic, partition, offset, timestamp, "
+        "timestamp_type, key, value, headers (default text)",
     )
     parser.add_argument(
         "--property",
@@ -194,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
                     out.write(format_record(record, chunk.timestamp_type))
                     printed += 1
             out.flush()
-            if idle.expired(fetched, loop.time()):
+            if idle.expired(fetched, loop.time()) or (not fetched and stdout_closed()):
                 break
         print(f"Processed a total of {printed} records.", file=sys.stderr)
         return 0

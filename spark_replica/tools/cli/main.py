@@ -25,7 +25,8 @@ from spark_replica.tools.cli import (
     users,
     zookeeper,
 )
-from spark_replica.tools.cli.common import report
+from spark_replica.tools.cli.common import fail, report
+from spark_replica.tools.cli.output import silence_stdout, stdout_closed
 
 PACKAGE = "replog"
 # -v, -vv: what the CLI's own loggers say, on standard error.
@@ -75,8 +76,20 @@ def main(argv: list[str] | None = None) -> int:
         return args.handler(args)
     except ReplogError as exc:
         return report(exc)
+    except BrokenPipeError as exc:
+        return _pipe_broken(exc)
     except KeyboardInterrupt:
         return 130
+
+
+def _pipe_broken(error: BrokenPipeError) -> int:
+    """A reader that stopped reading (`| head -1`) is not a failure: exit 0 quietly, as
+    Kafka's console tools do. A broken pipe anywhere else (a socket not translated into
+    a typed error) is reported as one line."""
+    if not stdout_closed():
+        return fail(str(error))
+    silence_stdout()
+    return 0
 
 
 def _configure_logging(verbose: int) -> None:
