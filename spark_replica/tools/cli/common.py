@@ -22,6 +22,7 @@ from kazoo.client import KazooClient
 from spark_replica.client import Cluster, bootstrap_from_zookeeper, parse_bootstrap
 from spark_replica.errors import ConfigError, ReplogError
 from spark_replica.security.settings import SecurityConfig, load_properties
+from spark_replica.tools.cli import exit_codes
 from spark_replica.tools.launcher import cluster_dir
 from spark_replica.zk.session import connect
 
@@ -120,11 +121,11 @@ def run_with_cluster(args: argparse.Namespace, work: Callable[[Cluster], Awaitab
     return asyncio.run(main())
 
 
-def fail(message: str, code: int = 1) -> int:
+def fail(message: str, code: int = exit_codes.FAILED) -> int:
     print(f"replog: {message}", file=sys.stderr)
     return code
 
 
 def report(error: ReplogError) -> int:
-    """Print a typed error as one line; configuration mistakes exit 2, the rest 1."""
-    return fail(str(error), 2 if isinstance(error, ConfigError) else 1)
+    """Print a typed error as one line; bad input exits 2, a failed operation 1."""
+    return fail(str(error), exit_codes.exit_code_of(error))

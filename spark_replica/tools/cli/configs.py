@@ -16,6 +16,7 @@ import argparse
 from kazoo.client import KazooClient
 
 from spark_replica.errors import UnknownTopicOrPartitionError
+from spark_replica.tools.cli.arguments import add_topic_argument
 from spark_replica.tools.cli.common import add_connection_options, zookeeper_session
 from spark_replica.tools.cli.output import add_json_flag, print_json, print_table
 from spark_replica.topic_config import parse_assignments
@@ -27,7 +28,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     actions = configs.add_subparsers(dest="action", required=True)
 
     alter = actions.add_parser("alter", help="add, change or delete a topic's configs")
-    alter.add_argument("--topic", required=True, help="the topic to configure")
+    add_topic_argument(alter, "the topic to configure")
     alter.add_argument(
         "--add-config",
         action="append",
@@ -45,7 +46,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_connection_options(alter)
 
     describe = actions.add_parser("describe", help="a topic's config overrides")
-    describe.add_argument("--topic", required=True, help="the topic to describe")
+    add_topic_argument(describe, "the topic to describe")
     add_json_flag(describe)
     add_connection_options(describe)
     configs.set_defaults(handler=run)

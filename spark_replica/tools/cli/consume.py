@@ -27,8 +27,9 @@ from collections.abc import Callable
 from spark_replica.client import EARLIEST, LATEST, Cluster, Consumer, ConsumerRecord
 from spark_replica.client.consumer_records import IdleTimer, iter_records
 from spark_replica.errors import ConfigError
+from spark_replica.tools.cli.arguments import add_topic_argument
 from spark_replica.tools.cli.common import add_connection_options, run_with_cluster
-from spark_replica.tools.cli.output import stdout_closed
+from spark_replica.tools.cli.output import plural, stdout_closed
 from spark_replica.tools.cli.record_format import (
     EARLIEST_NAME,
     LATEST_NAME,
@@ -50,7 +51,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("topic", help="the topic to read")
+    add_topic_argument(parser, "the topic to read")
     parser.add_argument(
         "--from-beginning",
         action="store_true",
@@ -69,7 +70,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "(default latest, or earliest with --from-beginning)",
     )
     parser.add_argument(
-        "--max-records", type=int, metavar="N", help="exit after N records (default: no limit)"
+        "--max-records",
+        "--max-messages",
+        dest="max_records",
+        type=int,
+        metavar="N",
+        help="exit after N records (--max-messages is the same, as Kafka's console "
+        "consumer; default: no limit)",
     )
     parser.add_argument(
         "--timeout",
@@ -200,7 +207,7 @@ def run(args: argparse.Namespace) -> int:
             out.flush()
             if idle.expired(fetched, loop.time()) or (not fetched and stdout_closed()):
                 break
-        print(f"Processed a total of {printed} records.", file=sys.stderr)
+        print(f"Processed a total of {plural(printed, 'record')}.", file=sys.stderr)
         return 0
 
     return run_with_cluster(args, work)

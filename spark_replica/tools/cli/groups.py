@@ -53,7 +53,7 @@ from spark_replica.tools.cli.groups_plan import (
     parse_partitions,
     reset_plan,
 )
-from spark_replica.tools.cli.output import add_json_flag, print_json, print_table
+from spark_replica.tools.cli.output import add_json_flag, plural, print_json, print_table
 from spark_replica.tools.launcher import cluster_dir
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.kafka.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_assignment
@@ -258,7 +258,7 @@ async def _describe(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
         return 0
     members = len(description.members)
     print(
-        f"Group {args.group}: {description.state}, {members} member{'s' if members != 1 else ''}"
+        f"Group {args.group}: {description.state}, {plural(members, 'member')}"
         + (f", protocol {description.protocol}" if description.protocol else "")
     )
     if not rows:
@@ -287,7 +287,7 @@ async def _reset(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
     description = await admin.describe_group(args.group)
     if description.members:
         raise ConfigError(
-            f"group {args.group} has {len(description.members)} active member(s) "
+            f"group {args.group} has {plural(len(description.members), 'active member')} "
             f"(state {description.state}): offsets can only be reset while its consumers "
             "are stopped"
         )

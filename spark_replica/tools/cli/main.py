@@ -10,12 +10,14 @@ import sys
 from spark_replica.errors import ReplogError
 from spark_replica.tools.cli import (
     acls,
+    arguments,
     cluster,
     configs,
     console,
     consume,
     demo,
     elect_leaders,
+    exit_codes,
     groups,
     lag,
     net,
@@ -34,7 +36,7 @@ VERBOSITY_LEVELS = {1: logging.INFO, 2: logging.DEBUG}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="replog", description=__doc__)
+    parser = argparse.ArgumentParser(prog="replog", description=__doc__, epilog=exit_codes.EPILOG)
     parser.add_argument(
         "--version", action="version", version=f"%(prog)s {importlib.metadata.version(PACKAGE)}"
     )
@@ -68,8 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, forwarded = parser.parse_known_args(argv)
-    if forwarded and not getattr(args, "forwards_arguments", False):
-        parser.error(f"unrecognized arguments: {' '.join(forwarded)}")
+    arguments.resolve(parser, args, forwarded)
     args.forwarded = forwarded
     _configure_logging(args.verbose)
     try:

@@ -76,6 +76,11 @@ def silence_stdout() -> None:
     os.close(devnull)
 
 
+def plural(count: int, noun: str) -> str:
+    """`1 record`, `2 records`: counts in messages read as English."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def cell(value: object) -> str:
     """How one value reads in a table: lists joined by commas, None as '-'."""
     if value is None:

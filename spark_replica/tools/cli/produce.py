@@ -35,12 +35,16 @@ from collections.abc import AsyncIterator
 
 from spark_replica.client import Cluster, Producer, ProducerConfig, RecordMetadata, parse_acks
 from spark_replica.errors import ConfigError, ReplogError
+from spark_replica.tools.cli.arguments import add_topic_argument
 from spark_replica.tools.cli.common import add_connection_options, run_with_cluster
+from spark_replica.tools.cli.output import plural
 from spark_replica.tools.cli.record_format import (
     DEFAULT_HEADER_KEY_SEPARATOR,
     DEFAULT_HEADER_SEPARATOR,
     DEFAULT_HEADERS_DELIMITER,
+    PRODUCER_PROPERTIES,
     LineFormat,
+    parse_producer_properties,
 )
 
 DEFAULT_DELIVERY_TIMEOUT_MS = ProducerConfig.delivery_timeout_ms
@@ -57,7 +61,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("topic", help="the topic to send to")
+    add_topic_argument(parser, "the topic to send to")
     parser.add_argument(
         "--acks",
         default="all",
@@ -117,17 +121,28 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="with --parse-headers, what separates a header's name from its value "
         f"(default {DEFAULT_HEADER_KEY_SEPARATOR!r})",
     )
+    parser.add_argument(
+        "--property",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a line format setting, as Kafka's console producer: "
+        f"{', '.join(PRODUCER_PROPERTIES)} (parse.* true or false; key.separator applies "
+        "with parse.key=true, default TAB); may be repeated, wins over the flags above",
+    )
     add_connection_options(parser)
     parser.set_defaults(handler=run)
 
 
 def line_format(args: argparse.Namespace) -> LineFormat:
-    return LineFormat(
+    """The flags' layout, then --property settings on top, in Kafka's names."""
+    flags = LineFormat(
         key_separator=args.key_separator.encode() if args.key_separator is not None else None,
         headers_delimiter=args.headers_delimiter.encode() if args.parse_headers else None,
         header_separator=args.header_separator.encode(),
         header_key_separator=args.header_key_separator.encode(),
     )
+    return parse_producer_properties(args.property, flags)
 
 
 class Outcomes:
@@ -160,9 +175,9 @@ class Outcomes:
         return 1 if self.failed else 0
 
     def summary(self) -> str:
-        text = f"{self.acknowledged} records acknowledged."
+        text = f"{plural(self.acknowledged, 'record')} acknowledged."
         if self.failed or self.malformed:
-            text += f" {self.failed} failed, {self.malformed} lines skipped."
+            text += f" {self.failed} failed, {plural(self.malformed, 'line')} skipped."
         return text
 
 

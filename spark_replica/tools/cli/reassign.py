@@ -36,7 +36,7 @@ from spark_replica.tools.cli.common import (
     run_with_cluster,
     zookeeper_session,
 )
-from spark_replica.tools.cli.output import add_json_flag, print_json, print_table
+from spark_replica.tools.cli.output import add_json_flag, plural, print_json, print_table
 from spark_replica.tools.cli.progress import Waiting, waiting
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import topic_store
@@ -160,7 +160,9 @@ def _execute(args: argparse.Namespace) -> int:
     if args.json:
         print_json(json.loads(reassignment.plan_to_json(moves)))
         return 0
-    print(f"Started moving {len(moves)} partition(s); follow with `replog reassign --status`.")
+    print(
+        f"Started moving {plural(len(moves), 'partition')}; follow with `replog reassign --status`."
+    )
     return 0
 
 

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from spark_replica.client import Admin, Cluster, PartitionDescription
+from spark_replica.tools.cli.arguments import add_topic_argument
 from spark_replica.tools.cli.common import (
     add_connection_options,
     run_with_cluster,
@@ -62,7 +63,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     actions = topics.add_subparsers(dest="action", required=True)
 
     create = actions.add_parser("create", help="create a topic")
-    create.add_argument("name", help="the topic's name")
+    add_topic_argument(create, "the topic's name")
     create.add_argument("--partitions", type=int, default=1, help="how many (default 1)")
     create.add_argument(
         "--replication-factor", type=int, default=1, help="copies of each partition (default 1)"
@@ -77,12 +78,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_connection_options(create)
 
     alter = actions.add_parser("alter", help="grow a topic to more partitions")
-    alter.add_argument("name", help="the topic's name")
+    add_topic_argument(alter, "the topic's name")
     alter.add_argument("--partitions", type=int, required=True, help="the new total")
     add_connection_options(alter)
 
     delete = actions.add_parser("delete", help="delete a topic and its data")
-    delete.add_argument("name", help="the topic's name")
+    add_topic_argument(delete, "the topic's name")
     add_connection_options(delete)
 
     listing = actions.add_parser("list", help="topics with their partition counts")
@@ -90,7 +91,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_connection_options(listing)
 
     describe = actions.add_parser("describe", help="leader, epoch, replicas, ISR and HW")
-    describe.add_argument("name", nargs="?", help="only this topic (default: every topic)")
+    add_topic_argument(describe, "only this topic (default: every topic)", required=False)
     only = describe.add_mutually_exclusive_group()
     only.add_argument(
         "--under-replicated-partitions",
@@ -197,19 +198,19 @@ def run(args: argparse.Namespace) -> int:
         admin = Admin(cluster)
         if args.action == "create":
             configs = parse_assignments(args.config)
-            with waiting(f"creating topic {args.name} and waiting for its leaders"):
+            with waiting(f"creating topic {args.topic} and waiting for its leaders"):
                 await admin.create_topic(
-                    args.name, args.partitions, args.replication_factor, configs
+                    args.topic, args.partitions, args.replication_factor, configs
                 )
-            print(f"Created topic {args.name}.")
+            print(f"Created topic {args.topic}.")
         elif args.action == "alter":
-            with waiting(f"adding partitions to {args.name}"):
-                await admin.create_partitions(args.name, args.partitions)
-            print(f"Topic {args.name} now has {args.partitions} partitions.")
+            with waiting(f"adding partitions to {args.topic}"):
+                await admin.create_partitions(args.topic, args.partitions)
+            print(f"Topic {args.topic} now has {args.partitions} partitions.")
         elif args.action == "delete":
-            with waiting(f"deleting topic {args.name}"):
-                await admin.delete_topic(args.name)
-            print(f"Deleted topic {args.name}.")
+            with waiting(f"deleting topic {args.topic}"):
+                await admin.delete_topic(args.topic)
+            print(f"Deleted topic {args.topic}.")
         elif args.action == "list":
             _list(args, await cluster.refresh(None))
         else:
@@ -232,7 +233,7 @@ def _list(args: argparse.Namespace, response: MetadataResponse) -> None:
 
 
 async def _describe(args: argparse.Namespace, cluster: Cluster, admin: Admin) -> None:
-    described = await admin.describe([args.name] if args.name else None)
+    described = await admin.describe([args.topic] if args.topic else None)
     live = set(cluster.brokers)
     min_insync: dict[str, int] = {}
     if args.only == UNDER_MIN_ISR:
