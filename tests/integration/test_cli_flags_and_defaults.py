@@ -18,6 +18,8 @@ import pytest
 from spark_replica.reassignment import PartitionMove, plan_to_json
 from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
 from spark_replica.topics import TopicPartition
+from spark_replica.zk import topic_store
+from spark_replica.zk.session import connect
 from tests.support import BrokerFactory, replog, replog_in_process, wait_until
 
 pytestmark = pytest.mark.slow
@@ -152,3 +154,64 @@ def test_elect_leaders_says_which_partitions_moved(cluster: Flags, tmp_path) -> 
     printed = ok("elect-leaders", "--topic", "swapped", *cluster.zookeeper)
     assert f"moved {leader} -> {other}" in printed
     assert "leadership of 1 partition moved." in printed
+
+
+# --------------------------------------------------------------------------- the cluster's defaults
+
+
+def test_topics_create_without_flags_takes_the_brokers_defaults(cluster: Flags) -> None:
+    created = ok("topics", "create", "defaulted", *cluster.native)
+    assert "3 partitions, replication factor 2" in created
+    (described,) = json.loads(ok("topics", "describe", "defaulted", "--json", *cluster.native))
+    assert len(described["partitions"]) == DEFAULT_PARTITIONS
+    assert {len(p["replicas"]) for p in described["partitions"]} == {DEFAULT_REPLICATION_FACTOR}
+
+
+def test_min_insync_above_the_replication_factor_is_refused_at_create_and_alter(
+    cluster: Flags,
+) -> None:
+    refused = replog_in_process(
+        "topics", "create", "unwritable", "--replication-factor", "1",
+        "--config", "min.insync.replicas=2", *cluster.native,
+    )  # fmt: skip
+    assert refused.returncode == 2
+    (line,) = refused.stderr.decode().splitlines()
+    assert "min.insync.replicas=2 is above its replication factor 1" in line
+    assert "unwritable" not in ok("topics", "list", *cluster.native)
+
+    ok("topics", "create", "pair", "--partitions", "1", *cluster.native)
+    altered = replog_in_process(
+        "configs", "alter", "pair", "--add-config", "min.insync.replicas=3", *cluster.zookeeper
+    )
+    assert altered.returncode == 2
+    (line,) = altered.stderr.decode().splitlines()
+    assert "min.insync.replicas=3 is above its replication factor 2" in line
+    assert json.loads(ok("configs", "describe", "pair", "--json", *cluster.zookeeper)) == {
+        "topic": "pair",
+        "config": {},
+    }
+
+
+def test_a_producer_facing_an_impossible_min_insync_fails_at_once(cluster: Flags) -> None:
+    """A topic whose min.insync.replicas was raised past its replicas behind the CLI's
+    back (as an older version allowed): acks=all can never succeed, and the producer
+    says so at once instead of after its two-minute delivery timeout."""
+    ok("topics", "create", "stuck", "--partitions", "1", "--replication-factor", "1",
+       *cluster.native)  # fmt: skip
+    zk = connect(cluster.factory.zk_connect)
+    try:
+        topic_store.alter_topic_config(zk, "stuck", {"min.insync.replicas": "2"}, [])
+    finally:
+        zk.stop()
+        zk.close()
+
+    def refused() -> bool:
+        produced = replog("produce", "stuck", *cluster.native, stdin=b"a\nb\nc\n", timeout_s=30)
+        return produced.returncode == 1 and b"above its replication factor 1" in produced.stderr
+
+    # the brokers learn the new config through ZooKeeper: until then acks=all succeeds
+    wait_until(refused, "the producer to be refused", timeout_s=60)
+    produced = replog("produce", "stuck", *cluster.native, stdin=b"a\nb\nc\n", timeout_s=30)
+    not_sent = [line for line in produced.stderr.decode().splitlines() if "not sent" in line]
+    assert len(not_sent) == 1, produced.stderr.decode()
+    assert "0 records acknowledged. 3 failed" in produced.stderr.decode()

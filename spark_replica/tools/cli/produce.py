@@ -13,14 +13,16 @@ the first SEP is the record's key; with --parse-headers the part before the firs
 (default `:`), as Kafka's console producer with parse.headers=true reads them
 (record_format.py has the rules). An empty headers part means no headers.
 
-Every record that fails is reported on standard error with its line number and why:
-a line that does not fit the format is skipped and the rest go on; a record the
-brokers did not acknowledge within --delivery-timeout-ms (retries included) is
-reported when that is known and the rest go on; a record the producer refuses to
-take at all (the topic or the --partition does not exist, no buffer room within
-max.block.ms) stops reading, since every later line would meet the same refusal. The
-exit status is 0 when every line was acknowledged, 2 when a line did not fit the
-format, else 1 when any record failed.
+Failures are reported on standard error: each malformed line with its number, and
+each reason a record was not sent once, with the first line it stopped (later lines
+failing alike are only counted in the summary). A line that does not fit the format
+is skipped and the rest go on; a record the brokers did not acknowledge within
+--delivery-timeout-ms (retries included), or refused for good (a min.insync.replicas
+above the replication factor, at once), is reported when that is known and the rest
+go on; a record the producer refuses to take at all (the topic or the --partition
+does not exist, no buffer room within max.block.ms) stops reading, since every later
+line would meet the same refusal. The exit status is 0 when every line was
+acknowledged, 2 when a line did not fit the format, else 1 when any record failed.
 """
 
 from __future__ import annotations
@@ -146,12 +148,15 @@ def line_format(args: argparse.Namespace) -> LineFormat:
 
 
 class Outcomes:
-    """What became of each line: counts, and a line on standard error per failure."""
+    """What became of each line: counts, and a line on standard error per failure
+    reason (the first line it stopped; later lines failing alike are only counted, so a
+    topic that refuses every record says why once, not once a line)."""
 
     def __init__(self) -> None:
         self.acknowledged = 0
         self.failed = 0
         self.malformed = 0
+        self.reasons: set[str] = set()
 
     def delivered(
         self, number: int, metadata: RecordMetadata | None, error: BaseException | None
@@ -163,7 +168,10 @@ class Outcomes:
 
     def record_failed(self, number: int, error: BaseException) -> None:
         self.failed += 1
-        print(f"replog: line {number} not sent: {error}", file=sys.stderr, flush=True)
+        reason = str(error)
+        if reason not in self.reasons:
+            self.reasons.add(reason)
+            print(f"replog: line {number} not sent: {reason}", file=sys.stderr, flush=True)
 
     def line_malformed(self, error: ConfigError) -> None:
         self.malformed += 1

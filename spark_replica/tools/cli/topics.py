@@ -30,7 +30,13 @@ from spark_replica.tools.cli.common import (
     run_with_cluster,
     zookeeper_session,
 )
-from spark_replica.tools.cli.output import add_json_flag, print_json, print_table, rows_as_json
+from spark_replica.tools.cli.output import (
+    add_json_flag,
+    plural,
+    print_json,
+    print_table,
+    rows_as_json,
+)
 from spark_replica.tools.cli.progress import waiting
 from spark_replica.topic_config import parse_assignments
 from spark_replica.wire.native.metadata import NO_LEADER, MetadataResponse
@@ -64,9 +70,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
     create = actions.add_parser("create", help="create a topic")
     add_topic_argument(create, "the topic's name")
-    create.add_argument("--partitions", type=int, default=1, help="how many (default 1)")
     create.add_argument(
-        "--replication-factor", type=int, default=1, help="copies of each partition (default 1)"
+        "--partitions",
+        type=int,
+        metavar="N",
+        help="how many (default: the brokers' num.partitions, as kafka-topics)",
+    )
+    create.add_argument(
+        "--replication-factor",
+        type=int,
+        metavar="N",
+        help="copies of each partition (default: the brokers' default.replication.factor)",
     )
     create.add_argument(
         "--config",
@@ -199,10 +213,14 @@ def run(args: argparse.Namespace) -> int:
         if args.action == "create":
             configs = parse_assignments(args.config)
             with waiting(f"creating topic {args.topic} and waiting for its leaders"):
-                await admin.create_topic(
+                created = await admin.create_topic(
                     args.topic, args.partitions, args.replication_factor, configs
                 )
-            print(f"Created topic {args.topic}.")
+            replicas = max((len(p.replicas) for p in created.partitions), default=0)
+            print(
+                f"Created topic {args.topic}: {plural(len(created.partitions), 'partition')}, "
+                f"replication factor {replicas}."
+            )
         elif args.action == "alter":
             with waiting(f"adding partitions to {args.topic}"):
                 await admin.create_partitions(args.topic, args.partitions)
