@@ -215,3 +215,24 @@ def test_a_producer_facing_an_impossible_min_insync_fails_at_once(cluster: Flags
     not_sent = [line for line in produced.stderr.decode().splitlines() if "not sent" in line]
     assert len(not_sent) == 1, produced.stderr.decode()
     assert "0 records acknowledged. 3 failed" in produced.stderr.decode()
+
+
+# --------------------------------------------------------------------------- either listener
+
+
+@pytest.mark.parametrize(
+    ("args", "listener", "key"),
+    [
+        (("topics", "list"), "kafka", "bootstrap"),
+        (("consume", "anything", "--max-messages", "1"), "kafka", "bootstrap"),
+        (("groups", "list"), "native", "kafka-bootstrap"),
+    ],
+)
+def test_the_other_listeners_address_is_named_in_one_line(
+    cluster: Flags, args: tuple[str, ...], listener: str, key: str
+) -> None:
+    wrong = cluster.kafka if listener == "kafka" else cluster.native
+    done = replog_in_process(*args, *wrong)
+    assert done.returncode == 2
+    (line,) = done.stderr.decode().splitlines()
+    assert f"`replog status --get {key}`" in line

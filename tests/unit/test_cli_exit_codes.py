@@ -1,9 +1,11 @@
-"""The CLI's exit codes and Kafka's console producer properties: pure rules."""
+"""The CLI's pure rules: exit codes, Kafka's console producer properties, counts, and
+telling the two listeners apart by the APIs they serve."""
 
 from __future__ import annotations
 
 import pytest
 
+from spark_replica.client.listener_probe import KAFKA, REPLOG, UNKNOWN, protocol_of
 from spark_replica.errors import (
     ConfigError,
     InvalidConfigError,
@@ -54,3 +56,12 @@ def test_counts_read_as_english() -> None:
         "0 records",
         "2 lines",
     )
+
+
+def test_a_listener_is_known_by_the_apis_it_serves() -> None:
+    replog_keys = {0, 1, 2, 3, 4, 5, 6, 7, 17, 18, 19, 20}
+    kafka_keys = {0, 1, 2, 3, 8, 9, 10, 11, 12, 18, 19}
+    assert protocol_of(replog_keys) == REPLOG
+    assert protocol_of(kafka_keys) == KAFKA
+    assert protocol_of(set()) == UNKNOWN
+    assert protocol_of(replog_keys | kafka_keys) == UNKNOWN

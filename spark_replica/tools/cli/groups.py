@@ -3,7 +3,9 @@ kafka-consumer-groups shows and changes them.
 
 These commands speak Kafka's protocol to the brokers' Kafka listeners (groups live
 there): the cluster directory's listeners by default, `--bootstrap-server` (Kafka
-listener addresses), or the Kafka endpoints the brokers registered in `--zookeeper`.
+listener addresses; a replog listener's is refused in one line that names
+`replog status --get kafka-bootstrap`), or the Kafka endpoints the brokers registered
+in `--zookeeper`.
 Security settings come from `--command-config` or the directory's admin.properties, as
 for every other command. The arithmetic (lag, reset targets) is in groups_plan.
 
@@ -24,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
-from spark_replica.client import parse_bootstrap
+from spark_replica.client import listener_probe, parse_bootstrap
 from spark_replica.client.kafka_admin import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -38,7 +40,12 @@ from spark_replica.errors import (
     NonEmptyGroupError,
     ProtocolError,
 )
-from spark_replica.tools.cli.common import CLIENT_ID, client_security, zookeeper_session
+from spark_replica.tools.cli.common import (
+    CLIENT_ID,
+    client_security,
+    require_listener,
+    zookeeper_session,
+)
 from spark_replica.tools.cli.groups_plan import (
     EARLIEST,
     LATEST,
@@ -204,6 +211,8 @@ def run(args: argparse.Namespace) -> int:
     security = client_security(args)
 
     async def main() -> int:
+        if args.bootstrap:
+            await require_listener(bootstrap, listener_probe.KAFKA, args, security)
         async with KafkaAdminClient(bootstrap, security, CLIENT_ID, args.timeout) as admin:
             return await actions[args.action](admin, args)
 
