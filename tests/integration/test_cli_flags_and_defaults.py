@@ -9,6 +9,7 @@ module, with num.partitions and default.replication.factor that are not Kafka's 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -236,3 +237,31 @@ def test_the_other_listeners_address_is_named_in_one_line(
     assert done.returncode == 2
     (line,) = done.stderr.decode().splitlines()
     assert f"`replog status --get {key}`" in line
+
+
+# --------------------------------------------------------------------------- -v
+
+
+def test_verbose_shows_the_brokers_asked_each_request_and_answer_and_the_retries(
+    cluster: Flags,
+) -> None:
+    described = replog("-v", "topics", "describe", "--json", *cluster.native)
+    assert described.returncode == 0, described.stderr.decode()
+    said = described.stderr.decode()
+    assert re.search(r"connected to 127\.0\.0\.1:\d+ \(replog listener\)", said), said
+    assert re.search(r"127\.0\.0\.1:\d+ METADATA v0 #\d+ -> ok \(\d+\.\d ms\)", said), said
+    json.loads(described.stdout)  # the log stays on standard error
+
+    listed = replog("-v", "groups", "list", *cluster.kafka)
+    assert listed.returncode == 0, listed.stderr.decode()
+    assert re.search(r"\(Kafka listener\)", listed.stderr.decode())
+    assert re.search(r"LIST_GROUPS v\d+ #\d+ -> ok", listed.stderr.decode())
+
+    missing = replog("-v", "consume", "never-created", "--max-messages", "1", *cluster.native)
+    assert missing.returncode == 1
+    said = missing.stderr.decode()
+    assert "retry 1 in " in said and "after UnknownTopicOrPartitionError" in said, said
+    assert "giving up after" in said
+
+    quiet = replog("topics", "describe", "--json", *cluster.native)
+    assert quiet.stderr == b""
