@@ -265,3 +265,18 @@ def test_verbose_shows_the_brokers_asked_each_request_and_answer_and_the_retries
 
     quiet = replog("topics", "describe", "--json", *cluster.native)
     assert quiet.stderr == b""
+
+
+def test_consume_with_a_group_starts_where_it_committed(cluster: Flags) -> None:
+    ok("topics", "create", "grouped", "--partitions", "1", *cluster.native)
+    produced = replog("produce", "grouped", *cluster.native, stdin=b"a\nb\nc\n")
+    assert produced.returncode == 0, produced.stderr.decode()
+    first = ("consume", "--topic", "grouped", "--group", "readers", *cluster.zookeeper)
+    assert ok(*first, "--from-beginning", "--max-messages", "2") == "a\nb\n"
+    assert ok(*first, "--max-messages", "1") == "c\n"
+    described = json.loads(ok("groups", "describe", "readers", "--json", *cluster.kafka))
+    assert [(p["partition"], p["current_offset"]) for p in described["partitions"]] == [(0, 3)]
+
+    refused = replog_in_process("consume", "grouped", "--group", "readers", *cluster.native)
+    assert refused.returncode == 2
+    assert b"pass --zookeeper or --dir" in refused.stderr

@@ -25,6 +25,7 @@ from spark_replica.security.settings import SecurityConfig, load_properties
 from spark_replica.tools.cli import exit_codes
 from spark_replica.tools.launcher import cluster_dir
 from spark_replica.zk.session import connect
+from spark_replica.zk.topic_store import read_brokers
 
 T = TypeVar("T")
 
@@ -108,6 +109,21 @@ def zookeeper_session(args: argparse.Namespace, needed_for: str) -> Iterator[Kaz
     finally:
         zk.stop()
         zk.close()
+
+
+def kafka_bootstrap(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """The Kafka listeners: --bootstrap (as given), the registrations in --zookeeper, or
+    the running brokers of --dir."""
+    if args.bootstrap:
+        return parse_bootstrap(args.bootstrap)
+    if args.zookeeper:
+        with zookeeper_session(args, "the Kafka listeners") as zk:
+            registrations = read_brokers(zk)
+        addresses = [(r.kafka_host, r.kafka_port) for r in registrations if r.kafka_port >= 0]
+        if not addresses:
+            raise ConfigError(f"no broker registered in {args.zookeeper} runs a Kafka listener")
+        return addresses
+    return parse_bootstrap(cluster_dir.running_kafka_bootstrap(args.dir))
 
 
 def run_with_cluster(args: argparse.Namespace, work: Callable[[Cluster], Awaitable[T]]) -> T:

@@ -26,11 +26,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
-from spark_replica.client import listener_probe, parse_bootstrap
+from spark_replica.client import listener_probe
 from spark_replica.client.kafka_admin import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
-    Address,
     GroupDescription,
     KafkaAdminClient,
 )
@@ -43,8 +42,8 @@ from spark_replica.errors import (
 from spark_replica.tools.cli.common import (
     CLIENT_ID,
     client_security,
+    kafka_bootstrap,
     require_listener,
-    zookeeper_session,
 )
 from spark_replica.tools.cli.groups_plan import (
     EARLIEST,
@@ -64,7 +63,6 @@ from spark_replica.tools.cli.output import add_json_flag, plural, print_json, pr
 from spark_replica.tools.launcher import cluster_dir
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.kafka.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_assignment
-from spark_replica.zk.topic_store import read_brokers
 
 T = TypeVar("T")
 
@@ -183,19 +181,6 @@ def strategy_of(args: argparse.Namespace) -> ResetStrategy:
     if args.shift_by is not None:
         return ResetStrategy(SHIFT_BY, args.shift_by)
     return ResetStrategy(TO_DATETIME, parse_datetime(args.to_datetime))
-
-
-def kafka_bootstrap(args: argparse.Namespace) -> list[Address]:
-    if args.bootstrap:
-        return parse_bootstrap(args.bootstrap)
-    if args.zookeeper:
-        with zookeeper_session(args, "groups commands") as zk:
-            registrations = read_brokers(zk)
-        addresses = [(r.kafka_host, r.kafka_port) for r in registrations if r.kafka_port >= 0]
-        if not addresses:
-            raise ConfigError(f"no broker registered in {args.zookeeper} runs a Kafka listener")
-        return addresses
-    return parse_bootstrap(cluster_dir.running_kafka_bootstrap(args.dir))
 
 
 def run(args: argparse.Namespace) -> int:
