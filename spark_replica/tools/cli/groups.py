@@ -280,7 +280,7 @@ async def _reset(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
     strategy = strategy_of(args)
     description = await admin.describe_group(args.group)
     if description.members:
-        raise ConfigError(
+        raise NonEmptyGroupError(
             f"group {args.group} has {plural(len(description.members), 'active member')} "
             f"(state {description.state}): offsets can only be reset while its consumers "
             "are stopped"
@@ -349,10 +349,10 @@ async def _delete(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
     try:
         await admin.delete_group(args.group)
     except NonEmptyGroupError:
-        raise ConfigError(
+        raise NonEmptyGroupError(
             f"group {args.group} still has members: stop its consumers, then delete it"
         ) from None
     except GroupIdNotFoundError:
-        raise ConfigError(f"there is no group {args.group}") from None
+        raise GroupIdNotFoundError(f"there is no group {args.group}") from None
     print(f"Deleted group {args.group}.")
     return 0
