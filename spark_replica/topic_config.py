@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from spark_replica.errors import ConfigError
+from spark_replica.errors import ConfigError, InvalidConfigError
+
+MIN_INSYNC_REPLICAS = "min.insync.replicas"
 
 
 def _long(minimum: int) -> Callable[[str, str], int]:
@@ -70,6 +72,17 @@ def parse_topic_configs(configs: Mapping[str, str]) -> dict[str, int | bool | st
             raise ConfigError(f"unknown topic config {key!r}; known keys: {known}")
         parsed[key] = parser(key, raw)
     return parsed
+
+
+def check_min_insync_fits(topic: str, min_insync: int, replication_factor: int) -> None:
+    """Refuse a min.insync.replicas no ISR of the topic could ever reach: every acks=all
+    write to it would wait its whole delivery timeout and then fail."""
+    if min_insync > replication_factor:
+        raise InvalidConfigError(
+            f"topic {topic!r}: min.insync.replicas={min_insync} is above its replication "
+            f"factor {replication_factor}, so no acks=all write could ever succeed; lower "
+            "min.insync.replicas or raise the replication factor"
+        )
 
 
 def parse_assignments(items: list[str]) -> dict[str, str]:

@@ -9,12 +9,14 @@ before anything is read or built (`check_partition_count`, validate_only too): a
 assignment is built in memory for every partition asked, and 2^31-1 of them would take
 the broker's memory. `check_new_topic` and `check_growth` are what creating a topic or
 adding partitions would check, without writing (Kafka's validate_only).
+`settle_new_topic` fills in what a create request leaves unset from the broker's
+defaults, for both listeners alike.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from kazoo.client import KazooClient
 
@@ -27,10 +29,32 @@ from spark_replica.errors import (
     UnknownTopicOrPartitionError,
 )
 from spark_replica.reassignment import assign_replicas
-from spark_replica.topic_config import parse_topic_configs
+from spark_replica.topic_config import check_min_insync_fits, parse_topic_configs
 from spark_replica.topics import validate_topic_name
+from spark_replica.wire.native.topic_admin import USE_BROKER_DEFAULT
 from spark_replica.zk import topic_store, znodes
 from spark_replica.zk.kazoo_errors import translated
+
+
+def settle_new_topic(
+    ctx: BrokerContext,
+    topic: str,
+    partitions: int,
+    replication_factor: int,
+    configs: Mapping[str, str],
+) -> tuple[int, int]:
+    """The partition count and replication factor a new topic gets: the request's, or
+    where it leaves one unset (USE_BROKER_DEFAULT) the broker's num.partitions and
+    default.replication.factor, as Kafka's brokers do. A min.insync.replicas (the
+    topic's, else the broker's) above that replication factor is refused here, before
+    anything is written."""
+    if partitions == USE_BROKER_DEFAULT:
+        partitions = ctx.config.num_partitions
+    if replication_factor == USE_BROKER_DEFAULT:
+        replication_factor = ctx.config.default_replication_factor
+    if replication_factor >= 1:
+        check_min_insync_fits(topic, ctx.config.min_insync_for(configs), replication_factor)
+    return partitions, replication_factor
 
 
 def check_partition_count(ctx: BrokerContext, topic: str, partitions: int) -> None:

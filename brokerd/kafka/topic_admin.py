@@ -5,7 +5,9 @@ listener's handlers do (the answer means "written"; clients wait on Metadata for
 brokers to apply it). validate_only runs the same checks and writes nothing. Replica
 assignments chosen by the client are not served (the placement is replog's): such a
 topic is refused with INVALID_REQUEST. -1 partitions or replication factor (v4+) take
-the broker's num.partitions and default.replication.factor (Kafka's defaults: 1 and 1).
+the broker's num.partitions and default.replication.factor (Kafka's defaults: 1 and 1),
+as the replog listener's do (settle_new_topic); a min.insync.replicas above the
+replication factor is refused with INVALID_CONFIG.
 A partition count above max.partitions.per.topic is refused with INVALID_PARTITIONS
 before anything is read or built, validate_only or not (brokerd/core/topic_admin.py).
 """
@@ -20,7 +22,12 @@ from kazoo.client import KazooClient
 from brokerd.core.authorization import authorize_cluster, authorize_topic, topic_denied
 from brokerd.core.context import BrokerContext
 from brokerd.core.partitions import set_error
-from brokerd.core.topic_admin import check_growth, check_new_topic, write_topic
+from brokerd.core.topic_admin import (
+    check_growth,
+    check_new_topic,
+    settle_new_topic,
+    write_topic,
+)
 from brokerd.kafka.request import KafkaRequest
 from spark_replica.errors import (
     ConfigError,
@@ -30,8 +37,6 @@ from spark_replica.errors import (
 from spark_replica.security.acl import Operation
 from spark_replica.wire.schema import Data
 from spark_replica.zk import topic_store
-
-USE_DEFAULT = -1
 
 
 async def _in_zookeeper(
@@ -53,26 +58,24 @@ async def handle_create_topics(ctx: BrokerContext, request: KafkaRequest) -> Dat
     cluster_allowed = authorize_cluster(ctx, request, Operation.CREATE)
     results = []
     for topic in body.topics:
-        partitions = (
-            ctx.config.num_partitions
-            if topic.num_partitions == USE_DEFAULT
-            else topic.num_partitions
-        )
-        replication = (
-            ctx.config.default_replication_factor
-            if topic.replication_factor == USE_DEFAULT
-            else topic.replication_factor
-        )
         configs = {c.name: c.value for c in topic.configs if c.value is not None}
         result = Data(
             name=topic.name,
             error_code=0,
             error_message=None,
-            num_partitions=partitions,
-            replication_factor=replication,
+            num_partitions=topic.num_partitions,
+            replication_factor=topic.replication_factor,
             configs=[],
         )
         results.append(result)
+        try:
+            partitions, replication = settle_new_topic(
+                ctx, topic.name, topic.num_partitions, topic.replication_factor, configs
+            )
+        except (ReplogError, ConfigError) as exc:
+            set_error(result, exc)
+            continue
+        result.num_partitions, result.replication_factor = partitions, replication
         if not cluster_allowed and not authorize_topic(ctx, request, Operation.CREATE, topic.name):
             set_error(result, topic_denied(request, Operation.CREATE, topic.name))
             continue

@@ -13,7 +13,7 @@ from functools import partial
 from kazoo.client import KazooClient
 
 from brokerd.core.context import BrokerContext
-from brokerd.core.topic_admin import write_topic
+from brokerd.core.topic_admin import settle_new_topic, write_topic
 from spark_replica.errors import (
     ConfigError,
     ReplogError,
@@ -34,23 +34,25 @@ from spark_replica.zk import topic_store
 async def handle_create_topics(
     ctx: BrokerContext, request: CreateTopicsRequest
 ) -> TopicResultsResponse:
-    return await _each_topic(
-        ctx,
-        [
-            (
-                new.topic,
-                new.num_partitions,
-                partial(
-                    topic_store.create_topic,
-                    topic=new.topic,
-                    partitions=new.num_partitions,
-                    replication_factor=new.replication_factor,
-                    configs=new.configs,
-                ),
+    """Each topic with the broker's defaults filled in (settle_new_topic), then written."""
+    results = []
+    for new in request.topics:
+        try:
+            partitions, replication = settle_new_topic(
+                ctx, new.topic, new.num_partitions, new.replication_factor, new.configs
             )
-            for new in request.topics
-        ],
-    )
+        except (ReplogError, ConfigError) as exc:
+            results.append(TopicResult(new.topic, code_of(exc), wire_message(exc)))
+            continue
+        create = partial(
+            topic_store.create_topic,
+            topic=new.topic,
+            partitions=partitions,
+            replication_factor=replication,
+            configs=new.configs,
+        )
+        results.append(await _run(new.topic, partitions, create, ctx))
+    return TopicResultsResponse(results)
 
 
 async def handle_delete_topics(

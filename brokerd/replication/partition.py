@@ -69,7 +69,7 @@ from spark_replica.errors import (
 from spark_replica.file_region import FileRegion
 from spark_replica.records import NO_PRODUCER_ID, BatchHeader, iter_batches, runs_within
 from spark_replica.records import now_ms as clock_ms
-from spark_replica.topic_config import DEFAULT_COMPRESSION_TYPE
+from spark_replica.topic_config import DEFAULT_COMPRESSION_TYPE, check_min_insync_fits
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.fetch import NO_LEADER_EPOCH
 from spark_replica.wire.native.produce import ACKS_ALL
@@ -262,6 +262,8 @@ class Partition:
         """
         self.require_leader()
         if acks == ACKS_ALL and len(self.isr) < self.min_insync_replicas:
+            # More than the replicas can never be in sync: refused for good, not retried.
+            check_min_insync_fits(self.tp.topic, self.min_insync_replicas, len(self.replicas))
             raise NotEnoughReplicasError(
                 f"{self.tp}: ISR {self.isr} is smaller than "
                 f"min.insync.replicas={self.min_insync_replicas}"

@@ -19,6 +19,7 @@ from spark_replica.errors import (
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.metadata import NO_LEADER, TopicMetadata
 from spark_replica.wire.native.topic_admin import (
+    USE_BROKER_DEFAULT,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteTopicsRequest,
@@ -65,20 +66,25 @@ class Admin:
     async def create_topic(
         self,
         topic: str,
-        partitions: int,
-        replication_factor: int = 1,
+        partitions: int | None,
+        replication_factor: int | None = 1,
         configs: dict[str, str] | None = None,
         timeout_s: float = DEFAULT_ADMIN_TIMEOUT_S,
     ) -> TopicMetadata:
+        """Create `topic` and return once every partition has a leader. A partition
+        count or replication factor of None takes the brokers' num.partitions or
+        default.replication.factor, as kafka-topics does without the flag."""
         conn = await self.cluster.any_connection()
-        request = CreateTopicsRequest(
-            [NewTopic(topic, partitions, replication_factor, configs or {})],
-            int(timeout_s * 1000),
+        new = NewTopic(
+            topic,
+            USE_BROKER_DEFAULT if partitions is None else partitions,
+            USE_BROKER_DEFAULT if replication_factor is None else replication_factor,
+            configs or {},
         )
-        response = await conn.send(request)
+        response = await conn.send(CreateTopicsRequest([new], int(timeout_s * 1000)))
         result = response.topics[0]
         raise_for_code(result.error_code, result.error_message or "")
-        return await self.wait_for_leaders(topic, timeout_s, partitions)
+        return await self.wait_for_leaders(topic, timeout_s, partitions or 0)
 
     async def create_partitions(
         self, topic: str, count: int, timeout_s: float = DEFAULT_ADMIN_TIMEOUT_S

@@ -12,6 +12,7 @@ import asyncio
 import itertools
 from typing import TYPE_CHECKING, Any
 
+from spark_replica.client import request_log
 from spark_replica.client.sasl_login import sasl_login
 from spark_replica.errors import ConnectionLostError, ProtocolError, error_for_code
 from spark_replica.transport import Frame, FrameStream, OversizedFrame, open_frame_stream
@@ -75,7 +76,9 @@ class BrokerConnection:
                 None if self.security is None else self.security.client_ssl_context(),
             )
         except ConnectionLostError as exc:
+            request_log.not_connected(self.address, exc)
             raise ConnectionLostError(f"cannot connect to broker at {self.address}: {exc}") from exc
+        request_log.connected(self.address, "replog")
         self._read_task = asyncio.create_task(self._read_responses())
         if self.security is not None and self.security.uses_sasl:
             try:
@@ -108,15 +111,28 @@ class BrokerConnection:
             if self._failure is not None:
                 raise self._failure
             return None
+        since = request_log.started()
         try:
-            return await asyncio.wait_for(future, timeout_s)
+            response = await asyncio.wait_for(future, timeout_s)
         except TimeoutError:
             # As Kafka's clients do: a broker that does not answer in time is treated as
             # gone, so the next request opens a fresh connection (or goes elsewhere)
             # instead of queueing behind a stalled one.
             error = ConnectionLostError(f"no answer from {self.address} within {timeout_s:.1f} s")
             self._fail(error)
+            self._log(request, correlation_id, since, error)
             raise error from None
+        except BaseException as exc:
+            self._log(request, correlation_id, since, exc)
+            raise
+        self._log(request, correlation_id, since, None)
+        return response
+
+    def _log(
+        self, request: Any, correlation_id: int, since: float, error: BaseException | None
+    ) -> None:
+        name = request_log.api_name(int(request.API_KEY), 0)
+        request_log.answered(self.address, name, correlation_id, since, error)
 
     async def _read_responses(self) -> None:
         assert self._stream is not None

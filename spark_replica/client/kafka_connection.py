@@ -23,6 +23,7 @@ from spark_replica.transport import FrameStream, OversizedFrame, open_frame_stre
 from spark_replica.wire.kafka.headers import decode_response, encode_request
 from spark_replica.wire.schema import Data
 
+from . import request_log
 from .sasl_login import sasl_login
 
 if TYPE_CHECKING:
@@ -61,7 +62,9 @@ class KafkaConnection:
                 host, port, MAX_RESPONSE_BYTES, self.timeout_s, self.security.client_ssl_context()
             )
         except ConnectionLostError as exc:
+            request_log.not_connected(self.name, exc)
             raise ConnectionLostError(f"cannot connect to {self.name}: {exc}") from exc
+        request_log.connected(self.name, "Kafka")
         if self.security.uses_sasl:
             try:
                 await sasl_login(_KafkaSasl(self), self.security, self.name)
@@ -71,6 +74,16 @@ class KafkaConnection:
 
     async def call(self, api: tuple[int, int], body: Any) -> Data:
         """Send one request and return its decoded response body."""
+        since = request_log.started()
+        try:
+            response, correlation_id = await self._call(api, body)
+        except BaseException as exc:
+            request_log.answered(self.name, request_log.api_name(*api), 0, since, exc)
+            raise
+        request_log.answered(self.name, request_log.api_name(*api), correlation_id, since, None)
+        return response
+
+    async def _call(self, api: tuple[int, int], body: Any) -> tuple[Data, int]:
         api_key, version = api
         async with self._lock:
             stream = self._stream
@@ -94,7 +107,7 @@ class KafkaConnection:
             raise ProtocolError(
                 f"{self.name} answered correlation id {answered}, expected {correlation_id}"
             )
-        return response
+        return response, correlation_id
 
     async def close(self) -> None:
         stream, self._stream = self._stream, None

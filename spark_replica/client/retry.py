@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spark_replica.client import request_log
 from spark_replica.errors import ConfigError
 
 # Past this many doublings every delay is capped anyway; it keeps 2**n a small number.
@@ -108,6 +109,16 @@ class Attempts:
         self.last_error: BaseException | None = None
 
     def next_delay(self, error: BaseException, now: float) -> float | None:
+        """The wait before the next retry, or None to give up; each decision is one
+        line of request_log (seen with `replog -v`)."""
+        delay = self._decide(error, now)
+        if delay is None:
+            request_log.giving_up(error, self.retries)
+        else:
+            request_log.retrying(error, self.retries, delay)
+        return delay
+
+    def _decide(self, error: BaseException, now: float) -> float | None:
         self.last_error = error
         if not is_retriable(error) or now >= self.deadline:
             return None

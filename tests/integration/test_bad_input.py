@@ -748,11 +748,12 @@ def test_invalid_acks_is_refused_and_nothing_is_appended(seeded: SeededBroker, a
 
 CREATE_CASES: dict[str, tuple[NewTopic, type[BrokerResponseError]]] = {
     "partitions-0": (NewTopic("t-p0", 0, 1), InvalidPartitionsError),
-    "partitions-negative": (NewTopic("t-pneg", -1, 1), InvalidPartitionsError),
+    # -1 asks for the broker's default (as in Kafka's CreateTopics); below it is invalid
+    "partitions-negative": (NewTopic("t-pneg", -2, 1), InvalidPartitionsError),
     "partitions-too-many": (NewTopic("t-pmax", 2**31 - 1, 1), InvalidPartitionsError),
     "replication-above-brokers": (NewTopic("t-rf2", 1, 2), InvalidReplicationFactorError),
     "replication-0": (NewTopic("t-rf0", 1, 0), InvalidReplicationFactorError),
-    "replication-negative": (NewTopic("t-rfneg", 1, -1), InvalidReplicationFactorError),
+    "replication-negative": (NewTopic("t-rfneg", 1, -2), InvalidReplicationFactorError),
     "unknown-config": (NewTopic("t-cfg", 1, 1, {"no.such.config": "1"}), InvalidConfigError),
     "bad-config-value": (NewTopic("t-cfgv", 1, 1, {"retention.ms": "soon"}), InvalidConfigError),
     "config-below-minimum": (NewTopic("t-cfgm", 1, 1, {"segment.bytes": "1"}), InvalidConfigError),

@@ -71,7 +71,14 @@ def test_every_listing_prints_json_and_a_table(
     assert "retention.ms" in cli("configs", "describe", "--topic", "t", *zookeeper)
 
     assert ok_json(cli, "elect-leaders", "--topic", "t", *zookeeper) == [
-        {"topic": "t", "partition": 0, "leader": 1, "preferred_replica": 1, "preferred_leads": True}
+        {
+            "topic": "t",
+            "partition": 0,
+            "previous_leader": 1,
+            "leader": 1,
+            "preferred_replica": 1,
+            "preferred_leads": True,
+        }
     ]
     assert "1 of 1 partitions" in cli("elect-leaders", "--topic", "t", *zookeeper)
 

@@ -19,11 +19,13 @@ from typing import TypeVar
 
 from kazoo.client import KazooClient
 
-from spark_replica.client import Cluster, bootstrap_from_zookeeper, parse_bootstrap
+from spark_replica.client import Cluster, bootstrap_from_zookeeper, listener_probe, parse_bootstrap
 from spark_replica.errors import ConfigError, ReplogError
 from spark_replica.security.settings import SecurityConfig, load_properties
+from spark_replica.tools.cli import exit_codes
 from spark_replica.tools.launcher import cluster_dir
 from spark_replica.zk.session import connect
+from spark_replica.zk.topic_store import read_brokers
 
 T = TypeVar("T")
 
@@ -38,7 +40,9 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
         "--bootstrap-server",
         dest="bootstrap",
         metavar="HOST:PORT[,HOST:PORT]",
-        help="broker addresses (--bootstrap-server is the same, as in Kafka's tools)",
+        help="the brokers' replog listener addresses (--bootstrap-server is the same, as in "
+        "Kafka's tools; a Kafka listener's address is refused in one line naming the key of "
+        "`replog status --get` that prints the right ones)",
     )
     group.add_argument(
         "--zookeeper", metavar="CONNECT", help="ZooKeeper connect string (host:port[/chroot])"
@@ -107,10 +111,29 @@ def zookeeper_session(args: argparse.Namespace, needed_for: str) -> Iterator[Kaz
         zk.close()
 
 
+def kafka_bootstrap(args: argparse.Namespace) -> list[tuple[str, int]]:
+    """The Kafka listeners: --bootstrap (as given), the registrations in --zookeeper, or
+    the running brokers of --dir."""
+    if args.bootstrap:
+        return parse_bootstrap(args.bootstrap)
+    if args.zookeeper:
+        with zookeeper_session(args, "the Kafka listeners") as zk:
+            registrations = read_brokers(zk)
+        addresses = [(r.kafka_host, r.kafka_port) for r in registrations if r.kafka_port >= 0]
+        if not addresses:
+            raise ConfigError(f"no broker registered in {args.zookeeper} runs a Kafka listener")
+        return addresses
+    return parse_bootstrap(cluster_dir.running_kafka_bootstrap(args.dir))
+
+
 def run_with_cluster(args: argparse.Namespace, work: Callable[[Cluster], Awaitable[T]]) -> T:
     """Open the cluster, run `work` on an event loop, close the cluster whatever happens."""
 
     async def main() -> T:
+        if args.bootstrap:
+            await require_listener(
+                parse_bootstrap(args.bootstrap), listener_probe.REPLOG, args, client_security(args)
+            )
         cluster = open_cluster(args)
         try:
             return await work(cluster)
@@ -120,11 +143,37 @@ def run_with_cluster(args: argparse.Namespace, work: Callable[[Cluster], Awaitab
     return asyncio.run(main())
 
 
-def fail(message: str, code: int = 1) -> int:
+# Where each protocol's addresses are found, for the message naming the right one.
+STATUS_KEYS = {listener_probe.REPLOG: "bootstrap", listener_probe.KAFKA: "kafka-bootstrap"}
+LISTENER_NAMES = {listener_probe.REPLOG: "replog", listener_probe.KAFKA: "Kafka"}
+
+
+async def require_listener(
+    bootstrap: list[tuple[str, int]],
+    wanted: str,
+    args: argparse.Namespace,
+    security: SecurityConfig,
+) -> None:
+    """Refuse in one line a --bootstrap-server that answers the other listener's protocol
+    (a broker's Kafka port given to a replog command, or the other way round), naming
+    the `replog status --get` key that prints the right addresses. An address that
+    answers neither, or not at all, is left to the command to report."""
+    host, port = bootstrap[0]
+    found = await listener_probe.probe_listener(host, port, security)
+    if found in (wanted, listener_probe.UNKNOWN):
+        return
+    raise ConfigError(
+        f"{host}:{port} is a {LISTENER_NAMES[found]} listener, but `replog {args.command}` "
+        f"speaks the {LISTENER_NAMES[wanted]} protocol: give {LISTENER_NAMES[wanted]} listener "
+        f"addresses (`replog status --get {STATUS_KEYS[wanted]}`)"
+    )
+
+
+def fail(message: str, code: int = exit_codes.FAILED) -> int:
     print(f"replog: {message}", file=sys.stderr)
     return code
 
 
 def report(error: ReplogError) -> int:
-    """Print a typed error as one line; configuration mistakes exit 2, the rest 1."""
-    return fail(str(error), 2 if isinstance(error, ConfigError) else 1)
+    """Print a typed error as one line; bad input exits 2, a failed operation 1."""
+    return fail(str(error), exit_codes.exit_code_of(error))

@@ -3,7 +3,9 @@
 Configs are written straight to ZooKeeper, as Kafka's `kafka-configs.sh --zookeeper`
 did, so these commands need --zookeeper or the cluster directory; there is no broker
 API for them. Every key and value is checked before ZooKeeper is even reached: a bad
-one exits 2 with a message naming it, and nothing is written.
+one exits 2 with a message naming it, and nothing is written. A min.insync.replicas
+above the topic's replication factor is refused too (exit 2), as at creation: no
+acks=all write could ever succeed.
 
 `describe` (and `alter`, after writing) prints the overrides as a table; `describe
 --json` prints `{"topic": "t", "config": {"key": "value", ...}}`.
@@ -16,9 +18,14 @@ import argparse
 from kazoo.client import KazooClient
 
 from spark_replica.errors import UnknownTopicOrPartitionError
+from spark_replica.tools.cli.arguments import add_topic_argument
 from spark_replica.tools.cli.common import add_connection_options, zookeeper_session
 from spark_replica.tools.cli.output import add_json_flag, print_json, print_table
-from spark_replica.topic_config import parse_assignments
+from spark_replica.topic_config import (
+    MIN_INSYNC_REPLICAS,
+    check_min_insync_fits,
+    parse_assignments,
+)
 from spark_replica.zk import topic_store
 
 
@@ -27,7 +34,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     actions = configs.add_subparsers(dest="action", required=True)
 
     alter = actions.add_parser("alter", help="add, change or delete a topic's configs")
-    alter.add_argument("--topic", required=True, help="the topic to configure")
+    add_topic_argument(alter, "the topic to configure")
     alter.add_argument(
         "--add-config",
         action="append",
@@ -45,7 +52,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_connection_options(alter)
 
     describe = actions.add_parser("describe", help="a topic's config overrides")
-    describe.add_argument("--topic", required=True, help="the topic to describe")
+    add_topic_argument(describe, "the topic to describe")
     add_json_flag(describe)
     add_connection_options(describe)
     configs.set_defaults(handler=run)
@@ -62,6 +69,7 @@ def run(args: argparse.Namespace) -> int:
         to_delete = split_items(args.delete_config)
         topic_store.merge_topic_config({}, to_set, to_delete)
         with zookeeper_session(args, "topic configs") as zk:
+            _check_min_insync(zk, args.topic, to_set)
             config = topic_store.alter_topic_config(zk, args.topic, to_set, to_delete)
         print(f"Completed updating config for topic {args.topic}.")
         _print_config(args.topic, config, as_json=False)
@@ -70,6 +78,18 @@ def run(args: argparse.Namespace) -> int:
         config = _describe(zk, args.topic)
     _print_config(args.topic, config, as_json=args.json)
     return 0
+
+
+def _check_min_insync(zk: KazooClient, topic: str, to_set: dict[str, str]) -> None:
+    """Refuse a min.insync.replicas above the topic's replication factor, as creation does."""
+    value = to_set.get(MIN_INSYNC_REPLICAS)
+    if value is None:
+        return
+    assignment = topic_store.read_assignment(zk, topic)
+    if assignment is None:
+        raise UnknownTopicOrPartitionError(f"topic {topic!r} does not exist")
+    replication_factor = min((len(r) for r in assignment.partitions.values()), default=0)
+    check_min_insync_fits(topic, int(value), replication_factor)
 
 
 def _describe(zk: KazooClient, topic: str) -> dict[str, str]:

@@ -9,9 +9,15 @@ range it does hold, rather than silently moved to the end as Kafka's consumer wo
 What it prints: as text, the value, and with --property print.offset=true (and
 print.timestamp, print.partition, print.headers, print.key, print.value, key.separator,
 headers.separator, line.separator, null.literal) what Kafka's console consumer prints
-under the same names; as `--format json`, one JSON object a record (record_format.py
-describes both, including how bytes that are not UTF-8 appear in JSON: as
-{"base64": ...}).
+under the same names; as `--format json`, JSON lines: one JSON object a line, a line a
+record (record_format.py describes both, including how bytes that are not UTF-8 appear
+in JSON: as {"base64": ...}).
+
+With --group G it starts where group G committed and commits what it printed
+(consume_group.py says how, and why it needs --zookeeper or --dir).
+
+A reader that stops reading (`| head -2`) ends the command quietly with exit 0, even
+on a quiet topic: it notices between polls, not only at its next write.
 """
 
 from __future__ import annotations
@@ -24,7 +30,10 @@ from collections.abc import Callable
 from spark_replica.client import EARLIEST, LATEST, Cluster, Consumer, ConsumerRecord
 from spark_replica.client.consumer_records import IdleTimer, iter_records
 from spark_replica.errors import ConfigError
+from spark_replica.tools.cli.arguments import add_topic_argument
 from spark_replica.tools.cli.common import add_connection_options, run_with_cluster
+from spark_replica.tools.cli.consume_group import GroupProgress, open_group_admin
+from spark_replica.tools.cli.output import plural, stdout_closed
 from spark_replica.tools.cli.record_format import (
     EARLIEST_NAME,
     LATEST_NAME,
@@ -46,7 +55,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("topic", help="the topic to read")
+    add_topic_argument(parser, "the topic to read")
     parser.add_argument(
         "--from-beginning",
         action="store_true",
@@ -59,13 +68,26 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="read partition N only (default: every partition)",
     )
     parser.add_argument(
+        "--group",
+        metavar="GROUP",
+        help="start where consumer group GROUP committed (elsewhere as without it) and "
+        "commit what was printed, every few seconds and at the end (needs --zookeeper or "
+        "--dir: groups live on the Kafka listeners; default: no group, nothing committed)",
+    )
+    parser.add_argument(
         "--offset",
         metavar="N|earliest|latest",
         help="with --partition, where to start: an offset, earliest or latest "
         "(default latest, or earliest with --from-beginning)",
     )
     parser.add_argument(
-        "--max-records", type=int, metavar="N", help="exit after N records (default: no limit)"
+        "--max-records",
+        "--max-messages",
+        dest="max_records",
+        type=int,
+        metavar="N",
+        help="exit after N records (--max-messages is the same, as Kafka's console "
+        "consumer; default: no limit)",
     )
     parser.add_argument(
         "--timeout",
@@ -77,9 +99,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--format",
         choices=("text", "json"),
         default="text",
-        help="text lines as Kafka's console consumer prints them, or one JSON object a "
-        "record: topic, partition, offset, timestamp, timestamp_type, key, value, headers "
-        "(default text)",
+        help="text lines as Kafka's console consumer prints them, or JSON lines: one JSON "
+        "object a line per record, with topic, partition, offset, timestamp, "
+        "timestamp_type, key, value, headers (default text)",
     )
     parser.add_argument(
         "--property",
@@ -177,26 +199,61 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--partition must be 0 or more, not {args.partition}")
     start = start_offset(args)
     format_record = formatter(args)
-    out = sys.stdout.buffer
+    if args.group is not None and args.offset is not None:
+        raise ConfigError("give --offset or --group, not both: the group says where to start")
+    group_admin = open_group_admin(args) if args.group is not None else None
 
     async def work(cluster: Cluster) -> int:
         consumer = Consumer(cluster)
-        await seek(consumer, await assign(consumer, args), start)
+        partitions = await assign(consumer, args)
+        await seek(consumer, partitions, start)
         loop = asyncio.get_running_loop()
-        printed = 0
-        idle = IdleTimer(args.timeout, loop.time())
-        while args.max_records is None or printed < args.max_records:
-            fetched = await consumer.poll(max_wait_ms=POLL_WAIT_MS)
-            for chunk in fetched:
-                for record in iter_records(chunk):
-                    if printed == args.max_records:
-                        break
-                    out.write(format_record(record, chunk.timestamp_type))
-                    printed += 1
-            out.flush()
-            if idle.expired(fetched, loop.time()):
-                break
-        print(f"Processed a total of {printed} records.", file=sys.stderr)
+        progress = None
+        if group_admin is not None:
+            progress = GroupProgress(group_admin, args.group, loop.time())
+            for tp, offset in (await progress.start_offsets(partitions)).items():
+                consumer.seek(tp, offset)
+        try:
+            printed = await print_records(consumer, args, format_record, progress)
+        except BrokenPipeError:
+            if progress is not None:
+                await progress.commit(loop.time())
+            raise
+        finally:
+            if group_admin is not None:
+                await group_admin.close()
+        if progress is not None:
+            await progress.commit(loop.time())
+        print(f"Processed a total of {plural(printed, 'record')}.", file=sys.stderr)
         return 0
 
     return run_with_cluster(args, work)
+
+
+async def print_records(
+    consumer: Consumer,
+    args: argparse.Namespace,
+    format_record: Formatter,
+    progress: GroupProgress | None,
+) -> int:
+    """Print until --max-records, --timeout or the reader going; how many were printed."""
+    out = sys.stdout.buffer
+    loop = asyncio.get_running_loop()
+    printed = 0
+    idle = IdleTimer(args.timeout, loop.time())
+    while args.max_records is None or printed < args.max_records:
+        fetched = await consumer.poll(max_wait_ms=POLL_WAIT_MS)
+        for chunk in fetched:
+            for record in iter_records(chunk):
+                if printed == args.max_records:
+                    break
+                out.write(format_record(record, chunk.timestamp_type))
+                printed += 1
+                if progress is not None:
+                    progress.printed_record(chunk.tp, record.offset)
+        out.flush()
+        if progress is not None:
+            await progress.commit_if_due(loop.time())
+        if idle.expired(fetched, loop.time()) or (not fetched and stdout_closed()):
+            return printed
+    return printed

@@ -5,8 +5,10 @@ It writes `/admin/preferred_replica_election` for the controller, then waits unt
 metadata shows each partition led by its preferred replica (or says which are not: a
 preferred replica that is down or out of sync cannot lead). It exits 1 if any cannot.
 
-It prints a table, or with `--json` one object per partition: `{"topic", "partition",
-"leader", "preferred_replica", "preferred_leads": true|false}` (-1: none).
+It prints a table that says which partitions moved (`moved 2 -> 1`) and which were
+already led by their preferred replica, or with `--json` one object per partition:
+`{"topic", "partition", "previous_leader", "leader", "preferred_replica",
+"preferred_leads": true|false}` (-1: none).
 """
 
 from __future__ import annotations
@@ -21,14 +23,14 @@ from spark_replica.tools.cli.common import (
     run_with_cluster,
     zookeeper_session,
 )
-from spark_replica.tools.cli.output import add_json_flag, print_json, print_table
+from spark_replica.tools.cli.output import add_json_flag, plural, print_json, print_table
 from spark_replica.tools.cli.progress import Waiting, waiting
 from spark_replica.wire.native.metadata import NO_LEADER
 from spark_replica.zk import topic_store
 
 WAIT_S = 30.0
 POLL_S = 0.1
-COLUMNS = ("TOPIC", "PARTITION", "LEADER", "PREFERRED", "RESULT")
+COLUMNS = ("TOPIC", "PARTITION", "PREVIOUS-LEADER", "LEADER", "PREFERRED", "RESULT")
 
 # (topic, partition) -> (current leader, preferred replica); -1 when there is none.
 Leaders = dict[tuple[str, int], tuple[int, int]]
@@ -53,19 +55,20 @@ def run(args: argparse.Namespace) -> int:
 
     async def work(cluster: Cluster) -> int:
         response = await cluster.refresh([args.topic] if args.topic else None)
-        wanted = [
-            (t.topic, p.partition)
+        before = {
+            (t.topic, p.partition): p.leader
             for t in response.topics
             for p in t.partitions
             if args.partition is None or p.partition == args.partition
-        ]
+        }
+        wanted = list(before)
         if not wanted:
             raise ConfigError("no such partition: check --topic and --partition")
         with zookeeper_session(args, "preferred replica elections") as zk:
             await asyncio.to_thread(topic_store.request_preferred_election, zk, wanted)
         with waiting(f"waiting for the preferred replicas of {len(wanted)} partitions") as w:
             leaders = await _wait_until_preferred(cluster, sorted(wanted), w)
-        _report(args, leaders)
+        _report(args, leaders, before)
         return 0 if not misplaced(leaders) else 1
 
     return run_with_cluster(args, work)
@@ -79,13 +82,30 @@ def misplaced(leaders: Leaders) -> list[tuple[str, int]]:
     return [tp for tp, pair in leaders.items() if not preferred_leads(*pair)]
 
 
-def _report(args: argparse.Namespace, leaders: Leaders) -> None:
+def moved(leader: int, previous: int) -> bool:
+    return leader != NO_LEADER and leader != previous
+
+
+def result_text(leader: int, preferred: int, previous: int) -> str:
+    if not preferred_leads(leader, preferred):
+        return "its preferred replica cannot lead now"
+    if moved(leader, previous):
+        return f"moved {leader_name(previous)} -> {leader}"
+    return "already led by its preferred replica"
+
+
+def leader_name(leader: int) -> str:
+    return "none" if leader == NO_LEADER else str(leader)
+
+
+def _report(args: argparse.Namespace, leaders: Leaders, before: dict[tuple[str, int], int]) -> None:
     if args.json:
         print_json(
             [
                 {
                     "topic": topic,
                     "partition": partition,
+                    "previous_leader": before[(topic, partition)],
                     "leader": leader,
                     "preferred_replica": preferred,
                     "preferred_leads": preferred_leads(leader, preferred),
@@ -98,17 +118,20 @@ def _report(args: argparse.Namespace, leaders: Leaders) -> None:
         [
             topic,
             partition,
-            "none" if leader == NO_LEADER else leader,
-            "none" if preferred == NO_LEADER else preferred,
-            "led by its preferred replica"
-            if preferred_leads(leader, preferred)
-            else "its preferred replica cannot lead now",
+            leader_name(before[(topic, partition)]),
+            leader_name(leader),
+            leader_name(preferred),
+            result_text(leader, preferred, before[(topic, partition)]),
         ]
         for (topic, partition), (leader, preferred) in leaders.items()
     ]
     print_table(COLUMNS, rows, highlight=[not preferred_leads(*pair) for pair in leaders.values()])
     led = len(leaders) - len(misplaced(leaders))
-    print(f"{led} of {len(leaders)} partitions led by their preferred replica.")
+    changed = sum(moved(leader, before[tp]) for tp, (leader, _) in leaders.items())
+    print(
+        f"{led} of {len(leaders)} partitions led by their preferred replica; "
+        f"leadership of {plural(changed, 'partition')} moved."
+    )
 
 
 async def _wait_until_preferred(

@@ -3,7 +3,9 @@ kafka-consumer-groups shows and changes them.
 
 These commands speak Kafka's protocol to the brokers' Kafka listeners (groups live
 there): the cluster directory's listeners by default, `--bootstrap-server` (Kafka
-listener addresses), or the Kafka endpoints the brokers registered in `--zookeeper`.
+listener addresses; a replog listener's is refused in one line that names
+`replog status --get kafka-bootstrap`), or the Kafka endpoints the brokers registered
+in `--zookeeper`.
 Security settings come from `--command-config` or the directory's admin.properties, as
 for every other command. The arithmetic (lag, reset targets) is in groups_plan.
 
@@ -24,11 +26,10 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TypeVar
 
-from spark_replica.client import parse_bootstrap
+from spark_replica.client import listener_probe
 from spark_replica.client.kafka_admin import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
-    Address,
     GroupDescription,
     KafkaAdminClient,
 )
@@ -38,7 +39,12 @@ from spark_replica.errors import (
     NonEmptyGroupError,
     ProtocolError,
 )
-from spark_replica.tools.cli.common import CLIENT_ID, client_security, zookeeper_session
+from spark_replica.tools.cli.common import (
+    CLIENT_ID,
+    client_security,
+    kafka_bootstrap,
+    require_listener,
+)
 from spark_replica.tools.cli.groups_plan import (
     EARLIEST,
     LATEST,
@@ -53,11 +59,10 @@ from spark_replica.tools.cli.groups_plan import (
     parse_partitions,
     reset_plan,
 )
-from spark_replica.tools.cli.output import add_json_flag, print_json, print_table
+from spark_replica.tools.cli.output import add_json_flag, plural, print_json, print_table
 from spark_replica.tools.launcher import cluster_dir
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.kafka.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_assignment
-from spark_replica.zk.topic_store import read_brokers
 
 T = TypeVar("T")
 
@@ -178,19 +183,6 @@ def strategy_of(args: argparse.Namespace) -> ResetStrategy:
     return ResetStrategy(TO_DATETIME, parse_datetime(args.to_datetime))
 
 
-def kafka_bootstrap(args: argparse.Namespace) -> list[Address]:
-    if args.bootstrap:
-        return parse_bootstrap(args.bootstrap)
-    if args.zookeeper:
-        with zookeeper_session(args, "groups commands") as zk:
-            registrations = read_brokers(zk)
-        addresses = [(r.kafka_host, r.kafka_port) for r in registrations if r.kafka_port >= 0]
-        if not addresses:
-            raise ConfigError(f"no broker registered in {args.zookeeper} runs a Kafka listener")
-        return addresses
-    return parse_bootstrap(cluster_dir.running_kafka_bootstrap(args.dir))
-
-
 def run(args: argparse.Namespace) -> int:
     actions: dict[str, Callable[[KafkaAdminClient, argparse.Namespace], Awaitable[int]]] = {
         "list": _list,
@@ -204,6 +196,8 @@ def run(args: argparse.Namespace) -> int:
     security = client_security(args)
 
     async def main() -> int:
+        if args.bootstrap:
+            await require_listener(bootstrap, listener_probe.KAFKA, args, security)
         async with KafkaAdminClient(bootstrap, security, CLIENT_ID, args.timeout) as admin:
             return await actions[args.action](admin, args)
 
@@ -258,7 +252,7 @@ async def _describe(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
         return 0
     members = len(description.members)
     print(
-        f"Group {args.group}: {description.state}, {members} member{'s' if members != 1 else ''}"
+        f"Group {args.group}: {description.state}, {plural(members, 'member')}"
         + (f", protocol {description.protocol}" if description.protocol else "")
     )
     if not rows:
@@ -286,8 +280,8 @@ async def _reset(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
     strategy = strategy_of(args)
     description = await admin.describe_group(args.group)
     if description.members:
-        raise ConfigError(
-            f"group {args.group} has {len(description.members)} active member(s) "
+        raise NonEmptyGroupError(
+            f"group {args.group} has {plural(len(description.members), 'active member')} "
             f"(state {description.state}): offsets can only be reset while its consumers "
             "are stopped"
         )
@@ -355,10 +349,10 @@ async def _delete(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
     try:
         await admin.delete_group(args.group)
     except NonEmptyGroupError:
-        raise ConfigError(
+        raise NonEmptyGroupError(
             f"group {args.group} still has members: stop its consumers, then delete it"
         ) from None
     except GroupIdNotFoundError:
-        raise ConfigError(f"there is no group {args.group}") from None
+        raise GroupIdNotFoundError(f"there is no group {args.group}") from None
     print(f"Deleted group {args.group}.")
     return 0

@@ -10,12 +10,14 @@ import sys
 from spark_replica.errors import ReplogError
 from spark_replica.tools.cli import (
     acls,
+    arguments,
     cluster,
     configs,
     console,
     consume,
     demo,
     elect_leaders,
+    exit_codes,
     groups,
     lag,
     net,
@@ -25,7 +27,8 @@ from spark_replica.tools.cli import (
     users,
     zookeeper,
 )
-from spark_replica.tools.cli.common import report
+from spark_replica.tools.cli.common import fail, report
+from spark_replica.tools.cli.output import silence_stdout, stdout_closed
 
 PACKAGE = "replog"
 # -v, -vv: what the CLI's own loggers say, on standard error.
@@ -33,7 +36,7 @@ VERBOSITY_LEVELS = {1: logging.INFO, 2: logging.DEBUG}
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="replog", description=__doc__)
+    parser = argparse.ArgumentParser(prog="replog", description=__doc__, epilog=exit_codes.EPILOG)
     parser.add_argument(
         "--version", action="version", version=f"%(prog)s {importlib.metadata.version(PACKAGE)}"
     )
@@ -67,16 +70,27 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, forwarded = parser.parse_known_args(argv)
-    if forwarded and not getattr(args, "forwards_arguments", False):
-        parser.error(f"unrecognized arguments: {' '.join(forwarded)}")
+    arguments.resolve(parser, args, forwarded)
     args.forwarded = forwarded
     _configure_logging(args.verbose)
     try:
         return args.handler(args)
     except ReplogError as exc:
         return report(exc)
+    except BrokenPipeError as exc:
+        return _pipe_broken(exc)
     except KeyboardInterrupt:
         return 130
+
+
+def _pipe_broken(error: BrokenPipeError) -> int:
+    """A reader that stopped reading (`| head -1`) is not a failure: exit 0 quietly, as
+    Kafka's console tools do. A broken pipe anywhere else (a socket not translated into
+    a typed error) is reported as one line."""
+    if not stdout_closed():
+        return fail(str(error))
+    silence_stdout()
+    return 0
 
 
 def _configure_logging(verbose: int) -> None:

@@ -13,14 +13,16 @@ the first SEP is the record's key; with --parse-headers the part before the firs
 (default `:`), as Kafka's console producer with parse.headers=true reads them
 (record_format.py has the rules). An empty headers part means no headers.
 
-Every record that fails is reported on standard error with its line number and why:
-a line that does not fit the format is skipped and the rest go on; a record the
-brokers did not acknowledge within --delivery-timeout-ms (retries included) is
-reported when that is known and the rest go on; a record the producer refuses to
-take at all (the topic or the --partition does not exist, no buffer room within
-max.block.ms) stops reading, since every later line would meet the same refusal. The
-exit status is 0 when every line was acknowledged, 2 when a line did not fit the
-format, else 1 when any record failed.
+Failures are reported on standard error: each malformed line with its number, and
+each reason a record was not sent once, with the first line it stopped (later lines
+failing alike are only counted in the summary). A line that does not fit the format
+is skipped and the rest go on; a record the brokers did not acknowledge within
+--delivery-timeout-ms (retries included), or refused for good (a min.insync.replicas
+above the replication factor, at once), is reported when that is known and the rest
+go on; a record the producer refuses to take at all (the topic or the --partition
+does not exist, no buffer room within max.block.ms) stops reading, since every later
+line would meet the same refusal. The exit status is 0 when every line was
+acknowledged, 2 when a line did not fit the format, else 1 when any record failed.
 """
 
 from __future__ import annotations
@@ -35,12 +37,16 @@ from collections.abc import AsyncIterator
 
 from spark_replica.client import Cluster, Producer, ProducerConfig, RecordMetadata, parse_acks
 from spark_replica.errors import ConfigError, ReplogError
+from spark_replica.tools.cli.arguments import add_topic_argument
 from spark_replica.tools.cli.common import add_connection_options, run_with_cluster
+from spark_replica.tools.cli.output import plural
 from spark_replica.tools.cli.record_format import (
     DEFAULT_HEADER_KEY_SEPARATOR,
     DEFAULT_HEADER_SEPARATOR,
     DEFAULT_HEADERS_DELIMITER,
+    PRODUCER_PROPERTIES,
     LineFormat,
+    parse_producer_properties,
 )
 
 DEFAULT_DELIVERY_TIMEOUT_MS = ProducerConfig.delivery_timeout_ms
@@ -57,7 +63,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("topic", help="the topic to send to")
+    add_topic_argument(parser, "the topic to send to")
     parser.add_argument(
         "--acks",
         default="all",
@@ -117,26 +123,40 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="with --parse-headers, what separates a header's name from its value "
         f"(default {DEFAULT_HEADER_KEY_SEPARATOR!r})",
     )
+    parser.add_argument(
+        "--property",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a line format setting, as Kafka's console producer: "
+        f"{', '.join(PRODUCER_PROPERTIES)} (parse.* true or false; key.separator applies "
+        "with parse.key=true, default TAB); may be repeated, wins over the flags above",
+    )
     add_connection_options(parser)
     parser.set_defaults(handler=run)
 
 
 def line_format(args: argparse.Namespace) -> LineFormat:
-    return LineFormat(
+    """The flags' layout, then --property settings on top, in Kafka's names."""
+    flags = LineFormat(
         key_separator=args.key_separator.encode() if args.key_separator is not None else None,
         headers_delimiter=args.headers_delimiter.encode() if args.parse_headers else None,
         header_separator=args.header_separator.encode(),
         header_key_separator=args.header_key_separator.encode(),
     )
+    return parse_producer_properties(args.property, flags)
 
 
 class Outcomes:
-    """What became of each line: counts, and a line on standard error per failure."""
+    """What became of each line: counts, and a line on standard error per failure
+    reason (the first line it stopped; later lines failing alike are only counted, so a
+    topic that refuses every record says why once, not once a line)."""
 
     def __init__(self) -> None:
         self.acknowledged = 0
         self.failed = 0
         self.malformed = 0
+        self.reasons: set[str] = set()
 
     def delivered(
         self, number: int, metadata: RecordMetadata | None, error: BaseException | None
@@ -148,7 +168,10 @@ class Outcomes:
 
     def record_failed(self, number: int, error: BaseException) -> None:
         self.failed += 1
-        print(f"replog: line {number} not sent: {error}", file=sys.stderr, flush=True)
+        reason = str(error)
+        if reason not in self.reasons:
+            self.reasons.add(reason)
+            print(f"replog: line {number} not sent: {reason}", file=sys.stderr, flush=True)
 
     def line_malformed(self, error: ConfigError) -> None:
         self.malformed += 1
@@ -160,9 +183,9 @@ class Outcomes:
         return 1 if self.failed else 0
 
     def summary(self) -> str:
-        text = f"{self.acknowledged} records acknowledged."
+        text = f"{plural(self.acknowledged, 'record')} acknowledged."
         if self.failed or self.malformed:
-            text += f" {self.failed} failed, {self.malformed} lines skipped."
+            text += f" {self.failed} failed, {plural(self.malformed, 'line')} skipped."
         return text
 
 

@@ -1,8 +1,8 @@
 """`replog reassign`: move partitions to other brokers, like kafka-reassign-partitions.
 
-    replog reassign --generate --brokers 2,3,4 --topics events   # propose a plan (prints it)
-    replog reassign --plan plan.json                             # start it
-    replog reassign --status [--plan plan.json] [--wait]         # progress per partition
+    replog reassign --generate --brokers 2,3,4 --topics events --output plan.json
+    replog reassign --plan plan.json                         # start it
+    replog reassign --status [--plan plan.json] [--wait S]   # progress per partition
 
 The plan is checked whole against the cluster before `/admin/reassign_partitions` is
 written; the controller then adds the new replicas, waits until they are in sync, moves
@@ -14,12 +14,16 @@ still pending in ZooKeeper (or the given file) and each replica's log end offset
 "target": [...], "replicas": [...], "isr": [...], "progress": 0.0-1.0}` (replicas and
 ISR null when the partition does not exist, progress null unless it is moving); `[]`
 when no reassignment is running. It exits 1 while some partition is still moving.
+`--generate --json` prints `{"current": PLAN, "proposed": PLAN}` and `--plan FILE
+--json` the plan it started, each PLAN in the plan file's own format
+(`{"version": 1, "partitions": [{"topic", "partition", "replicas"}]}`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,7 +36,7 @@ from spark_replica.tools.cli.common import (
     run_with_cluster,
     zookeeper_session,
 )
-from spark_replica.tools.cli.output import add_json_flag, print_json, print_table
+from spark_replica.tools.cli.output import add_json_flag, plural, print_json, print_table
 from spark_replica.tools.cli.progress import Waiting, waiting
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import topic_store
@@ -45,7 +49,11 @@ STATUS_COLUMNS = ("TOPIC", "PARTITION", "STATE", "TARGET", "REPLICAS", "ISR", "P
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("reassign", help="move partitions to other brokers")
     action = parser.add_mutually_exclusive_group()
-    action.add_argument("--generate", action="store_true", help="print a proposed plan")
+    action.add_argument(
+        "--generate",
+        action="store_true",
+        help="propose a plan: print it, or write it to --output FILE",
+    )
     action.add_argument(
         "--status", action="store_true", help="show the progress of the running (or --plan) plan"
     )
@@ -54,6 +62,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         metavar="FILE",
         help="start the moves in FILE (with --status: the plan to report on)",
+    )
+    parser.add_argument(
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="with --generate: write the proposed plan to FILE, ready for --plan "
+        "(default: print it)",
     )
     parser.add_argument(
         "--brokers", help="with --generate: the broker ids to spread over, such as 1,2,3"
@@ -71,6 +86,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.output is not None and not args.generate:
+        raise ConfigError("--output goes with --generate: it is where the proposed plan goes")
     if args.generate:
         return _generate(args)
     if args.status:
@@ -98,11 +115,34 @@ def _generate(args: argparse.Namespace) -> int:
         assignments = topic_store.read_all_assignments(zk)
     proposal = reassignment.generate_plan(assignments, topics, brokers)
     current = [PartitionMove(m.tp, tuple(assignments[m.tp])) for m in proposal]
+    if args.output is not None:
+        _write_plan(args.output, proposal)
+    if args.json:
+        print_json(
+            {
+                "current": json.loads(reassignment.plan_to_json(current)),
+                "proposed": json.loads(reassignment.plan_to_json(proposal)),
+            }
+        )
+        return 0
     print("Current assignment (keep it to roll back):")
     print(reassignment.plan_to_json(current))
+    if args.output is not None:
+        print(
+            f"Proposed assignment written to {args.output}; start it with "
+            f"`replog reassign --plan {args.output}`."
+        )
+        return 0
     print("Proposed assignment (save it and run `replog reassign --plan FILE`):")
     print(reassignment.plan_to_json(proposal))
     return 0
+
+
+def _write_plan(path: Path, moves: list[PartitionMove]) -> None:
+    try:
+        path.write_text(reassignment.plan_to_json(moves) + "\n")
+    except OSError as exc:
+        raise ConfigError(f"cannot write the plan to {path}: {exc.strerror}") from None
 
 
 def _read_plan(path: Path) -> list[PartitionMove]:
@@ -117,7 +157,12 @@ def _execute(args: argparse.Namespace) -> int:
     moves = _read_plan(args.plan)
     with zookeeper_session(args, "reassignments") as zk:
         topic_store.request_reassignment(zk, moves)
-    print(f"Started moving {len(moves)} partition(s); follow with `replog reassign --status`.")
+    if args.json:
+        print_json(json.loads(reassignment.plan_to_json(moves)))
+        return 0
+    print(
+        f"Started moving {plural(len(moves), 'partition')}; follow with `replog reassign --status`."
+    )
     return 0
 
 

@@ -35,6 +35,7 @@ from spark_replica.client import LOG_APPEND_TIME, ConsumerRecord
 from spark_replica.client.accumulator import Headers
 from spark_replica.errors import ConfigError
 
+DEFAULT_KEY_SEPARATOR = "\t"
 DEFAULT_HEADERS_DELIMITER = "\t"
 DEFAULT_HEADER_SEPARATOR = ","
 DEFAULT_HEADER_KEY_SEPARATOR = ":"
@@ -187,10 +188,7 @@ def parse_properties(assignments: Sequence[str], base: TextFormat | None = None)
     """`--property name=value` settings on top of `base`; ConfigError for an unknown one."""
     settings: dict[str, Any] = {}
     for assignment in assignments:
-        name, found, value = assignment.partition("=")
-        name = name.strip()
-        if not found:
-            raise ConfigError(f"--property {assignment!r}: use name=value")
+        name, value = split_property(assignment)
         attribute = PROPERTY_FIELDS.get(name)
         if attribute is None:
             known = ", ".join(sorted(PROPERTY_FIELDS))
@@ -200,6 +198,57 @@ def parse_properties(assignments: Sequence[str], base: TextFormat | None = None)
         else:
             settings[attribute] = value.encode()
     return replace(base or TextFormat(), **settings)
+
+
+def split_property(assignment: str) -> tuple[str, str]:
+    name, found, value = assignment.partition("=")
+    if not found:
+        raise ConfigError(f"--property {assignment!r}: use name=value")
+    return name.strip(), value
+
+
+PRODUCER_PROPERTIES = (
+    "parse.key",
+    "key.separator",
+    "parse.headers",
+    "headers.delimiter",
+    "headers.separator",
+    "headers.key.separator",
+)
+
+
+def parse_producer_properties(assignments: Sequence[str], base: LineFormat) -> LineFormat:
+    """Kafka's console producer's `--property` names on top of the flags' `base`:
+    key.separator (default TAB) splits a key only with parse.key=true, as in Kafka, and
+    the headers' separators apply only with parse.headers=true."""
+    parse_key = base.key_separator is not None
+    key_separator = base.key_separator or DEFAULT_KEY_SEPARATOR.encode()
+    parse_headers = base.headers_delimiter is not None
+    headers_delimiter = base.headers_delimiter or DEFAULT_HEADERS_DELIMITER.encode()
+    header_separator, header_key_separator = base.header_separator, base.header_key_separator
+    for assignment in assignments:
+        name, value = split_property(assignment)
+        if name == "parse.key":
+            parse_key = parse_bool(name, value)
+        elif name == "key.separator":
+            key_separator = value.encode()
+        elif name == "parse.headers":
+            parse_headers = parse_bool(name, value)
+        elif name == "headers.delimiter":
+            headers_delimiter = value.encode()
+        elif name == "headers.separator":
+            header_separator = value.encode()
+        elif name == "headers.key.separator":
+            header_key_separator = value.encode()
+        else:
+            known = ", ".join(PRODUCER_PROPERTIES)
+            raise ConfigError(f"--property {name!r} is not known; use one of {known}")
+    return LineFormat(
+        key_separator=key_separator if parse_key else None,
+        headers_delimiter=headers_delimiter if parse_headers else None,
+        header_separator=header_separator,
+        header_key_separator=header_key_separator,
+    )
 
 
 def parse_bool(name: str, value: str) -> bool:

@@ -24,12 +24,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from spark_replica.client import Admin, Cluster, PartitionDescription
+from spark_replica.tools.cli.arguments import add_topic_argument
 from spark_replica.tools.cli.common import (
     add_connection_options,
     run_with_cluster,
     zookeeper_session,
 )
-from spark_replica.tools.cli.output import add_json_flag, print_json, print_table, rows_as_json
+from spark_replica.tools.cli.output import (
+    add_json_flag,
+    plural,
+    print_json,
+    print_table,
+    rows_as_json,
+)
 from spark_replica.tools.cli.progress import waiting
 from spark_replica.topic_config import parse_assignments
 from spark_replica.wire.native.metadata import NO_LEADER, MetadataResponse
@@ -62,10 +69,18 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     actions = topics.add_subparsers(dest="action", required=True)
 
     create = actions.add_parser("create", help="create a topic")
-    create.add_argument("name", help="the topic's name")
-    create.add_argument("--partitions", type=int, default=1, help="how many (default 1)")
+    add_topic_argument(create, "the topic's name")
     create.add_argument(
-        "--replication-factor", type=int, default=1, help="copies of each partition (default 1)"
+        "--partitions",
+        type=int,
+        metavar="N",
+        help="how many (default: the brokers' num.partitions, as kafka-topics)",
+    )
+    create.add_argument(
+        "--replication-factor",
+        type=int,
+        metavar="N",
+        help="copies of each partition (default: the brokers' default.replication.factor)",
     )
     create.add_argument(
         "--config",
@@ -77,12 +92,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_connection_options(create)
 
     alter = actions.add_parser("alter", help="grow a topic to more partitions")
-    alter.add_argument("name", help="the topic's name")
+    add_topic_argument(alter, "the topic's name")
     alter.add_argument("--partitions", type=int, required=True, help="the new total")
     add_connection_options(alter)
 
     delete = actions.add_parser("delete", help="delete a topic and its data")
-    delete.add_argument("name", help="the topic's name")
+    add_topic_argument(delete, "the topic's name")
     add_connection_options(delete)
 
     listing = actions.add_parser("list", help="topics with their partition counts")
@@ -90,7 +105,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_connection_options(listing)
 
     describe = actions.add_parser("describe", help="leader, epoch, replicas, ISR and HW")
-    describe.add_argument("name", nargs="?", help="only this topic (default: every topic)")
+    add_topic_argument(describe, "only this topic (default: every topic)", required=False)
     only = describe.add_mutually_exclusive_group()
     only.add_argument(
         "--under-replicated-partitions",
@@ -197,19 +212,23 @@ def run(args: argparse.Namespace) -> int:
         admin = Admin(cluster)
         if args.action == "create":
             configs = parse_assignments(args.config)
-            with waiting(f"creating topic {args.name} and waiting for its leaders"):
-                await admin.create_topic(
-                    args.name, args.partitions, args.replication_factor, configs
+            with waiting(f"creating topic {args.topic} and waiting for its leaders"):
+                created = await admin.create_topic(
+                    args.topic, args.partitions, args.replication_factor, configs
                 )
-            print(f"Created topic {args.name}.")
+            replicas = max((len(p.replicas) for p in created.partitions), default=0)
+            print(
+                f"Created topic {args.topic}: {plural(len(created.partitions), 'partition')}, "
+                f"replication factor {replicas}."
+            )
         elif args.action == "alter":
-            with waiting(f"adding partitions to {args.name}"):
-                await admin.create_partitions(args.name, args.partitions)
-            print(f"Topic {args.name} now has {args.partitions} partitions.")
+            with waiting(f"adding partitions to {args.topic}"):
+                await admin.create_partitions(args.topic, args.partitions)
+            print(f"Topic {args.topic} now has {args.partitions} partitions.")
         elif args.action == "delete":
-            with waiting(f"deleting topic {args.name}"):
-                await admin.delete_topic(args.name)
-            print(f"Deleted topic {args.name}.")
+            with waiting(f"deleting topic {args.topic}"):
+                await admin.delete_topic(args.topic)
+            print(f"Deleted topic {args.topic}.")
         elif args.action == "list":
             _list(args, await cluster.refresh(None))
         else:
@@ -232,7 +251,7 @@ def _list(args: argparse.Namespace, response: MetadataResponse) -> None:
 
 
 async def _describe(args: argparse.Namespace, cluster: Cluster, admin: Admin) -> None:
-    described = await admin.describe([args.name] if args.name else None)
+    described = await admin.describe([args.topic] if args.topic else None)
     live = set(cluster.brokers)
     min_insync: dict[str, int] = {}
     if args.only == UNDER_MIN_ISR:

@@ -3,7 +3,9 @@
 CreateTopics request: per topic its name, partition count, replication factor and config
 entries (key, value); then timeout_ms. DeleteTopics request: topic names, timeout_ms.
 CreatePartitions request: per topic its name and new total partition count; timeout_ms.
-All answer per topic an error code and message.
+All answer per topic an error code and message. A partition count or replication
+factor of -1 (USE_BROKER_DEFAULT) asks for the broker's num.partitions or
+default.replication.factor, as in Kafka's CreateTopics.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from dataclasses import dataclass, field
 from spark_replica.wire.native.apis import ApiKey
 from spark_replica.wire.native.table import ERROR, struct_array, wire_field
 from spark_replica.wire.schema import Tabled, tabled
+
+USE_BROKER_DEFAULT = -1
 
 
 @dataclass(slots=True)
