@@ -29,7 +29,11 @@ from spark_replica.errors import (
     UnknownTopicOrPartitionError,
 )
 from spark_replica.reassignment import assign_replicas
-from spark_replica.topic_config import check_min_insync_fits, parse_topic_configs
+from spark_replica.topic_config import (
+    MIN_INSYNC_REPLICAS,
+    check_min_insync_fits,
+    parse_topic_configs,
+)
 from spark_replica.topics import validate_topic_name
 from spark_replica.wire.native.topic_admin import USE_BROKER_DEFAULT
 from spark_replica.zk import topic_store, znodes
@@ -45,14 +49,15 @@ def settle_new_topic(
 ) -> tuple[int, int]:
     """The partition count and replication factor a new topic gets: the request's, or
     where it leaves one unset (USE_BROKER_DEFAULT) the broker's num.partitions and
-    default.replication.factor, as Kafka's brokers do. A min.insync.replicas (the
-    topic's, else the broker's) above that replication factor is refused here, before
-    anything is written."""
+    default.replication.factor, as Kafka's brokers do. The topic's own
+    min.insync.replicas above that replication factor is refused here, before anything
+    is written; the broker-wide default is not, as in Kafka (a topic of one replica on
+    brokers that want two is allowed, and its acks=all writes fail at once)."""
     if partitions == USE_BROKER_DEFAULT:
         partitions = ctx.config.num_partitions
     if replication_factor == USE_BROKER_DEFAULT:
         replication_factor = ctx.config.default_replication_factor
-    if replication_factor >= 1:
+    if replication_factor >= 1 and MIN_INSYNC_REPLICAS in configs:
         check_min_insync_fits(topic, ctx.config.min_insync_for(configs), replication_factor)
     return partitions, replication_factor
 
