@@ -5,7 +5,7 @@ owner read from the member's assignment, and the total lag."""
 from __future__ import annotations
 
 from spark_replica.client.kafka_admin import GroupDescription, GroupMember
-from spark_replica.tools.console.group_view import group_json, partition_lag
+from spark_replica.tools.console.group_view import group_json
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.kafka.consumer_protocol import MemberAssignment, encode_assignment
 
@@ -19,14 +19,6 @@ def member(name: str, *partitions: TopicPartition) -> GroupMember:
         "/10.0.0.1",
         encode_assignment(MemberAssignment(0, list(partitions))),
     )
-
-
-def test_lag_is_never_negative_and_unknown_without_both_offsets() -> None:
-    assert partition_lag(4, 10) == 6
-    assert partition_lag(12, 10) == 0
-    assert partition_lag(None, 10) is None
-    assert partition_lag(3, None) is None
-    assert partition_lag(-1, 10) is None
 
 
 def test_rows_for_committed_and_assigned_partitions_with_owners() -> None:

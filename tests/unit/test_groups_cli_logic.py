@@ -8,22 +8,20 @@ import pytest
 from spark_replica.client import parse_bootstrap as parse_bootstrap_servers
 from spark_replica.client.kafka_admin import GroupDescription, GroupMember
 from spark_replica.errors import ConfigError, ProtocolError
-from spark_replica.tools.cli.groups import owners, strategy_of
+from spark_replica.tools.cli.groups import strategy_of
 from spark_replica.tools.cli.groups_plan import (
     EARLIEST,
     LATEST,
     SHIFT_BY,
     TO_DATETIME,
     TO_OFFSET,
-    Owner,
     ResetStrategy,
-    lag,
-    lag_rows,
     parse_datetime,
     parse_partitions,
     reset_plan,
 )
 from spark_replica.tools.cli.main import build_parser
+from spark_replica.tools.group_lag import Owner, lag, lag_rows, owners
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.kafka.consumer_protocol import (
     MemberAssignment,

@@ -7,7 +7,8 @@ listener addresses; a replog listener's is refused in one line that names
 `replog status --get kafka-bootstrap`), or the Kafka endpoints the brokers registered
 in `--zookeeper`.
 Security settings come from `--command-config` or the directory's admin.properties, as
-for every other command. The arithmetic (lag, reset targets) is in groups_plan.
+for every other command. Lag is reckoned in spark_replica/tools/group_lag.py (shared with
+the console), reset targets in groups_plan.
 
 `list`, `describe` and `reset-offsets` print tables, or with `--json`:
 - list: `[{"group": "g", "protocol_type": "consumer"}, ...]`
@@ -30,14 +31,12 @@ from spark_replica.client import listener_probe
 from spark_replica.client.kafka_admin import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
-    GroupDescription,
     KafkaAdminClient,
 )
 from spark_replica.errors import (
     ConfigError,
     GroupIdNotFoundError,
     NonEmptyGroupError,
-    ProtocolError,
 )
 from spark_replica.tools.cli.common import (
     CLIENT_ID,
@@ -51,18 +50,15 @@ from spark_replica.tools.cli.groups_plan import (
     SHIFT_BY,
     TO_DATETIME,
     TO_OFFSET,
-    Owner,
-    PartitionLag,
     ResetStrategy,
-    lag_rows,
     parse_datetime,
     parse_partitions,
     reset_plan,
 )
 from spark_replica.tools.cli.output import add_json_flag, plural, print_json, print_table
+from spark_replica.tools.group_lag import PartitionLag, group_json, lag_rows, owners
 from spark_replica.tools.launcher import cluster_dir
 from spark_replica.topics import TopicPartition
-from spark_replica.wire.kafka.consumer_protocol import CONSUMER_PROTOCOL_TYPE, decode_assignment
 
 T = TypeVar("T")
 
@@ -214,22 +210,6 @@ async def _list(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
     return 0
 
 
-def owners(description: GroupDescription) -> dict[TopicPartition, Owner]:
-    """Who consumes each partition, from the members' consumer-protocol assignments
-    (a group of another protocol type, or an assignment that does not decode, has none)."""
-    owned: dict[TopicPartition, Owner] = {}
-    if description.protocol_type != CONSUMER_PROTOCOL_TYPE:
-        return owned
-    for member in description.members:
-        try:
-            assignment = decode_assignment(member.assignment)
-        except ProtocolError:
-            continue
-        for tp in assignment.partitions:
-            owned[tp] = Owner(member.member_id, member.host, member.client_id)
-    return owned
-
-
 async def _describe(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
     description = await admin.describe_group(args.group)
     committed = await admin.committed_offsets(args.group)
@@ -237,18 +217,7 @@ async def _describe(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
     log_ends = await admin.list_offsets([*committed, *owned], LATEST_TIMESTAMP)
     rows = lag_rows(committed, log_ends, owned)
     if args.json:
-        document = {
-            "group": args.group,
-            "state": description.state,
-            "protocol_type": description.protocol_type,
-            "protocol": description.protocol,
-            "members": [
-                {"consumer_id": m.member_id, "host": m.host, "client_id": m.client_id}
-                for m in description.members
-            ],
-            "partitions": [row.as_json() for row in rows],
-        }
-        print_json(document)
+        print_json(group_json(description, rows))
         return 0
     members = len(description.members)
     print(

@@ -1,11 +1,10 @@
-"""The arithmetic of `replog groups`: lag per partition and where a reset moves each offset.
+"""The arithmetic of `replog groups`: where a reset moves each offset (lag is
+spark_replica/tools/group_lag.py, which the console shares).
 
 Pure functions of plain values (offsets read from the cluster are passed in), so the
-rules are tested without a broker. They follow kafka-consumer-groups: lag is log end
-minus committed offset (never negative: a log truncated below a commit has no lag);
-a reset target outside [earliest, latest] is clamped into it; `--to-datetime` past the
-last record goes to the log end; `--shift-by` moves from the committed offset and needs
-one.
+rules are tested without a broker. They follow kafka-consumer-groups: a reset target
+outside [earliest, latest] is clamped into it; `--to-datetime` past the last record goes
+to the log end; `--shift-by` moves from the committed offset and needs one.
 """
 
 from __future__ import annotations
@@ -23,61 +22,6 @@ TO_OFFSET = "offset"
 SHIFT_BY = "shift"
 TO_DATETIME = "datetime"
 STRATEGIES = (EARLIEST, LATEST, TO_OFFSET, SHIFT_BY, TO_DATETIME)
-
-
-@dataclass(frozen=True, slots=True)
-class Owner:
-    """The member a partition is assigned to, as DescribeGroups names it."""
-
-    consumer_id: str
-    host: str
-    client_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionLag:
-    topic: str
-    partition: int
-    current_offset: int | None  # None: nothing committed
-    log_end_offset: int | None  # None: unknown (no leader answered)
-    lag: int | None
-    owner: Owner | None
-
-    def as_json(self) -> dict[str, object]:
-        owner = self.owner
-        return {
-            "topic": self.topic,
-            "partition": self.partition,
-            "current_offset": self.current_offset,
-            "log_end_offset": self.log_end_offset,
-            "lag": self.lag,
-            "consumer_id": None if owner is None else owner.consumer_id,
-            "host": None if owner is None else owner.host,
-            "client_id": None if owner is None else owner.client_id,
-        }
-
-
-def lag(committed: int | None, log_end: int | None) -> int | None:
-    if committed is None or log_end is None or committed < 0 or log_end < 0:
-        return None
-    return max(log_end - committed, 0)
-
-
-def lag_rows(
-    committed: Mapping[TopicPartition, int],
-    log_ends: Mapping[TopicPartition, int],
-    owners: Mapping[TopicPartition, Owner],
-) -> list[PartitionLag]:
-    """One row per partition that has a commit or an owner, sorted by topic and partition."""
-    rows = []
-    for tp in sorted({*committed, *owners}):
-        current = committed.get(tp)
-        current = None if current is None or current < 0 else current
-        end = log_ends.get(tp)
-        rows.append(
-            PartitionLag(tp.topic, tp.partition, current, end, lag(current, end), owners.get(tp))
-        )
-    return rows
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,8 @@ from spark_replica.client.kafka_admin import LATEST_TIMESTAMP, Address, KafkaAdm
 from spark_replica.errors import ReplogError
 from spark_replica.security.settings import SecurityConfig
 from spark_replica.tools.console.error_lines import collapse_error
-from spark_replica.tools.console.group_view import group_json, owners
+from spark_replica.tools.console.group_view import group_json
+from spark_replica.tools.group_lag import owners
 
 # A page of groups the console can refresh every few seconds without loading the
 # coordinators; the document says how many there are in all.
