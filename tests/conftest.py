@@ -55,6 +55,17 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedZooK
 
 
 @pytest.fixture
+def own_zookeeper(tmp_path: Path) -> Iterator[EmbeddedZooKeeper]:
+    """A ZooKeeper server of the test's own, for tests that stop it."""
+    server = EmbeddedZooKeeper(free_port(), tmp_path / "zookeeper")
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
 def zk_connect(zookeeper: EmbeddedZooKeeper) -> str:
     """A connect string with a chroot of this test's own."""
     return f"{zookeeper.connect_string}/test-{uuid.uuid4().hex[:12]}"

@@ -606,6 +606,19 @@ def replog_in_process(*args: str, stdin: bytes = b"") -> subprocess.CompletedPro
     return subprocess.CompletedProcess(list(args), code, out_bytes.getvalue(), err_bytes.getvalue())
 
 
+def eventually(check: Callable[[], T | None], what: str, timeout_s: float = 30.0) -> T:
+    """Poll `check` every 0.3 s until it returns something true, and return that; fail
+    after `timeout_s` (for checks that read a scrape or a listing, not cheap flags)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: not within {timeout_s} s")
+        time.sleep(0.3)
+
+
 def wait_until(condition: Callable[[], bool], what: str, timeout_s: float = 20.0) -> None:
     """Poll `condition` (a cheap, blocking check) until true; fail after `timeout_s`."""
     deadline = time.monotonic() + timeout_s

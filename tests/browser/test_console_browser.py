@@ -21,7 +21,6 @@ from pathlib import Path
 
 import pytest
 
-from spark_replica.tools.launcher.brokers import free_port
 from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
 from tests.support import (
     BrokerFactory,
@@ -135,16 +134,6 @@ def browser(tmp_path: Path) -> Iterator[object]:
         yield driver
     finally:
         driver.quit()
-
-
-@pytest.fixture
-def own_zookeeper(tmp_path: Path) -> Iterator[EmbeddedZooKeeper]:
-    server = EmbeddedZooKeeper(free_port(), tmp_path / "zookeeper")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from spark_replica.tools.launcher.brokers import free_port
 from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
 from tests.support import (
     BrokerFactory,
@@ -61,16 +59,6 @@ def shown_dead(cluster: dict, rates: dict, broker_id: int) -> bool:
     metrics = rates["broker_metrics"].get(str(broker_id), {})
     broker = next(b for b in cluster["brokers"] if b["id"] == broker_id)
     return metrics.get("stale", False) and not broker["alive"]
-
-
-@pytest.fixture
-def own_zookeeper(tmp_path: Path) -> Iterator[EmbeddedZooKeeper]:
-    server = EmbeddedZooKeeper(free_port(), tmp_path / "zookeeper")
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def test_panels_turn_stale_with_the_reason_when_the_cluster_goes_away(

@@ -11,7 +11,7 @@ import re
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -32,6 +32,7 @@ from tests.kafka.clients import flush, kafka_consumer, kafka_producer, wait_for_
 from tests.support import (
     BrokerFactory,
     create,
+    eventually,
     leadership,
     read_everything,
     run,
@@ -112,17 +113,6 @@ def scrape_all(cluster: BrokerFactory) -> dict[int, list[Sample]]:
 def values(samples: list[Sample], name: str, **labels: str) -> list[float]:
     """The values of the samples named `name` whose labels include these."""
     return [s.value for s in samples if s.name == name and labels.items() <= s.labels.items()]
-
-
-def eventually(check: Callable[[], T | None], what: str, timeout_s: float = 30.0) -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s} s")
-        time.sleep(0.3)
 
 
 def errors_total(cluster: BrokerFactory, request: str, error: str) -> float:

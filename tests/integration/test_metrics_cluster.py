@@ -3,9 +3,7 @@ after producing and consuming, after a broker is killed, and after it comes back
 
 from __future__ import annotations
 
-import time
 import urllib.request
-from collections.abc import Callable
 from typing import TypeVar
 
 import pytest
@@ -18,6 +16,7 @@ from spark_replica.zk.session import connect
 from tests.support import (
     BrokerFactory,
     create,
+    eventually,
     leadership,
     produce,
     read_everything,
@@ -54,17 +53,6 @@ class Scrape:
         return sum(
             s.value for s in self.samples if s.name == name and labels.items() <= s.labels.items()
         )
-
-
-def eventually(check: Callable[[], T | None], what: str, timeout_s: float = 40.0) -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not within {timeout_s} s")
-        time.sleep(0.3)
 
 
 def produce_over_kafka(bootstrap: str, topic: str, partition: int) -> None:
