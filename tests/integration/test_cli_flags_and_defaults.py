@@ -78,6 +78,9 @@ def test_kafka_flags_name_the_topic_and_shape_lines(cluster: Flags) -> None:
         "topic": "flagged",
         "config": {},
     }
+    assert ok("configs", "describe", "--topic", "flagged", *cluster.zookeeper) == (
+        "Topic flagged has no config overrides: the brokers' defaults apply.\n"
+    )
 
     produced = replog("produce", "--topic", "flagged", "--property", "parse.key=true",
                       *cluster.native, stdin=b"k1\tv1\n")  # fmt: skip

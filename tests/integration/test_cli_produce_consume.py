@@ -104,9 +104,13 @@ def test_records_that_fail_are_reported_by_line_and_the_exit_status_says_so(
     no_partition = replog("produce", "one", "--partition", "5", *where, stdin=b"a\nb\n")
     assert no_partition.returncode == 1
     assert b"line 1 not sent: topic 'one' has partitions 0..0, not 5" in no_partition.stderr
-    no_topic = replog("produce", "nowhere", *where, stdin=b"a\n")
+    no_topic = replog("produce", "nowhere", *where, stdin=b"a\nb\n")
     assert no_topic.returncode == 1
     assert b"line 1 not sent:" in no_topic.stderr and b"nowhere" in no_topic.stderr
+    assert no_topic.stderr.endswith(
+        b"0 records acknowledged. 1 failed, 0 lines skipped."
+        b" Stopped reading at line 1: later lines were not sent.\n"
+    )
 
     run(create_topic(bootstrap(broker), "small", **{"max.message.bytes": "2000"}))
     refused_by_broker = replog("produce", "small", *where, stdin=b"x" * 5000 + b"\n")

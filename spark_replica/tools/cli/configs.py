@@ -103,3 +103,5 @@ def _print_config(topic: str, config: dict[str, str], *, as_json: bool) -> None:
         print_json({"topic": topic, "config": dict(sorted(config.items()))})
     elif config:
         print_table(("CONFIG", "VALUE"), sorted(config.items()), title=f"Overrides of {topic}")
+    else:
+        print(f"Topic {topic} has no config overrides: the brokers' defaults apply.")

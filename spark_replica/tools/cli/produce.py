@@ -157,6 +157,7 @@ class Outcomes:
         self.failed = 0
         self.malformed = 0
         self.reasons: set[str] = set()
+        self.stopped_at: int | None = None  # the line whose refusal stopped the reading
 
     def delivered(
         self, number: int, metadata: RecordMetadata | None, error: BaseException | None
@@ -173,6 +174,11 @@ class Outcomes:
             self.reasons.add(reason)
             print(f"replog: line {number} not sent: {reason}", file=sys.stderr, flush=True)
 
+    def stopped(self, number: int, error: BaseException) -> None:
+        """The producer refused line `number` outright: nothing after it is read."""
+        self.record_failed(number, error)
+        self.stopped_at = number
+
     def line_malformed(self, error: ConfigError) -> None:
         self.malformed += 1
         print(f"replog: {error}; skipped", file=sys.stderr, flush=True)
@@ -186,6 +192,8 @@ class Outcomes:
         text = f"{plural(self.acknowledged, 'record')} acknowledged."
         if self.failed or self.malformed:
             text += f" {self.failed} failed, {plural(self.malformed, 'line')} skipped."
+        if self.stopped_at is not None:
+            text += f" Stopped reading at line {self.stopped_at}: later lines were not sent."
         return text
 
 
@@ -268,7 +276,7 @@ async def send_lines(
                     on_delivery=functools.partial(outcomes.delivered, number),
                 )
             except ReplogError as exc:
-                outcomes.record_failed(number, exc)
+                outcomes.stopped(number, exc)
                 return
         # Let the partitions' senders run between reads, however fast the input comes.
         await asyncio.sleep(0)
