@@ -16,6 +16,10 @@ once. ``Log.open`` reconciles a file left stale by a crash with the recovered se
 Producer-state snapshots (producer_snapshots.py) follow it too: the log writes one from
 the source its owner installs at every roll and at close, and deletes the ones that no
 longer describe it after retention, truncation and recovery.
+
+The log start offset is the first segment's base offset, or later when a DeleteRecords
+request moved it into a segment (start_offset.py records that). Reads below it are
+refused although the segment still holds those batches, as in Kafka.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from brokerd.log.producer_snapshots import (
     write_snapshot,
 )
 from brokerd.log.segment import BatchSpan, LogSegment
+from brokerd.log.start_offset import read_log_start_offset, write_log_start_offset
 from spark_replica.errors import (
     InvalidFetchSizeError,
     InvalidRecordError,
@@ -79,10 +84,12 @@ class Log:
         segments: list[LogSegment],
         epoch_cache: LeaderEpochCache,
         now_ms: int,
+        requested_start_offset: int = 0,
     ) -> None:
         self._directory = directory
         self._config = config
         self._segments = segments
+        self._requested_start_offset = requested_start_offset
         self._epoch_cache = epoch_cache
         self._unflushed_records = 0
         self._last_flush_ms = now_ms
@@ -102,8 +109,12 @@ class Log:
         else:
             segments.append(LogSegment.create(directory, 0, config))
             fsync_directory(directory)
-        delete_snapshots_outside(directory, segments[0].base_offset, segments[-1].next_offset)
-        return cls(directory, config, segments, _open_epoch_cache(directory, segments), now_ms)
+        requested_start = min(read_log_start_offset(directory), segments[-1].next_offset)
+        _delete_segments_below(segments, requested_start)
+        log_start = max(requested_start, segments[0].base_offset)
+        delete_snapshots_outside(directory, log_start, segments[-1].next_offset)
+        epoch_cache = _open_epoch_cache(directory, segments, log_start)
+        return cls(directory, config, segments, epoch_cache, now_ms, requested_start)
 
     def set_producer_snapshot_source(self, source: SnapshotSource) -> None:
         """Write what `source` returns as the producer-state snapshot at rolls and at close."""
@@ -158,7 +169,7 @@ class Log:
 
     @property
     def log_start_offset(self) -> int:
-        return self._segments[0].base_offset
+        return max(self._requested_start_offset, self._segments[0].base_offset)
 
     @property
     def log_end_offset(self) -> int:
@@ -364,11 +375,13 @@ class Log:
 
         Timestamps need not grow with offsets, so every segment whose largest timestamp
         reaches the target is searched in order; the indexes only say where to start.
+        A record found below a log start that DeleteRecords moved into its segment
+        answers with the log start, the first offset a consumer can still read.
         """
         for segment in self._segments:
             found = segment.find_timestamp(timestamp_ms)
             if found is not None:
-                return found
+                return max(found[0], self.log_start_offset), found[1]
         return None
 
     def truncate_to(self, offset: int) -> None:
@@ -400,6 +413,9 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start an empty log whose next offset is `offset`."""
+        if self._requested_start_offset > offset:
+            write_log_start_offset(self._directory, offset)
+            self._requested_start_offset = offset
         self._epoch_cache.clear()
         while self._segments:
             self._segments.pop().delete()
@@ -408,6 +424,29 @@ class Log:
         self._epoch_cache.flush()
         delete_all_snapshots(self._directory)
         logger.info("%s: emptied, restarting at offset %d", self._directory, offset)
+
+    def advance_log_start_offset(self, offset: int) -> bool:
+        """Move the log start up to `offset` (a DeleteRecords); False if it is there already.
+
+        The new start is recorded durably first; then the segments wholly below it go,
+        while the one holding it stays and only reads below the start are refused. The
+        start never moves back, and never past the log end offset (OffsetOutOfRangeError):
+        the caller keeps it at or below the high watermark.
+        """
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"cannot start the log at offset {offset}: it ends at offset {self.log_end_offset}"
+            )
+        if offset <= self.log_start_offset:
+            return False
+        write_log_start_offset(self._directory, offset)
+        self._requested_start_offset = offset
+        _delete_segments_below(self._segments, offset)
+        self._epoch_cache.truncate_from_start(offset)
+        self._epoch_cache.flush()
+        delete_snapshots_outside(self._directory, offset, self.log_end_offset)
+        logger.info("%s: log start moved to offset %d by request", self._directory, offset)
+        return True
 
     def roll(self, now_ms: int) -> None:
         """Seal the active segment (fsynced) and start a new one at the log end offset.
@@ -515,7 +554,15 @@ def _base_offset(segment: LogSegment) -> int:
     return segment.base_offset
 
 
-def _open_epoch_cache(directory: Path, segments: list[LogSegment]) -> LeaderEpochCache:
+def _delete_segments_below(segments: list[LogSegment], offset: int) -> None:
+    """Delete the oldest segments whose batches all lie below `offset`; never the last."""
+    while len(segments) > 1 and segments[0].next_offset <= offset:
+        segments.pop(0).delete()
+
+
+def _open_epoch_cache(
+    directory: Path, segments: list[LogSegment], log_start_offset: int
+) -> LeaderEpochCache:
     """The epoch cache, made consistent with the recovered segments.
 
     The file may be stale after a crash: it may name epochs whose records were cut off
@@ -531,7 +578,7 @@ def _open_epoch_cache(directory: Path, segments: list[LogSegment]) -> LeaderEpoc
     scanned = segments if not path.exists() else segments[-1:]
     cache = LeaderEpochCache.load(path)
     cache.truncate_from_end(segments[-1].next_offset)
-    cache.truncate_from_start(segments[0].base_offset)
+    cache.truncate_from_start(log_start_offset)
     for segment in scanned:
         for _, header in segment.iter_headers(0):
             cache.assign(header.leader_epoch, header.base_offset)
