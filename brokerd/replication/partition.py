@@ -77,6 +77,8 @@ from spark_replica.wire.native.produce import ACKS_ALL
 logger = logging.getLogger("brokerd.partition")
 
 NO_LEADER = -1
+DELETE_TO_HIGH_WATERMARK = -1
+"""The offset a DeleteRecords request names to delete everything below the HW (Kafka's)."""
 # The error a leader answers for each refusing verdict of the producer state.
 VERDICT_ERRORS: dict[Outcome, type[BrokerResponseError]] = {
     Outcome.OUT_OF_ORDER: OutOfOrderSequenceError,
@@ -326,6 +328,38 @@ class Partition:
             self.high_watermark, min(leader_high_watermark, self.log.log_end_offset)
         )
         self._notify()
+
+    def follow_leader_log_start(self, leader_log_start_offset: int) -> None:
+        """Move the log start up to the leader's, as far as this replica's log reaches.
+
+        A DeleteRecords moves the leader's log start; the followers move theirs when
+        their next fetch answer carries it. Below the leader's start every record is
+        deleted, so a follower never keeps a start lower than what it holds allows.
+        """
+        start = min(leader_log_start_offset, self.log.log_end_offset)
+        if self.log.advance_log_start_offset(start):
+            self.high_watermark = max(self.high_watermark, self.log.log_start_offset)
+            self._notify()
+
+    def delete_records_before(self, offset: int) -> int:
+        """Move the leader's log start to `offset` (DeleteRecords); return the new start.
+
+        `offset` may be DELETE_TO_HIGH_WATERMARK. Only committed records can be deleted:
+        past the HW it is OffsetOutOfRangeError, as in Kafka. The start never moves back
+        (an offset below it changes nothing). The answer does not wait for the followers,
+        unlike Kafka's purgatory: they move theirs on their next fetch, whose answer
+        carries the leader's start (follow_leader_log_start).
+        """
+        self.require_leader()
+        target = self.high_watermark if offset == DELETE_TO_HIGH_WATERMARK else offset
+        if not 0 <= target <= self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"{self.tp}: cannot delete records below offset {offset}: it must be between "
+                f"0 and the high watermark {self.high_watermark}, or -1 for the high watermark"
+            )
+        if self.log.advance_log_start_offset(target):
+            self._notify()
+        return self.log.log_start_offset
 
     def truncate_to(self, offset: int) -> None:
         """Truncate the log as a follower does to match its leader; rebuild producer state.

@@ -229,6 +229,7 @@ class ReplicaFetcher:
                         followed.needs_truncation = True
                     continue
                 p.append_as_follower(result.records, result.high_watermark, now_ms())
+                p.follow_leader_log_start(result.log_start_offset)
                 followed.leader_log_end_offset = result.log_end_offset
         if paused:
             await asyncio.sleep(ERROR_BACKOFF_S)
