@@ -12,6 +12,7 @@ from functools import partial
 from brokerd.core.context import BrokerContext
 from brokerd.groups.coordinator import GroupCoordinator
 from brokerd.kafka.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
+from brokerd.kafka.delete_records import handle_delete_records
 from brokerd.kafka.describe_configs import handle_describe_configs
 from brokerd.kafka.fetch import handle_fetch
 from brokerd.kafka.groups import group_handlers
@@ -36,6 +37,7 @@ DATA_HANDLERS: dict[int, KafkaHandler] = {
     3: handle_metadata,
     19: handle_create_topics,
     20: handle_delete_topics,
+    21: handle_delete_records,
     22: handle_init_producer_id,
     23: handle_offset_for_leader_epoch,
     29: handle_describe_acls,

@@ -83,7 +83,7 @@ def test_tables_cover_exactly_the_served_versions() -> None:
         assert RESPONSES[key].versions == message.versions == SERVED[key]
         assert RESPONSES[key].flexible == message.flexible
     expected = {18: (0, 3), 3: (0, 9), 0: (3, 8), 1: (4, 11), 2: (1, 6), 23: (0, 4), 22: (0, 4)}
-    expected |= {19: (0, 5), 20: (0, 4), 37: (0, 2), 32: (0, 4), 17: (0, 1), 36: (0, 2)}
+    expected |= {19: (0, 5), 20: (0, 4), 21: (0, 2), 37: (0, 2), 32: (0, 4), 17: (0, 1), 36: (0, 2)}
     expected |= {10: (0, 4), 11: (0, 7), 14: (0, 5), 12: (0, 4), 13: (0, 4), 8: (2, 8)}
     expected |= {9: (1, 7), 15: (0, 5), 16: (0, 4), 42: (0, 2)}
     expected |= {29: (0, 3), 30: (0, 3), 31: (0, 3)}

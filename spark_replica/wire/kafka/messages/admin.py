@@ -1,5 +1,5 @@
-"""Tables of the admin APIs: CreateTopics, DeleteTopics, CreatePartitions and
-DescribeConfigs, at the versions the Kafka listener serves (field names as in
+"""Tables of the admin APIs: CreateTopics, DeleteTopics, DeleteRecords, CreatePartitions
+and DescribeConfigs, at the versions the Kafka listener serves (field names as in
 Kafka 3.x's message definitions)."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from spark_replica.wire.kafka.messages.layouts import (
     error,
     error_code,
     error_message,
+    per_topic,
     resource,
     results,
     throttle,
@@ -83,6 +84,25 @@ DELETE_TOPICS_REQUEST, DELETE_TOPICS_RESPONSE = api(
     response=[
         throttle("1+"),
         results("Responses", Field("Name", "string", "0+")),
+    ],
+)
+
+DELETE_RECORDS_REQUEST, DELETE_RECORDS_RESPONSE = api(
+    "DeleteRecords",
+    api_key=21,
+    versions=(0, 2),
+    flexible=2,
+    request=[
+        per_topic(Field("PartitionIndex", "int32", "0+"), Field("Offset", "int64", "0+")),
+        Field("TimeoutMs", "int32", "0+"),
+    ],
+    response=[
+        throttle(),
+        per_topic(
+            Field("PartitionIndex", "int32", "0+"),
+            Field("LowWatermark", "int64", "0+"),
+            error_code(),
+        ),
     ],
 )
 
@@ -169,12 +189,14 @@ DESCRIBE_CONFIGS_REQUEST, DESCRIBE_CONFIGS_RESPONSE = api(
 REQUESTS = [
     CREATE_TOPICS_REQUEST,
     DELETE_TOPICS_REQUEST,
+    DELETE_RECORDS_REQUEST,
     CREATE_PARTITIONS_REQUEST,
     DESCRIBE_CONFIGS_REQUEST,
 ]
 RESPONSES = [
     CREATE_TOPICS_RESPONSE,
     DELETE_TOPICS_RESPONSE,
+    DELETE_RECORDS_RESPONSE,
     CREATE_PARTITIONS_RESPONSE,
     DESCRIBE_CONFIGS_RESPONSE,
 ]
