@@ -93,6 +93,7 @@ _RULES: dict[int, Rule] = {
         either=True,
     ),
     ApiKey.DELETE_TOPICS: lambda r: Needs(topic=Operation.DELETE, topics=tuple(r.topics)),
+    ApiKey.DELETE_RECORDS: lambda r: Needs(topic=Operation.DELETE, topics=_topics(r)),
     ApiKey.CREATE_PARTITIONS: lambda r: Needs(topic=Operation.ALTER, topics=_topics(r)),
     ApiKey.LEADER_AND_ISR: _cluster(Operation.CLUSTER_ACTION),
     ApiKey.STOP_REPLICA: _cluster(Operation.CLUSTER_ACTION),

@@ -16,6 +16,7 @@ from brokerd.native.controller_requests import (
     handle_stop_replica,
     handle_update_metadata,
 )
+from brokerd.native.delete_records import handle_delete_records
 from brokerd.native.fetch import handle_fetch
 from brokerd.native.init_producer_id import handle_init_producer_id
 from brokerd.native.list_offsets import handle_list_offsets
@@ -58,6 +59,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.API_VERSIONS: handle_api_versions,
     ApiKey.CREATE_TOPICS: handle_create_topics,
     ApiKey.DELETE_TOPICS: handle_delete_topics,
+    ApiKey.DELETE_RECORDS: handle_delete_records,
     ApiKey.LEADER_AND_ISR: handle_leader_and_isr,
     ApiKey.UPDATE_METADATA: handle_update_metadata,
     ApiKey.OFFSETS_FOR_LEADER_EPOCH: handle_offsets_for_leader_epoch,

@@ -71,14 +71,13 @@ from spark_replica.records import NO_PRODUCER_ID, BatchHeader, iter_batches, run
 from spark_replica.records import now_ms as clock_ms
 from spark_replica.topic_config import DEFAULT_COMPRESSION_TYPE, check_min_insync_fits
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.delete_records import DELETE_TO_HIGH_WATERMARK
 from spark_replica.wire.native.fetch import NO_LEADER_EPOCH
 from spark_replica.wire.native.produce import ACKS_ALL
 
 logger = logging.getLogger("brokerd.partition")
 
 NO_LEADER = -1
-DELETE_TO_HIGH_WATERMARK = -1
-"""The offset a DeleteRecords request names to delete everything below the HW (Kafka's)."""
 # The error a leader answers for each refusing verdict of the producer state.
 VERDICT_ERRORS: dict[Outcome, type[BrokerResponseError]] = {
     Outcome.OUT_OF_ORDER: OutOfOrderSequenceError,

@@ -1,4 +1,4 @@
-"""Topic administration through the brokers: create, delete, describe.
+"""Topic administration through the brokers: create, delete, describe, delete records.
 
 Creating returns once every partition of the new topic has a leader in the metadata
 the brokers serve, so that a producer started right after can send at once.
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from spark_replica.errors import (
@@ -29,6 +30,7 @@ from spark_replica.wire.native.topic_admin import (
 
 from .cluster import Cluster
 from .list_offsets import LATEST, list_offsets_at
+from .record_deletion import DeletionOutcome, delete_records
 
 DEFAULT_ADMIN_TIMEOUT_S = 30.0
 # A broker that does not say its offsets within this long shows -1 in a description.
@@ -135,6 +137,14 @@ class Admin:
             if loop.time() > deadline:
                 raise TimeoutExpiredError(f"topic {topic!r} still exists after {timeout_s:.0f} s")
             await asyncio.sleep(STATE_POLL_INTERVAL_S)
+
+    async def delete_records(
+        self, offsets: Mapping[TopicPartition, int], timeout_s: float = DEFAULT_ADMIN_TIMEOUT_S
+    ) -> dict[TopicPartition, DeletionOutcome]:
+        """Delete each partition's records below its offset (-1: all below the high
+        watermark), as Kafka's DeleteRecords: per partition its new low watermark, or
+        the error that refused it (record_deletion.py)."""
+        return await delete_records(self.cluster, offsets, timeout_s)
 
     async def list_topics(self) -> list[str]:
         response = await self.cluster.refresh(None)

@@ -50,6 +50,11 @@ from spark_replica.wire.native.controller_requests import (
     StopReplicaTopic,
     TopicLeaderStates,
 )
+from spark_replica.wire.native.delete_records import (
+    DeleteRecordsPartition,
+    DeleteRecordsRequest,
+    DeleteRecordsTopic,
+)
 from spark_replica.wire.native.fetch import FetchPartition, FetchTopic
 from spark_replica.wire.native.frames import SIZE, RequestHeader
 from spark_replica.wire.native.list_offsets import ListOffsetsPartition, ListOffsetsTopic
@@ -258,6 +263,15 @@ def _delete_topics(g: RequestGenerator) -> DeleteTopicsRequest:
     return DeleteTopicsRequest(names, g.int32(0, 1000))
 
 
+def _delete_records(g: RequestGenerator) -> DeleteRecordsRequest:
+    name = g.rng.choice([*SCRATCH_TOPICS, *UNKNOWN_TOPICS])
+    partitions = [
+        DeleteRecordsPartition(p, g.rng.choice([-1, 0, g.int64(-(2**41), 2**41)]))
+        for p in range(g.rng.randint(0, 2))
+    ]
+    return DeleteRecordsRequest([DeleteRecordsTopic(name, partitions)], g.int32(0, 1000))
+
+
 def _create_partitions(g: RequestGenerator) -> CreatePartitionsRequest:
     name = g.rng.choice([*SCRATCH_TOPICS, *g.target.topics, *UNKNOWN_TOPICS])
     count = g.rng.choice([1, 2, 3, MAX_SCRATCH_PARTITIONS, 0, -1])
@@ -407,6 +421,7 @@ REQUEST_GENERATORS: dict[ApiKey, Callable[[RequestGenerator], Any]] = {
     ApiKey.API_VERSIONS: _api_versions,
     ApiKey.CREATE_TOPICS: _create_topics,
     ApiKey.DELETE_TOPICS: _delete_topics,
+    ApiKey.DELETE_RECORDS: _delete_records,
     ApiKey.LEADER_AND_ISR: _leader_and_isr,
     ApiKey.UPDATE_METADATA: _update_metadata,
     ApiKey.OFFSETS_FOR_LEADER_EPOCH: _offsets_for_leader_epoch,

@@ -57,6 +57,7 @@ _DECODED = {
     ApiKey.FETCH,
     ApiKey.CREATE_TOPICS,
     ApiKey.DELETE_TOPICS,
+    ApiKey.DELETE_RECORDS,
     ApiKey.CREATE_PARTITIONS,
     ApiKey.LEADER_AND_ISR,
     ApiKey.STOP_REPLICA,
@@ -115,6 +116,8 @@ def is_hazard(api_key: ApiKey, request: Any, target: Target) -> bool:
         return any(t.count > MAX_SCRATCH_PARTITIONS for t in request.topics)
     if api_key == ApiKey.DELETE_TOPICS:
         return any(name in protected for name in request.topics)
+    if api_key == ApiKey.DELETE_RECORDS:
+        return any(t.topic in protected for t in request.topics)
     if api_key == ApiKey.CONTROLLED_SHUTDOWN:
         return request.broker_epoch == target.broker_epoch
     if api_key in (ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA):

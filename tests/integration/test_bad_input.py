@@ -77,6 +77,11 @@ from spark_replica.wire.native.controller_requests import (
     TopicLeaderStates,
     UpdateMetadataRequest,
 )
+from spark_replica.wire.native.delete_records import (
+    DeleteRecordsPartition,
+    DeleteRecordsRequest,
+    DeleteRecordsTopic,
+)
 from spark_replica.wire.native.fetch import FetchResponse
 from spark_replica.wire.native.frames import SIZE
 from spark_replica.wire.native.list_offsets import (
@@ -155,6 +160,12 @@ def valid_bodies() -> dict[ApiKey, bytes]:
             CreateTopicsRequest([NewTopic("never-created", 1, 1, {"retention.ms": "1"})], 1000)
         ),
         ApiKey.DELETE_TOPICS: body_of(DeleteTopicsRequest([SEED_TOPIC], 1000)),
+        # Past any high watermark: refused with OFFSET_OUT_OF_RANGE, nothing deleted.
+        ApiKey.DELETE_RECORDS: body_of(
+            DeleteRecordsRequest(
+                [DeleteRecordsTopic(SEED_TOPIC, [DeleteRecordsPartition(0, 1 << 40)])], 1000
+            )
+        ),
         # From a controller epoch no broker has seen yet and for no broker incarnation:
         # refused whole (stale broker epoch), so the seeded partitions keep their roles.
         ApiKey.LEADER_AND_ISR: body_of(

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from brokerd.log import Log, LogConfig
-from brokerd.replication.partition import DELETE_TO_HIGH_WATERMARK, Partition
+from brokerd.replication.partition import Partition
 from spark_replica.errors import NotLeaderOrFollowerError, OffsetOutOfRangeError
 from spark_replica.records import build_batch
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.delete_records import DELETE_TO_HIGH_WATERMARK
 
 TP = TopicPartition("t", 0)
 

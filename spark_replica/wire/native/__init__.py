@@ -29,6 +29,7 @@ from spark_replica.wire.native.controller_requests import (
     StopReplicaRequest,
     UpdateMetadataRequest,
 )
+from spark_replica.wire.native.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 from spark_replica.wire.native.fetch import FetchRequest, FetchResponse
 from spark_replica.wire.native.init_producer_id import (
     InitProducerIdRequest,
@@ -80,6 +81,7 @@ RESPONSE_TYPES: dict[ApiKey, MessageType] = {
     ApiKey.API_VERSIONS: ApiVersionsResponse,
     ApiKey.CREATE_TOPICS: TopicResultsResponse,
     ApiKey.DELETE_TOPICS: TopicResultsResponse,
+    ApiKey.DELETE_RECORDS: DeleteRecordsResponse,
     ApiKey.LEADER_AND_ISR: LeaderAndIsrResponse,
     ApiKey.UPDATE_METADATA: EmptyResponse,
     ApiKey.OFFSETS_FOR_LEADER_EPOCH: OffsetsForLeaderEpochResponse,
@@ -105,6 +107,7 @@ REQUEST_TYPES: dict[ApiKey, MessageType] = {
     ApiKey.API_VERSIONS: ApiVersionsRequest,
     ApiKey.CREATE_TOPICS: CreateTopicsRequest,
     ApiKey.DELETE_TOPICS: DeleteTopicsRequest,
+    ApiKey.DELETE_RECORDS: DeleteRecordsRequest,
     ApiKey.LEADER_AND_ISR: LeaderAndIsrRequest,
     ApiKey.UPDATE_METADATA: UpdateMetadataRequest,
     ApiKey.OFFSETS_FOR_LEADER_EPOCH: OffsetsForLeaderEpochRequest,
@@ -138,6 +141,8 @@ __all__ = [
     "CreateTopicsRequest",
     "DeleteAclsRequest",
     "DeleteAclsResponse",
+    "DeleteRecordsRequest",
+    "DeleteRecordsResponse",
     "DeleteTopicsRequest",
     "DescribeAclsRequest",
     "DescribeAclsResponse",

@@ -22,6 +22,7 @@ class ApiKey(IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSETS_FOR_LEADER_EPOCH = 23
     DESCRIBE_ACLS = 29
@@ -42,6 +43,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.API_VERSIONS: (0, 0),
     ApiKey.CREATE_TOPICS: (0, 0),
     ApiKey.DELETE_TOPICS: (0, 0),
+    ApiKey.DELETE_RECORDS: (0, 0),
     ApiKey.LEADER_AND_ISR: (0, 0),
     ApiKey.UPDATE_METADATA: (0, 0),
     ApiKey.OFFSETS_FOR_LEADER_EPOCH: (0, 0),
