@@ -1,4 +1,6 @@
-"""`replog topics create|alter|delete|list|describe`.
+"""`replog topics create|alter|delete|delete-records|list|describe`.
+
+`delete-records` is delete_records.py's.
 
 `list` and `describe` print a table, or with `--json` one document:
 
@@ -30,6 +32,7 @@ from spark_replica.tools.cli.common import (
     run_with_cluster,
     zookeeper_session,
 )
+from spark_replica.tools.cli.delete_records import delete_records
 from spark_replica.tools.cli.output import (
     add_json_flag,
     plural,
@@ -65,7 +68,9 @@ Described = Mapping[str, list[PartitionDescription]]
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    topics = subparsers.add_parser("topics", help="create, delete, list and describe topics")
+    topics = subparsers.add_parser(
+        "topics", help="create, delete, list and describe topics, delete records"
+    )
     actions = topics.add_subparsers(dest="action", required=True)
 
     create = actions.add_parser("create", help="create a topic")
@@ -99,6 +104,20 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     delete = actions.add_parser("delete", help="delete a topic and its data")
     add_topic_argument(delete, "the topic's name")
     add_connection_options(delete)
+
+    deleting_records = actions.add_parser(
+        "delete-records",
+        help="delete the records below given offsets (Kafka's kafka-delete-records)",
+    )
+    deleting_records.add_argument(
+        "--offset-json-file",
+        required=True,
+        metavar="FILE",
+        help='Kafka\'s layout: {"partitions": [{"topic": "t", "partition": 0, "offset": 10}], '
+        '"version": 1}; offset -1 deletes everything below the high watermark',
+    )
+    add_json_flag(deleting_records)
+    add_connection_options(deleting_records)
 
     listing = actions.add_parser("list", help="topics with their partition counts")
     add_json_flag(listing)
@@ -229,6 +248,8 @@ def run(args: argparse.Namespace) -> int:
             with waiting(f"deleting topic {args.topic}"):
                 await admin.delete_topic(args.topic)
             print(f"Deleted topic {args.topic}.")
+        elif args.action == "delete-records":
+            return await delete_records(args, admin)
         elif args.action == "list":
             _list(args, await cluster.refresh(None))
         else:
