@@ -24,7 +24,7 @@ from confluent_kafka import Consumer as KafkaConsumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from connectors.spark.partition_reader import RangePartition, read_range
-from spark_replica.client import EARLIEST, LATEST, Cluster, list_offsets
+from spark_replica.client import EARLIEST, LATEST, Cluster, Consumer, list_offsets
 from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
 from spark_replica.topics import TopicPartition
 from tests.support import BrokerFactory, create_topic, produce, read_everything, replog, run
@@ -37,6 +37,8 @@ RECORDS_PER_BATCH = 5
 REMOVED_BATCHES = (2, 3, 4, 8, 9)
 LOG_END = BATCHES * RECORDS_PER_BATCH
 READ_TIMEOUT_S = 30.0
+# An offset inside the first gap (10..24): a reader asked to start there begins at 25.
+IN_GAP = 12
 POLL_TIMEOUT_MS = 10_000
 # The smallest segment.bytes a topic takes: each batch gets a segment of its own.
 SEGMENT_BYTES = 1024
@@ -124,6 +126,32 @@ def test_the_native_consumer_reads_every_kept_record_at_its_offset(gappy: GappyB
     assert got == [(o, value_at(o).encode()) for o in kept_offsets()]
 
 
+async def read_natively_from(bootstrap: list[tuple[str, int]], offset: int) -> list[int]:
+    """Offsets the native consumer returns from `offset` on, until the last kept one."""
+    tp = TopicPartition(TOPIC, 0)
+    cluster = Cluster(bootstrap)
+    try:
+        consumer = Consumer(cluster)
+        consumer.assign([tp])
+        consumer.seek(tp, offset)
+        offsets: list[int] = []
+        deadline = time.monotonic() + READ_TIMEOUT_S
+        while (not offsets or offsets[-1] < kept_offsets()[-1]) and time.monotonic() < deadline:
+            for chunk in await consumer.poll(max_wait_ms=200):
+                offsets += range(chunk.first_offset, chunk.next_offset)
+        return offsets
+    finally:
+        await cluster.close()
+
+
+@pytest.mark.slow
+def test_the_native_consumer_started_inside_a_gap_begins_at_the_next_record(
+    gappy: GappyBroker,
+) -> None:
+    offsets = run(read_natively_from(gappy.bootstrap, IN_GAP))
+    assert offsets == [o for o in kept_offsets() if o > IN_GAP]
+
+
 @pytest.mark.slow
 def test_replog_consume_prints_every_kept_record(gappy: GappyBroker) -> None:
     printed = replog(
@@ -143,7 +171,33 @@ def test_replog_consume_prints_every_kept_record(gappy: GappyBroker) -> None:
 
 
 @pytest.mark.slow
-def test_a_kafka_client_reads_every_kept_record_at_its_offset(gappy: GappyBroker) -> None:
+def test_replog_consume_started_inside_a_gap_prints_from_the_next_record(
+    gappy: GappyBroker,
+) -> None:
+    expected = [o for o in kept_offsets() if o > IN_GAP]
+    printed = replog(
+        "consume",
+        TOPIC,
+        "--partition",
+        "0",
+        "--offset",
+        str(IN_GAP),
+        "--max-records",
+        str(len(expected)),
+        "--property",
+        "print.offset=true",
+        "--property",
+        "print.value=false",
+        "--bootstrap",
+        gappy.address,
+    )
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout.decode().splitlines() == [f"Offset:{o}" for o in expected]
+
+
+def read_with_kafka_client(gappy: GappyBroker, offset: int) -> list[tuple[int, bytes]]:
+    """(offset, value) of what confluent-kafka reads from `offset` through the Kafka
+    listener, until the last kept record."""
     broker = gappy.factory.brokers[1]
     consumer = KafkaConsumer(
         {
@@ -154,15 +208,29 @@ def test_a_kafka_client_reads_every_kept_record_at_its_offset(gappy: GappyBroker
     )
     got: list[tuple[int, bytes]] = []
     try:
-        consumer.assign([KafkaTopicPartition(TOPIC, 0, 0)])
+        consumer.assign([KafkaTopicPartition(TOPIC, 0, offset)])
         deadline = time.monotonic() + READ_TIMEOUT_S
-        while len(got) < len(kept_offsets()) and time.monotonic() < deadline:
+        while (not got or got[-1][0] < kept_offsets()[-1]) and time.monotonic() < deadline:
             for message in consumer.consume(num_messages=100, timeout=0.2):
                 assert message.error() is None, message.error()
                 got.append((message.offset(), message.value()))
     finally:
         consumer.close()
+    return got
+
+
+@pytest.mark.slow
+def test_a_kafka_client_reads_every_kept_record_at_its_offset(gappy: GappyBroker) -> None:
+    got = read_with_kafka_client(gappy, 0)
     assert got == [(o, value_at(o).encode()) for o in kept_offsets()]
+
+
+@pytest.mark.slow
+def test_a_kafka_client_started_inside_a_gap_begins_at_the_next_record(
+    gappy: GappyBroker,
+) -> None:
+    got = read_with_kafka_client(gappy, IN_GAP)
+    assert [offset for offset, _ in got] == [o for o in kept_offsets() if o > IN_GAP]
 
 
 def spark_task(gappy: GappyBroker, start: int, end: int) -> RangePartition:
