@@ -235,12 +235,20 @@ class Consumer:
                     retriable = error
                     continue
                 self.high_watermarks[tp] = p.high_watermark
-                fetched.extend(self._take_records(tp, p.records))
+                fetched.extend(self._take_records(tp, p.records, p.log_start_offset))
         if retriable is not None and not fetched:
             raise retriable
         return fetched
 
-    def _take_records(self, tp: TopicPartition, data: bytes | memoryview) -> list[FetchedRecords]:
-        taken = take_records(tp, data, self.positions[tp], check_crcs=self.config.check_crcs)
+    def _take_records(
+        self, tp: TopicPartition, data: bytes | memoryview, log_start_offset: int
+    ) -> list[FetchedRecords]:
+        taken = take_records(
+            tp,
+            data,
+            self.positions[tp],
+            log_start_offset=log_start_offset,
+            check_crcs=self.config.check_crcs,
+        )
         self.positions[tp] = taken.position
         return [piece for piece in taken.pieces if isinstance(piece, FetchedRecords)]

@@ -3,9 +3,14 @@
 Brokers answer a fetch with whole stored batches, so the first batch may start before
 the reader's position and the last may run past the end of its range; the records
 outside are sliced off here, zero-copy. Every batch's CRC32C is checked before its
-payload is trusted, as Kafka's `check.crcs` does by default. A batch that starts past
-the position leaves a gap: records a reader of an exact range expected and will never
-get, which it reports as lost.
+payload is trusted, as Kafka's `check.crcs` does by default.
+
+A batch that starts past the position leaves a gap, and where the gap lies says what it
+is. At or above the log start offset the broker answered with, the log holds no records
+at those offsets: compaction removed them (a compacted log's offsets have gaps, as in
+Kafka), and readers move past them as Kafka's consumers and Spark's Kafka source do.
+Below the log start they were deleted (retention, DeleteRecords) while the reader was
+behind: records it will never get, which a reader of an exact range reports as lost.
 """
 
 from __future__ import annotations
@@ -69,23 +74,25 @@ def take_records(
     position: int,
     end: int | None = None,
     *,
+    log_start_offset: int = 0,
     check_crcs: bool = True,
 ) -> Taken:
     """The records of a fetch answer in [position, end) (no end: all after position).
 
-    A gap between the position and the next batch's first offset is given as a
-    RecordsLost piece; the caller decides whether that matters.
+    `log_start_offset` is the one the broker answered with. A gap between the position
+    and the next batch's first offset (or the end, when that batch starts past it) is
+    skipped; its part below the log start is given as a RecordsLost piece, and the
+    caller decides whether that matters.
     """
     pieces: list[FetchedRecords | RecordsLost] = []
     for header, batch in iter_batches(data, allow_partial_tail=True):
         if header.next_offset <= position:
             continue
         if end is not None and header.base_offset >= end:
+            position = _skip_gap(tp, position, end, log_start_offset, pieces)
             break
         if header.base_offset > position:
-            missing = f"offsets {position}..{header.base_offset - 1} are missing"
-            pieces.append(RecordsLost(tp, position, header.base_offset, missing))
-            position = header.base_offset
+            position = _skip_gap(tp, position, header.base_offset, log_start_offset, pieces)
         if check_crcs:
             verify_batch(batch, header)
         skip = position - header.base_offset
@@ -99,3 +106,22 @@ def take_records(
         pieces.append(FetchedRecords(tp, position, records, timestamp_type))
         position = stop
     return Taken(pieces, position)
+
+
+def _skip_gap(
+    tp: TopicPartition,
+    position: int,
+    to: int,
+    log_start_offset: int,
+    pieces: list[FetchedRecords | RecordsLost],
+) -> int:
+    """Move past [position, to), which the answer holds no records for; what of it lies
+    below the log start was deleted, and is added to `pieces` as lost."""
+    deleted_end = min(to, log_start_offset)
+    if position < deleted_end:
+        reason = (
+            f"offsets {position}..{deleted_end - 1} were deleted "
+            f"(the log starts at {log_start_offset})"
+        )
+        pieces.append(RecordsLost(tp, position, deleted_end, reason))
+    return max(position, to)

@@ -11,13 +11,19 @@ handed out, so no record comes twice. Only a range that makes no progress for
 
 Records that are gone (retention deleted them, the log was truncated below them, the
 partition was deleted) are reported as RecordsLost to `on_lost`, which may raise to
-stop the read (the default raises RecordsLostError) or return to skip them.
+stop the read (the default raises RecordsLostError) or return to skip them. Offsets a
+compacted log holds no records for are not lost: the reader moves past them
+(fetched.py), also where they run to the end of the range. A fetch of this one partition
+that brings no batch at all while the leader's high watermark is past the position
+means the same for [position, high watermark): the broker read that span, below the
+high watermark it answered with, and found nothing in it.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 
 from spark_replica.errors import (
     OffsetOutOfRangeError,
@@ -52,6 +58,15 @@ OnLost = Callable[[RecordsLost], None]
 
 def raise_lost(lost: RecordsLost) -> None:
     raise RecordsLostError(str(lost), lost.tp.topic, lost.tp.partition, lost.start, lost.end)
+
+
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """What one fetch of the partition answered: its batches, and the log's bounds then."""
+
+    records: bytes | memoryview
+    log_start_offset: int
+    high_watermark: int
 
 
 class _PartitionGone(Exception):
@@ -114,7 +129,7 @@ class RangeReader:
                     f"{self.end}) for {self.progress_timeout_s:g} s"
                 )
             try:
-                data = await call_leader(
+                answer = await call_leader(
                     self.cluster,
                     self.tp,
                     self._fetch,
@@ -137,12 +152,12 @@ class RangeReader:
                     f"{self.end}) for {self.progress_timeout_s:g} s; last error: {exc.__cause__}"
                 ) from exc.__cause__
             self._gone_seen = 0
-            fetched = self._take(data)
+            fetched = self._take(answer)
             if fetched:
                 return fetched
         return None
 
-    async def _fetch(self, conn: BrokerConnection) -> bytes | memoryview:
+    async def _fetch(self, conn: BrokerConnection) -> _Answer:
         # The leader epoch we know: a broker with another one fences us (we refresh).
         epoch = self.cluster.partition(self.tp).leader_epoch
         request = FetchRequest(
@@ -161,10 +176,17 @@ class RangeReader:
         )
         result = response.topics[0].partitions[0]
         raise_for_code(result.error_code, result.error_message or "")
-        return result.records
+        return _Answer(result.records, result.log_start_offset, result.high_watermark)
 
-    def _take(self, data: bytes | memoryview) -> list[FetchedRecords]:
-        taken = take_records(self.tp, data, self.position, self.end, check_crcs=self.check_crcs)
+    def _take(self, answer: _Answer) -> list[FetchedRecords]:
+        taken = take_records(
+            self.tp,
+            answer.records,
+            self.position,
+            self.end,
+            log_start_offset=answer.log_start_offset,
+            check_crcs=self.check_crcs,
+        )
         fetched = []
         for piece in taken.pieces:
             if isinstance(piece, RecordsLost):
@@ -172,6 +194,8 @@ class RangeReader:
             else:
                 fetched.append(piece)
         self.position = taken.position
+        if not answer.records and self.position < answer.high_watermark:
+            self.position = min(answer.high_watermark, self.end)
         return fetched
 
     async def _out_of_range(self, wait_s: float) -> None:

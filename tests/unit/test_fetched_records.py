@@ -46,14 +46,36 @@ def test_without_an_end_everything_after_the_position_is_taken() -> None:
     assert taken.position == 15
 
 
-def test_a_gap_is_reported_as_lost_in_offset_order() -> None:
-    taken = take_records(TP, stored(0, 5) + stored(8, 4), 2, 12)
+def test_a_gap_in_the_log_is_skipped_not_lost() -> None:
+    """Offsets 5..7 have no records, as after compaction: the reader moves past them."""
+    taken = take_records(TP, stored(0, 5) + stored(8, 4), 2, 12, log_start_offset=0)
+    assert all(isinstance(p, FetchedRecords) for p in taken.pieces)
+    assert offsets_of(taken.pieces) == [2, 3, 4, 8, 9, 10, 11]
+    assert taken.position == 12
+
+
+def test_a_gap_below_the_log_start_is_reported_as_lost_in_offset_order() -> None:
+    """Retention moved the log start to 7 while the reader was at 5: 5 and 6 are lost,
+    7 had no records (compacted away)."""
+    taken = take_records(TP, stored(0, 5) + stored(8, 4), 2, 12, log_start_offset=7)
     assert [type(p) for p in taken.pieces] == [FetchedRecords, RecordsLost, FetchedRecords]
     lost = taken.pieces[1]
     assert isinstance(lost, RecordsLost)
-    assert (lost.start, lost.end) == (5, 8)
-    assert str(lost) == "t-0: offsets 5..7 are missing"
+    assert (lost.start, lost.end) == (5, 7)
+    assert str(lost) == "t-0: offsets 5..6 were deleted (the log starts at 7)"
     assert offsets_of(taken.pieces) == [2, 3, 4, 8, 9, 10, 11]
+
+
+def test_a_gap_that_runs_past_the_end_ends_the_range() -> None:
+    """Nothing in [5, 8) but a batch at 10: the range [2, 8) is read."""
+    taken = take_records(TP, stored(0, 5) + stored(10, 4), 2, 8)
+    assert offsets_of(taken.pieces) == [2, 3, 4]
+    assert taken.position == 8
+
+
+def test_a_range_inside_a_gap_has_no_records() -> None:
+    taken = take_records(TP, stored(10, 4), 5, 8)
+    assert (taken.pieces, taken.position) == ([], 8)
 
 
 def test_a_partial_tail_batch_is_left_for_the_next_fetch() -> None:
