@@ -431,7 +431,11 @@ class Log:
         Only a prefix of the log can go, so the log stays contiguous. The active segment
         is never deleted by size. When every segment is expired by time, the active one
         is rolled and deleted in the same call, leaving an empty log at its end offset.
+        A log whose cleanup.policy is compact alone keeps every segment (the cleaner
+        bounds it instead), as in Kafka.
         """
+        if not self._config.deletes:
+            return 0
         deleted = 0
         if self._config.retention_ms != UNLIMITED:
             cutoff = now_ms - self._config.retention_ms
