@@ -81,7 +81,10 @@ class BatchPlan:
     @property
     def whole(self) -> bool:
         """Whether the batch stays as it is, bytes untouched."""
-        return len(self.runs) == 1 and self.runs[0].stop == self.header.record_count
+        if len(self.runs) != 1:
+            return False
+        run = self.runs[0]
+        return run.start == 0 and run.stop == self.header.record_count
 
 
 def max_keys_for(dedupe_buffer_size: int) -> int:
@@ -111,12 +114,14 @@ def plan_cleaning(
     tombstone_horizon: int,
     producers_after: frozenset[int] = frozenset(),
 ) -> list[BatchPlan]:
-    """The plan for every batch below the map's end, in order (later batches are ignored).
+    """The plan for every batch of `batches`, in order.
 
-    `producers_after` are the producer ids with batches after the cleaned range, whose
-    last batch is therefore not in it (rule 6).
+    Batches at or past the map's end are planned too: nothing there is superseded, only
+    keyless records and expired tombstones go. `producers_after` are the producer ids
+    with batches after `batches` in the log, whose last batch is therefore not among
+    them (rule 6).
     """
-    in_range = [b for b in batches if b.header.base_offset < offset_map.end_offset]
+    in_range = list(batches)
     last_batch_of_producer = {
         batch.header.producer_id: index
         for index, batch in enumerate(in_range)
