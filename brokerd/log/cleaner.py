@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ class SegmentFile:
     base_offset: int
     size: int
     next_offset: int
+    max_timestamp: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,21 +187,35 @@ def rewritten(header: BatchHeader, batch: bytes, plan: BatchPlan) -> list[bytes]
     ]
 
 
-def clean(job: CleaningJob, max_keys: int, throttle: IoThrottle | None = None) -> CleaningResult:
+class CleaningStopped(Exception):
+    """The broker is shutting down: the cleaning was abandoned between two segments."""
+
+
+def clean(
+    job: CleaningJob,
+    max_keys: int,
+    throttle: IoThrottle | None = None,
+    stop: threading.Event | None = None,
+) -> CleaningResult:
     """Write the cleaned segments of `job` under `.cleaned` names; the log is untouched.
 
-    On any error the `.cleaned` files written so far are removed before it propagates.
+    `stop` set makes it give up (CleaningStopped) before its next segment. On any error
+    the `.cleaned` files written so far are removed before it propagates.
     """
     written: list[int] = []
     try:
-        return _clean(job, max_keys, throttle, written)
+        return _clean(job, max_keys, throttle, stop, written)
     except BaseException:
         discard(job.directory, written)
         raise
 
 
 def _clean(
-    job: CleaningJob, max_keys: int, throttle: IoThrottle | None, written: list[int]
+    job: CleaningJob,
+    max_keys: int,
+    throttle: IoThrottle | None,
+    stop: threading.Event | None,
+    written: list[int],
 ) -> CleaningResult:
     bytes_read = 0
     offset_map, last_batch_of_producer = _map_dirty_part(job, max_keys)
@@ -217,6 +233,8 @@ def _clean(
         written.append(new_base)
         try:
             for old in group:
+                if stop is not None and stop.is_set():
+                    raise CleaningStopped(f"{job.directory}: cleaning stopped")
                 batches = list(read_batches(job.directory, old))
                 plans = plan_cleaning(
                     [batch_keys(h, b) for h, b in batches],

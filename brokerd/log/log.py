@@ -472,10 +472,23 @@ class Log:
             delete_snapshots_outside(self._directory, self.log_start_offset, self.log_end_offset)
         return deleted
 
+    @property
+    def truncation_count(self) -> int:
+        """How many truncations this log has had since it was opened."""
+        return self._truncations
+
     def cleaning_job(
-        self, high_watermark: int, first_dirty: int, tombstone_horizon: int, now_ms: int
+        self,
+        high_watermark: int,
+        first_dirty: int,
+        tombstone_horizon: int,
+        now_ms: int,
+        *,
+        tombstones_due: bool = False,
     ) -> CleaningJob | None:
-        """What a cleaning of this log may work on now, or None if nothing is dirty.
+        """What a cleaning of this log may work on now, or None if there is nothing to do:
+        nothing dirty, and no tombstones due (`tombstones_due`: the horizon has passed
+        tombstones that the clean part still holds).
 
         The cleanable segments are the sealed ones from the start of the log that lie
         wholly below `high_watermark` and whose records are all older than
@@ -488,14 +501,11 @@ class Log:
         for segment in self._segments[:-1]:
             if segment.next_offset > high_watermark or segment.max_timestamp > lag_cutoff:
                 break
-            cleanable.append(SegmentFile(segment.base_offset, segment.size, segment.next_offset))
+            cleanable.append(_segment_file(segment))
         first_dirty = max(first_dirty, self.log_start_offset)
-        if not cleanable or cleanable[-1].next_offset <= first_dirty:
+        if not cleanable or (cleanable[-1].next_offset <= first_dirty and not tombstones_due):
             return None
-        later = tuple(
-            SegmentFile(s.base_offset, s.size, s.next_offset)
-            for s in self._segments[len(cleanable) :]
-        )
+        later = tuple(_segment_file(s) for s in self._segments[len(cleanable) :])
         return CleaningJob(
             self._directory,
             self._config,
@@ -603,6 +613,12 @@ class Log:
         """Close the log and remove its directory with everything in it."""
         self.close()
         shutil.rmtree(self._directory)
+
+
+def _segment_file(segment: LogSegment) -> SegmentFile:
+    return SegmentFile(
+        segment.base_offset, segment.size, segment.next_offset, segment.max_timestamp
+    )
 
 
 def _base_offset(segment: LogSegment) -> int:
