@@ -17,6 +17,7 @@ import pytest
 from brokerd.log.checkpoint import read_offsets_checkpoint
 from brokerd.log.cleaner_checkpoint import CLEANER_CHECKPOINT_FILE
 from spark_replica.client import Cluster, Consumer, Producer, ProducerConfig
+from spark_replica.errors import InvalidRecordError
 from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
 from spark_replica.topics import TopicPartition
@@ -168,3 +169,19 @@ def test_a_delete_topic_keeps_its_segments_past_the_cleaners_reach(broker: Broke
     time.sleep(1.0)
     rows = run(read_to_end(bootstrap, topic))
     assert [row["offset"] for row in rows] == list(range(2000))
+
+
+def test_a_record_without_a_key_is_refused_by_a_compacted_topic(broker: BrokerProcess) -> None:
+    bootstrap = [(broker.host, broker.port)]
+
+    async def produce_keyless() -> None:
+        await create_topic(bootstrap, "keyed-only", **TOPIC_CONFIGS)
+        cluster = Cluster(bootstrap)
+        try:
+            producer = Producer(cluster, ProducerConfig(delivery_timeout_ms=10_000))
+            await producer.send_records("keyed-only", ["v"], [None], partition=0)
+        finally:
+            await cluster.close()
+
+    with pytest.raises(InvalidRecordError, match=r"compacted.*every record needs a key"):
+        run(produce_keyless())
