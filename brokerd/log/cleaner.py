@@ -98,6 +98,7 @@ class CleaningResult:
     bytes_read: int
     bytes_written: int
     truncations: int
+    tombstones_kept: int  # in the cleaned segments: a later cleaning may be due to drop them
 
 
 class IoThrottle:
@@ -223,6 +224,7 @@ def _clean(
     cleaned = [s for s in job.cleanable if s.base_offset < offset_map.end_offset]
     groups: list[CleanedGroup] = []
     bytes_written = 0
+    tombstones_kept = 0
     for group in group_segments(cleaned, job.config.segment_bytes):
         group_end = group[-1].next_offset
         producers_after = frozenset(
@@ -236,11 +238,12 @@ def _clean(
                 if stop is not None and stop.is_set():
                     raise CleaningStopped(f"{job.directory}: cleaning stopped")
                 batches = list(read_batches(job.directory, old))
-                plans = plan_cleaning(
-                    [batch_keys(h, b) for h, b in batches],
-                    offset_map,
-                    job.tombstone_horizon,
-                    producers_after,
+                keyed = [batch_keys(h, b) for h, b in batches]
+                plans = plan_cleaning(keyed, offset_map, job.tombstone_horizon, producers_after)
+                tombstones_kept += sum(
+                    sum(keys.tombstones[run.start : run.stop])
+                    for keys, plan in zip(keyed, plans, strict=True)
+                    for run in plan.runs
                 )
                 for (header, batch), plan in zip(batches, plans, strict=True):
                     for data in rewritten(header, batch, plan):
@@ -256,7 +259,12 @@ def _clean(
         groups.append(CleanedGroup(new_base, tuple(s.base_offset for s in group)))
     fsync_directory(job.directory)
     return CleaningResult(
-        tuple(groups), offset_map.end_offset, bytes_read, bytes_written, job.truncations
+        tuple(groups),
+        offset_map.end_offset,
+        bytes_read,
+        bytes_written,
+        job.truncations,
+        tombstones_kept,
     )
 
 

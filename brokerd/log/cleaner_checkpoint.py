@@ -28,6 +28,8 @@ class _LogProgress:
     cleanings: list[tuple[int, int]] = field(default_factory=list)
     applied_horizon: int = 0
     truncations: int = 0
+    # Whether the clean part may hold tombstones (unknown after a restart: assumed so).
+    tombstones: bool = True
 
 
 class CleanerProgress:
@@ -68,7 +70,7 @@ class CleanerProgress:
         """Whether a cleaning now would drop tombstones the last one had to keep."""
         progress = self._logs.get(tp)
         horizon = self.tombstone_horizon(tp, delete_retention_ms, now_ms)
-        return progress is not None and horizon > progress.applied_horizon
+        return progress is not None and progress.tombstones and horizon > progress.applied_horizon
 
     def record(
         self,
@@ -77,10 +79,13 @@ class CleanerProgress:
         horizon: int,
         truncations: int,
         finished_ms: int,
+        tombstones_kept: int,
     ) -> None:
-        """Note a cleaning swapped in: cleaned up to `first_dirty`, tombstones below `horizon`."""
+        """Note a cleaning swapped in: cleaned up to `first_dirty`, tombstones below
+        `horizon` dropped and `tombstones_kept` others left in the clean part."""
         progress = self._logs.setdefault(tp, _LogProgress(first_dirty))
         progress.first_dirty = first_dirty
+        progress.tombstones = tombstones_kept > 0
         progress.applied_horizon = max(progress.applied_horizon, horizon)
         progress.truncations = truncations
         progress.cleanings = [c for c in progress.cleanings if c[0] > horizon]

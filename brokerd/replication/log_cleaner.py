@@ -14,8 +14,8 @@ the loop only. Each of log.cleaner.threads cleaner tasks runs on the loop and lo
 
 When no log is worth cleaning a task sleeps log.cleaner.backoff.ms. A log is worth
 cleaning, as in Kafka, when its dirty ratio reaches min.cleanable.dirty.ratio, when
-a dirty segment is older than max.compaction.lag.ms, or when tombstones in its clean
-part have passed delete.retention.ms; the dirtiest goes first. Two tasks never clean
+a dirty segment is older than max.compaction.lag.ms, or when tombstones that the last
+cleaning kept have passed delete.retention.ms; the dirtiest goes first. Two tasks never clean
 the same log. Followers clean their own copies, as Kafka's replicas do.
 """
 
@@ -142,6 +142,7 @@ class LogCleaner:
             choice.job.tombstone_horizon,
             result.truncations,
             now_ms(),
+            result.tombstones_kept,
         )
         self.cleanings += 1
         await asyncio.to_thread(self._write_checkpoint, self._checkpoint_offsets())
