@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from brokerd.config.cleaner import CleanerConfig
-from brokerd.log import read_offsets_checkpoint, write_offsets_checkpoint
+from brokerd.log import Log, read_offsets_checkpoint, write_offsets_checkpoint
 from brokerd.log.cleaner import CleaningJob, CleaningStopped, IoThrottle, clean
 from brokerd.log.cleaner_checkpoint import CLEANER_CHECKPOINT_FILE, CleanerProgress
 from brokerd.log.cleaner_plan import max_keys_for
@@ -54,6 +54,8 @@ class LogCleaner:
         self._checkpoint_path = replicas.config.log_dir / CLEANER_CHECKPOINT_FILE
         self._progress = CleanerProgress(read_offsets_checkpoint(self._checkpoint_path), now_ms())
         self._in_progress: set[TopicPartition] = set()
+        # The log each partition's progress is about, to tell a recreated one apart.
+        self._known_logs: dict[TopicPartition, Log] = {}
         self._stop = threading.Event()
         self._pool: ThreadPoolExecutor | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -104,11 +106,19 @@ class LogCleaner:
             config = log.config
             if not config.compacts or tp in self._in_progress:
                 continue
+            if self._known_logs.setdefault(tp, log) is not log:
+                self._progress.forget(tp)  # deleted and created again: a new log
+                self._known_logs[tp] = log
+            first_dirty = self._progress.first_dirty(tp, log.truncation_count)
+            if first_dirty > log.log_end_offset:
+                # A checkpoint from a log that is gone (its files were removed).
+                self._progress.forget(tp)
+                first_dirty = 0
             retention = config.delete_retention_ms
             due = self._progress.tombstones_due(tp, retention, now)
             job = log.cleaning_job(
                 partition.high_watermark,
-                self._progress.first_dirty(tp, log.truncation_count),
+                first_dirty,
                 self._progress.tombstone_horizon(tp, retention, now),
                 now,
                 tombstones_due=due,
@@ -152,6 +162,7 @@ class LogCleaner:
         hosted = self._replicas.partitions
         for tp in [tp for tp in self._progress.offsets() if tp not in hosted]:
             self._progress.forget(tp)
+            self._known_logs.pop(tp, None)
         return self._progress.offsets()
 
     def _write_checkpoint(self, offsets: dict[TopicPartition, int]) -> None:
