@@ -8,8 +8,9 @@ A cleaning has three parts, and only the outer two touch the Log object:
 2. here, on a cleaner thread: `clean` opens those files with descriptors of its own
    (sealed segments are never written again; retention or a truncation can only unlink
    them, which an open descriptor outlives), builds the offset map of the dirty part,
-   plans each group of segments (cleaner_plan) and writes each group as one new segment
-   under `.cleaned` names, fsynced. The log is not changed and readers see nothing;
+   plans each batch (cleaner_plan), one at a time so that memory holds one batch and
+   the map, and writes each group of segments as one new segment under `.cleaned`
+   names, fsynced. The log is not changed and readers see nothing;
 3. on the log's owner again: `Log.swap_cleaned` checks that the replaced segments are
    still the log's, then swaps the files in (cleaner_swap, crash-safe) and the segment
    objects, between two of the loop's steps, so every read sees the old segments or the
@@ -226,10 +227,6 @@ def _clean(
     bytes_written = 0
     tombstones_kept = 0
     for group in group_segments(cleaned, job.config.segment_bytes):
-        group_end = group[-1].next_offset
-        producers_after = frozenset(
-            pid for pid, last in last_batch_of_producer.items() if last >= group_end
-        )
         new_base = group[0].base_offset
         segment = LogSegment.create(job.directory, new_base, job.config, suffix=CLEANED_SUFFIX)
         written.append(new_base)
@@ -237,15 +234,15 @@ def _clean(
             for old in group:
                 if stop is not None and stop.is_set():
                     raise CleaningStopped(f"{job.directory}: cleaning stopped")
-                batches = list(read_batches(job.directory, old))
-                keyed = [batch_keys(h, b) for h, b in batches]
-                plans = plan_cleaning(keyed, offset_map, job.tombstone_horizon, producers_after)
-                tombstones_kept += sum(
-                    sum(keys.tombstones[run.start : run.stop])
-                    for keys, plan in zip(keyed, plans, strict=True)
-                    for run in plan.runs
-                )
-                for (header, batch), plan in zip(batches, plans, strict=True):
+                for header, batch in read_batches(job.directory, old):
+                    keys = batch_keys(header, batch)
+                    producer = header.producer_id
+                    later = last_batch_of_producer.get(producer, -1) > header.base_offset
+                    after = frozenset({producer}) if later else frozenset()
+                    (plan,) = plan_cleaning([keys], offset_map, job.tombstone_horizon, after)
+                    tombstones_kept += sum(
+                        sum(keys.tombstones[run.start : run.stop]) for run in plan.runs
+                    )
                     for data in rewritten(header, batch, plan):
                         position = segment.size
                         segment.append(data, [(0, BatchHeader.decode(data))], 0)
