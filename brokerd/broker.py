@@ -38,6 +38,7 @@ from brokerd.metrics import (
 )
 from brokerd.native.dialect import NativeDialect
 from brokerd.replication.isr_writer import IsrWriter
+from brokerd.replication.log_cleaner import LogCleaner
 from brokerd.replication.replica_fetcher import ReplicaFetcherManager
 from brokerd.replication.replica_manager import ReplicaManager
 from brokerd.replication.topic_configs import TopicConfigFollower
@@ -64,6 +65,7 @@ class Broker:
         self.config = config
         self.metrics = BrokerMetrics()
         self.replicas = ReplicaManager(config, self.metrics)
+        self._cleaner: LogCleaner | None = None
         security = config.security
         self.ctx = BrokerContext(
             config,
@@ -205,6 +207,8 @@ class Broker:
                 lambda: self.replicas.expire_producers(now_ms()),
             ),
         ]
+        self._cleaner = LogCleaner(self.replicas, self.config.cleaner)
+        self._cleaner.start()
         if self._group_watermarks is not None:
             self._housekeeping.append(
                 self._every(GROUP_LAG_REFRESH_MS, self._group_watermarks.refresh)
@@ -313,6 +317,7 @@ class Broker:
         for task in self._housekeeping:
             task.cancel()
         steps: list[tuple[str, Awaitable[None] | None]] = [
+            ("log cleaner", self._cleaner.stop() if self._cleaner else None),
             ("controller", self._controller.stop() if self._controller else None),
             ("replica fetchers", self.ctx.fetchers.stop()),
             ("ACL watcher", self._stop_acl_watcher()),

@@ -45,8 +45,39 @@ def parse_compression_type(key: str, raw: str) -> str:
     return raw
 
 
+# Kafka's cleanup.policy: a list of "delete" (time and size retention) and "compact"
+# (the log cleaner keeps the last record per key). Kept in one spelling per set, so
+# that "delete,compact" and "compact,delete" are the same policy everywhere.
+DELETE = "delete"
+COMPACT = "compact"
+COMPACT_DELETE = f"{COMPACT},{DELETE}"
+CLEANUP_POLICIES = (DELETE, COMPACT, COMPACT_DELETE)
+
+
+def parse_cleanup_policy(key: str, raw: str) -> str:
+    """The policy in its one spelling; a ConfigError for an empty or unknown item."""
+    items = {item.strip().lower() for item in raw.split(",")}
+    if not items <= {DELETE, COMPACT}:
+        raise ConfigError(
+            f"config {key}={raw!r}: must be delete, compact, or both as compact,delete"
+        )
+    if items == {DELETE, COMPACT}:
+        return COMPACT_DELETE
+    return items.pop()
+
+
+def parse_ratio(key: str, raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"config {key}={raw!r}: not a number") from None
+    if not 0 <= value <= 1:
+        raise ConfigError(f"config {key}={raw!r}: must be between 0 and 1")
+    return value
+
+
 # key -> parser; -1 means "unlimited" where Kafka allows it.
-TOPIC_CONFIG_PARSERS: dict[str, Callable[[str, str], int | bool | str]] = {
+TOPIC_CONFIG_PARSERS: dict[str, Callable[[str, str], int | bool | str | float]] = {
     "retention.ms": _long(-1),
     "retention.bytes": _long(-1),
     "segment.bytes": _long(1024),
@@ -59,12 +90,17 @@ TOPIC_CONFIG_PARSERS: dict[str, Callable[[str, str], int | bool | str]] = {
     "min.insync.replicas": _long(1),
     "unclean.leader.election.enable": _boolean,
     "compression.type": parse_compression_type,
+    "cleanup.policy": parse_cleanup_policy,
+    "delete.retention.ms": _long(0),
+    "min.compaction.lag.ms": _long(0),
+    "max.compaction.lag.ms": _long(1),
+    "min.cleanable.dirty.ratio": parse_ratio,
 }
 
 
-def parse_topic_configs(configs: Mapping[str, str]) -> dict[str, int | bool | str]:
+def parse_topic_configs(configs: Mapping[str, str]) -> dict[str, int | bool | str | float]:
     """Parse and check every entry; raise ConfigError on the first bad one."""
-    parsed: dict[str, int | bool | str] = {}
+    parsed: dict[str, int | bool | str | float] = {}
     for key, raw in configs.items():
         parser = TOPIC_CONFIG_PARSERS.get(key)
         if parser is None:

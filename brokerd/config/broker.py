@@ -13,6 +13,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from brokerd.config.cleaner import KEYS as CLEANER_KEYS
+from brokerd.config.cleaner import CleanerConfig
 from brokerd.config.listeners import (
     KAFKA,
     METRICS,
@@ -31,7 +33,9 @@ from spark_replica.errors import ConfigError
 from spark_replica.topic_config import (
     DEFAULT_COMPRESSION_TYPE,
     TOPIC_CONFIG_PARSERS,
+    parse_cleanup_policy,
     parse_compression_type,
+    parse_ratio,
     parse_topic_configs,
 )
 from spark_replica.wire.native.frames import DEFAULT_MAX_FRAME_BYTES
@@ -46,6 +50,16 @@ _LOG_DEFAULT_KEYS = {
     "log.flush.interval.messages": "flush_messages",
     "log.flush.interval.ms": "flush_ms",
     "message.max.bytes": "max_batch_bytes",
+    "log.cleanup.policy": "cleanup_policy",
+    "log.cleaner.delete.retention.ms": "delete_retention_ms",
+    "log.cleaner.min.compaction.lag.ms": "min_compaction_lag_ms",
+    "log.cleaner.max.compaction.lag.ms": "max_compaction_lag_ms",
+    "log.cleaner.min.cleanable.ratio": "min_cleanable_dirty_ratio",
+}
+# The broker defaults above that are not integers, with their parsers.
+_LOG_DEFAULT_PARSERS = {
+    "log.cleanup.policy": parse_cleanup_policy,
+    "log.cleaner.min.cleanable.ratio": parse_ratio,
 }
 
 # topic config key -> the LogConfig field holding its effective value
@@ -58,6 +72,11 @@ TOPIC_LOG_FIELDS = {
     "flush.messages": "flush_messages",
     "flush.ms": "flush_ms",
     "max.message.bytes": "max_batch_bytes",
+    "cleanup.policy": "cleanup_policy",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
 }
 
 _INTERVAL_KEYS = {
@@ -114,6 +133,7 @@ BROKER_CONFIG_KEYS = frozenset(
         *_BOOLEAN_KEYS,
         *SECURITY_KEYS,
         *METRICS_ACCESS_KEYS,
+        *CLEANER_KEYS,
         OFFSETS_RETENTION_MINUTES_KEY,
     ]
 )
@@ -188,6 +208,8 @@ class BrokerConfig:
     security: BrokerSecurity = field(default_factory=BrokerSecurity)
     # Who may read /metrics: TLS and basic authentication (metrics.* configs).
     metrics_access: MetricsAccess = field(default_factory=MetricsAccess)
+    # How much of the broker the log cleaner may use (log.cleaner.* configs).
+    cleaner: CleanerConfig = field(default_factory=CleanerConfig)
 
     def __post_init__(self) -> None:
         if self.broker_id < 0:
@@ -292,13 +314,17 @@ class BrokerConfig:
         broker_fields: dict[str, Any] = {}
         security_settings: dict[str, str] = {}
         metrics_settings: dict[str, str] = {}
+        cleaner_settings: dict[str, str] = {}
         for key, raw in overrides.items():
-            if key in SECURITY_KEYS:
+            if key in CLEANER_KEYS:
+                cleaner_settings[key] = raw
+            elif key in SECURITY_KEYS:
                 security_settings[key] = raw
             elif key in METRICS_ACCESS_KEYS:
                 metrics_settings[key] = raw
             elif key in _LOG_DEFAULT_KEYS:
-                log_fields[_LOG_DEFAULT_KEYS[key]] = _parse_int(key, raw)
+                parse = _LOG_DEFAULT_PARSERS.get(key, _parse_int)
+                log_fields[_LOG_DEFAULT_KEYS[key]] = parse(key, raw)
             elif key in _INTERVAL_KEYS:
                 broker_fields[_INTERVAL_KEYS[key]] = _parse_int(key, raw)
             elif key == "min.insync.replicas":
@@ -320,6 +346,8 @@ class BrokerConfig:
             broker_fields["security"] = self.security.with_settings(security_settings)
         if metrics_settings:
             broker_fields["metrics_access"] = self.metrics_access.with_settings(metrics_settings)
+        if cleaner_settings:
+            broker_fields["cleaner"] = self.cleaner.with_settings(cleaner_settings)
         return replace(self, log_defaults=log_defaults, **broker_fields)
 
     def log_config_for(self, topic_configs: Mapping[str, str]) -> LogConfig:

@@ -75,8 +75,6 @@ IGNORED_KEYS = frozenset(
         "broker.rack",
         "delete.topic.enable",
         "inter.broker.protocol.version",
-        "log.cleaner.enable",
-        "log.cleanup.policy",
         "log.index.size.max.bytes",
         "log.message.format.version",
         "log.preallocate",

@@ -15,6 +15,8 @@ says:
   other than the payload schema, more than one Arrow record batch, a row count other
   than the header's record count, a null timestamp, or first/max timestamps that are not
   the first and largest of the payload.
+* INVALID_RECORD too, for a topic whose cleanup.policy compacts: a record without a
+  key (`require_keys`), which compaction could never keep or replace, as Kafka refuses.
 * RECORD_TOO_LARGE: compressed payloads declaring more bytes, decompressed, than the
   topic's max.message.bytes, refused from their metadata before anything decompresses.
 
@@ -42,6 +44,7 @@ from spark_replica.records import (
     PRODUCED_CODEC_SHIFT,
     TIMESTAMP_TYPE_LOG_APPEND,
     BatchHeader,
+    decode_payload,
     iter_batches,
     verify_batch,
 )
@@ -85,6 +88,18 @@ def validate_produced(records: bytes | bytearray | memoryview) -> None:
         verify_batch(batch, header)
         _check_attributes(header)
         _check_payload(header, _read_payload(header, batch))
+
+
+def require_keys(records: bytes | bytearray | memoryview, topic: str) -> None:
+    """Raise InvalidRecordError if a record of these (checked) batches has no key."""
+    for header, batch in iter_batches(records):
+        keyless = decode_payload(batch).column("key").null_count
+        if keyless:
+            raise InvalidRecordError(
+                f"topic {topic!r} is compacted (cleanup.policy has compact): every record "
+                f"needs a key, and {keyless} of {header.record_count} records of a batch "
+                "have none"
+            )
 
 
 def _check_attributes(header: BatchHeader) -> None:

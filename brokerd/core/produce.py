@@ -37,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from brokerd.core.batch_validation import require_keys
 from brokerd.core.context import BrokerContext
 from brokerd.core.deferred import Deferred
 from brokerd.log import AppendInfo
@@ -188,6 +189,8 @@ def _append_stored(
     metrics as received (bytes on the wire) and as appended (a retried duplicate adds none).
     """
     partition = ctx.replicas.get_partition(tp)
+    if partition.log.config.compacts:
+        require_keys(stored, tp.topic)
     # Every dialect's prepare has checked (replog) or computed (Kafka) each stored
     # batch's CRC over these bytes: the log does not check it again.
     info = partition.append_as_leader(stored, acks, now, crc_checked=True)

@@ -9,6 +9,11 @@ segment batch by batch and cuts it at the first torn or corrupt batch. Operation
 touch several segments (truncation, retention) delete files from the end that keeps
 the log contiguous, so a crash in the middle leaves a shorter but valid log.
 
+Compaction (cleaner.py) rewrites sealed segments on a cleaner thread, from files it
+opens itself, and only the swap of the cleaned segments for the old ones happens here,
+on the owner's thread, in `swap_cleaned`: readers see the old segments or the new.
+Offsets then have gaps, which every read below already steps over.
+
 The leader epoch cache follows the log: appends add epochs to it in memory, and they
 reach its file with the log's flushes and rolls; truncation and retention write it at
 once. ``Log.open`` reconciles a file left stale by a crash with the recovered segments.
@@ -33,6 +38,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from brokerd.log.cleaner import CleaningJob, CleaningResult, SegmentFile, discard
+from brokerd.log.cleaner_swap import cleaned_files_exist, complete_interrupted_swaps, swap_in
 from brokerd.log.config import UNLIMITED, LogConfig
 from brokerd.log.directory import fsync_directory, prepare_directory
 from brokerd.log.epoch_cache import LEADER_EPOCH_CHECKPOINT_FILE, LeaderEpochCache
@@ -95,11 +102,14 @@ class Log:
         self._last_flush_ms = now_ms
         self._closed = False
         self._snapshot_source: SnapshotSource | None = None
+        # Bumped by every truncation, so that a cleaning planned before one is not swapped in.
+        self._truncations = 0
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, now_ms: int) -> Log:
         """Open (or create) the log in `directory`, recovering the active segment and epochs."""
         directory.mkdir(parents=True, exist_ok=True)
+        complete_interrupted_swaps(directory)
         base_offsets = prepare_directory(directory)
         segments = [
             LogSegment.load(directory, base, config, now_ms=now_ms) for base in base_offsets[:-1]
@@ -294,12 +304,14 @@ class Log:
                 self._epoch_cache.assign(latest, header.base_offset)
 
     def _check_continues_log(self, spans: list[BatchSpan]) -> None:
+        """A copy must go on from the log end, directly or after a gap that compaction
+        left in the leader's log; never overlap it."""
         expected = self.log_end_offset
         for _, header in spans:
-            if header.base_offset != expected:
+            if header.base_offset < expected:
                 raise InvalidRecordError(
                     f"batch starts at offset {header.base_offset} but the log needs "
-                    f"offset {expected} next (log end offset {self.log_end_offset})"
+                    f"offset {expected} or more next (log end offset {self.log_end_offset})"
                 )
             expected = header.next_offset
 
@@ -392,6 +404,7 @@ class Log:
         """
         if offset >= self.log_end_offset:
             return
+        self._truncations += 1
         if offset <= self.log_start_offset:
             self.truncate_fully_and_start_at(offset)
             return
@@ -413,6 +426,7 @@ class Log:
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and start an empty log whose next offset is `offset`."""
+        self._truncations += 1
         if self._requested_start_offset > offset:
             write_log_start_offset(self._directory, offset)
             self._requested_start_offset = offset
@@ -470,7 +484,11 @@ class Log:
         Only a prefix of the log can go, so the log stays contiguous. The active segment
         is never deleted by size. When every segment is expired by time, the active one
         is rolled and deleted in the same call, leaving an empty log at its end offset.
+        A log whose cleanup.policy is compact alone keeps every segment (the cleaner
+        bounds it instead), as in Kafka.
         """
+        if not self._config.deletes:
+            return 0
         deleted = 0
         if self._config.retention_ms != UNLIMITED:
             cutoff = now_ms - self._config.retention_ms
@@ -492,6 +510,92 @@ class Log:
             self._epoch_cache.flush()
             delete_snapshots_outside(self._directory, self.log_start_offset, self.log_end_offset)
         return deleted
+
+    @property
+    def truncation_count(self) -> int:
+        """How many truncations this log has had since it was opened."""
+        return self._truncations
+
+    def cleaning_job(
+        self,
+        high_watermark: int,
+        first_dirty: int,
+        tombstone_horizon: int,
+        now_ms: int,
+        *,
+        tombstones_due: bool = False,
+    ) -> CleaningJob | None:
+        """What a cleaning of this log may work on now, or None if there is nothing to do:
+        nothing dirty, and no tombstones due (`tombstones_due`: the horizon has passed
+        tombstones that the clean part still holds).
+
+        The cleanable segments are the sealed ones from the start of the log that lie
+        wholly below `high_watermark` and whose records are all older than
+        min.compaction.lag.ms; the active segment never is one.
+        """
+        if not self._config.compacts:
+            return None
+        lag_cutoff = now_ms - self._config.min_compaction_lag_ms
+        cleanable: list[SegmentFile] = []
+        for segment in self._segments[:-1]:
+            if segment.next_offset > high_watermark or segment.max_timestamp > lag_cutoff:
+                break
+            cleanable.append(_segment_file(segment))
+        first_dirty = max(first_dirty, self.log_start_offset)
+        if not cleanable or (cleanable[-1].next_offset <= first_dirty and not tombstones_due):
+            return None
+        later = tuple(_segment_file(s) for s in self._segments[len(cleanable) :])
+        return CleaningJob(
+            self._directory,
+            self._config,
+            tuple(cleanable),
+            later,
+            first_dirty,
+            tombstone_horizon,
+            self._truncations,
+        )
+
+    def swap_cleaned(self, result: CleaningResult, now_ms: int) -> bool:
+        """Put the cleaned segments of `result` in place of the ones they replace.
+
+        False (and the cleaned files removed) if the log changed under the cleaning so
+        that those segments are no longer its sealed segments (a truncation or retention
+        took some, or the log was closed), or the cleaned files are gone (the log was
+        reopened, which removes them).
+        """
+        new_bases = [group.new_base for group in result.groups]
+        if (
+            self._closed
+            or result.truncations != self._truncations
+            or not all(self._holds_sealed(group.replaced) for group in result.groups)
+            or not all(cleaned_files_exist(self._directory, base) for base in new_bases)
+        ):
+            discard(self._directory, new_bases)
+            return False
+        for group in result.groups:
+            first = self._segment_index(group.new_base)
+            for segment in self._segments[first : first + len(group.replaced)]:
+                segment.release()
+        swap_in(self._directory, [(group.new_base, group.replaced) for group in result.groups])
+        for group in result.groups:
+            first = self._segment_index(group.new_base)
+            new = LogSegment.load(self._directory, group.new_base, self._config, now_ms=now_ms)
+            self._segments[first : first + len(group.replaced)] = [new]
+        logger.info(
+            "%s: cleaned to offset %d: %d bytes read, %d written, %d segments now",
+            self._directory,
+            result.first_dirty,
+            result.bytes_read,
+            result.bytes_written,
+            len(self._segments),
+        )
+        return True
+
+    def _holds_sealed(self, bases: tuple[int, ...]) -> bool:
+        """Whether `bases` are the base offsets of consecutive sealed segments of the log."""
+        first = self._segment_index(bases[0])
+        found = [s.base_offset for s in self._segments[first : first + len(bases)]]
+        return found == list(bases) and first + len(bases) < len(self._segments)
 
     def _delete_oldest(self, count: int) -> int:
         for _ in range(count):
@@ -548,6 +652,12 @@ class Log:
         """Close the log and remove its directory with everything in it."""
         self.close()
         shutil.rmtree(self._directory)
+
+
+def _segment_file(segment: LogSegment) -> SegmentFile:
+    return SegmentFile(
+        segment.base_offset, segment.size, segment.next_offset, segment.max_timestamp
+    )
 
 
 def _base_offset(segment: LogSegment) -> int:

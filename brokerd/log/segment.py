@@ -3,6 +3,11 @@
 Only batch headers are ever parsed here, except when recovering the active segment
 (CRC of every batch) and when searching by timestamp (the timestamps of one batch).
 Positions and offsets are tracked in memory so appends never re-read the file.
+
+Offsets grow from batch to batch but need not be contiguous: the log cleaner removes
+records and keeps the offsets of the others, leaving gaps (as in Kafka). A batch
+starting below where the previous one ended is corruption; one starting above it is a
+gap.
 """
 
 from __future__ import annotations
@@ -45,11 +50,15 @@ def segment_file(directory: Path, base_offset: int, suffix: str) -> Path:
 class LogSegment:
     """The batches with offsets [base_offset, next_offset) of one log, in one file."""
 
-    def __init__(self, directory: Path, base_offset: int, config: LogConfig, fd: int) -> None:
+    def __init__(
+        self, directory: Path, base_offset: int, config: LogConfig, fd: int, suffix: str = ""
+    ) -> None:
         self.base_offset = base_offset
-        self.log_path = segment_file(directory, base_offset, LOG_SUFFIX)
-        self.offset_index = OffsetIndex(segment_file(directory, base_offset, INDEX_SUFFIX))
-        self.time_index = TimeIndex(segment_file(directory, base_offset, TIME_INDEX_SUFFIX))
+        self.log_path = segment_file(directory, base_offset, LOG_SUFFIX + suffix)
+        self.offset_index = OffsetIndex(segment_file(directory, base_offset, INDEX_SUFFIX + suffix))
+        self.time_index = TimeIndex(
+            segment_file(directory, base_offset, TIME_INDEX_SUFFIX + suffix)
+        )
         self.first_append_ms: int | None = None
         self._config = config
         self._fd = fd
@@ -64,10 +73,14 @@ class LogSegment:
         self._bytes_since_time_entry = 0
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int, config: LogConfig) -> LogSegment:
-        path = segment_file(directory, base_offset, LOG_SUFFIX)
+    def create(
+        cls, directory: Path, base_offset: int, config: LogConfig, suffix: str = ""
+    ) -> LogSegment:
+        """A new empty segment; `suffix` follows each file name of a segment being built
+        aside (the log cleaner's ".cleaned"), which the log does not see until renamed."""
+        path = segment_file(directory, base_offset, LOG_SUFFIX + suffix)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-        segment = cls(directory, base_offset, config, fd)
+        segment = cls(directory, base_offset, config, fd, suffix)
         segment.offset_index.reset()
         segment.time_index.reset()
         return segment
@@ -141,12 +154,13 @@ class LogSegment:
         self._offset_of_max_timestamp = self.base_offset + relative_offset
 
     def _checked_header_at(self, position: int, file_size: int, *, verify_crc: bool) -> BatchHeader:
-        """The header of the batch at `position`, if it is whole and follows the previous one."""
+        """The header of the batch at `position`, if it is whole and follows the previous one
+        (directly, or after a gap the cleaner left)."""
         header = BatchHeader.decode(os.pread(self._fd, HEADER_SIZE, position))
-        if header.base_offset != self.next_offset:
+        if header.base_offset < self.next_offset:
             raise CorruptRecordError(
                 f"batch at byte {position} starts at offset {header.base_offset}, "
-                f"expected {self.next_offset}"
+                f"expected {self.next_offset} or more"
             )
         if position + header.total_size > file_size:
             raise CorruptRecordError(
@@ -356,6 +370,10 @@ class LogSegment:
 
     def close(self) -> None:
         self.flush()
+        os.close(self._fd)
+
+    def release(self) -> None:
+        """Close the file without flushing: it is complete, or about to be replaced."""
         os.close(self._fd)
 
     def delete(self) -> None:
