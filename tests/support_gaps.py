@@ -10,6 +10,9 @@ the cleaner emptied the segment before it), and the broker is started again on t
 
 from __future__ import annotations
 
+import contextlib
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,3 +97,13 @@ def start_gappy_broker(factory: BrokerFactory) -> GappyBroker:
     factory.start(1)
     assert run(log_bounds(factory.bootstrap)) == (0, LOG_END), "the gaps are inside the log"
     return GappyBroker(factory)
+
+
+@contextlib.contextmanager
+def running_gappy_broker(zookeeper_connect: str, directory: Path) -> Iterator[GappyBroker]:
+    """A gappy broker under a chroot of its own, stopped on leaving."""
+    factory = BrokerFactory(f"{zookeeper_connect}/test-{uuid.uuid4().hex[:12]}", directory)
+    try:
+        yield start_gappy_broker(factory)
+    finally:
+        factory.stop_all()

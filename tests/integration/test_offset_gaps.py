@@ -21,14 +21,14 @@ from connectors.spark.partition_reader import RangePartition, read_range
 from spark_replica.client import Cluster, Consumer
 from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
 from spark_replica.topics import TopicPartition
-from tests.support import BrokerFactory, read_everything, replog, run
+from tests.support import read_everything, replog, run
 from tests.support_gaps import (
     LOG_END,
     READ_TIMEOUT_S,
     TOPIC,
     GappyBroker,
     kept_offsets,
-    start_gappy_broker,
+    running_gappy_broker,
     value_at,
 )
 
@@ -41,14 +41,10 @@ POLL_TIMEOUT_MS = 10_000
 def gappy(
     zookeeper: EmbeddedZooKeeper, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GappyBroker]:
-    factory = BrokerFactory(
-        f"{zookeeper.connect_string}/test-{uuid.uuid4().hex[:12]}",
-        tmp_path_factory.mktemp("offset-gaps"),
-    )
-    try:
-        yield start_gappy_broker(factory)
-    finally:
-        factory.stop_all()
+    with running_gappy_broker(
+        zookeeper.connect_string, tmp_path_factory.mktemp("offset-gaps")
+    ) as broker:
+        yield broker
 
 
 @pytest.mark.slow

@@ -8,20 +8,18 @@ in one.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 
 import pytest
 from pyspark.sql import SparkSession
 
 from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
-from tests.support import BrokerFactory
 from tests.support_gaps import (
     LOG_END,
     TOPIC,
     GappyBroker,
     kept_offsets,
-    start_gappy_broker,
+    running_gappy_broker,
     value_at,
 )
 
@@ -32,14 +30,10 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 def gappy(
     zookeeper: EmbeddedZooKeeper, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[GappyBroker]:
-    factory = BrokerFactory(
-        f"{zookeeper.connect_string}/test-{uuid.uuid4().hex[:12]}",
-        tmp_path_factory.mktemp("spark-offset-gaps"),
-    )
-    try:
-        yield start_gappy_broker(factory)
-    finally:
-        factory.stop_all()
+    with running_gappy_broker(
+        zookeeper.connect_string, tmp_path_factory.mktemp("spark-offset-gaps")
+    ) as broker:
+        yield broker
 
 
 def test_a_batch_read_returns_every_kept_record_and_no_data_loss(
