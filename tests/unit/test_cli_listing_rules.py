@@ -77,7 +77,7 @@ def test_under_min_isr_is_no_leader_or_an_isr_below_the_topics_setting() -> None
 
 
 def test_describe_json_names_the_topic_and_offline_replicas_per_partition() -> None:
-    document = describe_json(select(DESCRIBED, UNAVAILABLE, LIVE, {}), LIVE)
+    document = describe_json(select(DESCRIBED, UNAVAILABLE, LIVE, {}), LIVE, {})
     assert [t["topic"] for t in document] == ["offline", "stale"]
     stale = document[1]["partitions"][0]
     assert stale["topic"] == "stale" and stale["leader"] == 3

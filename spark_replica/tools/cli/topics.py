@@ -5,7 +5,8 @@
 `list` and `describe` print a table, or with `--json` one document:
 
 - list: `[{"topic": "t", "partitions": 3, "replication_factor": 2}, ...]`
-- describe: `[{"topic": "t", "partitions": [...]}, ...]`, topics sorted, each partition
+- describe: `[{"topic": "t", "cleanup_policy": "compact", "cleanup_policy_source":
+  "topic", "partitions": [...]}, ...]`, topics sorted, each partition
   `{"topic", "partition", "leader" (-1: none), "leader_epoch", "replicas", "isr",
   "offline_replicas", "high_watermark", "log_end_offsets": {"<replica id>": offset}}`;
   an offset no broker could say now is -1. A filter leaves out topics it empties.
@@ -16,6 +17,12 @@ leader that is not a live broker) and `--under-min-isr-partitions` (no leader, o
 smaller than the topic's min.insync.replicas). The last reads the topics' overrides from
 ZooKeeper, so it needs `--zookeeper` or `--dir`; a topic without an override counts
 Kafka's default of 1. In the table, under-replicated partitions are red.
+
+Each topic's cleanup.policy (compact topics are tables, delete topics streams) is read
+from ZooKeeper as well: the topic's override (source "topic"), else "delete" with source
+"default", which stands for the brokers' log.cleanup.policy: delete unless a broker
+sets it otherwise, and the CLI does not read the brokers' settings. With only
+--bootstrap there is no ZooKeeper to read: both are null, "unknown" in the table.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from spark_replica.client import Admin, Cluster, PartitionDescription
@@ -41,7 +49,7 @@ from spark_replica.tools.cli.output import (
     rows_as_json,
 )
 from spark_replica.tools.cli.progress import waiting
-from spark_replica.topic_config import parse_assignments
+from spark_replica.topic_config import DELETE, parse_assignments
 from spark_replica.wire.native.metadata import NO_LEADER, MetadataResponse
 from spark_replica.zk import topic_store
 
@@ -50,10 +58,14 @@ UNAVAILABLE = "unavailable"
 UNDER_MIN_ISR = "under-min-isr"
 MIN_INSYNC_REPLICAS = "min.insync.replicas"
 DEFAULT_MIN_INSYNC_REPLICAS = 1
+CLEANUP_POLICY = "cleanup.policy"
+TOPIC_SOURCE = "topic"
+DEFAULT_SOURCE = "default"
 
 LIST_COLUMNS = ("topic", "partitions", "replication_factor")
 DESCRIBE_COLUMNS = (
     "TOPIC",
+    "CLEANUP-POLICY",
     "PARTITION",
     "LEADER",
     "EPOCH",
@@ -65,6 +77,21 @@ DESCRIBE_COLUMNS = (
 )
 
 Described = Mapping[str, list[PartitionDescription]]
+
+
+@dataclass(frozen=True, slots=True)
+class CleanupPolicy:
+    """A topic's cleanup.policy and where it comes from: the topic's own override, or
+    the brokers' default (which the CLI cannot read, so it says so)."""
+
+    value: str
+    source: str
+
+    def cell(self) -> str:
+        return self.value if self.source == TOPIC_SOURCE else f"{self.value} ({self.source})"
+
+
+UNKNOWN_POLICY_CELL = "unknown"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -123,7 +150,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     add_json_flag(listing)
     add_connection_options(listing)
 
-    describe = actions.add_parser("describe", help="leader, epoch, replicas, ISR and HW")
+    describe = actions.add_parser(
+        "describe",
+        help="cleanup.policy, leader, epoch, replicas, ISR and HW",
+        description="Each partition's leader, epoch, replicas, ISR and high watermark, "
+        "with its topic's cleanup.policy: the topic's override, or 'delete (default)' when "
+        "it has none, meaning the brokers' log.cleanup.policy applies (delete unless a "
+        "broker sets it). The policy is read from ZooKeeper: with --bootstrap it shows as "
+        "'unknown' (null in --json).",
+    )
     add_topic_argument(describe, "only this topic (default: every topic)", required=False)
     only = describe.add_mutually_exclusive_group()
     only.add_argument(
@@ -179,6 +214,13 @@ def min_insync_replicas(config: Mapping[str, str]) -> int:
     return int(value) if value else DEFAULT_MIN_INSYNC_REPLICAS
 
 
+def cleanup_policy(config: Mapping[str, str]) -> CleanupPolicy:
+    value = config.get(CLEANUP_POLICY)
+    if value:
+        return CleanupPolicy(value, TOPIC_SOURCE)
+    return CleanupPolicy(DELETE, DEFAULT_SOURCE)
+
+
 def select(
     described: Described,
     only: str | None,
@@ -200,18 +242,36 @@ def select(
 
 
 def describe_json(
-    chosen: list[tuple[str, PartitionDescription]], live: set[int]
+    chosen: list[tuple[str, PartitionDescription]],
+    live: set[int],
+    policies: Mapping[str, CleanupPolicy],
 ) -> list[dict[str, Any]]:
+    """Topics in the order chosen; a topic missing from `policies` (no ZooKeeper read)
+    has a null cleanup_policy and source."""
     by_topic: dict[str, list[dict[str, object]]] = {}
     for topic, p in chosen:
         partition = {"topic": topic, **p.as_json(), "offline_replicas": offline_replicas(p, live)}
         by_topic.setdefault(topic, []).append(partition)
-    return [{"topic": topic, "partitions": partitions} for topic, partitions in by_topic.items()]
+    described = []
+    for topic, partitions in by_topic.items():
+        policy = policies.get(topic)
+        described.append(
+            {
+                "topic": topic,
+                "cleanup_policy": None if policy is None else policy.value,
+                "cleanup_policy_source": None if policy is None else policy.source,
+                "partitions": partitions,
+            }
+        )
+    return described
 
 
-def partition_cells(topic: str, p: PartitionDescription, live: set[int]) -> list[object]:
+def partition_cells(
+    topic: str, p: PartitionDescription, live: set[int], policy: CleanupPolicy | None
+) -> list[object]:
     return [
         topic,
+        UNKNOWN_POLICY_CELL if policy is None else policy.cell(),
         p.partition,
         "none" if p.leader == NO_LEADER else p.leader,
         p.leader_epoch,
@@ -274,22 +334,22 @@ def _list(args: argparse.Namespace, response: MetadataResponse) -> None:
 async def _describe(args: argparse.Namespace, cluster: Cluster, admin: Admin) -> None:
     described = await admin.describe([args.topic] if args.topic else None)
     live = set(cluster.brokers)
-    min_insync: dict[str, int] = {}
-    if args.only == UNDER_MIN_ISR:
-        min_insync = await asyncio.to_thread(_read_min_insync, args, sorted(described))
+    configs: dict[str, dict[str, str]] = {}
+    if args.only == UNDER_MIN_ISR or not args.bootstrap:
+        configs = await asyncio.to_thread(_read_configs, args, sorted(described))
+    min_insync = {topic: min_insync_replicas(config) for topic, config in configs.items()}
+    policies = {topic: cleanup_policy(config) for topic, config in configs.items()}
     chosen = select(described, args.only, live, min_insync)
     if args.json:
-        print_json(describe_json(chosen, live))
+        print_json(describe_json(chosen, live, policies))
     elif chosen:
         print_table(
             DESCRIBE_COLUMNS,
-            [partition_cells(topic, p, live) for topic, p in chosen],
+            [partition_cells(topic, p, live, policies.get(topic)) for topic, p in chosen],
             highlight=[is_under_replicated(p) for _, p in chosen],
         )
 
 
-def _read_min_insync(args: argparse.Namespace, topics: list[str]) -> dict[str, int]:
+def _read_configs(args: argparse.Namespace, topics: list[str]) -> dict[str, dict[str, str]]:
     with zookeeper_session(args, "topic configs for --under-min-isr-partitions") as zk:
-        return {
-            topic: min_insync_replicas(topic_store.read_topic_config(zk, topic)) for topic in topics
-        }
+        return {topic: topic_store.read_topic_config(zk, topic) for topic in topics}
