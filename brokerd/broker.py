@@ -19,7 +19,11 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable
 
-from brokerd.broker_gauges import BrokerStateCollector, ConsumerGroupCollector
+from brokerd.broker_gauges import (
+    BrokerStateCollector,
+    ConsumerGroupCollector,
+    LogCleanerCollector,
+)
 from brokerd.config.broker import BrokerConfig
 from brokerd.config.listeners import KAFKA, METRICS, REPLOG, Endpoint, advertise
 from brokerd.controller.controller import Controller, RebalanceSettings
@@ -120,6 +124,7 @@ class Broker:
                     lambda: self.metrics.zookeeper_state,
                 )
             )
+            self.metrics.registry.register(LogCleanerCollector(lambda: self._cleaner))
             if self.groups is not None:
                 self._group_watermarks = RemoteHighWatermarks(
                     self.ctx, self.groups.committed_partitions

@@ -9,6 +9,10 @@ replicated, offline and so on are brokerd/metrics/health.py's.
 The group coordinator's consumer-group metrics take kafka-exporter's names
 (`kafka_consumergroup_*`), which Kafka dashboards and alerts already use; the rules
 for lag are brokerd/metrics/group_lag.py's.
+
+The log cleaner's gauges take Kafka's LogCleaner and LogCleanerManager names; the
+cleaner notes its figures as it works (brokerd/metrics/cleaner_figures.py says what
+they mean) and the scrape only reads them. A broker whose cleaner is off serves none.
 """
 
 from __future__ import annotations
@@ -19,15 +23,18 @@ from typing import TYPE_CHECKING
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from brokerd.metrics.cleaner_figures import CleanerFigures
 from brokerd.metrics.group_lag import group_partition_offsets
 from brokerd.metrics.health import ClusterHealth, cluster_health, leader_health
 from brokerd.metrics.registry import SESSION_STATES
+from spark_replica.records import now_ms
 from spark_replica.topics import TopicPartition
 
 if TYPE_CHECKING:
     from brokerd.controller.controller import Controller
     from brokerd.groups.coordinator import GroupCoordinator
     from brokerd.groups.remote_watermarks import RemoteHighWatermarks
+    from brokerd.replication.log_cleaner import LogCleaner
     from brokerd.replication.replica_fetcher import ReplicaFetcherManager
     from brokerd.replication.replica_manager import ReplicaManager
 
@@ -228,3 +235,43 @@ class ConsumerGroupCollector(Collector):
         for group, count in sorted(self._groups.member_counts().items()):
             members.add_metric([group], count)
         yield from (current, lag, lag_sum, members)
+
+
+class LogCleanerCollector(Collector):
+    """The log cleaner's gauges; none before the cleaner starts or when it is off."""
+
+    def __init__(self, cleaner: Callable[[], LogCleaner | None]) -> None:
+        self._cleaner = cleaner
+
+    def collect(self) -> Iterator[Metric]:
+        cleaner = self._cleaner()
+        figures = None if cleaner is None else cleaner.figures(now_ms())
+        if figures is not None:
+            yield from cleaner_gauges(figures)
+
+
+def cleaner_gauges(figures: CleanerFigures) -> Iterator[Metric]:
+    for name, documentation, value in (
+        (
+            "kafka_log_logcleanermanager_max_dirty_percent",
+            "The dirtiest compacted log's percentage of cleanable bytes not yet cleaned, "
+            "as of the cleaner's last look.",
+            figures.max_dirty_percent,
+        ),
+        (
+            "kafka_log_logcleaner_cleaner_recopy_percent",
+            "Bytes written back per 100 bytes read by the cleaner threads' last cleanings.",
+            figures.recopy_percent,
+        ),
+        (
+            "kafka_log_logcleaner_max_clean_time_secs",
+            "The longest of the cleaner threads' last cleanings, in seconds.",
+            figures.max_clean_time_s,
+        ),
+        (
+            "kafka_log_logcleaner_time_since_last_run_ms",
+            "Milliseconds since a cleaner thread last finished a pass (grows when stuck).",
+            figures.time_since_last_run_ms,
+        ),
+    ):
+        yield GaugeMetricFamily(name, documentation, value=value)

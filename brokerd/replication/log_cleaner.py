@@ -17,6 +17,10 @@ cleaning, as in Kafka, when its dirty ratio reaches min.cleanable.dirty.ratio, w
 a dirty segment is older than max.compaction.lag.ms, or when tombstones that the last
 cleaning kept have passed delete.retention.ms; the dirtiest goes first. Two tasks never clean
 the same log. Followers clean their own copies, as Kafka's replicas do.
+
+For the metrics (brokerd/metrics/cleaner_figures.py) the cleaner notes, per choice, the
+dirty ratio of the dirtiest compacted log, per cleaning its bytes and length (the last
+log.cleaner.threads of them), and when a task last finished a pass; nothing per record.
 """
 
 from __future__ import annotations
@@ -24,6 +28,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -32,6 +38,7 @@ from brokerd.log import Log, read_offsets_checkpoint, write_offsets_checkpoint
 from brokerd.log.cleaner import CleaningJob, CleaningStopped, IoThrottle, clean
 from brokerd.log.cleaner_checkpoint import CLEANER_CHECKPOINT_FILE, CleanerProgress
 from brokerd.log.cleaner_plan import max_keys_for
+from brokerd.metrics.cleaner_figures import CleanerFigures, CleaningStats, cleaner_figures
 from brokerd.replication.partition import Partition
 from brokerd.replication.replica_manager import ReplicaManager
 from spark_replica.records import now_ms
@@ -61,6 +68,9 @@ class LogCleaner:
         self._tasks: list[asyncio.Task[None]] = []
         self._checkpoint_lock = threading.Lock()
         self.cleanings = 0  # swapped in since start, for tests and metrics
+        self._recent: deque[CleaningStats] = deque(maxlen=config.threads)
+        self._dirtiest_ratio = 0.0
+        self._last_run_ms = now_ms()
 
     def start(self) -> None:
         if not self._config.enable:
@@ -85,6 +95,7 @@ class LogCleaner:
             except Exception:
                 logger.exception("log cleaning failed")
                 cleaned = False
+            self._last_run_ms = now_ms()
             if not cleaned:
                 await asyncio.sleep(self._config.backoff_ms / 1000)
 
@@ -99,8 +110,15 @@ class LogCleaner:
         finally:
             self._in_progress.discard(choice.tp)
 
+    def figures(self, now: int) -> CleanerFigures | None:
+        """The metrics' figures; None when the cleaner is off, as Kafka then has none."""
+        if not self._config.enable:
+            return None
+        return cleaner_figures(list(self._recent), self._dirtiest_ratio, self._last_run_ms, now)
+
     def _choose(self, now: int) -> _Choice | None:
         best: _Choice | None = None
+        dirtiest = 0.0
         for tp, partition in self._replicas.partitions.items():
             log = partition.log
             config = log.config
@@ -123,10 +141,14 @@ class LogCleaner:
                 now,
                 tombstones_due=due,
             )
-            if job is None or not (due or _dirty_enough(job, now)):
+            if job is None:
+                continue
+            dirtiest = max(dirtiest, job.dirty_ratio)
+            if not (due or _dirty_enough(job, now)):
                 continue
             if best is None or job.dirty_ratio > best.job.dirty_ratio:
                 best = _Choice(tp, partition, job)
+        self._dirtiest_ratio = dirtiest
         return best
 
     async def _clean(self, choice: _Choice) -> bool:
@@ -134,6 +156,7 @@ class LogCleaner:
         throttle = IoThrottle(self._config.io_max_bytes_per_second)
         max_keys = max_keys_for(self._config.dedupe_buffer_size)
         loop = asyncio.get_running_loop()
+        started = time.monotonic()
         try:
             result = await loop.run_in_executor(
                 self._pool, clean, choice.job, max_keys, throttle, self._stop
@@ -155,6 +178,9 @@ class LogCleaner:
             result.tombstones_kept,
         )
         self.cleanings += 1
+        self._recent.append(
+            CleaningStats(result.bytes_read, result.bytes_written, time.monotonic() - started)
+        )
         await asyncio.to_thread(self._write_checkpoint, self._checkpoint_offsets())
         return True
 

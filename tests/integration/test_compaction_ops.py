@@ -9,21 +9,35 @@ a cleaning happens within seconds of the records being written.
 from __future__ import annotations
 
 import json
+import time
+import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from spark_replica.client import Cluster, Producer, ProducerConfig
 from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
-from tests.support import BrokerFactory, create_topic, replog, run
+from tests.support import BrokerFactory, create_topic, eventually, replog, run
 
 pytestmark = pytest.mark.slow
 
 COMPACTED = "changelog"
 PLAIN = "events"
+METERED = "metered"
+# A segment holds a few batches of BATCH records: most of the log is sealed, cleanable.
+SEGMENT_BYTES = "4096"
+BATCH = 10
+DISTINCT_KEYS = 400
+UPDATES = 50
+DIRTY = "kafka_log_logcleanermanager_max_dirty_percent"
+RECOPY = "kafka_log_logcleaner_cleaner_recopy_percent"
+CLEAN_TIME = "kafka_log_logcleaner_max_clean_time_secs"
+SINCE_LAST_RUN = "kafka_log_logcleaner_time_since_last_run_ms"
 
 
 @pytest.fixture(scope="module")
@@ -71,3 +85,80 @@ def test_topics_describe_shows_each_topics_cleanup_policy(factory: BrokerFactory
     (alone,) = json.loads(ok("topics", "describe", COMPACTED, "--json", *bootstrap))
     assert (alone["cleanup_policy"], alone["cleanup_policy_source"]) == (None, None)
     assert "unknown" in ok("topics", "describe", COMPACTED, *bootstrap)
+
+
+def scrape(broker: BrokerProcess) -> dict[str, float]:
+    """Every unlabelled sample the broker serves, by name."""
+    assert broker.metrics_url is not None
+    with urllib.request.urlopen(broker.metrics_url, timeout=10) as response:
+        text = response.read().decode()
+    return {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if not sample.labels
+    }
+
+
+async def produce(bootstrap: list[tuple[str, int]], keys: list[str]) -> None:
+    cluster = Cluster(bootstrap)
+    try:
+        producer = Producer(cluster, ProducerConfig(batch_records=BATCH))
+        values = [f"{k}:" + "v" * 40 for k in keys]
+        await producer.send_records(METERED, values, keys, partition=0)
+        await producer.close()
+    finally:
+        await cluster.close()
+
+
+def wait_for_metric(
+    broker: BrokerProcess, name: str, holds: Callable[[float], bool], what: str
+) -> float:
+    """The metric's first value that `holds` (wrapped for eventually: 0 is a value)."""
+
+    def once() -> tuple[float] | None:
+        value = scrape(broker).get(name)
+        return (value,) if value is not None and holds(value) else None
+
+    return eventually(once, what)[0]
+
+
+def test_the_cleaner_metrics_follow_a_cleaning(factory: BrokerFactory) -> None:
+    broker = factory.brokers[1]
+    before = scrape(broker)
+    assert before[RECOPY] == 0 and before[CLEAN_TIME] == 0, "no cleaning yet"
+    config = {"segment.bytes": SEGMENT_BYTES, "min.cleanable.dirty.ratio": "0.5"}
+    run(create_topic(factory.bootstrap, METERED, **config))
+    # Every key once, all written before the topic compacts: one cleaning takes the
+    # whole sealed log, reads its dirty part twice (to map, to copy) and keeps it all.
+    run(produce(factory.bootstrap, [f"k{n:03d}" for n in range(DISTINCT_KEYS)]))
+    alter_config("cleanup.policy=compact", factory.zk_connect)
+    wait_for_metric(broker, CLEAN_TIME, lambda v: v > 0, "a cleaning")
+    cleaned = scrape(broker)
+    assert 40 < cleaned[RECOPY] <= 60
+    assert 0 <= cleaned[SINCE_LAST_RUN] < 5_000
+    wait_for_metric(broker, DIRTY, lambda v: v == 0, "every key cleaned")
+
+    # A few updates: dirty, but below the topic's ratio, so they wait and show.
+    run(produce(factory.bootstrap, [f"k{n:03d}" for n in range(UPDATES)]))
+    dirty = wait_for_metric(broker, DIRTY, lambda v: v > 0, "dirty bytes")
+    assert dirty < 50
+    time.sleep(1)  # several cleaner passes (200 ms back-off): still waiting
+    assert scrape(broker)[DIRTY] == pytest.approx(dirty)
+
+    alter_config("min.cleanable.dirty.ratio=0.01", factory.zk_connect)
+    wait_for_metric(broker, DIRTY, lambda v: v == 0, "the dirty part cleaned")
+    assert scrape(broker)[SINCE_LAST_RUN] < 5_000
+
+
+def alter_config(assignment: str, zk_connect: str) -> None:
+    ok(
+        "configs",
+        "alter",
+        "--topic",
+        METERED,
+        "--add-config",
+        assignment,
+        "--zookeeper",
+        zk_connect,
+    )
