@@ -20,8 +20,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from spark_replica.client import Cluster, Producer, ProducerConfig
+from spark_replica.client.kafka_admin import KafkaAdminClient
 from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
+from spark_replica.topics import TopicPartition
 from tests.support import BrokerFactory, create_topic, eventually, replog, run
 
 pytestmark = pytest.mark.slow
@@ -29,6 +31,8 @@ pytestmark = pytest.mark.slow
 COMPACTED = "changelog"
 PLAIN = "events"
 METERED = "metered"
+LEDGER = "ledger"
+GROUP = "auditors"
 # A segment holds a few batches of BATCH records: most of the log is sealed, cleanable.
 SEGMENT_BYTES = "4096"
 BATCH = 10
@@ -162,3 +166,22 @@ def alter_config(assignment: str, zk_connect: str) -> None:
         "--zookeeper",
         zk_connect,
     )
+
+
+async def commit(bootstrap: list[tuple[str, int]], offset: int) -> None:
+    async with KafkaAdminClient(bootstrap) as admin:
+        await admin.commit_offsets(GROUP, {TopicPartition(LEDGER, 0): offset})
+
+
+def test_groups_describe_names_the_coordinator(factory: BrokerFactory) -> None:
+    broker = factory.brokers[1]
+    assert broker.kafka_address is not None
+    run(create_topic(factory.bootstrap, LEDGER))
+    run(commit([(broker.host, broker.kafka_port)], 0))
+    server = ["--bootstrap-server", broker.kafka_address]
+
+    described = json.loads(ok("groups", "describe", GROUP, "--json", *server))
+    host, port = broker.kafka_address.rsplit(":", 1)
+    assert described["coordinator"] == {"id": 1, "host": host, "port": int(port)}
+    first_line = ok("groups", "describe", GROUP, *server).splitlines()[0]
+    assert first_line.endswith(f", coordinator {broker.kafka_address} (1)"), first_line

@@ -14,7 +14,10 @@ the console), reset targets in groups_plan.
 - list: `[{"group": "g", "protocol_type": "consumer"}, ...]`
 - describe: `{"group", "state", "protocol_type", "protocol", "members": [{"consumer_id",
   "host", "client_id"}], "partitions": [{"topic", "partition", "current_offset",
-  "log_end_offset", "lag", "consumer_id", "host", "client_id"}]}` (null where unknown)
+  "log_end_offset", "lag", "consumer_id", "host", "client_id"}], "coordinator": {"id",
+  "host", "port"}}` (null where unknown); the coordinator is the broker that answered
+  FindCoordinator, with its Kafka listener's address, which the table's first line
+  prints as kafka-consumer-groups' COORDINATOR (ID) column does: `host:port (id)`
 - reset-offsets: `{"group", "executed", "partitions": [{"topic", "partition",
   "current_offset", "new_offset"}]}`
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -73,6 +77,21 @@ COLUMNS = (
     "HOST",
     "CLIENT-ID",
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Coordinator:
+    """The broker coordinating a group, at its Kafka listener."""
+
+    broker_id: int
+    host: str
+    port: int
+
+    def as_json(self) -> dict[str, object]:
+        return {"id": self.broker_id, "host": self.host, "port": self.port}
+
+    def label(self) -> str:
+        return f"{self.host}:{self.port} ({self.broker_id})"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -216,19 +235,27 @@ async def _describe(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
     owned = owners(description)
     log_ends = await admin.list_offsets([*committed, *owned], LATEST_TIMESTAMP)
     rows = lag_rows(committed, log_ends, owned)
+    coordinator = await _coordinator(admin, args.group)
     if args.json:
-        print_json(group_json(description, rows))
+        print_json({**group_json(description, rows), "coordinator": coordinator.as_json()})
         return 0
     members = len(description.members)
     print(
         f"Group {args.group}: {description.state}, {plural(members, 'member')}"
         + (f", protocol {description.protocol}" if description.protocol else "")
+        + f", coordinator {coordinator.label()}"
     )
     if not rows:
         print("No committed offsets and no assigned partitions.")
         return 0
     print_table(COLUMNS, [_cells(row) for row in rows])
     return 0
+
+
+async def _coordinator(admin: KafkaAdminClient, group: str) -> Coordinator:
+    broker_id = await admin.find_coordinator(group)
+    host, port = admin.brokers[broker_id]
+    return Coordinator(broker_id, host, port)
 
 
 def _cells(row: PartitionLag) -> list[object]:
