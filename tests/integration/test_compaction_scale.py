@@ -36,7 +36,7 @@ TOPIC = "cdc-at-scale"
 KEYS = 1_000
 RECORDS = 100_000
 DELETE_RETENTION_MS = 5_000
-CLEANED_TIMEOUT_S = 40.0
+CLEANED_TIMEOUT_S = 60.0
 
 
 @pytest.fixture(scope="module")
