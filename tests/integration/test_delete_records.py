@@ -18,6 +18,7 @@ from confluent_kafka.admin import AdminClient
 from spark_replica.client import Cluster
 from spark_replica.client.kafka_connection import KafkaConnection
 from spark_replica.client.list_offsets import EARLIEST, list_offsets_at
+from spark_replica.errors import LeaderNotAvailableError
 from spark_replica.security.settings import SecurityConfig
 from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
 from spark_replica.topics import TopicPartition as ReplogPartition
@@ -73,17 +74,22 @@ def refused_with(brokers: BrokerFactory, topic: str, offset: int) -> str:
     return caught.value.args[0].name()
 
 
-def replica_starts(brokers: BrokerFactory, topic: str) -> dict[int, int]:
-    """Each broker's own log start of partition 0, asked of that replica itself."""
+def replica_starts(brokers: BrokerFactory, topic: str) -> dict[int, int | None]:
+    """Each broker's own log start of partition 0, asked of that replica itself (None for a
+    broker the metadata does not name yet, e.g. one restarted a moment ago)."""
 
     async def ask() -> dict[int, int]:
         cluster = Cluster(brokers.bootstrap)
         try:
             await cluster.refresh([topic])
             tp = ReplogPartition(topic, 0)
-            starts = {}
+            starts: dict[int, int | None] = {}
             for broker_id in brokers.brokers:
-                found = await list_offsets_at(cluster, broker_id, [tp], EARLIEST, log_end=True)
+                try:
+                    found = await list_offsets_at(cluster, broker_id, [tp], EARLIEST, log_end=True)
+                except LeaderNotAvailableError:
+                    starts[broker_id] = None
+                    continue
                 starts[broker_id] = found[tp][0]
             return starts
         finally:
