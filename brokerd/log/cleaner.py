@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from brokerd.log.cleaner_plan import (
     BatchKeys,
@@ -189,6 +189,12 @@ def rewritten(header: BatchHeader, batch: bytes, plan: BatchPlan) -> list[bytes]
     ]
 
 
+class StopFlag(Protocol):
+    """What stops a cleaning: a thread's or a process's event."""
+
+    def is_set(self) -> bool: ...
+
+
 class CleaningStopped(Exception):
     """The broker is shutting down: the cleaning was abandoned between two segments."""
 
@@ -197,7 +203,7 @@ def clean(
     job: CleaningJob,
     max_keys: int,
     throttle: IoThrottle | None = None,
-    stop: threading.Event | None = None,
+    stop: StopFlag | None = None,
 ) -> CleaningResult:
     """Write the cleaned segments of `job` under `.cleaned` names; the log is untouched.
 
@@ -216,7 +222,7 @@ def _clean(
     job: CleaningJob,
     max_keys: int,
     throttle: IoThrottle | None,
-    stop: threading.Event | None,
+    stop: StopFlag | None,
     written: list[int],
 ) -> CleaningResult:
     bytes_read = 0

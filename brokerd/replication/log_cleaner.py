@@ -6,8 +6,9 @@ the loop only. Each of log.cleaner.threads cleaner tasks runs on the loop and lo
 
 1. on the loop: choose a log and take its CleaningJob (a view of sealed segments, no
    I/O beyond memory);
-2. on a thread of the cleaner's own pool: read, plan and write the `.cleaned` segments
-   (cleaner.clean), the long part, which never holds the loop;
+2. in a worker process of the cleaner's own pool (brokerd/log/cleaner_worker.py says
+   why a process): read, plan and write the `.cleaned` segments (cleaner.clean), the
+   long part, which never holds the loop;
 3. on the loop: swap them in (Log.swap_cleaned: renames and a small manifest, between
    two of the loop's steps, so readers see the old segments or the new), note the
    progress, and write `cleaner-offset-checkpoint` on a worker thread.
@@ -30,14 +31,16 @@ import logging
 import threading
 import time
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from multiprocessing.synchronize import Event as StopEvent
 
 from brokerd.config.cleaner import CleanerConfig
 from brokerd.log import Log, read_offsets_checkpoint, write_offsets_checkpoint
-from brokerd.log.cleaner import CleaningJob, CleaningStopped, IoThrottle, clean
+from brokerd.log.cleaner import CleaningJob, CleaningStopped
 from brokerd.log.cleaner_checkpoint import CLEANER_CHECKPOINT_FILE, CleanerProgress
 from brokerd.log.cleaner_plan import max_keys_for
+from brokerd.log.cleaner_worker import clean_in_worker, cleaner_pool
 from brokerd.metrics.cleaner_figures import CleanerFigures, CleaningStats, cleaner_figures
 from brokerd.replication.partition import Partition
 from brokerd.replication.replica_manager import ReplicaManager
@@ -63,8 +66,9 @@ class LogCleaner:
         self._in_progress: set[TopicPartition] = set()
         # The log each partition's progress is about, to tell a recreated one apart.
         self._known_logs: dict[TopicPartition, Log] = {}
-        self._stop = threading.Event()
-        self._pool: ThreadPoolExecutor | None = None
+        self._stopping = False
+        self._stop: StopEvent | None = None  # shared with the pool's workers
+        self._pool: ProcessPoolExecutor | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._checkpoint_lock = threading.Lock()
         self.cleanings = 0  # swapped in since start, for tests and metrics
@@ -76,12 +80,14 @@ class LogCleaner:
         if not self._config.enable:
             logger.info("log cleaner disabled (log.cleaner.enable=false)")
             return
-        self._pool = ThreadPoolExecutor(self._config.threads, thread_name_prefix="log-cleaner")
+        self._pool, self._stop = cleaner_pool(self._config.threads)
         self._tasks = [asyncio.create_task(self._run()) for _ in range(self._config.threads)]
 
     async def stop(self) -> None:
         """Stop the tasks; a cleaning in progress gives up at its next segment."""
-        self._stop.set()
+        self._stopping = True
+        if self._stop is not None:
+            self._stop.set()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -89,7 +95,7 @@ class LogCleaner:
             await asyncio.to_thread(self._pool.shutdown, wait=True)
 
     async def _run(self) -> None:
-        while not self._stop.is_set():
+        while not self._stopping:
             try:
                 cleaned = await self.clean_one()
             except Exception:
@@ -153,13 +159,16 @@ class LogCleaner:
 
     async def _clean(self, choice: _Choice) -> bool:
         assert self._pool is not None
-        throttle = IoThrottle(self._config.io_max_bytes_per_second)
         max_keys = max_keys_for(self._config.dedupe_buffer_size)
         loop = asyncio.get_running_loop()
         started = time.monotonic()
         try:
             result = await loop.run_in_executor(
-                self._pool, clean, choice.job, max_keys, throttle, self._stop
+                self._pool,
+                clean_in_worker,
+                choice.job,
+                max_keys,
+                self._config.io_max_bytes_per_second,
             )
         except CleaningStopped:
             return False

@@ -11,6 +11,7 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -223,7 +224,15 @@ def test_sigkill_during_cleaning_leaves_a_log_that_is_old_or_new_and_producers_g
                     {m.offset: (k, v) for k, v, m in zip(keys, values, sent, strict=True)}
                 )
                 time.sleep(rng.uniform(0.2, 2.5))
+                workers = children_of(broker.pid)
                 broker.kill()
+                # A cleaner worker dies with its broker: one still writing `.cleaned`
+                # files would write into the next cleaning's.
+                wait_for(
+                    partial(all_gone, workers),
+                    "the killed broker's cleaner workers to die with it",
+                    timeout_s=10,
+                )
                 broker.start()
                 check_against_produced(await read_to_end(bootstrap, topic), produced)
             filler = ["x" * 100] * 300
@@ -243,6 +252,33 @@ def test_sigkill_during_cleaning_leaves_a_log_that_is_old_or_new_and_producers_g
     wait_for(converged, "the crashed log cleaned to the last value per key", timeout_s=90)
     leftovers = [p.name for p in (broker.log_dir / f"{topic}-0").iterdir()]
     assert not [n for n in leftovers if n.endswith((".cleaned", ".swap", ".tmp"))]
+
+
+def children_of(pid: int | None) -> list[int]:
+    """The processes whose parent is `pid`, from /proc."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            children.append(int(stat.parent.name))
+    return children
+
+
+def all_gone(pids: list[int]) -> tuple[bool, object]:
+    running = [pid for pid in pids if alive(pid)]
+    return not running, running
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie has exited: its parent has not reaped it yet)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
 
 
 def check_against_produced(
