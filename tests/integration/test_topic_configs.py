@@ -86,8 +86,11 @@ def test_min_insync_replicas_applies_live_and_deleting_it_restores_acks_all(
         try:
             with pytest.raises(InvalidConfigError, match=r"min\.insync\.replicas=2 is above"):
                 await strict.send_records("strict", ["refused"], partition=0)
+            # A first strict attempt racing the config change may have been written before
+            # its acks=all answer failed (NOT_ENOUGH_REPLICAS_AFTER_APPEND, as in Kafka),
+            # so the acks=1 record is the first or the second.
             acked = await relaxed.send_records("strict", ["acks=1 works"], partition=0)
-            assert acked[0].offset == 0
+            assert acked[0].offset in (0, 1)
         finally:
             await cluster.close()
 
