@@ -208,6 +208,12 @@ class NotEnoughReplicasError(BrokerResponseError):
     retriable = True
 
 
+class InvalidCommitOffsetSizeError(BrokerResponseError):
+    """An offset commit too large for the offsets topic to store (Kafka's code 28)."""
+
+    code = 28
+
+
 class NotEnoughReplicasAfterAppendError(BrokerResponseError):
     """Appended, but the in-sync replica set shrank below min.insync.replicas before commit."""
 
@@ -541,6 +547,7 @@ _BY_CODE: dict[int, type[BrokerResponseError]] = {
         RequestTimedOutError,
         BrokerNotAvailableError,
         MessageTooLargeError,
+        InvalidCommitOffsetSizeError,
         StaleControllerEpochError,
         InvalidTopicError,
         RecordListTooLargeError,

@@ -72,6 +72,17 @@ def zk_connect(zookeeper: EmbeddedZooKeeper) -> str:
 
 
 @pytest.fixture
+def zk(zk_connect: str) -> Iterator[KazooClient]:
+    """A ZooKeeper client rooted at the test's chroot."""
+    client = connect(zk_connect)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+@pytest.fixture
 def counted_zk(zk_connect: str) -> Iterator[KazooClient]:
     """A client rooted at the test's chroot whose requests the controller's round-trip
     counter sees (brokerd.controller.zk_requests)."""

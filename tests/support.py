@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
+from brokerd.groups.coordinator_choice import offsets_partition_for
 from spark_replica import event_loop
 from spark_replica.client import (
     Admin,
@@ -34,6 +35,7 @@ from spark_replica.security.settings import SecurityConfig, load_properties
 from spark_replica.tools.launcher import cluster_dir
 from spark_replica.tools.launcher.brokers import BrokerProcess, PortInUseError, free_port
 from spark_replica.tools.launcher.port_plan import PortPlan
+from spark_replica.wire.kafka.offsets_records import OFFSETS_TOPIC
 
 T = TypeVar("T")
 
@@ -170,6 +172,15 @@ async def leadership(bootstrap: list[tuple[str, int]], topic: str) -> list[dict[
         ]
     finally:
         await cluster.close()
+
+
+def group_coordinator(bootstrap: list[tuple[str, int]], group_id: str) -> int:
+    """The broker coordinating `group_id`: the leader of its partition of the offsets
+    topic (which the group's first request created)."""
+    partitions = run(leadership(bootstrap, OFFSETS_TOPIC))
+    leader = partitions[offsets_partition_for(group_id, len(partitions))]["leader"]
+    assert isinstance(leader, int) and leader >= 0, partitions
+    return leader
 
 
 async def wait_for(check, timeout_s: float = 30.0, interval_s: float = 0.2):

@@ -106,6 +106,11 @@ _INTERVAL_KEYS = {
     "offset.metadata.max.bytes": "offset_metadata_max_bytes",
     "offsets.retention.ms": "offsets_retention_ms",
     "offsets.retention.check.interval.ms": "offsets_retention_check_interval_ms",
+    "offsets.topic.num.partitions": "offsets_topic_num_partitions",
+    "offsets.topic.replication.factor": "offsets_topic_replication_factor",
+    "offsets.topic.segment.bytes": "offsets_topic_segment_bytes",
+    "offsets.commit.timeout.ms": "offsets_commit_timeout_ms",
+    "offsets.load.buffer.size": "offsets_load_buffer_size",
     "max.partitions.per.topic": "max_partitions_per_topic",
 }
 # Kafka's offsets.retention.minutes, in offsets_retention_ms; replog's offsets.retention.ms
@@ -205,6 +210,15 @@ class BrokerConfig:
     # Kafka's: an empty group's offsets go a week after it emptied, checked every 10 min.
     offsets_retention_ms: int = 10_080 * 60_000
     offsets_retention_check_interval_ms: int = 600_000
+    # The internal __consumer_offsets topic (brokerd/groups/offsets_topic.py), Kafka's
+    # names and defaults: created on first use with this many partitions and copies
+    # (capped by the live brokers then), commits waiting for every in-sync copy at most
+    # offsets.commit.timeout.ms, loads reading this many bytes at a time.
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    offsets_topic_segment_bytes: int = 104_857_600
+    offsets_commit_timeout_ms: int = 5_000
+    offsets_load_buffer_size: int = 5_242_880
     security: BrokerSecurity = field(default_factory=BrokerSecurity)
     # Who may read /metrics: TLS and basic authentication (metrics.* configs).
     metrics_access: MetricsAccess = field(default_factory=MetricsAccess)
@@ -264,6 +278,11 @@ class BrokerConfig:
             "offset_metadata_max_bytes",
             "offsets_retention_ms",
             "offsets_retention_check_interval_ms",
+            "offsets_topic_num_partitions",
+            "offsets_topic_replication_factor",
+            "offsets_topic_segment_bytes",
+            "offsets_commit_timeout_ms",
+            "offsets_load_buffer_size",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")

@@ -87,8 +87,6 @@ IGNORED_KEYS = frozenset(
         "num.network.threads",
         "num.recovery.threads.per.data.dir",
         "num.replica.fetchers",
-        "offsets.topic.num.partitions",
-        "offsets.topic.replication.factor",
         "queued.max.requests",
         "replica.fetch.max.bytes",
         "replica.fetch.wait.max.ms",

@@ -13,7 +13,7 @@ from brokerd.controller.operations import ControllerOps
 from brokerd.controller.states import PartitionState, ReplicaState
 from brokerd.replication.topic_configs import read_configs
 from spark_replica.topics import TopicPartition
-from spark_replica.zk import group_store, topic_store
+from spark_replica.zk import topic_store
 
 logger = logging.getLogger("brokerd.controller")
 
@@ -62,7 +62,8 @@ async def on_topic_change(ops: ControllerOps) -> None:
 
 async def on_topic_deletion(ops: ControllerOps) -> None:
     """Stop every replica of each topic queued for deletion, have it delete its log, then
-    remove the topic's znodes and the consumer groups' committed offsets of it.
+    remove the topic's znodes (the group coordinators remove the groups' committed
+    offsets of it when their metadata loses the topic).
 
     Replicas on brokers that are down are not waited for: once the znodes are gone, a
     broker deletes the logs of partitions no longer assigned to it when it starts.
@@ -77,10 +78,6 @@ async def on_topic_deletion(ops: ControllerOps) -> None:
         stopped = await _stop_replicas(ops, partitions)
         logger.info("deleting topic %s: replicas on %s deleted their logs", topic, stopped)
         await asyncio.to_thread(topic_store.remove_topic_znodes, ops.zk, topic)
-        # After the topic's znode: every commit checks it, so none can land after this.
-        groups = await asyncio.to_thread(group_store.delete_topic_offsets, ops.zk, topic)
-        if groups:
-            logger.info("deleting topic %s: removed the offsets of groups %s", topic, groups)
         ctx.remove_topic(topic)
     ops.announce([])
 

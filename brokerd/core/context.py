@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -39,3 +40,7 @@ class BrokerContext:
     controller: Controller | None = None
     # The ACLs every request is checked against; None when no authorizer is configured.
     authorizer: Authorizer | None = None
+    # Called after each LeaderAndIsr, StopReplica and UpdateMetadata is applied: what
+    # follows leadership and topics (the group coordinator, loading the offsets
+    # partitions it leads and removing deleted topics' offsets) looks again.
+    role_listeners: list[Callable[[], None]] = field(default_factory=list)

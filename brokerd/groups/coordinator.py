@@ -1,36 +1,36 @@
 """The group coordinator of one broker: membership state machines driven by the loop's
-clock, and committed offsets kept in ZooKeeper.
+clock, and the groups' offsets and metadata kept in the `__consumer_offsets` topic.
 
 Owned by the broker's event loop: every group's `Group` (brokerd/groups/membership.py),
-its waiting JoinGroup/SyncGroup futures and its timer live here and are touched only
-on the loop. ZooKeeper calls run on worker threads (asyncio.to_thread); one lock per
-group keeps its commits in the order they were answered.
+its waiting JoinGroup/SyncGroup futures and its timer live here and are touched only on
+the loop.
 
-Which groups this broker coordinates follows the metadata cache (coordinator_choice):
-whenever the controller's UpdateMetadata moves a group elsewhere, the group is dropped
-here and its waiting requests are answered NOT_COORDINATOR, so its members find the new
-coordinator and rejoin there.
+Where a group lives (Kafka's design): in the offsets partition its id hashes to
+(coordinator_choice), and its coordinator is that partition's leader. When this broker
+becomes the leader of an offsets partition (LeaderAndIsr, or noticed at the next group
+request), it loads the partition: replays its records into what each group stored
+(stored_groups), moves over offsets an earlier version kept in ZooKeeper
+(zookeeper_migration), and restores each group's membership (group_records), so that a
+coordinator failover keeps generations and static members. Until the load is done its
+groups are answered COORDINATOR_LOAD_IN_PROGRESS (retry here). When it stops leading the
+partition, its groups are dropped and their waiting requests answered NOT_COORDINATOR,
+so their members look the coordinator up again. A broker starting or stopping moves only
+the groups of the partitions it led.
 
-A broker serves no group until the controller's metadata names it live
-(coordinator_choice.serves_groups): COORDINATOR_NOT_AVAILABLE to FindCoordinator, and to
-group requests COORDINATOR_LOAD_IN_PROGRESS while it has no metadata (starting) or
-NOT_COORDINATOR while the metadata leaves it out (the controller counts it dead). The
-first commit of a group here claims its znode (group_store.claim_group) and every commit
-is conditional on that claim: a coordinator that another broker has since loaded the
-group on answers NOT_COORDINATOR and drops the group rather than writing over the
-other's commits.
+Every write is an acks=all append by the partition's leader (offsets_topic), answered
+once committed: a commit acknowledged here survives the coordinator's failover, and a
+deposed coordinator cannot write (its append fails NOT_COORDINATOR), which is the whole
+fencing. OffsetFetch is answered from memory, which holds what the partition's log says.
 
-Offsets of empty groups expire (brokerd/groups/offset_expiry.py) in a task that looks at
-the groups this broker coordinates every offsets.retention.check.interval.ms.
+A group's membership record is stored after each completed rebalance (Stable with a new
+generation or assignment) and when it empties; between rebalances heartbeats change
+nothing worth storing. The store runs beside the answers (it does not hold up SyncGroup):
+a failover in the moment between a rebalance and its record costs the members one
+rebalance, never an offset.
 
-Committed offsets are not cached for answering: OffsetFetch reads ZooKeeper. A
-coordinator that lost a group and got it back may otherwise answer offsets another
-coordinator has since overwritten; fetches come once per assignment, so the read is
-cheap where it matters. What a group's commits here stored is kept only for its lag
-metrics (`committed_offsets`, read at scrape time, never answered to a client):
-refreshed by each commit and by each expiry check, which reads the group's offsets from
-ZooKeeper anyway, so a group that moved here shows its offsets after its next commit or
-check.
+Offsets of empty groups expire (offset_expiry) in a task that looks at the groups loaded
+here every offsets.retention.check.interval.ms, which also removes the offsets of topics
+that no longer exist; expiring is appending tombstones, which compaction then removes.
 """
 
 from __future__ import annotations
@@ -38,11 +38,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from brokerd.groups.coordinator_choice import coordinator_for, not_serving_error, serves_groups
+from brokerd.groups import offsets_topic
+from brokerd.groups.coordinator_choice import offsets_partition_for
+from brokerd.groups.group_records import group_value, restore_group
 from brokerd.groups.members import (
     ErrorType,
     GroupLimits,
@@ -54,30 +56,41 @@ from brokerd.groups.members import (
 )
 from brokerd.groups.membership import Group
 from brokerd.groups.offset_expiry import expired_offsets, subscribed_topics
+from brokerd.groups.stored_groups import StoredGroups
+from brokerd.groups.zookeeper_migration import migrate_partition
 from spark_replica.errors import (
     BrokerResponseError,
+    CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,
+    InvalidGroupIdError,
     InvalidSessionTimeoutError,
     NonEmptyGroupError,
     NotCoordinatorError,
+    ProtocolError,
     RebalanceInProgressError,
     UnknownMemberIdError,
     ZooKeeperError,
 )
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.kafka.consumer_protocol import CONSUMER_PROTOCOL_TYPE
+from spark_replica.wire.kafka.offsets_records import (
+    OFFSETS_TOPIC,
+    OffsetValue,
+    encode_group_key,
+    encode_group_value,
+    encode_offset_key,
+    encode_offset_value,
+)
 from spark_replica.wire.native.metadata import BrokerInfo
-from spark_replica.zk import group_store
-from spark_replica.zk.group_store import CommittedOffset
 
 if TYPE_CHECKING:
-    from kazoo.client import KazooClient
-
     from brokerd.core.context import BrokerContext
 
 T = TypeVar("T")
 logger = logging.getLogger("brokerd.groups")
+# How long a load that failed (a damaged segment, ZooKeeper away) waits before trying again.
+LOAD_RETRY_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -104,42 +117,61 @@ class GroupSummary:
 @dataclass
 class _Entry:
     group: Group
+    index: int  # the offsets partition the group lives in
     join_waiters: dict[str, asyncio.Future[JoinResult]] = field(default_factory=dict)
     sync_waiters: dict[str, asyncio.Future[SyncResult]] = field(default_factory=dict)
     timer: asyncio.TimerHandle | None = None
-    commit_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    # The version of the group's claim this coordinator's writes check; None until the
-    # group's first write here claims it (group_store.claim_group).
-    fence: int | None = None
+    # Serialises the group's appends, so they reach the log in the order they were asked.
+    write_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     # Wall-clock ms when the group was seen to lose its last member (None: not seen).
     empty_since_ms: int | None = None
-    # The offsets last stored or read here, for the lag metrics only (see the top).
-    committed_offsets: dict[TopicPartition, int] = field(default_factory=dict)
+    # What the group's last membership record said (see _membership_mark).
+    stored_mark: tuple[object, ...] | None = None
+
+
+@dataclass
+class _Load:
+    """An offsets partition led here, at the leader epoch it was loaded for."""
+
+    index: int
+    epoch: int
+    stored: StoredGroups = field(default_factory=StoredGroups)
+    ready: bool = False
+    task: asyncio.Task[None] | None = None
 
 
 class GroupCoordinator:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
         self._groups: dict[str, _Entry] = {}
+        self._loads: dict[int, _Load] = {}
         self._running = False
-        # The metadata cache's broker map when ownership was last checked: a new map
-        # means an UpdateMetadata arrived and groups may have moved.
-        self._seen_brokers: object = None
         self._expiry: asyncio.Task[None] | None = None
+        self._creating: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[object]] = set()
+        self._known_topics: frozenset[str] = frozenset()
 
     async def start(self) -> None:
-        """Begin serving the groups this broker coordinates."""
+        """Begin serving the groups of the offsets partitions this broker leads."""
         self._running = True
+        self.ctx.role_listeners.append(self.follow_roles)
         self._expiry = asyncio.create_task(self._expire_forever(), name="offsets-expiry")
 
     async def stop(self) -> None:
-        """Stop every group's timers; members find the next coordinator."""
+        """Stop every group's timers and loads; members find the next coordinator."""
         self._running = False
-        if self._expiry is not None:
-            self._expiry.cancel()
-            await asyncio.gather(self._expiry, return_exceptions=True)
-        for group_id in list(self._groups):
-            self._drop(group_id)
+        if self.follow_roles in self.ctx.role_listeners:
+            self.ctx.role_listeners.remove(self.follow_roles)
+        tasks: list[asyncio.Task[Any]] = [
+            t for t in (self._expiry, self._creating) if t is not None
+        ]
+        tasks += [load.task for load in self._loads.values() if load.task is not None]
+        tasks += list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for index in list(self._loads):
+            self._unload(index)
 
     # -- where groups live ---------------------------------------------------------
 
@@ -151,65 +183,122 @@ class GroupCoordinator:
             initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
         )
 
-    def _live_brokers(self) -> dict[int, BrokerInfo]:
-        """Brokers a Kafka client can reach, by the controller's metadata: live, with a
-        Kafka listener."""
-        return {b.broker_id: b for b in self.ctx.metadata.brokers.values() if b.kafka_port >= 0}
+    def _partition_count(self) -> int:
+        """The offsets topic's partitions; asks for the topic to be created (and raises
+        COORDINATOR_NOT_AVAILABLE, retriable) while the metadata has none."""
+        if not self._running or self.ctx.registration is None:
+            raise CoordinatorNotAvailableError("the group coordinator is not running yet")
+        count = offsets_topic.partition_count(self.ctx)
+        if count == 0:
+            if self._creating is None or self._creating.done():
+                self._creating = asyncio.create_task(
+                    offsets_topic.ensure_topic(self.ctx), name="offsets-topic-create"
+                )
+            raise CoordinatorNotAvailableError(f"{OFFSETS_TOPIC} is being created; retry")
+        return count
+
+    def offsets_partition(self, group_id: str) -> int:
+        """The offsets partition holding `group_id` (for tools that name it)."""
+        return offsets_partition_for(group_id, self._partition_count())
+
+    def coordinator(self, group_id: str) -> BrokerInfo:
+        """The broker coordinating the group, by the controller's metadata: the leader of
+        its offsets partition. COORDINATOR_NOT_AVAILABLE while there is none."""
+        index = self.offsets_partition(group_id)
+        state = self.ctx.metadata.partitions.get(offsets_topic.offsets_partition(index))
+        broker = None if state is None else self.ctx.metadata.brokers.get(state.leader)
+        if broker is None or broker.kafka_port < 0:
+            raise CoordinatorNotAvailableError(
+                f"{OFFSETS_TOPIC}-{index}, which holds group {group_id!r}, has no live leader"
+            )
+        return broker
+
+    def _place(self, group_id: str) -> _Load:
+        """The loaded partition holding the group, if this broker may serve it now."""
+        if not group_id:
+            raise InvalidGroupIdError("the group id is empty")
+        index = self.offsets_partition(group_id)
+        load = self._follow(index)
+        if load is None:
+            raise NotCoordinatorError(
+                f"broker {self._own_id()} does not lead {OFFSETS_TOPIC}-{index}, "
+                f"which holds group {group_id!r}"
+            )
+        if not load.ready:
+            raise CoordinatorLoadInProgressError(
+                f"{OFFSETS_TOPIC}-{index}, which holds group {group_id!r}, is loading"
+            )
+        return load
 
     def _own_id(self) -> int | None:
         own = self.ctx.registration
         return None if own is None else own.broker_id
 
-    def _ready(self) -> bool:
-        return self._running and serves_groups(self._own_id(), self._live_brokers())
-
-    def coordinator(self, group_id: str) -> BrokerInfo:
-        """The broker coordinating the group; CoordinatorNotAvailable if none can, or if
-        this broker's metadata does not yet name it (its view of the live set is stale)."""
-        if not self._ready():
-            raise CoordinatorNotAvailableError(
-                "this broker has not yet the controller's metadata naming it live"
-            )
-        brokers = self._live_brokers()
-        chosen = coordinator_for(group_id, brokers)
-        if chosen is None:
-            raise CoordinatorNotAvailableError(f"no broker can coordinate group {group_id!r} now")
-        return brokers[chosen]
-
-    def _is_mine(self, group_id: str) -> bool:
-        return self._ready() and coordinator_for(group_id, self._live_brokers()) == self._own_id()
-
-    def _zk(self) -> KazooClient:
-        if self.ctx.zk is None:
-            raise CoordinatorNotAvailableError("the coordinator has no ZooKeeper session yet")
-        return self.ctx.zk
-
-    def _check(self, group_id: str) -> None:
-        """Raise unless this broker may serve the group now."""
-        group_store.check_group_id(group_id)
-        self._require_ready()
-        if not self._is_mine(group_id):
-            raise NotCoordinatorError(
-                f"broker {self._own_id()} does not coordinate group {group_id!r}"
-            )
-
-    def _require_ready(self) -> None:
-        """Raise unless this broker serves groups now: COORDINATOR_LOAD_IN_PROGRESS while
-        it has no metadata yet (starting), NOT_COORDINATOR when the controller's metadata
-        leaves it out (it counts this broker dead: others coordinate its groups now)."""
-        if not self._running or self.ctx.registration is None:
-            raise CoordinatorNotAvailableError("the group coordinator is not running")
-        self._forget_moved_groups()
-        error = not_serving_error(self._own_id(), self._live_brokers())
-        if error is not None:
-            raise error("the controller's metadata does not (yet) name this broker live")
-
-    def _forget_moved_groups(self) -> None:
-        brokers = self.ctx.metadata.brokers
-        if brokers is self._seen_brokers:
+    def follow_roles(self) -> None:
+        """Load the offsets partitions this broker newly leads and drop those it no longer
+        does: called after every LeaderAndIsr, and checked again by each group request."""
+        if not self._running:
             return
-        self._seen_brokers = brokers
-        for group_id in [g for g in self._groups if not self._is_mine(g)]:
+        count = offsets_topic.partition_count(self.ctx)
+        for index in sorted(set(range(count)) | set(self._loads)):
+            self._follow(index)
+        topics = frozenset(self.ctx.metadata.topics())
+        deleted = self._known_topics - topics
+        if deleted:
+            # Their offsets go now, not at the next expiry check, and even if the topic
+            # is created again meanwhile: a new topic starts with no committed offsets.
+            self._background(self.expire_offsets(_wall_ms(), deleted), "deleted-topics-offsets")
+        self._known_topics = topics
+
+    def _follow(self, index: int) -> _Load | None:
+        """The load of offsets partition `index` if this broker leads it, started if new;
+        a partition led at a new epoch is loaded again (others may have written to it)."""
+        partition = self.ctx.replicas.partitions.get(offsets_topic.offsets_partition(index))
+        epoch = partition.leader_epoch if partition is not None and partition.is_leader else None
+        load = self._loads.get(index)
+        if load is not None and load.epoch != epoch:
+            self._unload(index)
+            load = None
+        if load is None and epoch is not None:
+            load = self._loads[index] = _Load(index, epoch)
+            load.task = asyncio.create_task(self._load(load), name=f"offsets-load-{index}")
+        return load
+
+    async def _load(self, load: _Load) -> None:
+        tp = offsets_topic.offsets_partition(load.index)
+        started = time.monotonic()
+        while True:
+            try:
+                partition = self.ctx.replicas.get_partition(tp)
+                stored = StoredGroups()
+                stored.replay(await offsets_topic.read_records(self.ctx, partition))
+                await migrate_partition(self.ctx, partition, stored, self._partition_count())
+                break
+            except (BrokerResponseError, ZooKeeperError, ProtocolError, OSError) as exc:
+                logger.warning("loading %s failed; retrying: %s", tp, exc)
+                await asyncio.sleep(LOAD_RETRY_S)
+        load.stored = stored
+        now = self._now_ms()
+        for group_id, group in stored.groups.items():
+            if group.metadata is not None and group_id not in self._groups:
+                restored = restore_group(group_id, group.metadata, self._limits, now)
+                entry = self._groups[group_id] = _Entry(restored, load.index)
+                entry.stored_mark = _membership_mark(restored)
+                self._after(group_id, entry, Replies())
+        load.ready = True
+        logger.info(
+            "loaded %s: %d groups in %.0f ms%s",
+            tp,
+            len(stored.groups),
+            (time.monotonic() - started) * 1000,
+            f" ({stored.skipped} records that did not decode skipped)" if stored.skipped else "",
+        )
+
+    def _unload(self, index: int) -> None:
+        load = self._loads.pop(index)
+        if load.task is not None and not load.task.done():
+            load.task.cancel()
+        for group_id in [g for g, e in self._groups.items() if e.index == index]:
             self._drop(group_id)
 
     def _drop(self, group_id: str) -> None:
@@ -223,11 +312,16 @@ class GroupCoordinator:
                     future.set_exception(NotCoordinatorError("the coordinator moved"))
             waiters.clear()
 
-    def _entry(self, group_id: str, *, create: bool) -> _Entry | None:
+    def _entry(self, group_id: str, load: _Load, *, create: bool) -> _Entry | None:
         entry = self._groups.get(group_id)
         if entry is None and create:
-            entry = self._groups[group_id] = _Entry(Group(group_id, self._limits))
+            entry = self._groups[group_id] = _Entry(Group(group_id, self._limits), load.index)
         return entry
+
+    def _lost(self, load: _Load) -> None:
+        """An append found the partition led elsewhere: stop serving its groups now."""
+        if self._loads.get(load.index) is load:
+            self._unload(load.index)
 
     # -- time and delivery -------------------------------------------------------------
 
@@ -237,12 +331,13 @@ class GroupCoordinator:
 
     def _after(self, group_id: str, entry: _Entry, replies: Replies) -> None:
         """Deliver what a call completed for other members, note when the group lost its
-        last member, and re-arm the group's timer."""
+        last member, store its membership if a rebalance completed, re-arm its timer."""
         self._deliver(entry, replies)
         if entry.group.members:
             entry.empty_since_ms = None
         elif entry.empty_since_ms is None and entry.group.generation > 0:
             entry.empty_since_ms = _wall_ms()
+        self._maybe_store_membership(group_id, entry)
         if entry.timer is not None:
             entry.timer.cancel()
             entry.timer = None
@@ -281,7 +376,7 @@ class GroupCoordinator:
     # -- membership ----------------------------------------------------------------
 
     async def join(self, group_id: str, request: JoinRequest) -> JoinResult:
-        self._check(group_id)
+        load = self._place(group_id)
         config = self.ctx.config
         if not (
             config.group_min_session_timeout_ms
@@ -293,7 +388,7 @@ class GroupCoordinator:
                 f"{config.group_min_session_timeout_ms}..{config.group_max_session_timeout_ms} ms "
                 "(group.min/max.session.timeout.ms)"
             )
-        entry = self._entry(group_id, create=True)
+        entry = self._entry(group_id, load, create=True)
         assert entry is not None
         replies = entry.group.join(request, self._now_ms())
         self._after(group_id, entry, replies)
@@ -310,7 +405,6 @@ class GroupCoordinator:
         protocol_type: str | None,
         protocol_name: str | None,
     ) -> SyncResult:
-        self._check(group_id)
         entry = self._member_entry(group_id)
         replies = entry.group.sync(
             member_id,
@@ -328,7 +422,8 @@ class GroupCoordinator:
     def _member_entry(self, group_id: str) -> _Entry:
         """The group's entry, for a request from a member: a group unknown here (never
         joined, or the coordinator moved) has no members to answer."""
-        entry = self._entry(group_id, create=False)
+        load = self._place(group_id)
+        entry = self._entry(group_id, load, create=False)
         if entry is None:
             raise UnknownMemberIdError(f"group {group_id!r} has no members here; rejoin")
         return entry
@@ -336,7 +431,6 @@ class GroupCoordinator:
     def heartbeat(
         self, group_id: str, member_id: str, generation: int, group_instance_id: str | None
     ) -> ErrorType | None:
-        self._check(group_id)
         entry = self._member_entry(group_id)
         error = entry.group.heartbeat(member_id, generation, group_instance_id, self._now_ms())
         self._after(group_id, entry, Replies())
@@ -345,11 +439,49 @@ class GroupCoordinator:
     def leave(
         self, group_id: str, members: Sequence[tuple[str, str | None]]
     ) -> list[ErrorType | None]:
-        self._check(group_id)
         entry = self._member_entry(group_id)
         errors, replies = entry.group.leave(members, self._now_ms())
         self._after(group_id, entry, replies)
         return errors
+
+    def _maybe_store_membership(self, group_id: str, entry: _Entry) -> None:
+        """Store the group's membership if a rebalance completed since the last record."""
+        group = entry.group
+        if group.state not in (GroupState.STABLE, GroupState.EMPTY) or group.generation == 0:
+            return
+        mark = _membership_mark(group)
+        if mark == entry.stored_mark:
+            return
+        load = self._loads.get(entry.index)
+        if load is None or not load.ready:
+            return
+        entry.stored_mark = mark
+        value = group_value(group, _wall_ms())
+        record = (encode_group_key(group_id), encode_group_value(value))
+        self._background(self._store(load, entry, [record]), f"group-store-{group_id}")
+
+    def _background(self, work: Coroutine[object, object, object], name: str) -> None:
+        """Run `work` beside the requests; stop() cancels it, a failure is logged."""
+        task = asyncio.create_task(work, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(_log_failure)
+
+    async def _store(
+        self, load: _Load, entry: _Entry, records: Sequence[offsets_topic.Record]
+    ) -> None:
+        """Append the group's records under its write lock, in the order asked."""
+        async with entry.write_lock:
+            await self._append(load, records)
+
+    async def _append(self, load: _Load, records: Sequence[offsets_topic.Record]) -> None:
+        partition = self.ctx.replicas.get_partition(offsets_topic.offsets_partition(load.index))
+        try:
+            await offsets_topic.append(self.ctx, partition, records)
+        except NotCoordinatorError:
+            self._lost(load)
+            raise
+        load.stored.replay(records)
 
     # -- offsets -------------------------------------------------------------------
 
@@ -359,58 +491,33 @@ class GroupCoordinator:
         member_id: str,
         generation: int,
         group_instance_id: str | None,
-        commits: Mapping[TopicPartition, CommittedOffset],
-    ) -> dict[TopicPartition, BrokerResponseError]:
-        """Store the commits in ZooKeeper before answering; raises the group's error.
-        Returns the partitions refused because their topic was deleted meanwhile."""
-        self._check(group_id)
-        entry = self._entry(group_id, create=generation < 0 and member_id == "")
+        commits: Mapping[TopicPartition, OffsetValue],
+    ) -> None:
+        """Store the commits (acks=all) before answering; raises the group's error."""
+        load = self._place(group_id)
+        entry = self._entry(group_id, load, create=generation < 0 and member_id == "")
         if entry is None:
             raise UnknownMemberIdError(f"group {group_id!r} has no members here; rejoin")
         error = entry.group.check_commit(member_id, generation, group_instance_id, self._now_ms())
         self._after(group_id, entry, Replies())
         if error is not None:
             raise error(f"group {group_id!r} refused the commit of member {member_id!r}")
-        if not commits:
-            return {}
-        async with entry.commit_lock:
-            fence = await self._claim(group_id, entry)
-            try:
-                refused = await _off_loop(
-                    group_store.write_offsets, self._zk(), group_id, commits, fence
-                )
-            except NotCoordinatorError:
-                self._lose(group_id, entry)
-                raise
-        for tp, committed in commits.items():
-            if tp not in refused:
-                entry.committed_offsets[tp] = committed.offset
-        return refused
-
-    async def _claim(self, group_id: str, entry: _Entry) -> int:
-        """The group's fence for this coordinator's writes, claiming the group first if
-        this entry has not; called under the entry's commit lock."""
-        if entry.fence is None:
-            own = self._own_id()
-            assert own is not None
-            entry.fence = await _off_loop(group_store.claim_group, self._zk(), group_id, own)
-        return entry.fence
-
-    def _lose(self, group_id: str, entry: _Entry) -> None:
-        """Another coordinator claimed the group: forget it here, so its members find the
-        coordinator again (and a group that comes back here is claimed anew)."""
-        if self._groups.get(group_id) is entry:
-            logger.info("group %r was loaded by another coordinator; dropping it here", group_id)
-            self._drop(group_id)
+        if commits:
+            records = [
+                (encode_offset_key(group_id, tp), encode_offset_value(value))
+                for tp, value in commits.items()
+            ]
+            await self._store(load, entry, records)
 
     def committed_offsets(self) -> dict[str, Mapping[TopicPartition, int]]:
-        """The offsets each group coordinated here last stored or read, for its lag
-        metrics; groups that moved away and are not yet dropped are left out."""
-        return {
-            group_id: entry.committed_offsets
-            for group_id, entry in self._groups.items()
-            if entry.committed_offsets and self._is_mine(group_id)
-        }
+        """Each loaded group's committed offsets, for its lag metrics."""
+        found: dict[str, Mapping[TopicPartition, int]] = {}
+        for load in self._loads.values():
+            if load.ready:
+                for group_id, group in load.stored.groups.items():
+                    if group.offsets:
+                        found[group_id] = {tp: v.offset for tp, v in group.offsets.items()}
+        return found
 
     def committed_partitions(self) -> set[TopicPartition]:
         """The partitions any group coordinated here has an offset on (for lag)."""
@@ -421,21 +528,19 @@ class GroupCoordinator:
         return {
             group_id: len(entry.group.members)
             for group_id, entry in self._groups.items()
-            if entry.group.members and self._is_mine(group_id)
+            if entry.group.members
         }
 
-    async def committed(self, group_id: str) -> dict[TopicPartition, CommittedOffset]:
-        self._check(group_id)
-        return await _off_loop(group_store.read_offsets, self._zk(), group_id)
+    async def committed(self, group_id: str) -> dict[TopicPartition, OffsetValue]:
+        return self._place(group_id).stored.offsets_of(group_id)
 
     # -- administration -------------------------------------------------------------
 
     async def describe(self, group_id: str) -> GroupSummary:
-        self._check(group_id)
-        entry = self._entry(group_id, create=False)
+        load = self._place(group_id)
+        entry = self._entry(group_id, load, create=False)
         if entry is None or entry.group.state is GroupState.DEAD:
-            has_offsets = await _off_loop(group_store.group_exists, self._zk(), group_id)
-            state = GroupState.EMPTY if has_offsets else GroupState.DEAD
+            state = GroupState.EMPTY if group_id in load.stored.groups else GroupState.DEAD
             return GroupSummary(group_id, state.value, "", "")
         group = entry.group
         stable = group.state is GroupState.STABLE
@@ -460,40 +565,45 @@ class GroupCoordinator:
         )
 
     async def list_groups(self) -> list[tuple[str, str, str]]:
-        """(group id, protocol type, state) of the groups coordinated here: those with
-        members or a state in memory, and those with offsets in ZooKeeper. A broker the
-        controller's metadata leaves out coordinates none."""
-        try:
-            self._require_ready()
-        except NotCoordinatorError:
-            return []
+        """(group id, protocol type, state) of the groups of the offsets partitions
+        loaded here: those with members or a state in memory, and those with stored
+        offsets or metadata."""
+        self.follow_roles()
         listed = {
             group_id: (group_id, entry.group.protocol_type or "", entry.group.state.value)
             for group_id, entry in self._groups.items()
             if entry.group.state is not GroupState.DEAD
         }
-        for group_id in await _off_loop(group_store.list_groups, self._zk()):
-            if group_id not in listed and group_id and self._is_mine(group_id):
-                listed[group_id] = (group_id, "", GroupState.EMPTY.value)
+        for load in self._loads.values():
+            if not load.ready:
+                continue
+            for group_id, stored in load.stored.groups.items():
+                if group_id not in listed:
+                    protocol_type = "" if stored.metadata is None else stored.metadata.protocol_type
+                    listed[group_id] = (group_id, protocol_type, GroupState.EMPTY.value)
         return sorted(listed.values())
 
     async def delete(self, group_id: str) -> None:
-        """Delete the group's offsets; NON_EMPTY_GROUP while it has members."""
-        self._check(group_id)
-        entry = self._entry(group_id, create=False)
-        if entry is None:
-            removed = await _off_loop(group_store.delete_group, self._zk(), group_id)
-            if not removed:
-                raise GroupIdNotFoundError(f"group {group_id!r} does not exist")
-            return
-        if not entry.group.is_empty():
+        """Delete the group's offsets and record; NON_EMPTY_GROUP while it has members."""
+        load = self._place(group_id)
+        entry = self._entry(group_id, load, create=False)
+        if entry is None and group_id not in load.stored.groups:
+            raise GroupIdNotFoundError(f"group {group_id!r} does not exist")
+        if entry is not None and not entry.group.is_empty():
             raise NonEmptyGroupError(
                 f"group {group_id!r} has {len(entry.group.members)} members; stop them first"
             )
-        async with entry.commit_lock:
-            await _off_loop(group_store.delete_group, self._zk(), group_id)
+        if entry is None:
+            entry = self._entry(group_id, load, create=True)
+            assert entry is not None
+        records: list[offsets_topic.Record] = [
+            (encode_offset_key(group_id, tp), None) for tp in load.stored.offsets_of(group_id)
+        ]
+        records.append((encode_group_key(group_id), None))
+        await self._store(load, entry, records)
         entry.group.delete()
-        self._drop(group_id)
+        if self._groups.get(group_id) is entry:
+            self._drop(group_id)
 
     # -- expiry -------------------------------------------------------------------
 
@@ -501,76 +611,82 @@ class GroupCoordinator:
         config = self.ctx.config
         while True:
             await asyncio.sleep(config.offsets_retention_check_interval_ms / 1000.0)
-            if not self._ready() or self.ctx.zk is None:
-                continue
             try:
                 await self.expire_offsets(_wall_ms())
-            except ZooKeeperError as exc:
+            except BrokerResponseError as exc:
                 logger.warning("expiring committed offsets failed; next check retries: %s", exc)
 
-    async def expire_offsets(self, now_ms: int) -> int:
-        """Delete the expired offsets of the groups coordinated here (Kafka's rules,
-        offset_expiry), and any left of a deleted topic; the number deleted."""
-        self._forget_moved_groups()
-        deleted = 0
-        for group_id in await _off_loop(group_store.list_groups, self._zk()):
-            if not (group_id and self._is_mine(group_id)):
+    async def expire_offsets(self, now_ms: int, deleted: frozenset[str] = frozenset()) -> int:
+        """Delete the expired offsets of the groups loaded here (Kafka's rules,
+        offset_expiry), and those of topics that no longer exist or are `deleted`; the
+        number deleted."""
+        self.follow_roles()
+        removed = 0
+        for load in list(self._loads.values()):
+            if not load.ready:
                 continue
-            try:
-                deleted += await self._expire_group(group_id, now_ms)
-            except (ZooKeeperError, BrokerResponseError) as exc:
-                logger.warning("expiring offsets of group %r failed: %s", group_id, exc)
-        return deleted
+            for group_id in list(load.stored.groups):
+                try:
+                    removed += await self._expire_group(load, group_id, now_ms, deleted)
+                except BrokerResponseError as exc:
+                    logger.warning("expiring offsets of group %r failed: %s", group_id, exc)
+                if self._loads.get(load.index) is not load:
+                    break
+        return removed
 
-    async def _expire_group(self, group_id: str, now_ms: int) -> int:
-        entry = self._entry(group_id, create=True)
+    async def _expire_group(
+        self, load: _Load, group_id: str, now_ms: int, deleted: frozenset[str]
+    ) -> int:
+        entry = self._entry(group_id, load, create=True)
         assert entry is not None
-        async with entry.commit_lock:
-            offsets = await _off_loop(group_store.read_offsets, self._zk(), group_id)
-            group = entry.group
-            subscribed = None
-            if group.state is GroupState.STABLE and group.protocol_type == CONSUMER_PROTOCOL_TYPE:
-                protocol = group.protocol_name or ""
-                subscribed = subscribed_topics(
-                    m.metadata_for(protocol) for m in group.members.values()
-                )
-            entry.committed_offsets = {tp: c.offset for tp, c in offsets.items()}
-            expired = expired_offsets(
-                offsets,
-                now_ms,
-                self.ctx.config.offsets_retention_ms,
-                has_members=bool(group.members),
-                empty_since_ms=entry.empty_since_ms,
-                subscribed_topics=subscribed,
-            )
-            # The controller removes a deleted topic's offsets; a controller that failed
-            # half way through a deletion may leave some, which go here.
-            unknown = sorted({tp.topic for tp in offsets} - set(self.ctx.metadata.topics()))
-            if unknown:
-                gone = await _off_loop(group_store.missing_topics, self._zk(), unknown)
-                expired |= {tp for tp in offsets if tp.topic in gone}
-            if not expired:
-                return 0
-            fence = await self._claim(group_id, entry)
-            try:
-                removed = await _off_loop(
-                    group_store.expire_offsets,
-                    self._zk(),
-                    group_id,
-                    offsets,
-                    expired,
-                    fence,
-                    group.is_empty(),
-                )
-            except NotCoordinatorError:
-                self._lose(group_id, entry)
-                raise
-            for tp in expired:
-                entry.committed_offsets.pop(tp, None)
-        logger.info("expired %d committed offsets of group %r", len(expired), group_id)
-        if removed:
+        group = entry.group
+        offsets = load.stored.offsets_of(group_id)
+        subscribed = None
+        if group.state is GroupState.STABLE and group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            protocol = group.protocol_name or ""
+            subscribed = subscribed_topics(m.metadata_for(protocol) for m in group.members.values())
+        expired = expired_offsets(
+            offsets,
+            now_ms,
+            self.ctx.config.offsets_retention_ms,
+            has_members=bool(group.members),
+            empty_since_ms=entry.empty_since_ms,
+            subscribed_topics=subscribed,
+        )
+        existing = set(self.ctx.metadata.topics())
+        expired |= {tp for tp in offsets if tp.topic not in existing or tp.topic in deleted}
+        records: list[offsets_topic.Record] = [
+            (encode_offset_key(group_id, tp), None) for tp in sorted(expired)
+        ]
+        gone = group.is_empty() and expired == set(offsets)
+        if gone and load.stored.metadata_of(group_id) is not None:
+            records.append((encode_group_key(group_id), None))
+        if records:
+            await self._store(load, entry, records)
+        if expired:
+            logger.info("expired %d committed offsets of group %r", len(expired), group_id)
+        gone_here = group_id not in load.stored.groups and self._groups.get(group_id) is entry
+        if group.is_empty() and gone_here:
             self._drop(group_id)
         return len(expired)
+
+
+def _membership_mark(group: Group) -> tuple[object, ...]:
+    """What a group's membership record says that a rebalance can change."""
+    return (
+        group.generation,
+        group.state,
+        group.leader,
+        tuple((m.member_id, m.group_instance_id, m.assignment) for m in group.members.values()),
+    )
+
+
+def _log_failure(task: asyncio.Task[object]) -> None:
+    if task.cancelled():
+        return
+    error = task.exception()
+    if error is not None:
+        logger.warning("%s failed: %s", task.get_name(), error)
 
 
 def _wall_ms() -> int:
@@ -580,7 +696,3 @@ def _wall_ms() -> int:
 def _resolve(future: asyncio.Future[T] | None, value: T) -> None:
     if future is not None and not future.done():
         future.set_result(value)
-
-
-async def _off_loop(function: Callable[..., T], *args: object) -> T:
-    return await asyncio.to_thread(function, *args)

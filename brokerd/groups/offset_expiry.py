@@ -24,14 +24,14 @@ from collections.abc import Iterable, Mapping
 
 from spark_replica.errors import ProtocolError
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.kafka.offsets_records import OffsetValue
 from spark_replica.wire.primitives import Buffer, Reader
-from spark_replica.zk.group_store import CommittedOffset
 
 UNKNOWN_TIME = -1
 
 
 def expired_offsets(
-    offsets: Mapping[TopicPartition, CommittedOffset],
+    offsets: Mapping[TopicPartition, OffsetValue],
     now_ms: int,
     retention_ms: int,
     *,

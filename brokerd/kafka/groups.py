@@ -31,20 +31,18 @@ from spark_replica.errors import (
     OffsetMetadataTooLargeError,
     TransactionalIdAuthorizationFailedError,
     UnknownTopicOrPartitionError,
-    ZooKeeperError,
     code_of,
     wire_message,
 )
 from spark_replica.security.acl import Operation
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.kafka.offsets_records import OffsetValue
 from spark_replica.wire.schema import Data
-from spark_replica.zk.group_store import CommittedOffset, fits_one_transaction
 
 GROUP_KEY_TYPE = 0
 NO_OFFSET = -1
-# Errors a handler answers in place of a result: typed broker errors, and ZooKeeper
-# failing under a commit or fetch (a lost session answers REQUEST_TIMED_OUT: retry).
-_ANSWERED = (BrokerResponseError, ZooKeeperError)
+# Errors a handler answers in place of a result.
+_ANSWERED = BrokerResponseError
 
 
 def _groups(coordinator: GroupCoordinator | None) -> GroupCoordinator:
@@ -253,7 +251,7 @@ async def handle_offset_commit(
     now_ms = int(time.time() * 1000)
     max_metadata = ctx.config.offset_metadata_max_bytes
     accepted: list[tuple[TopicPartition, Data]] = []  # answered by the commit's outcome
-    commits: dict[TopicPartition, CommittedOffset] = {}
+    commits: dict[TopicPartition, OffsetValue] = {}
     topics = []
     for topic in body.topics:
         topic_allowed = authorize_topic(ctx, request, Operation.READ, topic.name)
@@ -273,13 +271,9 @@ async def handle_offset_commit(
                     f"metadata over offset.metadata.max.bytes={max_metadata}"
                 )
             partition = Data(partition_index=entry.partition_index, error_code=0)
-            committed = CommittedOffset(
+            committed = OffsetValue(
                 entry.committed_offset, entry.committed_leader_epoch, metadata, now_ms
             )
-            if error is None and not fits_one_transaction(body.group_id, tp, committed):
-                error = OffsetMetadataTooLargeError(
-                    "the metadata, as stored, is over what one ZooKeeper write holds"
-                )
             if error is None:
                 commits[tp] = committed
                 accepted.append((tp, partition))
@@ -289,16 +283,12 @@ async def handle_offset_commit(
         topics.append(answer)
     if group_allowed:
         try:
-            refused = await _groups(coordinator).commit(
+            await _groups(coordinator).commit(
                 body.group_id, body.member_id, body.generation_id, body.group_instance_id, commits
             )
         except _ANSWERED as exc:
             for _, partition in accepted:
                 partition.error_code = code_of(exc)
-        else:
-            for tp, partition in accepted:
-                if tp in refused:
-                    partition.error_code = code_of(refused[tp])
     return Data(throttle_time_ms=0, topics=topics)
 
 
@@ -308,7 +298,7 @@ async def handle_offset_fetch(
     body = request.body
     answer = Data(throttle_time_ms=0, error_code=0, topics=[])
     group_error: BaseException | None = None
-    committed: dict[TopicPartition, CommittedOffset] = {}
+    committed: dict[TopicPartition, OffsetValue] = {}
     if not authorize_group(ctx, request, Operation.DESCRIBE, body.group_id):
         group_error = group_denied(request, Operation.DESCRIBE, body.group_id)
     else:

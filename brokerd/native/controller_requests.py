@@ -99,6 +99,8 @@ async def handle_leader_and_isr(
                 roles["newly leading"] += 1
 
     topics = answer_each_partition(request.topics, TopicErrors, PartitionError, serve)
+    for listener in ctx.role_listeners:
+        listener()
     refused = sum(1 for topic in topics for p in topic.partitions if p.error_code)
     logger.info(
         "LeaderAndIsr from controller %d (epoch %d): leading %d (%d newly), following %d, "
@@ -139,6 +141,8 @@ async def handle_update_metadata(
 ) -> EmptyResponse:
     check_controller(ctx, request.header)
     ctx.metadata.update(request)
+    for listener in ctx.role_listeners:
+        listener()
     live = {b.broker_id for b in request.brokers}
     states = [p for topic in request.topics for p in topic.partitions]
     # One line per update: when each broker learnt of a controller decision (what
@@ -190,6 +194,8 @@ async def handle_stop_replica(
                     partition.step_down()
             results.partitions.append(PartitionError(number))
         topics.append(results)
+    for listener in ctx.role_listeners:
+        listener()
     return LeaderAndIsrResponse(topics)
 
 

@@ -15,8 +15,15 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition as AioPartition
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from brokerd.groups.coordinator_choice import coordinator_for
-from tests.support import BrokerFactory, create, create_topic, produce, run, start_cluster
+from tests.support import (
+    BrokerFactory,
+    create,
+    create_topic,
+    group_coordinator,
+    produce,
+    run,
+    start_cluster,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -172,14 +179,12 @@ def test_committed_offsets_survive_the_coordinators_death(
     run(create(brokers.bootstrap, "failover", partitions=1, rf=3))
     run(produce(brokers.bootstrap, "failover", [f"v{i}" for i in range(150)]))
     group = "survivors"
-    coordinator = coordinator_for(group, [1, 2, 3])
-    assert coordinator is not None
     member = closing(consumer(brokers.kafka_bootstrap(), group))
     member.subscribe(["failover"])
     assert read(member, 50) == list(range(50))
     member.commit(asynchronous=False)
-    brokers.brokers[coordinator].kill()
-    # The new coordinator reads the commit back from ZooKeeper.
+    brokers.brokers[group_coordinator(brokers.bootstrap, group)].kill()
+    # The new coordinator, the new leader of the group's offsets partition, loaded it.
     deadline = time.monotonic() + DEADLINE_S
     while True:
         try:

@@ -205,7 +205,6 @@ def test_no_znode_of_a_secured_cluster_is_open_to_anonymous_writers(
         "/brokers/ids/2",
         "/controller",
         "/latest_producer_id_block",
-        "/consumers/committers/offsets/kafka-made/1",
     ]
     assert set(expected) <= set(paths), sorted(set(expected) - set(paths))
     # `replog zookeeper lock-znodes` knows every top-level znode the cluster makes.

@@ -53,7 +53,6 @@ def test_kafkas_own_file_is_read_with_its_unused_keys_ignored() -> None:
         "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
         "num.recovery.threads.per.data.dir",
-        "offsets.topic.replication.factor",
         "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr",
         "zookeeper.connection.timeout.ms",
