@@ -140,7 +140,14 @@ async def open_committer(bootstrap: list[Address], group: str, partitions: int) 
     """A committer whose first commit went through: until then the coordinator may not
     know the new topic yet or still be loading, so retriable answers are tried again."""
     while True:
-        address = await coordinator_address(bootstrap, group)
+        try:
+            address = await coordinator_address(bootstrap, group)
+        except ReplogError as exc:
+            # The first FindCoordinator creates the offsets topic: not there yet.
+            if not exc.retriable:
+                raise
+            await asyncio.sleep(SETUP_RETRY_S)
+            continue
         connection = KafkaConnection(address, SecurityConfig(), CLIENT_ID, REQUEST_TIMEOUT_S)
         await connection.connect()
         committer = Committer(group, partitions, connection)

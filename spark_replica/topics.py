@@ -13,6 +13,15 @@ from spark_replica.errors import InvalidTopicError
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
+# The brokers' own topics, as Kafka marks them internal: clients may read them but not
+# produce to them, Metadata says is_internal, and pattern subscriptions leave them out
+# (Kafka's exclude.internal.topics, on by default in consumers and Spark's source).
+OFFSETS_TOPIC = "__consumer_offsets"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
+
+
+def is_internal(topic: str) -> bool:
+    return topic in INTERNAL_TOPICS
 
 
 class TopicPartition(NamedTuple):

@@ -35,7 +35,7 @@ from spark_replica.security.settings import SecurityConfig, load_properties
 from spark_replica.tools.launcher import cluster_dir
 from spark_replica.tools.launcher.brokers import BrokerProcess, PortInUseError, free_port
 from spark_replica.tools.launcher.port_plan import PortPlan
-from spark_replica.wire.kafka.offsets_records import OFFSETS_TOPIC
+from spark_replica.topics import OFFSETS_TOPIC
 
 T = TypeVar("T")
 

@@ -47,11 +47,12 @@ from spark_replica.errors import (
     DuplicateSequenceNumberError,
     InvalidRecordError,
     InvalidRequiredAcksError,
+    InvalidTopicError,
     ProtocolError,
     code_of,
     wire_message,
 )
-from spark_replica.topics import TopicPartition
+from spark_replica.topics import TopicPartition, is_internal
 
 # What a produce asks to be answered after, the same numbers in both protocols: never
 # (no answer is read), the leader's append, every in-sync replica's.
@@ -174,6 +175,8 @@ def _led_partition(
         raise InvalidRequiredAcksError(f"acks={acks}; use 0, 1 or -1 (all)")
     if not records:
         raise InvalidRecordError("the partition's record set is empty")
+    if is_internal(tp.topic):
+        raise InvalidTopicError(f"{tp.topic} is the brokers' own topic; clients cannot write to it")
     partition = ctx.replicas.get_partition(tp)
     partition.require_leader()
     return partition, records

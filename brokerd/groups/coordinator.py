@@ -72,10 +72,9 @@ from spark_replica.errors import (
     UnknownMemberIdError,
     ZooKeeperError,
 )
-from spark_replica.topics import TopicPartition
+from spark_replica.topics import OFFSETS_TOPIC, TopicPartition
 from spark_replica.wire.kafka.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from spark_replica.wire.kafka.offsets_records import (
-    OFFSETS_TOPIC,
     OffsetValue,
     encode_group_key,
     encode_group_value,

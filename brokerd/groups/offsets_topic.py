@@ -45,8 +45,7 @@ from spark_replica.errors import (
 )
 from spark_replica.records import build_batch, decode_payload, iter_batches, now_ms
 from spark_replica.topic_config import COMPACT
-from spark_replica.topics import TopicPartition
-from spark_replica.wire.kafka.offsets_records import OFFSETS_TOPIC
+from spark_replica.topics import OFFSETS_TOPIC, TopicPartition
 from spark_replica.zk import topic_store
 
 logger = logging.getLogger("brokerd.groups")

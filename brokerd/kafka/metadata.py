@@ -22,7 +22,7 @@ from spark_replica.errors import (
     UnknownTopicOrPartitionError,
 )
 from spark_replica.security.acl import Operation
-from spark_replica.topics import validate_topic_name
+from spark_replica.topics import is_internal, validate_topic_name
 from spark_replica.wire.native.metadata import BrokerInfo
 from spark_replica.wire.schema import Data
 
@@ -56,7 +56,7 @@ async def handle_metadata(ctx: BrokerContext, request: KafkaRequest) -> Data:
         names = [topic.name for topic in body.topics]
     topics = []
     for name in names:
-        topic = Data(error_code=0, name=name, is_internal=False, partitions=[])
+        topic = Data(error_code=0, name=name, is_internal=is_internal(name), partitions=[])
         try:
             if not asked_for_all and not authorize_topic(ctx, request, Operation.DESCRIBE, name):
                 raise topic_denied(request, Operation.DESCRIBE, name)

@@ -34,7 +34,7 @@ from spark_replica.partition_offsets import (
     parse_offsets_json,
 )
 from spark_replica.security.settings import SecurityConfig
-from spark_replica.topics import TopicPartition
+from spark_replica.topics import TopicPartition, is_internal
 
 SUBSCRIBE = "subscribe"
 SUBSCRIBE_PATTERN = "subscribePattern"
@@ -93,7 +93,9 @@ class Subscription:
     def wants(self, topic: str) -> bool:
         if self.mode == SUBSCRIBE_PATTERN:
             assert self.pattern is not None
-            return re.fullmatch(self.pattern, topic) is not None
+            # As Spark's Kafka source (exclude.internal.topics): a pattern never
+            # matches the brokers' own topics; they can still be named.
+            return not is_internal(topic) and re.fullmatch(self.pattern, topic) is not None
         if self.mode == ASSIGN:
             return any(tp.topic == topic for tp in self.partitions)
         return topic in self.topics

@@ -14,8 +14,8 @@ from confluent_kafka import TopicPartition as KafkaPartition
 from kazoo.client import KazooClient
 
 from brokerd.groups.coordinator_choice import offsets_partition_for
-from spark_replica.topics import TopicPartition
-from spark_replica.wire.kafka.offsets_records import OFFSETS_TOPIC
+from spark_replica.errors import InvalidTopicError
+from spark_replica.topics import OFFSETS_TOPIC, TopicPartition
 from spark_replica.zk import group_store, topic_store
 from tests.support import (
     BrokerFactory,
@@ -58,6 +58,9 @@ def test_the_offsets_topic_is_made_on_first_use_and_a_restart_moves_only_its_gro
         leader = partitions[offsets_partition_for(group, 50)]["leader"]
         assert coordinators[group] == leader
     assert topic_store.read_topic_config(zk, OFFSETS_TOPIC)["cleanup.policy"] == "compact"
+    # The brokers' own: clients read it, but cannot write to it.
+    with pytest.raises(InvalidTopicError, match="brokers' own topic"):
+        run(produce(brokers.bootstrap, OFFSETS_TOPIC, ["forged"]))
 
     restarted = 2
     led_by_it = {g for g, c in coordinators.items() if c == restarted}

@@ -89,6 +89,12 @@ def test_subscribe_pattern_matches_whole_names() -> None:
     assert source.subscription.topic_names() is None
 
 
+def test_a_pattern_leaves_the_brokers_own_topics_out_but_they_can_be_named() -> None:
+    assert not parse(subscribePattern=".*").subscription.wants("__consumer_offsets")
+    assert parse(subscribePattern=".*").subscription.wants("__other")
+    assert parse(subscribe="__consumer_offsets").subscription.wants("__consumer_offsets")
+
+
 @pytest.mark.parametrize(
     ("options", "named"),
     [

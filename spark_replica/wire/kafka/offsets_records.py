@@ -27,7 +27,6 @@ from spark_replica.errors import ProtocolError
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.primitives import Buffer, Reader, Writer
 
-OFFSETS_TOPIC = "__consumer_offsets"
 OFFSET_KEY_VERSION = 1
 GROUP_KEY_VERSION = 2
 OFFSET_VALUE_VERSION = 3
