@@ -130,10 +130,10 @@ class _Entry:
 
 @dataclass
 class _Load:
-    """An offsets partition led here, at the leader epoch it was loaded for."""
+    """An offsets partition led here, in the leadership term it was loaded in."""
 
     index: int
-    epoch: int
+    term: int
     stored: StoredGroups = field(default_factory=StoredGroups)
     ready: bool = False
     task: asyncio.Task[None] | None = None
@@ -250,16 +250,18 @@ class GroupCoordinator:
         self._known_topics = topics
 
     def _follow(self, index: int) -> _Load | None:
-        """The load of offsets partition `index` if this broker leads it, started if new;
-        a partition led at a new epoch is loaded again (others may have written to it)."""
+        """The load of offsets partition `index` if this broker leads it, started if new.
+        A partition led again after another replica led it is loaded again (the other
+        may have written to it); a new leader epoch alone (an ISR change) is not."""
         partition = self.ctx.replicas.partitions.get(offsets_topic.offsets_partition(index))
-        epoch = partition.leader_epoch if partition is not None and partition.is_leader else None
+        led = partition is not None and partition.is_leader
+        term = partition.leadership_term if partition is not None and led else None
         load = self._loads.get(index)
-        if load is not None and load.epoch != epoch:
+        if load is not None and load.term != term:
             self._unload(index)
             load = None
-        if load is None and epoch is not None:
-            load = self._loads[index] = _Load(index, epoch)
+        if load is None and term is not None:
+            load = self._loads[index] = _Load(index, term)
             load.task = asyncio.create_task(self._load(load), name=f"offsets-load-{index}")
         return load
 

@@ -57,10 +57,10 @@ async def ensure_topic(ctx: BrokerContext) -> None:
     """Create the offsets topic if the metadata has not got it; a creation another broker
     made first is as good. The caller answers COORDINATOR_NOT_AVAILABLE meanwhile: the
     topic's leaders are elected after this returns."""
-    if ctx.metadata.partitions_of(OFFSETS_TOPIC) or ctx.zk is None:
-        return
+    if ctx.metadata.partitions_of(OFFSETS_TOPIC) or ctx.zk is None or not ctx.metadata.brokers:
+        return  # there, or this broker has not heard how many brokers are live yet
     config = ctx.config
-    live = len(ctx.metadata.brokers) or 1
+    live = len(ctx.metadata.brokers)
     replication_factor = min(config.offsets_topic_replication_factor, live)
     configs = {
         "cleanup.policy": COMPACT,

@@ -96,6 +96,9 @@ class Partition:
         self.local_broker_id = local_broker_id
         self.leader_id = NO_LEADER
         self.leader_epoch = -1
+        # Bumped each time this replica becomes the leader after not being it: while it
+        # stays the same, no other replica has led (written) since, whatever the epoch.
+        self.leadership_term = 0
         self.leader_epoch_start_offset = 0
         self.controller_epoch = -1
         self.zk_version = -1
@@ -165,6 +168,8 @@ class Partition:
         now_ms: int,
     ) -> None:
         """Take leadership at `leader_epoch` with the ISR the controller wrote."""
+        if not self.is_leader:
+            self.leadership_term += 1
         if not (self.is_leader and leader_epoch == self.leader_epoch):
             logger.debug("%s: leader at epoch %d, isr %s", self.tp, leader_epoch, isr)
             self.leader_epoch_start_offset = self.log.log_end_offset
