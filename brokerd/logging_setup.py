@@ -34,6 +34,10 @@ PROPERTY_PREFIX = "broker.log."
 MAX_BYTES_KEY = "broker.log.max.bytes"
 BACKUP_COUNT_KEY = "broker.log.backup.count"
 LEVEL_KEY = "broker.log.level"
+# Loggers a broker keeps at WARNING unless told otherwise (`--logger NAME=LEVEL`): the
+# client's request log (`replog -v`'s lines) would write a line for every replica fetch
+# and controller request the broker itself sends, thousands a second.
+QUIET_LOGGERS = {"spark_replica.client.requests": logging.WARNING}
 LOGGER_PREFIX = "broker.log.logger."
 
 # log4j's names too, so that an operator's habits (WARN, TRACE, FATAL) work.
@@ -160,5 +164,5 @@ def configure_broker_logging(settings: LogSettings, log_file: Path, broker_id: i
         old.close()
     root.addHandler(handler)
     root.setLevel(settings.level)
-    for name, level in settings.logger_levels.items():
+    for name, level in {**QUIET_LOGGERS, **settings.logger_levels}.items():
         logging.getLogger(name).setLevel(level)

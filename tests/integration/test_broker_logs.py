@@ -1,4 +1,5 @@
-"""The broker log of a real broker: rotated at a small size, one documented line per event."""
+"""The broker log of a real broker: rotated at a small size, one documented line per event,
+and none for each request a broker sends another (replica fetches) unless asked for."""
 
 from __future__ import annotations
 
@@ -7,7 +8,15 @@ import re
 import pytest
 
 from spark_replica.tools.launcher.brokers import free_port
-from tests.support import BrokerFactory, create_topic, run, run_broker_command
+from tests.support import (
+    BrokerFactory,
+    create,
+    create_topic,
+    produce,
+    run,
+    run_broker_command,
+    start_cluster,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -44,3 +53,15 @@ def test_the_log_rotates_at_its_size_and_keeps_its_backup_count(
     text = "".join((log_dir / name).read_text() for name in files)
     assert "DEBUG broker=5 brokerd.partition: rotating-3-11: leader" in text
     assert "brokerd.controller" not in text, "a logger's own level wins over the root's"
+
+
+def test_a_brokers_own_requests_are_not_logged_unless_asked(brokers: BrokerFactory) -> None:
+    start_cluster(brokers, 2)
+    brokers.brokers[2].stop()
+    brokers.start(2, **{"broker.log.logger.spark_replica.client.requests": "INFO"})
+    # Two partitions of two copies: their leaders differ, so each broker follows one.
+    run(create(brokers.bootstrap, "replicated", partitions=2, rf=2))
+    run(produce(brokers.bootstrap, "replicated", ["a", "b"]))
+    quiet, asked = ((brokers.brokers[i].log_dir / "broker.log").read_text() for i in (1, 2))
+    assert "spark_replica.client.requests" not in quiet
+    assert "spark_replica.client.requests" in asked
