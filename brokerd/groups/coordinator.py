@@ -56,7 +56,7 @@ from brokerd.groups.members import (
 )
 from brokerd.groups.membership import Group
 from brokerd.groups.offset_expiry import expired_offsets, subscribed_topics
-from brokerd.groups.stored_groups import StoredGroups
+from brokerd.groups.stored_groups import Change, GroupChange, OffsetChange, StoredGroups
 from brokerd.groups.zookeeper_migration import migrate_partition
 from spark_replica.errors import (
     BrokerResponseError,
@@ -76,10 +76,6 @@ from spark_replica.topics import OFFSETS_TOPIC, TopicPartition
 from spark_replica.wire.kafka.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from spark_replica.wire.kafka.offsets_records import (
     OffsetValue,
-    encode_group_key,
-    encode_group_value,
-    encode_offset_key,
-    encode_offset_value,
 )
 from spark_replica.wire.native.metadata import BrokerInfo
 
@@ -458,8 +454,8 @@ class GroupCoordinator:
             return
         entry.stored_mark = mark
         value = group_value(group, _wall_ms())
-        record = (encode_group_key(group_id), encode_group_value(value))
-        self._background(self._store(load, entry, [record]), f"group-store-{group_id}")
+        change = GroupChange(group_id, value)
+        self._background(self._store(load, entry, [change]), f"group-store-{group_id}")
 
     def _background(self, work: Coroutine[object, object, object], name: str) -> None:
         """Run `work` beside the requests; stop() cancels it, a failure is logged."""
@@ -468,21 +464,18 @@ class GroupCoordinator:
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(_log_failure)
 
-    async def _store(
-        self, load: _Load, entry: _Entry, records: Sequence[offsets_topic.Record]
-    ) -> None:
-        """Append the group's records under its write lock, in the order asked."""
+    async def _store(self, load: _Load, entry: _Entry, changes: Sequence[Change]) -> None:
+        """Append the group's changes under its write lock, in the order asked, and
+        apply them to what is loaded once committed."""
         async with entry.write_lock:
-            await self._append(load, records)
-
-    async def _append(self, load: _Load, records: Sequence[offsets_topic.Record]) -> None:
-        partition = self.ctx.replicas.get_partition(offsets_topic.offsets_partition(load.index))
-        try:
-            await offsets_topic.append(self.ctx, partition, records)
-        except NotCoordinatorError:
-            self._lost(load)
-            raise
-        load.stored.replay(records)
+            partition = self.ctx.replicas.get_partition(offsets_topic.offsets_partition(load.index))
+            try:
+                await offsets_topic.append(self.ctx, partition, [c.record() for c in changes])
+            except NotCoordinatorError:
+                self._lost(load)
+                raise
+            for change in changes:
+                load.stored.change(change)
 
     # -- offsets -------------------------------------------------------------------
 
@@ -504,11 +497,8 @@ class GroupCoordinator:
         if error is not None:
             raise error(f"group {group_id!r} refused the commit of member {member_id!r}")
         if commits:
-            records = [
-                (encode_offset_key(group_id, tp), encode_offset_value(value))
-                for tp, value in commits.items()
-            ]
-            await self._store(load, entry, records)
+            changes = [OffsetChange(group_id, tp, value) for tp, value in commits.items()]
+            await self._store(load, entry, changes)
 
     def committed_offsets(self) -> dict[str, Mapping[TopicPartition, int]]:
         """Each loaded group's committed offsets, for its lag metrics."""
@@ -597,11 +587,11 @@ class GroupCoordinator:
         if entry is None:
             entry = self._entry(group_id, load, create=True)
             assert entry is not None
-        records: list[offsets_topic.Record] = [
-            (encode_offset_key(group_id, tp), None) for tp in load.stored.offsets_of(group_id)
+        changes: list[Change] = [
+            OffsetChange(group_id, tp, None) for tp in load.stored.offsets_of(group_id)
         ]
-        records.append((encode_group_key(group_id), None))
-        await self._store(load, entry, records)
+        changes.append(GroupChange(group_id, None))
+        await self._store(load, entry, changes)
         entry.group.delete()
         if self._groups.get(group_id) is entry:
             self._drop(group_id)
@@ -656,14 +646,12 @@ class GroupCoordinator:
         )
         existing = set(self.ctx.metadata.topics())
         expired |= {tp for tp in offsets if tp.topic not in existing or tp.topic in deleted}
-        records: list[offsets_topic.Record] = [
-            (encode_offset_key(group_id, tp), None) for tp in sorted(expired)
-        ]
+        changes: list[Change] = [OffsetChange(group_id, tp, None) for tp in sorted(expired)]
         gone = group.is_empty() and expired == set(offsets)
         if gone and load.stored.metadata_of(group_id) is not None:
-            records.append((encode_group_key(group_id), None))
-        if records:
-            await self._store(load, entry, records)
+            changes.append(GroupChange(group_id, None))
+        if changes:
+            await self._store(load, entry, changes)
         if expired:
             logger.info("expired %d committed offsets of group %r", len(expired), group_id)
         gone_here = group_id not in load.stored.groups and self._groups.get(group_id) is entry

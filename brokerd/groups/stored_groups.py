@@ -6,8 +6,10 @@ coordinator builds this when it becomes the partition's leader and keeps it up t
 with each record it appends, so that OffsetFetch and ListGroups are answered from
 memory: a coordinator leads the partition it writes, so nothing else appends to it.
 
-A record that does not decode is skipped and counted rather than failing the load: one
-damaged record must not make every group of the partition uncoordinated for good.
+What the coordinator appends is applied as the change it made (`change`), not decoded
+back from the bytes it wrote. A record that does not decode is skipped and counted
+rather than failing the load: one damaged record must not make every group of the
+partition uncoordinated for good.
 """
 
 from __future__ import annotations
@@ -25,7 +27,39 @@ from spark_replica.wire.kafka.offsets_records import (
     decode_group_value,
     decode_key,
     decode_offset_value,
+    encode_group_key,
+    encode_group_value,
+    encode_offset_key,
+    encode_offset_value,
 )
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetChange:
+    """A committed offset to store (None: to delete)."""
+
+    group_id: str
+    tp: TopicPartition
+    value: OffsetValue | None
+
+    def record(self) -> tuple[bytes, bytes | None]:
+        value = None if self.value is None else encode_offset_value(self.value)
+        return encode_offset_key(self.group_id, self.tp), value
+
+
+@dataclass(frozen=True, slots=True)
+class GroupChange:
+    """A group's membership record to store (None: to delete)."""
+
+    group_id: str
+    value: GroupValue | None
+
+    def record(self) -> tuple[bytes, bytes | None]:
+        value = None if self.value is None else encode_group_value(self.value)
+        return encode_group_key(self.group_id), value
+
+
+Change = OffsetChange | GroupChange
 
 
 @dataclass
@@ -61,6 +95,13 @@ class StoredGroups:
         elif isinstance(decoded, GroupKey):
             metadata = None if value is None else decode_group_value(value)
             self.set_metadata(decoded.group_id, metadata)
+
+    def change(self, change: Change) -> None:
+        """Apply what an appended record says, without decoding it back."""
+        if isinstance(change, OffsetChange):
+            self.set_offset(change.group_id, change.tp, change.value)
+        else:
+            self.set_metadata(change.group_id, change.value)
 
     def set_offset(self, group_id: str, tp: TopicPartition, offset: OffsetValue | None) -> None:
         group = self.groups.get(group_id)

@@ -18,13 +18,9 @@ import logging
 from brokerd.core.context import BrokerContext
 from brokerd.groups import offsets_topic
 from brokerd.groups.coordinator_choice import offsets_partition_for
-from brokerd.groups.stored_groups import StoredGroups
+from brokerd.groups.stored_groups import OffsetChange, StoredGroups
 from brokerd.replication.partition import Partition
-from spark_replica.wire.kafka.offsets_records import (
-    OffsetValue,
-    encode_offset_key,
-    encode_offset_value,
-)
+from spark_replica.wire.kafka.offsets_records import OffsetValue
 from spark_replica.zk import group_store
 
 logger = logging.getLogger("brokerd.groups")
@@ -44,22 +40,22 @@ async def migrate_partition(
             continue
         in_zookeeper = await asyncio.to_thread(group_store.read_offsets, zk, group_id)
         held = stored.offsets_of(group_id)
-        records = [
-            (
-                encode_offset_key(group_id, tp),
-                encode_offset_value(
-                    OffsetValue(c.offset, c.leader_epoch, c.metadata, c.commit_timestamp_ms)
-                ),
+        changes = [
+            OffsetChange(
+                group_id,
+                tp,
+                OffsetValue(c.offset, c.leader_epoch, c.metadata, c.commit_timestamp_ms),
             )
             for tp, c in sorted(in_zookeeper.items())
             if tp not in held
         ]
-        await offsets_topic.append(ctx, partition, records)
-        stored.replay(records)
+        await offsets_topic.append(ctx, partition, [c.record() for c in changes])
+        for change in changes:
+            stored.change(change)
         await asyncio.to_thread(group_store.delete_group, zk, group_id)
         logger.info(
             "moved %d committed offsets of group %r from ZooKeeper to %s",
-            len(records),
+            len(changes),
             group_id,
             partition.tp,
         )
