@@ -19,7 +19,14 @@ from aiokafka import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
-from tests.support import BrokerFactory, leadership, run, start_cluster
+from tests.support import (
+    FAST_REPLICATION,
+    BrokerFactory,
+    controller_of,
+    leadership,
+    run,
+    start_cluster,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -220,6 +227,33 @@ def test_offsets_metadata_and_admin(brokers: BrokerFactory) -> None:
     while "admin" in admin.list_topics(timeout=10).topics:
         assert time.monotonic() < deadline, "the topic was not deleted"
         time.sleep(0.2)
+
+
+def test_a_broker_that_just_registered_names_the_controller_to_the_first_admin_client(
+    brokers: BrokerFactory,
+) -> None:
+    """The first CreateTopics of a client whose first Metadata reaches a broker that has
+    not yet heard from the controller: the controller is paused while that broker
+    registers, so its first UpdateMetadata comes a second late. Answered at once from the
+    empty cache ("no controller, no broker but me"), librdkafka's admin client waited for
+    a controller until its request timed out; held until the controller's word, it is
+    sent to the controller and answered."""
+    # Long enough that the paused controller keeps its session and its role.
+    start_cluster(brokers, 2, **{"zookeeper.session.timeout.ms": "30000"})
+    controller = brokers.brokers[controller_of(brokers.zk_connect)]
+    controller.pause()
+    try:
+        newcomer = brokers.start(3, **FAST_REPLICATION)
+        admin = AdminClient({"bootstrap.servers": newcomer.kafka_address})
+        futures = admin.create_topics([NewTopic("late", 1, 3)], request_timeout=20)
+        time.sleep(1.0)  # its Metadata has reached the newcomer, which has no metadata yet
+    finally:
+        controller.resume()
+    for future in futures.values():
+        future.result(DEADLINE_S)
+    described = admin.list_topics("late", timeout=10)
+    assert described.controller_id == controller.broker_id
+    assert sorted(described.brokers) == [1, 2, 3]
 
 
 def test_transactional_producers_are_refused(brokers: BrokerFactory) -> None:
