@@ -8,7 +8,6 @@ groups (tests/integration/test_kafka_groups*.py covers those)."""
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import socket
 import struct
 import time
@@ -16,7 +15,7 @@ import time
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as AioTopicPartition
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 from tests.support import (
@@ -39,20 +38,8 @@ def _admin(brokers: BrokerFactory) -> AdminClient:
 
 def _create(brokers: BrokerFactory, topic: str, partitions: int = 1, rf: int = 3) -> None:
     admin = _admin(brokers)
-    try:
-        for future in admin.create_topics([NewTopic(topic, partitions, rf)]).values():
-            future.result(DEADLINE_S / 2)
-    except concurrent.futures.TimeoutError:
-        # Seen twice this session: the first CreateTopics right after the cluster started
-        # got no answer in 60 s (cause not found yet). A fresh client asks again; the
-        # topic may exist by then.
-        admin = _admin(brokers)
-        for future in admin.create_topics([NewTopic(topic, partitions, rf)]).values():
-            try:
-                future.result(DEADLINE_S / 2)
-            except KafkaException as exc:
-                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                    raise
+    for future in admin.create_topics([NewTopic(topic, partitions, rf)]).values():
+        future.result(DEADLINE_S)
     deadline = time.monotonic() + DEADLINE_S
     while time.monotonic() < deadline:
         described = admin.list_topics(topic, timeout=10).topics[topic]
