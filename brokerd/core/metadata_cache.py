@@ -5,11 +5,19 @@ replaces the cache whole, so the cache is exactly one controller decision old at
 The states are kept by topic as well, sorted by partition, because every Metadata request
 asks by topic: finding a topic's partitions among all of them cost a scan of the whole
 cluster per topic asked for (10 topics of 10,000 partitions: 100,000 looks per request).
-Owned by the broker's event loop.
+
+Before the first UpdateMetadata the cache knows no controller, no other broker and no
+topic. A broker is registered, and its listeners accept connections, a moment before the
+controller's first UpdateMetadata reaches it; longer when that request came before the
+registration was complete and is sent again (brokerd/native/controller_requests.py).
+`wait_for_first_update` lets a handler wait that moment out rather than answer from the
+empty cache. Owned by the broker's event loop.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from dataclasses import dataclass, field
 
 from spark_replica.topics import TopicPartition
@@ -26,6 +34,7 @@ class MetadataCache:
     partitions: dict[TopicPartition, PartitionLeaderState] = field(default_factory=dict)
     controller_id: int = -1
     _by_topic: dict[str, list[PartitionLeaderState]] = field(default_factory=dict)
+    _updated: asyncio.Event = field(default_factory=asyncio.Event)
 
     def update(self, request: UpdateMetadataRequest) -> None:
         self.brokers = {b.broker_id: b for b in request.brokers}
@@ -41,6 +50,14 @@ class MetadataCache:
             states.sort(key=lambda state: state.partition)
         self._by_topic = by_topic
         self.controller_id = request.header.controller_id
+        self._updated.set()
+
+    async def wait_for_first_update(self, timeout_s: float) -> bool:
+        """Whether the cache has had an update, waiting up to `timeout_s` for the first."""
+        if not self._updated.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._updated.wait(), timeout_s)
+        return self._updated.is_set()
 
     def topics(self) -> list[str]:
         return sorted(self._by_topic)

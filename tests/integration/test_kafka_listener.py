@@ -8,7 +8,6 @@ groups (tests/integration/test_kafka_groups*.py covers those)."""
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import socket
 import struct
 import time
@@ -16,10 +15,17 @@ import time
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka import TopicPartition as AioTopicPartition
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
-from tests.support import BrokerFactory, leadership, run, start_cluster
+from tests.support import (
+    FAST_REPLICATION,
+    BrokerFactory,
+    controller_of,
+    leadership,
+    run,
+    start_cluster,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -32,20 +38,8 @@ def _admin(brokers: BrokerFactory) -> AdminClient:
 
 def _create(brokers: BrokerFactory, topic: str, partitions: int = 1, rf: int = 3) -> None:
     admin = _admin(brokers)
-    try:
-        for future in admin.create_topics([NewTopic(topic, partitions, rf)]).values():
-            future.result(DEADLINE_S / 2)
-    except concurrent.futures.TimeoutError:
-        # Seen twice this session: the first CreateTopics right after the cluster started
-        # got no answer in 60 s (cause not found yet). A fresh client asks again; the
-        # topic may exist by then.
-        admin = _admin(brokers)
-        for future in admin.create_topics([NewTopic(topic, partitions, rf)]).values():
-            try:
-                future.result(DEADLINE_S / 2)
-            except KafkaException as exc:
-                if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-                    raise
+    for future in admin.create_topics([NewTopic(topic, partitions, rf)]).values():
+        future.result(DEADLINE_S)
     deadline = time.monotonic() + DEADLINE_S
     while time.monotonic() < deadline:
         described = admin.list_topics(topic, timeout=10).topics[topic]
@@ -220,6 +214,33 @@ def test_offsets_metadata_and_admin(brokers: BrokerFactory) -> None:
     while "admin" in admin.list_topics(timeout=10).topics:
         assert time.monotonic() < deadline, "the topic was not deleted"
         time.sleep(0.2)
+
+
+def test_a_broker_that_just_registered_names_the_controller_to_the_first_admin_client(
+    brokers: BrokerFactory,
+) -> None:
+    """The first CreateTopics of a client whose first Metadata reaches a broker that has
+    not yet heard from the controller: the controller is paused while that broker
+    registers, so its first UpdateMetadata comes a second late. Answered at once from the
+    empty cache ("no controller, no broker but me"), librdkafka's admin client waited for
+    a controller until its request timed out; held until the controller's word, it is
+    sent to the controller and answered."""
+    # Long enough that the paused controller keeps its session and its role.
+    start_cluster(brokers, 2, **{"zookeeper.session.timeout.ms": "30000"})
+    controller = brokers.brokers[controller_of(brokers.zk_connect)]
+    controller.pause()
+    try:
+        newcomer = brokers.start(3, **FAST_REPLICATION)
+        admin = AdminClient({"bootstrap.servers": newcomer.kafka_address})
+        futures = admin.create_topics([NewTopic("late", 1, 3)], request_timeout=20)
+        time.sleep(1.0)  # its Metadata has reached the newcomer, which has no metadata yet
+    finally:
+        controller.resume()
+    for future in futures.values():
+        future.result(DEADLINE_S)
+    described = admin.list_topics("late", timeout=10)
+    assert described.controller_id == controller.broker_id
+    assert sorted(described.brokers) == [1, 2, 3]
 
 
 def test_transactional_producers_are_refused(brokers: BrokerFactory) -> None:
