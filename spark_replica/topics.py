@@ -24,6 +24,28 @@ def is_internal(topic: str) -> bool:
     return topic in INTERNAL_TOPICS
 
 
+def java_string_hash(text: str) -> int:
+    """Java's String.hashCode of `text`: 31·h + c over UTF-16 code units, wrapping at
+    32 bits, as a signed int."""
+    data = text.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for index in range(0, len(data), 2):
+        h = (31 * h + (data[index] << 8 | data[index + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
+def offsets_partition_for(group_id: str, partition_count: int) -> int:
+    """The partition of the offsets topic that holds `group_id`: Kafka's rule,
+    `abs(hash) mod partitions` with Java's String.hashCode and Kafka's abs (which sends
+    -2^31, the one int without a positive, to 0), so Kafka's tools agree. The group's
+    coordinator is that partition's leader: a broker starting or stopping moves only the
+    groups of the partitions it led."""
+    if partition_count < 1:
+        raise ValueError(f"the offsets topic has {partition_count} partitions")
+    h = java_string_hash(group_id)
+    return (0 if h == -(2**31) else abs(h)) % partition_count
+
+
 class TopicPartition(NamedTuple):
     topic: str
     partition: int

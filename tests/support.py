@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from brokerd.groups.coordinator_choice import offsets_partition_for
 from spark_replica import event_loop
 from spark_replica.client import (
     Admin,
@@ -35,7 +34,7 @@ from spark_replica.security.settings import SecurityConfig, load_properties
 from spark_replica.tools.launcher import cluster_dir
 from spark_replica.tools.launcher.brokers import BrokerProcess, PortInUseError, free_port
 from spark_replica.tools.launcher.port_plan import PortPlan
-from spark_replica.topics import OFFSETS_TOPIC
+from spark_replica.topics import OFFSETS_TOPIC, offsets_partition_for
 
 T = TypeVar("T")
 

@@ -6,7 +6,7 @@ its waiting JoinGroup/SyncGroup futures and its timer live here and are touched 
 the loop.
 
 Where a group lives (Kafka's design): in the offsets partition its id hashes to
-(coordinator_choice), and its coordinator is that partition's leader. When this broker
+(spark_replica/topics.py), and its coordinator is that partition's leader. When this broker
 becomes the leader of an offsets partition (LeaderAndIsr, or noticed at the next group
 request), it loads the partition: replays its records into what each group stored
 (stored_groups), moves over offsets an earlier version kept in ZooKeeper
@@ -43,7 +43,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from brokerd.groups import offsets_topic
-from brokerd.groups.coordinator_choice import offsets_partition_for
 from brokerd.groups.group_records import group_value, restore_group
 from brokerd.groups.members import (
     ErrorType,
@@ -72,7 +71,7 @@ from spark_replica.errors import (
     UnknownMemberIdError,
     ZooKeeperError,
 )
-from spark_replica.topics import OFFSETS_TOPIC, TopicPartition
+from spark_replica.topics import OFFSETS_TOPIC, TopicPartition, offsets_partition_for
 from spark_replica.wire.kafka.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from spark_replica.wire.kafka.offsets_records import (
     OffsetValue,

@@ -17,9 +17,9 @@ import logging
 
 from brokerd.core.context import BrokerContext
 from brokerd.groups import offsets_topic
-from brokerd.groups.coordinator_choice import offsets_partition_for
 from brokerd.groups.stored_groups import OffsetChange, StoredGroups
 from brokerd.replication.partition import Partition
+from spark_replica.topics import offsets_partition_for
 from spark_replica.wire.kafka.offsets_records import OffsetValue
 from spark_replica.zk import group_store
 

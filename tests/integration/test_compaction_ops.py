@@ -23,7 +23,7 @@ from spark_replica.client import Cluster, Producer, ProducerConfig
 from spark_replica.client.kafka_admin import KafkaAdminClient
 from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
-from spark_replica.topics import TopicPartition
+from spark_replica.topics import TopicPartition, offsets_partition_for
 from tests.support import BrokerFactory, create_topic, eventually, replog, run
 
 pytestmark = pytest.mark.slow
@@ -169,7 +169,9 @@ async def commit(bootstrap: list[tuple[str, int]], offset: int) -> None:
         await admin.commit_offsets(GROUP, {TopicPartition(LEDGER, 0): offset})
 
 
-def test_groups_describe_names_the_coordinator(factory: BrokerFactory) -> None:
+def test_groups_describe_names_the_coordinator_and_the_offsets_partition(
+    factory: BrokerFactory,
+) -> None:
     broker = factory.brokers[1]
     assert broker.kafka_address is not None
     run(create_topic(factory.bootstrap, LEDGER))
@@ -178,6 +180,15 @@ def test_groups_describe_names_the_coordinator(factory: BrokerFactory) -> None:
 
     described = json.loads(ok("groups", "describe", GROUP, "--json", *server))
     host, port = broker.kafka_address.rsplit(":", 1)
-    assert described["coordinator"] == {"id": 1, "host": host, "port": int(port)}
+    partition = offsets_partition_for(GROUP, 50)
+    assert described["coordinator"] == {
+        "id": 1,
+        "host": host,
+        "port": int(port),
+        "offsets_partition": partition,
+    }
     first_line = ok("groups", "describe", GROUP, *server).splitlines()[0]
-    assert first_line.endswith(f", coordinator {broker.kafka_address} (1)"), first_line
+    expected = (
+        f", coordinator {broker.kafka_address} (1), offsets in __consumer_offsets-{partition}"
+    )
+    assert first_line.endswith(expected), first_line

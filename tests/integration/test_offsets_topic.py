@@ -13,9 +13,8 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaPartition
 from kazoo.client import KazooClient
 
-from brokerd.groups.coordinator_choice import offsets_partition_for
 from spark_replica.errors import InvalidTopicError
-from spark_replica.topics import OFFSETS_TOPIC, TopicPartition
+from spark_replica.topics import OFFSETS_TOPIC, TopicPartition, offsets_partition_for
 from spark_replica.zk import group_store, topic_store
 from tests.support import (
     BrokerFactory,

@@ -8,13 +8,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from brokerd.groups.coordinator_choice import java_string_hash, offsets_partition_for
 from brokerd.groups.group_records import group_value, restore_group
 from brokerd.groups.members import GroupLimits, GroupState, JoinRequest
 from brokerd.groups.membership import Group
 from brokerd.groups.stored_groups import StoredGroups
 from spark_replica.errors import ProtocolError
-from spark_replica.topics import TopicPartition
+from spark_replica.topics import TopicPartition, java_string_hash, offsets_partition_for
 from spark_replica.wire.kafka.offsets_records import (
     GroupKey,
     GroupValue,

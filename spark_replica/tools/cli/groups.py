@@ -15,9 +15,10 @@ the console), reset targets in groups_plan.
 - describe: `{"group", "state", "protocol_type", "protocol", "members": [{"consumer_id",
   "host", "client_id"}], "partitions": [{"topic", "partition", "current_offset",
   "log_end_offset", "lag", "consumer_id", "host", "client_id"}], "coordinator": {"id",
-  "host", "port"}}` (null where unknown); the coordinator is the broker that answered
-  FindCoordinator, with its Kafka listener's address, which the table's first line
-  prints as kafka-consumer-groups' COORDINATOR (ID) column does: `host:port (id)`
+  "host", "port", "offsets_partition"}}` (null where unknown); the coordinator is the
+  broker that answered FindCoordinator, with its Kafka listener's address, which the
+  table's first line prints as kafka-consumer-groups' COORDINATOR (ID) column does,
+  `host:port (id)`, followed by the `__consumer_offsets` partition that holds the group
 - reset-offsets: `{"group", "executed", "partitions": [{"topic", "partition",
   "current_offset", "new_offset"}]}`
 """
@@ -62,7 +63,7 @@ from spark_replica.tools.cli.groups_plan import (
 from spark_replica.tools.cli.output import add_json_flag, plural, print_json, print_table
 from spark_replica.tools.group_lag import PartitionLag, group_json, lag_rows, owners
 from spark_replica.tools.launcher import cluster_dir
-from spark_replica.topics import TopicPartition
+from spark_replica.topics import OFFSETS_TOPIC, TopicPartition, offsets_partition_for
 
 T = TypeVar("T")
 
@@ -81,17 +82,27 @@ COLUMNS = (
 
 @dataclass(frozen=True, slots=True)
 class Coordinator:
-    """The broker coordinating a group, at its Kafka listener."""
+    """The broker coordinating a group, at its Kafka listener, and the partition of the
+    offsets topic it leads that holds the group (None while that topic is not there)."""
 
     broker_id: int
     host: str
     port: int
+    offsets_partition: int | None
 
     def as_json(self) -> dict[str, object]:
-        return {"id": self.broker_id, "host": self.host, "port": self.port}
+        return {
+            "id": self.broker_id,
+            "host": self.host,
+            "port": self.port,
+            "offsets_partition": self.offsets_partition,
+        }
 
     def label(self) -> str:
-        return f"{self.host}:{self.port} ({self.broker_id})"
+        where = f"{self.host}:{self.port} ({self.broker_id})"
+        if self.offsets_partition is None:
+            return where
+        return f"{where}, offsets in {OFFSETS_TOPIC}-{self.offsets_partition}"
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -255,7 +266,9 @@ async def _describe(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
 async def _coordinator(admin: KafkaAdminClient, group: str) -> Coordinator:
     broker_id = await admin.find_coordinator(group)
     host, port = admin.brokers[broker_id]
-    return Coordinator(broker_id, host, port)
+    partitions = (await admin.metadata([OFFSETS_TOPIC])).get(OFFSETS_TOPIC, {})
+    index = offsets_partition_for(group, len(partitions)) if partitions else None
+    return Coordinator(broker_id, host, port, index)
 
 
 def _cells(row: PartitionLag) -> list[object]:
