@@ -32,7 +32,7 @@ from spark_replica.errors import (
 )
 from spark_replica.reassignment import PartitionMove, assign_replicas
 from spark_replica.topic_config import TOPIC_CONFIG_PARSERS, parse_topic_configs
-from spark_replica.topics import TopicPartition, validate_topic_name
+from spark_replica.topics import TopicPartition, is_internal, validate_topic_name
 from spark_replica.zk import znodes
 from spark_replica.zk.kazoo_errors import (
     children_if_present,
@@ -115,6 +115,8 @@ def delete_topic(zk: KazooClient, topic: str) -> None:
     topic's znodes and the request.
     """
     validate_topic_name(topic)
+    if is_internal(topic):
+        raise InvalidTopicError(f"{topic} is the brokers' own topic; it cannot be deleted")
     with translated():
         exists = zk.exists(znodes.topic_path(topic))
     if not exists:

@@ -13,6 +13,7 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaPartition
 from kazoo.client import KazooClient
 
+from spark_replica.client import Admin, Cluster
 from spark_replica.errors import InvalidTopicError
 from spark_replica.topics import OFFSETS_TOPIC, TopicPartition, offsets_partition_for
 from spark_replica.zk import group_store, topic_store
@@ -60,6 +61,8 @@ def test_the_offsets_topic_is_made_on_first_use_and_a_restart_moves_only_its_gro
     # The brokers' own: clients read it, but cannot write to it.
     with pytest.raises(InvalidTopicError, match="brokers' own topic"):
         run(produce(brokers.bootstrap, OFFSETS_TOPIC, ["forged"]))
+    with pytest.raises(InvalidTopicError, match="cannot be deleted"):
+        run(_delete(brokers.bootstrap, OFFSETS_TOPIC))
 
     restarted = 2
     led_by_it = {g for g, c in coordinators.items() if c == restarted}
@@ -73,6 +76,14 @@ def test_the_offsets_topic_is_made_on_first_use_and_a_restart_moves_only_its_gro
     for offset, group in enumerate(groups):
         owner = brokers.brokers[after[group]]
         assert committed(owner, group) == {("data", 0): (offset, "a"), ("data", 1): (offset, "b")}
+
+
+async def _delete(bootstrap: list[tuple[str, int]], topic: str) -> None:
+    cluster = Cluster(bootstrap)
+    try:
+        await Admin(cluster).delete_topic(topic)
+    finally:
+        await cluster.close()
 
 
 def _coordinators_once_settled(
