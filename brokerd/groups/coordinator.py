@@ -267,7 +267,8 @@ class GroupCoordinator:
             try:
                 partition = self.ctx.replicas.get_partition(tp)
                 stored = StoredGroups()
-                stored.replay(await offsets_topic.read_records(self.ctx, partition))
+                async for records in offsets_topic.read_records(self.ctx, partition):
+                    stored.replay(records)
                 await migrate_partition(self.ctx, partition, stored, self._partition_count())
                 break
             except (BrokerResponseError, ZooKeeperError, ProtocolError, OSError) as exc:

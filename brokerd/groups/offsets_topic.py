@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 
 from brokerd.core.context import BrokerContext
 from brokerd.core.produce import ACKS_ALL
@@ -123,17 +123,19 @@ async def append(ctx: BrokerContext, partition: Partition, records: Sequence[Rec
         raise InvalidCommitOffsetSizeError(f"the commit is too large to store: {exc}") from exc
 
 
-async def read_records(ctx: BrokerContext, partition: Partition) -> list[Record]:
-    """Every record of the partition's log, oldest first (tombstones included)."""
+async def read_records(ctx: BrokerContext, partition: Partition) -> AsyncIterator[list[Record]]:
+    """The records of the partition's log, oldest first (tombstones included), a read of
+    offsets.load.buffer.size at a time: the caller replays each before the next is read,
+    so a load holds one read's records, not the partition's."""
     log = partition.log
     position = log.log_start_offset
     end = log.log_end_offset
     chunk = ctx.config.offsets_load_buffer_size
-    records: list[Record] = []
     while position < end:
         data = log.read(position, chunk, max_offset=end)
         if not data:
             break
+        records: list[Record] = []
         for header, batch in iter_batches(data):
             payload = decode_payload(batch)
             skip = max(0, position - header.base_offset)
@@ -141,5 +143,5 @@ async def read_records(ctx: BrokerContext, partition: Partition) -> list[Record]
             values = payload.column("value").to_pylist()[skip:]
             records.extend(zip(keys, values, strict=True))
             position = max(position, header.next_offset)
+        yield records
         await asyncio.sleep(0)
-    return records
