@@ -40,6 +40,8 @@ REGION_BYTES = 64 * 1024
 
 
 async def handle_fetch(ctx: BrokerContext, request: FetchRequest) -> FetchResponse:
+    if request.replica_id != CONSUMER_REPLICA_ID:
+        _record_follower_log_starts(ctx, request)
     response = await long_poll(
         functools.partial(_read_all, ctx, request), request.max_wait_ms, request.min_bytes
     )
@@ -49,6 +51,16 @@ async def handle_fetch(ctx: BrokerContext, request: FetchRequest) -> FetchRespon
             if sent:
                 ctx.replicas.metrics.fetched(topic.topic, sent)
     return response
+
+
+def _record_follower_log_starts(ctx: BrokerContext, request: FetchRequest) -> None:
+    """What a follower's fetch shows of its log starts, once as it arrives: a long poll
+    reads again, and only its first read follows the follower's previous answer."""
+    for topic in request.topics:
+        for entry in topic.partitions:
+            partition = ctx.replicas.partitions.get(TopicPartition(topic.topic, entry.partition))
+            if partition is not None and partition.is_leader:
+                partition.record_follower_log_start(request.replica_id, entry.fetch_offset)
 
 
 def _read_all(
@@ -94,6 +106,8 @@ def _read_all(
             remaining -= size
             total += size
         result.high_watermark = partition.high_watermark
+        if for_replica:
+            partition.note_log_start_answered(request.replica_id)
         watched.append(partition)
 
     topics = answer_each_partition(request.topics, FetchTopicResult, FetchPartitionResult, serve)
