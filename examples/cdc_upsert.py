@@ -126,8 +126,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 if __name__ == "__main__":
-    session = SparkSession.builder.appName("replog-cdc-upsert").getOrCreate()
     arguments = parse_args()
+    session = SparkSession.builder.appName("replog-cdc-upsert").getOrCreate()
     if arguments.changes:
         write_changes(session, arguments, demo_changes(arguments.changes))
     rows = write_table(session, arguments)
