@@ -376,10 +376,9 @@ class Partition:
     def note_log_start_answered(self, replica_id: int) -> None:
         """A fetch answer without error to follower `replica_id` carries this log start."""
         follower = self.followers.get(replica_id)
-        if follower is not None:
-            self.followers[replica_id] = replace(
-                follower, log_start_answered=self.log.log_start_offset
-            )
+        start = self.log.log_start_offset
+        if follower is not None and follower.log_start_answered != start:
+            self.followers[replica_id] = replace(follower, log_start_answered=start)
 
     async def wait_for_low_watermark(
         self, offset: int, timeout_s: float, live: Callable[[], Collection[int]]
