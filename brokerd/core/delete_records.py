@@ -7,11 +7,10 @@ moves forward. The leader moves its own start at once; the followers move theirs
 their next fetch, whose answer carries the leader's start. As Kafka's DeleteRecords
 purgatory does, the answer waits until the log start of every ISR member the controller
 counts live has reached the offset and then carries the lowest of them (the low
-watermark), or REQUEST_TIMED_OUT
-once the request's timeout_ms has passed (the leader's start has moved all the same,
-and the followers still follow). The wait is a Deferred (brokerd/core/deferred.py), so
-the connection handles its next requests meanwhile. How the leader knows its followers'
-starts: brokerd/replication/rules.py, rule 9.
+watermark), or REQUEST_TIMED_OUT once the request's timeout_ms has passed (the leader's
+start has moved all the same, and the followers still follow). The wait is a Deferred
+(brokerd/core/deferred.py), so the connection handles its next requests meanwhile. How
+the leader knows its followers' starts: brokerd/replication/rules.py, rule 9.
 
 A partition this broker does not host is NOT_LEADER_OR_FOLLOWER when the cluster has it
 elsewhere (the client's metadata is stale) and UNKNOWN_TOPIC_OR_PARTITION when the

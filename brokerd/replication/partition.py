@@ -347,13 +347,13 @@ class Partition:
 
     def delete_records_before(self, offset: int) -> int:
         """Move the leader's log start to `offset` (DeleteRecords); return the offset the
-                replicas' starts must reach, `offset` itself or the HW it names.
+        replicas' starts must reach, `offset` itself or the HW it names.
 
         `offset` may be DELETE_TO_HIGH_WATERMARK. Only committed records can be deleted:
-                past the HW it is OffsetOutOfRangeError, as in Kafka. The start never moves back
-                (an offset below it changes nothing). The followers move theirs on their next
-                fetch, whose answer carries the leader's start (follow_leader_log_start); the
-                request waits for them with wait_for_low_watermark.
+        past the HW it is OffsetOutOfRangeError, as in Kafka. The start never moves back
+        (an offset below it changes nothing). The followers move theirs on their next
+        fetch, whose answer carries the leader's start (follow_leader_log_start); the
+        request waits for them with wait_for_low_watermark.
         """
         self.require_leader()
         target = self.high_watermark if offset == DELETE_TO_HIGH_WATERMARK else offset
