@@ -44,11 +44,12 @@ The rules:
 9. Followers' log starts (for DeleteRecords, Kafka's low watermark). A follower moves its
    log start up to the one each fetch answer carries, as far as its log reaches, before
    it sends its next fetch. So a follower's fetch from offset F, after an answer that
-   carried log start S, shows its log start is at least min(S, F): once per fetch, when
-   it arrives, as the leader may read a waiting fetch again (each read's answer
-   replaces the last, and the last is the one sent). The fetch request
-   does not carry it as Kafka's does: the native Fetch has one version, and a field
-   added to it would be refused by brokers not yet upgraded.
+   carried log start S, shows its log start is at least min(S, F). That is read once
+   per fetch, as it arrives: the leader may read a waiting fetch again, and each read's
+   answer replaces the last. The low watermark is the lowest start over the ISR members
+   the controller counts live. The fetch request does not carry the start as Kafka's
+   does: the native Fetch has one version, and a field added to it would be refused by
+   brokers not yet upgraded.
 """
 
 from __future__ import annotations
