@@ -273,5 +273,11 @@ def cleaner_gauges(figures: CleanerFigures) -> Iterator[Metric]:
             "Milliseconds since a cleaner thread last finished a pass (grows when stuck).",
             figures.time_since_last_run_ms,
         ),
+        (
+            "kafka_log_logcleaner_max_buffer_utilization_percent",
+            "The fullest key map of the cleaner threads' last cleanings, in percent of "
+            "log.cleaner.dedupe.buffer.size.",
+            figures.max_buffer_utilization_percent,
+        ),
     ):
         yield GaugeMetricFamily(name, documentation, value=value)

@@ -100,6 +100,7 @@ class CleaningResult:
     bytes_written: int
     truncations: int
     tombstones_kept: int  # in the cleaned segments: a later cleaning may be due to drop them
+    mapped_keys: int  # distinct keys in the offset map: its share of the dedupe buffer
 
 
 class IoThrottle:
@@ -268,6 +269,7 @@ def _clean(
         bytes_written,
         job.truncations,
         tombstones_kept,
+        len(offset_map.last_offsets),
     )
 
 

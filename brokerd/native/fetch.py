@@ -15,7 +15,6 @@ as replication, not BytesOut).
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 from brokerd.core.context import BrokerContext
@@ -40,9 +39,14 @@ REGION_BYTES = 64 * 1024
 
 
 async def handle_fetch(ctx: BrokerContext, request: FetchRequest) -> FetchResponse:
-    response = await long_poll(
-        functools.partial(_read_all, ctx, request), request.max_wait_ms, request.min_bytes
-    )
+    reads = 0
+
+    def read_all() -> tuple[FetchResponse, int, list[Partition]]:
+        nonlocal reads
+        reads += 1
+        return _read_all(ctx, request, first_read=reads == 1)
+
+    response = await long_poll(read_all, request.max_wait_ms, request.min_bytes)
     if request.replica_id == CONSUMER_REPLICA_ID:
         for topic in response.topics:
             sent = sum(_size(p.records) for p in topic.partitions)
@@ -52,9 +56,14 @@ async def handle_fetch(ctx: BrokerContext, request: FetchRequest) -> FetchRespon
 
 
 def _read_all(
-    ctx: BrokerContext, request: FetchRequest
+    ctx: BrokerContext, request: FetchRequest, first_read: bool
 ) -> tuple[FetchResponse, int, list[Partition]]:
-    """Read every requested partition once; also return the bytes read and what to watch."""
+    """Read every requested partition once; also return the bytes read and what to watch.
+
+    A follower's fetch shows its log starts as it arrives, so only in the request's
+    `first_read`: a long poll reads again, and only the first read follows the answer
+    the follower applied before it sent this fetch (replication rules, rule 9).
+    """
     for_replica = request.replica_id != CONSUMER_REPLICA_ID
     now = now_ms()
     remaining = min(request.max_bytes, FETCH_MAX_BYTES)
@@ -71,6 +80,8 @@ def _read_all(
         result.log_start_offset = partition.log.log_start_offset
         result.log_end_offset = partition.log.log_end_offset
         if for_replica:
+            if first_read:
+                partition.record_follower_log_start(request.replica_id, entry.fetch_offset)
             partition.record_follower_fetch(request.replica_id, entry.fetch_offset, now)
             if partition.proposed_isr is not None and ctx.isr_writer is not None:
                 ctx.isr_writer.schedule(partition)
@@ -94,6 +105,8 @@ def _read_all(
             remaining -= size
             total += size
         result.high_watermark = partition.high_watermark
+        if for_replica:
+            partition.note_log_start_answered(request.replica_id)
         watched.append(partition)
 
     topics = answer_each_partition(request.topics, FetchTopicResult, FetchPartitionResult, serve)

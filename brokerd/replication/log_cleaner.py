@@ -20,8 +20,9 @@ cleaning kept have passed delete.retention.ms; the dirtiest goes first. Two task
 the same log. Followers clean their own copies, as Kafka's replicas do.
 
 For the metrics (brokerd/metrics/cleaner_figures.py) the cleaner notes, per choice, the
-dirty ratio of the dirtiest compacted log, per cleaning its bytes and length (the last
-log.cleaner.threads of them), and when a task last finished a pass; nothing per record.
+dirty ratio of the dirtiest compacted log, per cleaning its bytes, length and how full
+its key map was (the last log.cleaner.threads of them), and when a task last finished a
+pass; nothing per record.
 """
 
 from __future__ import annotations
@@ -188,7 +189,14 @@ class LogCleaner:
         )
         self.cleanings += 1
         self._recent.append(
-            CleaningStats(result.bytes_read, result.bytes_written, time.monotonic() - started)
+            CleaningStats(
+                result.bytes_read,
+                result.bytes_written,
+                time.monotonic() - started,
+                # Kafka's count: a key is one of the map's max_keys 24-byte entries. The
+                # first batch is mapped whole even when it has more keys: full, then.
+                min(1.0, result.mapped_keys / max_keys),
+            )
         )
         await asyncio.to_thread(self._write_checkpoint, self._checkpoint_offsets())
         return True

@@ -35,7 +35,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Collection
+from collections.abc import Callable, Collection
+from dataclasses import replace
 
 from brokerd.log import AppendInfo, Log
 from brokerd.log.producer_snapshots import read_snapshot, snapshot_offsets
@@ -46,7 +47,9 @@ from brokerd.replication.rules import (
     acks_all_outcome,
     after_fetch,
     fetch_offset_in_range,
+    follower_log_start,
     high_watermark,
+    isr_low_watermark,
     lagging_replicas,
     maximal_isr,
     may_join_isr,
@@ -78,6 +81,8 @@ from spark_replica.wire.native.produce import ACKS_ALL
 logger = logging.getLogger("brokerd.partition")
 
 NO_LEADER = -1
+# How often a DeleteRecords waiting for its replicas looks again at which brokers are live.
+LIVE_BROKERS_RECHECK_S = 0.2
 # The error a leader answers for each refusing verdict of the producer state.
 VERDICT_ERRORS: dict[Outcome, type[BrokerResponseError]] = {
     Outcome.OUT_OF_ORDER: OutOfOrderSequenceError,
@@ -346,13 +351,14 @@ class Partition:
             self._notify()
 
     def delete_records_before(self, offset: int) -> int:
-        """Move the leader's log start to `offset` (DeleteRecords); return the new start.
+        """Move the leader's log start to `offset` (DeleteRecords); return the offset the
+        replicas' starts must reach, `offset` itself or the HW it names.
 
         `offset` may be DELETE_TO_HIGH_WATERMARK. Only committed records can be deleted:
         past the HW it is OffsetOutOfRangeError, as in Kafka. The start never moves back
-        (an offset below it changes nothing). The answer does not wait for the followers,
-        unlike Kafka's purgatory: they move theirs on their next fetch, whose answer
-        carries the leader's start (follow_leader_log_start).
+        (an offset below it changes nothing). The followers move theirs on their next
+        fetch, whose answer carries the leader's start (follow_leader_log_start); the
+        request waits for them with wait_for_low_watermark.
         """
         self.require_leader()
         target = self.high_watermark if offset == DELETE_TO_HIGH_WATERMARK else offset
@@ -363,7 +369,48 @@ class Partition:
             )
         if self.log.advance_log_start_offset(target):
             self._notify()
-        return self.log.log_start_offset
+        return target
+
+    def low_watermark(self, live: Collection[int]) -> int:
+        """The lowest log start over the ISR's `live` members (rules.py, rule 9); -1 while
+        one is unknown."""
+        return isr_low_watermark(
+            self.local_broker_id, self.log.log_start_offset, self.followers, self.isr, live
+        )
+
+    def note_log_start_answered(self, replica_id: int) -> None:
+        """A fetch answer without error to follower `replica_id` carries this log start."""
+        follower = self.followers.get(replica_id)
+        start = self.log.log_start_offset
+        if follower is not None and follower.log_start_answered != start:
+            self.followers[replica_id] = replace(follower, log_start_answered=start)
+
+    async def wait_for_low_watermark(
+        self, offset: int, timeout_s: float, live: Callable[[], Collection[int]]
+    ) -> int:
+        """Return the low watermark once every live ISR member's log start reached `offset`
+        (Kafka's DeleteRecords purgatory); raise if leadership moves or the time is up.
+        `live()`: the brokers the controller counts live now; a broker's death changes
+        nothing here, so the wait also looks again every LIVE_BROKERS_RECHECK_S."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        epoch = self.leader_epoch
+        while True:
+            if not self.is_leader or self.leader_epoch != epoch:
+                raise NotLeaderOrFollowerError(
+                    f"{self.tp}: leadership moved while waiting for the replicas to delete "
+                    f"the records below {offset}"
+                )
+            low_watermark = self.low_watermark(live())
+            if low_watermark >= offset:
+                return low_watermark
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise RequestTimedOutError(
+                    f"{self.tp}: the replicas of ISR {self.isr} did not all move their log "
+                    f"start to {offset} within {timeout_s * 1000:.0f} ms (lowest: {low_watermark})"
+                )
+            await wait_for_change((self,), min(remaining, LIVE_BROKERS_RECHECK_S))
 
     def truncate_to(self, offset: int) -> None:
         """Truncate the log as a follower does to match its leader; rebuild producer state.
@@ -399,6 +446,20 @@ class Partition:
         self.followers[replica_id] = follower
         self._maybe_expand_isr(replica_id, follower)
         self._maybe_advance_high_watermark()
+
+    def record_follower_log_start(self, replica_id: int, fetch_offset: int) -> None:
+        """A fetch from `fetch_offset` has just arrived from follower `replica_id`: what it
+        shows of the follower's log start (rules.py, rule 9). Once per fetch, not per read."""
+        follower = self.followers.get(replica_id)
+        log = self.log
+        if follower is None or not fetch_offset_in_range(
+            fetch_offset, log.log_start_offset, log.log_end_offset
+        ):
+            return
+        start = follower_log_start(follower, fetch_offset)
+        if start != follower.log_start_offset:
+            self.followers[replica_id] = replace(follower, log_start_offset=start)
+            self._notify()  # a DeleteRecords may be waiting for it
 
     def _maybe_expand_isr(self, replica_id: int, follower: FollowerProgress) -> None:
         if replica_id in self.isr or self.proposed_isr is not None:

@@ -41,12 +41,21 @@ The rules:
    Records below that, if any, carry no epoch the follower tracks (KIP-279's case of a
    log older than its epoch cache) and are kept up to the leader's end offset, not
    emptied. When the leader cannot answer at all, it cuts at its HW.
+9. Followers' log starts (for DeleteRecords, Kafka's low watermark). A follower moves its
+   log start up to the one each fetch answer carries, as far as its log reaches, before
+   it sends its next fetch. So a follower's fetch from offset F, after an answer that
+   carried log start S, shows its log start is at least min(S, F). That is read once
+   per fetch, as it arrives: the leader may read a waiting fetch again, and each read's
+   answer replaces the last. The low watermark is the lowest start over the ISR members
+   the controller counts live. The fetch request does not carry the start as Kafka's
+   does: the native Fetch has one version, and a field added to it would be refused by
+   brokers not yet upgraded.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from spark_replica.wire.native.offsets_for_leader_epoch import UNDEFINED_OFFSET
@@ -62,6 +71,10 @@ class FollowerProgress:
     last_caught_up_ms: int = 0
     last_fetch_leader_end_offset: int = UNKNOWN_OFFSET
     last_fetch_ms: int = 0
+    # The leader's log start in its last answer to the follower, and the follower's own
+    # as far as its fetches show it (rule 9).
+    log_start_answered: int = UNKNOWN_OFFSET
+    log_start_offset: int = UNKNOWN_OFFSET
 
 
 def fetch_offset_in_range(fetch_offset: int, log_start_offset: int, log_end_offset: int) -> bool:
@@ -85,6 +98,32 @@ def after_fetch(
         last_fetch_leader_end_offset=leader_end_offset,
         last_fetch_ms=now_ms,
     )
+
+
+def follower_log_start(progress: FollowerProgress, fetch_offset: int) -> int:
+    """Rule 9: the follower's log start as a fetch from `fetch_offset` shows it."""
+    if progress.log_start_answered == UNKNOWN_OFFSET:
+        return progress.log_start_offset
+    return max(progress.log_start_offset, min(progress.log_start_answered, fetch_offset))
+
+
+def isr_low_watermark(
+    leader_id: int,
+    leader_log_start: int,
+    followers: Mapping[int, FollowerProgress],
+    isr: Iterable[int],
+    live: Collection[int],
+) -> int:
+    """Rule 9: the lowest log start over the ISR members that are `live` (the leader's
+    included), UNKNOWN_OFFSET while one's is not known yet. A member the controller no
+    longer counts live is passed over, as Kafka's low watermark passes over dead brokers:
+    it would hold every DeleteRecords until the ISR dropped it."""
+    starts = [leader_log_start]
+    for replica in isr:
+        if replica != leader_id and replica in live:
+            follower = followers.get(replica)
+            starts.append(UNKNOWN_OFFSET if follower is None else follower.log_start_offset)
+    return min(starts)
 
 
 def maximal_isr(isr: Iterable[int], proposed_isr: Iterable[int] | None) -> list[int]:

@@ -42,6 +42,10 @@ DIRTY = "kafka_log_logcleanermanager_max_dirty_percent"
 RECOPY = "kafka_log_logcleaner_cleaner_recopy_percent"
 CLEAN_TIME = "kafka_log_logcleaner_max_clean_time_secs"
 SINCE_LAST_RUN = "kafka_log_logcleaner_time_since_last_run_ms"
+BUFFER_USED = "kafka_log_logcleaner_max_buffer_utilization_percent"
+# Room for 1,000 keys at Kafka's 24 bytes a key: DISTINCT_KEYS fill a known share of it.
+DEDUPE_BUFFER_BYTES = 24_000
+KEY_MAP_ENTRY_BYTES = 24
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +57,13 @@ def factory(
         Path(tmp_path_factory.mktemp("compaction-ops")),
     )
     try:
-        brokers.start(1, **{"log.cleaner.backoff.ms": "200"})
+        brokers.start(
+            1,
+            **{
+                "log.cleaner.backoff.ms": "200",
+                "log.cleaner.dedupe.buffer.size": str(DEDUPE_BUFFER_BYTES),
+            },
+        )
         yield brokers
     finally:
         brokers.stop_all()
@@ -127,6 +137,7 @@ def test_the_cleaner_metrics_follow_a_cleaning(factory: BrokerFactory) -> None:
     broker = factory.brokers[1]
     before = scrape(broker)
     assert before[RECOPY] == 0 and before[CLEAN_TIME] == 0, "no cleaning yet"
+    assert before[BUFFER_USED] == 0
     config = {"segment.bytes": SEGMENT_BYTES, "min.cleanable.dirty.ratio": "0.5"}
     run(create_topic(factory.bootstrap, METERED, **config))
     # Every key once, all written before the topic compacts: one cleaning takes the
@@ -136,6 +147,9 @@ def test_the_cleaner_metrics_follow_a_cleaning(factory: BrokerFactory) -> None:
     wait_for_metric(broker, CLEAN_TIME, lambda v: v > 0, "a cleaning")
     cleaned = scrape(broker)
     assert 40 < cleaned[RECOPY] <= 60
+    # The key map held the keys of the sealed segments: most of them, never more.
+    all_keys_percent = 100 * DISTINCT_KEYS * KEY_MAP_ENTRY_BYTES / DEDUPE_BUFFER_BYTES
+    assert all_keys_percent / 2 < cleaned[BUFFER_USED] <= all_keys_percent
     assert 0 <= cleaned[SINCE_LAST_RUN] < 5_000
     wait_for_metric(broker, DIRTY, lambda v: v == 0, "every key cleaned")
 

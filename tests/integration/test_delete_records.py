@@ -1,6 +1,8 @@
 """DeleteRecords through real brokers: Kafka's AdminClient.delete_records on the Kafka
 listener moves the log start of a replicated partition on its leader, every follower
 follows it from its fetch answers, and a new leader and a restarted replica keep it.
+The answer comes once every replica in the ISR has moved its start (the low watermark),
+on both listeners, or REQUEST_TIMED_OUT while one of them does not fetch.
 
 One three-broker cluster serves the module; each test has its own topic.
 """
@@ -15,7 +17,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from spark_replica.client import Cluster
+from spark_replica.client import Admin, Cluster
 from spark_replica.client.kafka_connection import KafkaConnection
 from spark_replica.client.list_offsets import EARLIEST, list_offsets_at
 from spark_replica.errors import LeaderNotAvailableError
@@ -33,6 +35,11 @@ DELETE_RECORDS = 21
 NOT_LEADER_OR_FOLLOWER = 6
 UNKNOWN_TOPIC_OR_PARTITION = 3
 OFFSET_OUT_OF_RANGE = 1
+REQUEST_TIMED_OUT = 7
+# A follower paused by a test stays in the ISR this long (the cluster's tests' default,
+# 2 s, could drop it while the request waits).
+REPLICA_LAG_TIME_MAX_MS = "15000"
+PAUSED_REQUEST_TIMEOUT_MS = 1_000
 SEGMENT_BYTES = 1024  # the least a topic may set
 
 
@@ -45,7 +52,7 @@ def cluster(
         tmp_path_factory.mktemp("delete-records"),
     )
     try:
-        start_cluster(factory, 3)
+        start_cluster(factory, 3, **{"replica.lag.time.max.ms": REPLICA_LAG_TIME_MAX_MS})
         yield factory
     finally:
         factory.stop_all()
@@ -173,7 +180,11 @@ def test_minus_one_deletes_up_to_the_high_watermark(cluster: BrokerFactory) -> N
 
 
 def raw_delete_records(
-    brokers: BrokerFactory, broker_id: int, version: int, targets: dict[str, dict[int, int]]
+    brokers: BrokerFactory,
+    broker_id: int,
+    version: int,
+    targets: dict[str, dict[int, int]],
+    timeout_ms: int = 10_000,
 ) -> dict[tuple[str, int], tuple[int, int]]:
     """One DeleteRecords at `version` to one broker: (low watermark, error code) per partition."""
     broker = brokers.brokers[broker_id]
@@ -187,7 +198,7 @@ def raw_delete_records(
             )
             for topic, partitions in targets.items()
         ],
-        timeout_ms=10_000,
+        timeout_ms=timeout_ms,
     )
 
     async def call() -> Data:
@@ -227,3 +238,53 @@ def test_each_partition_is_refused_with_its_own_error(cluster: BrokerFactory) ->
     answers = raw_delete_records(cluster, leader, 2, {topic: {0: -2}})
     assert answers == {(topic, 0): (-1, OFFSET_OUT_OF_RANGE)}
     assert kafka_watermarks(cluster, topic) == (7, RECORDS)
+
+
+def native_delete_records(brokers: BrokerFactory, topic: str, offset: int) -> int:
+    """The low watermark the replog listener answers (the native client's delete_records)."""
+
+    async def call() -> int:
+        cluster = Cluster(brokers.bootstrap)
+        try:
+            tp = ReplogPartition(topic, 0)
+            outcome = (await Admin(cluster).delete_records({tp: offset}, DEADLINE_S))[tp]
+            assert isinstance(outcome, int), outcome
+            return outcome
+        finally:
+            await cluster.close()
+
+    return run(call())
+
+
+def test_the_answer_comes_once_every_replica_in_the_isr_has_moved_its_start(
+    cluster: BrokerFactory,
+) -> None:
+    topic = filled_topic(cluster, "purgatory")
+    for offset, delete in (
+        (20, delete_records),
+        (35, native_delete_records),
+        (60, delete_records),
+        (80, native_delete_records),
+    ):
+        assert delete(cluster, topic, offset) == offset
+        starts = replica_starts(cluster, topic)
+        assert starts == dict.fromkeys(cluster.brokers, offset), f"{delete.__name__}({offset})"
+
+
+def test_a_paused_follower_in_the_isr_times_the_request_out(cluster: BrokerFactory) -> None:
+    topic = filled_topic(cluster, "paused")
+    leader = leader_of(cluster, topic)
+    paused = next(b for b in cluster.brokers if b != leader)
+    cluster.brokers[paused].pause()
+    try:
+        answers = raw_delete_records(
+            cluster, leader, 2, {topic: {0: 30}}, timeout_ms=PAUSED_REQUEST_TIMEOUT_MS
+        )
+        assert answers == {(topic, 0): (-1, REQUEST_TIMED_OUT)}
+        awake = [(b.host, b.port) for n, b in cluster.brokers.items() if n != paused]
+        (described,) = run(leadership(awake, topic))
+        assert paused in described["isr"], "the paused follower was still in the ISR"
+    finally:
+        cluster.brokers[paused].resume()
+    wait_for_replica_starts(cluster, topic, 30)
+    assert delete_records(cluster, topic, 30) == 30
