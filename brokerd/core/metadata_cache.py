@@ -5,11 +5,13 @@ replaces the cache whole, so the cache is exactly one controller decision old at
 The states are kept by topic as well, sorted by partition, because every Metadata request
 asks by topic: finding a topic's partitions among all of them cost a scan of the whole
 cluster per topic asked for (10 topics of 10,000 partitions: 100,000 looks per request).
-Owned by the broker's event loop.
+Owned by the broker's event loop; handlers that must answer only once the cache shows a
+change (CreateTopics: brokerd/core/leader_wait.py) wait for its next update.
 """
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 
 from spark_replica.topics import TopicPartition
@@ -26,6 +28,8 @@ class MetadataCache:
     partitions: dict[TopicPartition, PartitionLeaderState] = field(default_factory=dict)
     controller_id: int = -1
     _by_topic: dict[str, list[PartitionLeaderState]] = field(default_factory=dict)
+    # Set by the next update and then replaced: whoever waits on it wakes once per update.
+    _updated: asyncio.Event = field(default_factory=asyncio.Event)
 
     def update(self, request: UpdateMetadataRequest) -> None:
         self.brokers = {b.broker_id: b for b in request.brokers}
@@ -41,9 +45,19 @@ class MetadataCache:
             states.sort(key=lambda state: state.partition)
         self._by_topic = by_topic
         self.controller_id = request.header.controller_id
+        self._updated.set()
+        self._updated = asyncio.Event()
+
+    async def next_update(self) -> None:
+        await self._updated.wait()
 
     def topics(self) -> list[str]:
         return sorted(self._by_topic)
 
     def partitions_of(self, topic: str) -> list[PartitionLeaderState]:
         return list(self._by_topic.get(topic, ()))
+
+    def has_leaders(self, topic: str, partitions: int) -> bool:
+        """Whether partitions 0 to `partitions` - 1 of `topic` are known, each with a leader."""
+        states = self._by_topic.get(topic, [])[:partitions]
+        return len(states) == partitions and all(state.leader >= 0 for state in states)
