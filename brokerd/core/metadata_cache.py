@@ -11,7 +11,8 @@ topic. A broker is registered, and its listeners accept connections, a moment be
 controller's first UpdateMetadata reaches it; longer when that request came before the
 registration was complete and is sent again (brokerd/native/controller_requests.py).
 `wait_for_first_update` lets a handler wait that moment out rather than answer from the
-empty cache. Owned by the broker's event loop.
+empty cache; handlers that must answer only once the cache shows a change (CreateTopics:
+brokerd/core/leader_wait.py) wait for its `next_update`. Owned by the broker's event loop.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ class MetadataCache:
     partitions: dict[TopicPartition, PartitionLeaderState] = field(default_factory=dict)
     controller_id: int = -1
     _by_topic: dict[str, list[PartitionLeaderState]] = field(default_factory=dict)
+    # Set by the first update, for good.
+    _first: asyncio.Event = field(default_factory=asyncio.Event)
+    # Set by the next update and then replaced: whoever waits on it wakes once per update.
     _updated: asyncio.Event = field(default_factory=asyncio.Event)
 
     def update(self, request: UpdateMetadataRequest) -> None:
@@ -50,17 +54,27 @@ class MetadataCache:
             states.sort(key=lambda state: state.partition)
         self._by_topic = by_topic
         self.controller_id = request.header.controller_id
+        self._first.set()
         self._updated.set()
+        self._updated = asyncio.Event()
 
     async def wait_for_first_update(self, timeout_s: float) -> bool:
         """Whether the cache has had an update, waiting up to `timeout_s` for the first."""
-        if not self._updated.is_set():
+        if not self._first.is_set():
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._updated.wait(), timeout_s)
-        return self._updated.is_set()
+                await asyncio.wait_for(self._first.wait(), timeout_s)
+        return self._first.is_set()
+
+    async def next_update(self) -> None:
+        await self._updated.wait()
 
     def topics(self) -> list[str]:
         return sorted(self._by_topic)
 
     def partitions_of(self, topic: str) -> list[PartitionLeaderState]:
         return list(self._by_topic.get(topic, ()))
+
+    def has_leaders(self, topic: str, partitions: int) -> bool:
+        """Whether partitions 0 to `partitions` - 1 of `topic` are known, each with a leader."""
+        states = self._by_topic.get(topic, [])[:partitions]
+        return len(states) == partitions and all(state.leader >= 0 for state in states)

@@ -1,8 +1,10 @@
 """Kafka's CreateTopics, DeleteTopics and CreatePartitions: replog's topic changes.
 
 Each topic is written to ZooKeeper by spark_replica/zk/topic_store.py, as the replog
-listener's handlers do (the answer means "written"; clients wait on Metadata for the
-brokers to apply it). validate_only runs the same checks and writes nothing. Replica
+listener's handlers do; with a timeout_ms above 0 the answer then waits, as Kafka's does,
+until this broker's metadata names a leader for each partition written, and a topic still
+lacking one at the timeout is answered REQUEST_TIMED_OUT (brokerd/core/leader_wait.py).
+validate_only runs the same checks and writes nothing. Replica
 assignments chosen by the client are not served (the placement is replog's): such a
 topic is refused with INVALID_REQUEST. -1 partitions or replication factor (v4+) take
 the broker's num.partitions and default.replication.factor (Kafka's defaults: 1 and 1),
@@ -21,6 +23,7 @@ from kazoo.client import KazooClient
 
 from brokerd.core.authorization import authorize_cluster, authorize_topic, topic_denied
 from brokerd.core.context import BrokerContext
+from brokerd.core.leader_wait import without_leaders
 from brokerd.core.partitions import set_error
 from brokerd.core.topic_admin import (
     check_growth,
@@ -33,6 +36,7 @@ from spark_replica.errors import (
     ConfigError,
     InvalidRequestError,
     ReplogError,
+    RequestTimedOutError,
 )
 from spark_replica.security.acl import Operation
 from spark_replica.wire.schema import Data
@@ -53,10 +57,32 @@ async def _in_zookeeper(
         set_error(result, exc)
 
 
+async def _until_served(
+    ctx: BrokerContext, results: list[Data], partitions: dict[str, int], timeout_ms: int
+) -> None:
+    """Wait until this broker's metadata names a leader for each of the `partitions`
+    (topic → count) of the written topics among `results`; each one still lacking one
+    after timeout_ms gets REQUEST_TIMED_OUT (it is written all the same)."""
+    written = {r.name: partitions[r.name] for r in results if r.error_code == 0}
+    if timeout_ms <= 0 or not written:
+        return
+    missing = await without_leaders(ctx.metadata, written, timeout_ms / 1000)
+    for result in results:
+        if result.name in missing:
+            set_error(
+                result,
+                RequestTimedOutError(
+                    f"topic {result.name!r} is written, but not every partition had a "
+                    f"leader on this broker within timeout_ms={timeout_ms}"
+                ),
+            )
+
+
 async def handle_create_topics(ctx: BrokerContext, request: KafkaRequest) -> Data:
     body = request.body
     cluster_allowed = authorize_cluster(ctx, request, Operation.CREATE)
     results = []
+    partition_counts: dict[str, int] = {}
     for topic in body.topics:
         configs = {c.name: c.value for c in topic.configs if c.value is not None}
         result = Data(
@@ -97,6 +123,9 @@ async def handle_create_topics(ctx: BrokerContext, request: KafkaRequest) -> Dat
             configs=configs,
         )
         await _in_zookeeper(ctx, result, work, partitions)
+        partition_counts[topic.name] = partitions
+    if not body.validate_only:
+        await _until_served(ctx, results, partition_counts, body.timeout_ms)
     return Data(throttle_time_ms=0, topics=results)
 
 
@@ -115,6 +144,7 @@ async def handle_delete_topics(ctx: BrokerContext, request: KafkaRequest) -> Dat
 async def handle_create_partitions(ctx: BrokerContext, request: KafkaRequest) -> Data:
     body = request.body
     results = []
+    partition_counts: dict[str, int] = {}
     for topic in body.topics:
         result = Data(name=topic.name, error_code=0, error_message=None)
         results.append(result)
@@ -131,4 +161,7 @@ async def handle_create_partitions(ctx: BrokerContext, request: KafkaRequest) ->
         await _in_zookeeper(
             ctx, result, functools.partial(grow, topic=topic.name, count=topic.count), topic.count
         )
+        partition_counts[topic.name] = topic.count
+    if not body.validate_only:
+        await _until_served(ctx, results, partition_counts, body.timeout_ms)
     return Data(throttle_time_ms=0, results=results)

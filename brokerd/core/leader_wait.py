@@ -1,0 +1,34 @@
+"""Answering a topic change only once this broker serves it, as Kafka does.
+
+Kafka answers CreateTopics and CreatePartitions (with a timeout_ms above 0) only when the
+answering broker's metadata names a leader for every partition asked for, or with
+REQUEST_TIMED_OUT for a topic still lacking one at the timeout (its
+DelayedCreatePartitions); the topic is created either way. Clients rely on it: Faust
+creates a table's changelog topic and reads its partition count from the very next
+Metadata answer, and one that came before the controller's UpdateMetadata reached this
+broker left the table with no partitions for good.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Mapping
+
+from brokerd.core.metadata_cache import MetadataCache
+
+
+async def without_leaders(
+    cache: MetadataCache, wanted: Mapping[str, int], timeout_s: float
+) -> set[str]:
+    """The topics of `wanted` (name → partition count) some of whose partitions still
+    have no leader in `cache` after up to `timeout_s`; none once all have one."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        missing = {topic for topic, count in wanted.items() if not cache.has_leaders(topic, count)}
+        remaining = deadline - loop.time()
+        if not missing or remaining <= 0:
+            return missing
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(cache.next_update(), remaining)
