@@ -1,6 +1,8 @@
 """A CDC-style compacted topic on a real broker, for the tests of what its readers see
 once the cleaner has been through it (tests/integration/test_compaction_scale.py,
-tests/spark/test_compaction_read.py).
+tests/spark/test_compaction_read.py); and, for the tests that kill brokers while they
+clean (tests/integration/test_compaction_cleaner.py), what a compacted log may hold after
+a crash.
 
 The topic gets `records` values cycling over `keys` keys, then a tombstone for each of
 the first half of the keys, then enough records of a filler key to seal the segment that
@@ -14,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,3 +169,57 @@ def running_cleaner_broker(zookeeper_connect: str, directory: Path) -> Iterator[
         yield factory.start(1, **CLEANER_BROKER_OVERRIDES)
     finally:
         factory.stop_all()
+
+
+# --------------------------------------------------------------------------- crashes
+
+# What was produced and acknowledged: (key, value) by offset.
+Produced = Mapping[int, tuple[bytes, bytes | None]]
+
+
+def check_compaction_of(rows: Sequence[Row], produced: Produced, end: int, where: str) -> None:
+    """`rows` are a compaction of what was produced below offset `end`, for a topic
+    without tombstones: each row is a produced record at its offset, offsets strictly
+    increase, and each produced record below `end` that is not there has a later record
+    of its key that is (so no key loses its last value, and nothing is lost that a
+    cleaning did not replace)."""
+    offsets = [offset for offset, _, _ in rows]
+    assert offsets == sorted(set(offsets)), f"{where}: offsets strictly increase"
+    last_of_key: dict[bytes, int] = {}
+    for offset, key, value in rows:
+        assert produced.get(offset) == (key, value), f"{where}: offset {offset} holds {key!r}"
+        last_of_key[key] = offset
+    present = set(offsets)
+    lost = [
+        offset
+        for offset, (key, _) in produced.items()
+        if offset < end and offset not in present and last_of_key.get(key, -1) < offset
+    ]
+    assert not lost, f"{where}: records lost with no later record of their key: {lost[:5]}"
+
+
+def children_of(pid: int | None) -> list[int]:
+    """The processes whose parent is `pid`, from /proc."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            children.append(int(stat.parent.name))
+    return children
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie has exited: its parent has not reaped it yet)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def all_gone(pids: list[int]) -> tuple[bool, object]:
+    running = [pid for pid in pids if alive(pid)]
+    return not running, running
