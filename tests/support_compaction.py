@@ -1,8 +1,9 @@
 """A CDC-style compacted topic on a real broker, for the tests of what its readers see
 once the cleaner has been through it (tests/integration/test_compaction_scale.py,
 tests/spark/test_compaction_read.py); and, for the tests that kill brokers while they
-clean (tests/integration/test_compaction_cleaner.py), what a compacted log may hold after
-a crash.
+clean (tests/integration/test_compaction_cleaner.py,
+tests/integration/test_compaction_sigkill_replicas.py), what a compacted log may hold
+after a crash, read from a replica's files or from a reader.
 
 The topic gets `records` values cycling over `keys` keys, then a tombstone for each of
 the first half of the keys, then enough records of a filler key to seal the segment that
@@ -20,7 +21,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from brokerd.log.cleaner_swap import SWAP_SUFFIX
+from brokerd.log.segment import LOG_SUFFIX
 from spark_replica.client import Cluster, Consumer, Producer, ProducerConfig
+from spark_replica.records import decode_payload, iter_batches
 from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.list_offsets import LATEST_TIMESTAMP
@@ -175,6 +179,7 @@ def running_cleaner_broker(zookeeper_connect: str, directory: Path) -> Iterator[
 
 # What was produced and acknowledged: (key, value) by offset.
 Produced = Mapping[int, tuple[bytes, bytes | None]]
+LIVE_READ_RETRY_S = 0.05
 
 
 def check_compaction_of(rows: Sequence[Row], produced: Produced, end: int, where: str) -> None:
@@ -196,6 +201,51 @@ def check_compaction_of(rows: Sequence[Row], produced: Produced, end: int, where
         if offset < end and offset not in present and last_of_key.get(key, -1) < offset
     ]
     assert not lost, f"{where}: records lost with no later record of their key: {lost[:5]}"
+
+
+def segment_rows(directory: Path, suffix: str = LOG_SUFFIX) -> list[Row]:
+    """The records of a partition directory's files ending in `suffix`, in offset order."""
+    rows: list[Row] = []
+    for path in sorted(directory.glob(f"*{suffix}")):
+        rows += batch_rows(path.read_bytes())
+    return rows
+
+
+def batch_rows(data: bytes) -> list[Row]:
+    """The records of batches laid end to end; a batch cut short at the end (an append
+    in flight when the bytes were read) is left out."""
+    rows: list[Row] = []
+    for header, batch in iter_batches(data, allow_partial_tail=True):
+        payload = decode_payload(batch)
+        keys = payload.column("key").to_pylist()
+        values = payload.column("value").to_pylist()
+        rows += [
+            (header.base_offset + n, key, value)
+            for n, (key, value) in enumerate(zip(keys, values, strict=True))
+        ]
+    return rows
+
+
+def live_replica_rows(directory: Path, timeout_s: float = READ_TIMEOUT_S) -> list[Row]:
+    """A running replica's records, read from its segment files between two swaps of
+    cleaned segments: a read is taken again when a swap was under way (its manifest
+    there) or a file went or came while reading."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        before = _segment_names(directory)
+        if not any(name.endswith(SWAP_SUFFIX) for name in before):
+            try:
+                rows = segment_rows(directory)
+            except FileNotFoundError:
+                rows = None
+            if rows is not None and _segment_names(directory) == before:
+                return rows
+        assert time.monotonic() < deadline, f"{directory}: no read between swaps"
+        time.sleep(LIVE_READ_RETRY_S)
+
+
+def _segment_names(directory: Path) -> set[str]:
+    return {p.name for p in directory.iterdir() if p.name.endswith((LOG_SUFFIX, SWAP_SUFFIX))}
 
 
 def children_of(pid: int | None) -> list[int]:
