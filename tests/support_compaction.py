@@ -1,6 +1,9 @@
 """A CDC-style compacted topic on a real broker, for the tests of what its readers see
 once the cleaner has been through it (tests/integration/test_compaction_scale.py,
-tests/spark/test_compaction_read.py).
+tests/spark/test_compaction_read.py); and, for the tests that kill brokers while they
+clean (tests/integration/test_compaction_cleaner.py,
+tests/integration/test_compaction_sigkill_replicas.py), what a compacted log may hold
+after a crash, read from a replica's files or from a reader.
 
 The topic gets `records` values cycling over `keys` keys, then a tombstone for each of
 the first half of the keys, then enough records of a filler key to seal the segment that
@@ -14,11 +17,14 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from brokerd.log.cleaner_swap import SWAP_SUFFIX
+from brokerd.log.segment import LOG_SUFFIX
 from spark_replica.client import Cluster, Consumer, Producer, ProducerConfig
+from spark_replica.records import decode_payload, iter_batches
 from spark_replica.tools.launcher.brokers import BrokerProcess
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.list_offsets import LATEST_TIMESTAMP
@@ -167,3 +173,103 @@ def running_cleaner_broker(zookeeper_connect: str, directory: Path) -> Iterator[
         yield factory.start(1, **CLEANER_BROKER_OVERRIDES)
     finally:
         factory.stop_all()
+
+
+# --------------------------------------------------------------------------- crashes
+
+# What was produced and acknowledged: (key, value) by offset.
+Produced = Mapping[int, tuple[bytes, bytes | None]]
+LIVE_READ_RETRY_S = 0.05
+
+
+def check_compaction_of(rows: Sequence[Row], produced: Produced, end: int, where: str) -> None:
+    """`rows` are a compaction of what was produced below offset `end`, for a topic
+    without tombstones: each row is a produced record at its offset, offsets strictly
+    increase, and each produced record below `end` that is not there has a later record
+    of its key that is (so no key loses its last value, and nothing is lost that a
+    cleaning did not replace)."""
+    offsets = [offset for offset, _, _ in rows]
+    assert offsets == sorted(set(offsets)), f"{where}: offsets strictly increase"
+    last_of_key: dict[bytes, int] = {}
+    for offset, key, value in rows:
+        assert produced.get(offset) == (key, value), f"{where}: offset {offset} holds {key!r}"
+        last_of_key[key] = offset
+    present = set(offsets)
+    lost = [
+        offset
+        for offset, (key, _) in produced.items()
+        if offset < end and offset not in present and last_of_key.get(key, -1) < offset
+    ]
+    assert not lost, f"{where}: records lost with no later record of their key: {lost[:5]}"
+
+
+def segment_rows(directory: Path, suffix: str = LOG_SUFFIX) -> list[Row]:
+    """The records of a partition directory's files ending in `suffix`, in offset order."""
+    rows: list[Row] = []
+    for path in sorted(directory.glob(f"*{suffix}")):
+        rows += batch_rows(path.read_bytes())
+    return rows
+
+
+def batch_rows(data: bytes) -> list[Row]:
+    """The records of batches laid end to end; a batch cut short at the end (an append
+    in flight when the bytes were read) is left out."""
+    rows: list[Row] = []
+    for header, batch in iter_batches(data, allow_partial_tail=True):
+        payload = decode_payload(batch)
+        keys = payload.column("key").to_pylist()
+        values = payload.column("value").to_pylist()
+        rows += [
+            (header.base_offset + n, key, value)
+            for n, (key, value) in enumerate(zip(keys, values, strict=True))
+        ]
+    return rows
+
+
+def live_replica_rows(directory: Path, timeout_s: float = READ_TIMEOUT_S) -> list[Row]:
+    """A running replica's records, read from its segment files between two swaps of
+    cleaned segments: a read is taken again when a swap was under way (its manifest
+    there) or a file went or came while reading."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        before = _segment_names(directory)
+        if not any(name.endswith(SWAP_SUFFIX) for name in before):
+            try:
+                rows = segment_rows(directory)
+            except FileNotFoundError:
+                rows = None
+            if rows is not None and _segment_names(directory) == before:
+                return rows
+        assert time.monotonic() < deadline, f"{directory}: no read between swaps"
+        time.sleep(LIVE_READ_RETRY_S)
+
+
+def _segment_names(directory: Path) -> set[str]:
+    return {p.name for p in directory.iterdir() if p.name.endswith((LOG_SUFFIX, SWAP_SUFFIX))}
+
+
+def children_of(pid: int | None) -> list[int]:
+    """The processes whose parent is `pid`, from /proc."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            children.append(int(stat.parent.name))
+    return children
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie has exited: its parent has not reaped it yet)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def all_gone(pids: list[int]) -> tuple[bool, object]:
+    running = [pid for pid in pids if alive(pid)]
+    return not running, running

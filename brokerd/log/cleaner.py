@@ -31,6 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+import numpy as np
+import pyarrow as pa
+
 from brokerd.log.cleaner_plan import (
     BatchKeys,
     BatchPlan,
@@ -159,20 +162,23 @@ def read_batches(directory: Path, segment: SegmentFile) -> Iterator[tuple[BatchH
         os.close(fd)
 
 
-def batch_keys(header: BatchHeader, batch: bytes) -> BatchKeys:
-    records = decode_payload(batch)
+def batch_keys(header: BatchHeader, records: pa.RecordBatch) -> BatchKeys:
+    """The keys the plan looks up (Python objects: the offset map is a dict of them) and
+    the tombstones (an array, never looked at one by one)."""
     return BatchKeys(
         header,
         records.column("key").to_pylist(),
-        records.column("value").is_null().to_pylist(),
+        records.column("value").is_null().to_numpy(zero_copy_only=False),
     )
 
 
-def rewritten(header: BatchHeader, batch: bytes, plan: BatchPlan) -> list[bytes]:
-    """The batches a plan leaves of one batch: itself untouched, or one per kept run."""
+def rewritten(
+    header: BatchHeader, batch: bytes, records: pa.RecordBatch, plan: BatchPlan
+) -> list[bytes]:
+    """The batches a plan leaves of one batch (`records` its decoded payload): itself
+    untouched, or one per kept run."""
     if plan.whole:
         return [batch]
-    records = decode_payload(batch)
     return [
         bytes(
             encode_batch(
@@ -242,15 +248,17 @@ def _clean(
                 if stop is not None and stop.is_set():
                     raise CleaningStopped(f"{job.directory}: cleaning stopped")
                 for header, batch in read_batches(job.directory, old):
-                    keys = batch_keys(header, batch)
+                    records = decode_payload(batch)
+                    keys = batch_keys(header, records)
                     producer = header.producer_id
                     later = last_batch_of_producer.get(producer, -1) > header.base_offset
                     after = frozenset({producer}) if later else frozenset()
                     (plan,) = plan_cleaning([keys], offset_map, job.tombstone_horizon, after)
+                    tombstones = np.asarray(keys.tombstones)
                     tombstones_kept += sum(
-                        sum(keys.tombstones[run.start : run.stop]) for run in plan.runs
+                        int(np.count_nonzero(tombstones[run.start : run.stop])) for run in plan.runs
                     )
-                    for data in rewritten(header, batch, plan):
+                    for data in rewritten(header, batch, records, plan):
                         position = segment.size
                         segment.append(data, [(0, BatchHeader.decode(data))], 0)
                         bytes_written += segment.size - position
@@ -283,7 +291,7 @@ def _map_dirty_part(job: CleaningJob, max_keys: int) -> tuple[OffsetMap, dict[in
                 continue
             for header, batch in read_batches(job.directory, segment):
                 if header.next_offset > job.first_dirty:
-                    yield batch_keys(header, batch)
+                    yield batch_keys(header, decode_payload(batch))
 
     offset_map = build_offset_map(dirty_batches(), max_keys, job.first_dirty)
     for segment in (*job.cleanable, *job.later):

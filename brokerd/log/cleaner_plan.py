@@ -30,12 +30,23 @@ records stay. The rules, Kafka's log cleaner's, stated exactly:
    producer's next batch as out of order. Kafka keeps an empty batch for this; a replog
    batch holds at least one record, so the record stays. A reader still ends with the
    key's latest value, which comes later in the log.
+
+A cleaning looks at every record of the log, so no Python code runs per record here:
+the map takes each batch's keys in one dict update, the plan looks them all up with one
+`map(dict.get, ...)` and decides on numpy arrays (kept = keyed, not superseded, not an
+expired tombstone), and the runs are the edges of that mask. The offset map stays a
+dict of the keys themselves, not of digests, so no two keys can ever be taken for one.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+
+import numpy as np
+import numpy.typing as npt
 
 from spark_replica.records import NO_PRODUCER_ID, NO_SEQUENCE, BatchHeader
 
@@ -50,14 +61,15 @@ class BatchKeys:
 
     header: BatchHeader
     keys: Sequence[bytes | None]
-    tombstones: Sequence[bool]
+    tombstones: Sequence[bool] | npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True, slots=True)
 class OffsetMap:
-    """Each key's last offset in the dirty part, up to `end_offset` (exclusive)."""
+    """Each key's last offset in the dirty part, up to `end_offset` (exclusive); None, the
+    key of a keyless record, is never one of them, though it may be looked up."""
 
-    last_offsets: dict[bytes, int]
+    last_offsets: dict[bytes | None, int]
     end_offset: int
 
 
@@ -94,18 +106,27 @@ def max_keys_for(dedupe_buffer_size: int) -> int:
 
 def build_offset_map(dirty: Iterable[BatchKeys], max_keys: int, first_dirty: int) -> OffsetMap:
     """Map each key of the dirty batches to its last offset, stopping before overflow."""
-    last_offsets: dict[bytes, int] = {}
+    last_offsets: dict[bytes | None, int] = {}
     end_offset = first_dirty
     for batch in dirty:
-        new_keys = {key for key in batch.keys if key is not None and key not in last_offsets}
-        if last_offsets and len(last_offsets) + len(new_keys) > max_keys:
+        # Only a batch that could overfill the map has its new keys counted: hashing
+        # them is not free, and a map usually has room for millions.
+        could_overfill = len(last_offsets) + len(batch.keys) > max_keys
+        if last_offsets and could_overfill and _overfills(batch, last_offsets, max_keys):
             break
         base = batch.header.base_offset
-        for index, key in enumerate(batch.keys):
-            if key is not None:
-                last_offsets[key] = base + index
+        # A later record of a key overwrites an earlier one: each key ends at its last.
+        last_offsets.update(zip(batch.keys, range(base, base + len(batch.keys)), strict=True))
+        last_offsets.pop(None, None)
         end_offset = batch.header.next_offset
     return OffsetMap(last_offsets, end_offset)
+
+
+def _overfills(batch: BatchKeys, last_offsets: dict[bytes | None, int], max_keys: int) -> bool:
+    keys = set(batch.keys)
+    keys.discard(None)
+    new_keys = len(keys) - len(last_offsets.keys() & keys)
+    return len(last_offsets) + new_keys > max_keys
 
 
 def plan_cleaning(
@@ -129,10 +150,7 @@ def plan_cleaning(
     }
     plans = []
     for index, batch in enumerate(in_range):
-        kept = [
-            _retained(batch, record, offset_map, tombstone_horizon)
-            for record in range(batch.header.record_count)
-        ]
+        kept = _kept(batch, offset_map, tombstone_horizon)
         producer = batch.header.producer_id
         if last_batch_of_producer.get(producer) == index and producer not in producers_after:
             kept[-1] = True
@@ -140,33 +158,29 @@ def plan_cleaning(
     return plans
 
 
-def _retained(batch: BatchKeys, record: int, offset_map: OffsetMap, horizon: int) -> bool:
-    key = batch.keys[record]
-    if key is None:
-        return False
-    offset = batch.header.base_offset + record
-    if offset_map.last_offsets.get(key, offset) > offset:
-        return False
-    return not (batch.tombstones[record] and offset < horizon)
+def _kept(batch: BatchKeys, offset_map: OffsetMap, horizon: int) -> npt.NDArray[np.bool_]:
+    """Which records of the batch stay: rules 2 to 4, over the whole batch at once."""
+    count = len(batch.keys)
+    offsets = np.arange(batch.header.base_offset, batch.header.base_offset + count)
+    # A key the map does not hold (a keyless record among them) has no later offset.
+    later = np.fromiter(
+        map(offset_map.last_offsets.get, batch.keys, repeat(-1, count)), np.int64, count
+    )
+    kept: npt.NDArray[np.bool_] = later <= offsets
+    if None in batch.keys:
+        kept &= np.fromiter(map(operator.is_not, batch.keys, repeat(None, count)), np.bool_, count)
+    kept &= ~(np.asarray(batch.tombstones, np.bool_) & (offsets < horizon))
+    return kept
 
 
-def _runs(header: BatchHeader, kept: list[bool]) -> tuple[KeptRun, ...]:
-    runs = []
-    start = None
-    for index, keep in enumerate([*kept, False]):
-        if keep and start is None:
-            start = index
-        elif not keep and start is not None:
-            runs.append(
-                KeptRun(
-                    start,
-                    index,
-                    header.base_offset + start,
-                    _sequence_at(header, start),
-                )
-            )
-            start = None
-    return tuple(runs)
+def _runs(header: BatchHeader, kept: npt.NDArray[np.bool_]) -> tuple[KeptRun, ...]:
+    """The runs of consecutive kept records: where the mask, padded with a dropped record
+    at each end, changes."""
+    edges = np.flatnonzero(np.diff(np.concatenate(([False], kept, [False])).astype(np.int8)))
+    return tuple(
+        KeptRun(start, stop, header.base_offset + start, _sequence_at(header, start))
+        for start, stop in zip(edges[0::2].tolist(), edges[1::2].tolist(), strict=True)
+    )
 
 
 def _sequence_at(header: BatchHeader, index: int) -> int:

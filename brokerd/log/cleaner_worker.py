@@ -13,6 +13,10 @@ worker asks the kernel to kill it when its parent dies (Linux's PR_SET_PDEATHSIG
 checks that its parent is still the broker that started it (it may have died between the
 fork and that request).
 
+The workers run at a lower priority (nice CLEANER_NICENESS): where cores are few, a
+cleaning, which may wait, must not take CPU from the broker's event loop, which serves
+producers and followers now. The kernel still gives an idle core to the cleaner whole.
+
 The broker stops cleanings with one event shared with every worker (a cleaning checks it
 between segments); the workers are started with "spawn", as forking a process with
 ZooKeeper's and the executors' threads running is not safe.
@@ -30,6 +34,8 @@ from multiprocessing.synchronize import Event
 from brokerd.log.cleaner import CleaningJob, CleaningResult, IoThrottle, clean
 
 _PR_SET_PDEATHSIG = 1
+# Added to the broker's niceness: the scheduler then weighs a worker about a tenth of it.
+CLEANER_NICENESS = 10
 # The broker's stop event, as this worker inherited it.
 _stop: Event | None = None
 
@@ -42,6 +48,7 @@ def _start_worker(parent: int, stop: Event) -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
     if os.getppid() != parent:
         os._exit(1)
+    os.nice(CLEANER_NICENESS)
 
 
 def clean_in_worker(job: CleaningJob, max_keys: int, io_bytes_per_second: float) -> CleaningResult:

@@ -25,6 +25,7 @@ from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.list_offsets import LATEST_TIMESTAMP
 from tests.support import BrokerFactory, create_topic, rows_of, run
+from tests.support_compaction import all_gone, check_compaction_of, children_of, read_natively
 
 pytestmark = pytest.mark.slow
 
@@ -209,7 +210,7 @@ def test_sigkill_during_cleaning_leaves_a_log_that_is_old_or_new_and_producers_g
     broker.start()
     bootstrap = [(broker.host, broker.port)]
     rng = random.Random(27)
-    produced: dict[int, tuple[str, str]] = {}
+    produced: dict[int, tuple[bytes, bytes | None]] = {}
 
     async def scenario() -> None:
         await create_topic(bootstrap, topic, **TOPIC_CONFIGS)
@@ -221,7 +222,10 @@ def test_sigkill_during_cleaning_leaves_a_log_that_is_old_or_new_and_producers_g
                 values = [f"r{round_number}-{i}" for i in range(len(keys))]
                 sent = await producer.send_records(topic, values, keys, partition=0)
                 produced.update(
-                    {m.offset: (k, v) for k, v, m in zip(keys, values, sent, strict=True)}
+                    {
+                        m.offset: (k.encode(), v.encode())
+                        for k, v, m in zip(keys, values, sent, strict=True)
+                    }
                 )
                 time.sleep(rng.uniform(0.2, 2.5))
                 workers = children_of(broker.pid)
@@ -234,7 +238,12 @@ def test_sigkill_during_cleaning_leaves_a_log_that_is_old_or_new_and_producers_g
                     timeout_s=10,
                 )
                 broker.start()
-                check_against_produced(await read_to_end(bootstrap, topic), produced)
+                check_compaction_of(
+                    await read_natively(bootstrap, topic),
+                    produced,
+                    max(produced) + 1,
+                    f"after restart {round_number + 1}",
+                )
             filler = ["x" * 100] * 300
             await producer.send_records(topic, filler, ["filler"] * len(filler), partition=0)
         finally:
@@ -242,8 +251,8 @@ def test_sigkill_during_cleaning_leaves_a_log_that_is_old_or_new_and_producers_g
             await cluster.close()
 
     run(scenario(), timeout_s=300)
-    last = {k: (offset, v) for offset, (k, v) in sorted(produced.items())}
-    expected = {k: [(offset, v.encode())] for k, (offset, v) in last.items()}
+    last = {k.decode(): (offset, v) for offset, (k, v) in sorted(produced.items())}
+    expected = {k: [(offset, v)] for k, (offset, v) in last.items()}
 
     def converged() -> tuple[bool, object]:
         by_key = read_keys(broker, topic)
@@ -252,45 +261,3 @@ def test_sigkill_during_cleaning_leaves_a_log_that_is_old_or_new_and_producers_g
     wait_for(converged, "the crashed log cleaned to the last value per key", timeout_s=90)
     leftovers = [p.name for p in (broker.log_dir / f"{topic}-0").iterdir()]
     assert not [n for n in leftovers if n.endswith((".cleaned", ".swap", ".tmp"))]
-
-
-def children_of(pid: int | None) -> list[int]:
-    """The processes whose parent is `pid`, from /proc."""
-    children = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == pid:
-            children.append(int(stat.parent.name))
-    return children
-
-
-def all_gone(pids: list[int]) -> tuple[bool, object]:
-    running = [pid for pid in pids if alive(pid)]
-    return not running, running
-
-
-def alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie has exited: its parent has not reaped it yet)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
-def check_against_produced(
-    rows: list[dict[str, object]], produced: dict[int, tuple[str, str]]
-) -> None:
-    offsets = [row["offset"] for row in rows]
-    assert offsets == sorted(set(offsets)), "offsets strictly increase"
-    for row in rows:
-        key_bytes, value = row["key"], row["value"]
-        assert isinstance(key_bytes, bytes) and isinstance(value, bytes)
-        assert produced[row["offset"]] == (key_bytes.decode(), value.decode()), row["offset"]
-    present = set(offsets)
-    last = {k: offset for offset, (k, _) in sorted(produced.items())}
-    missing = [k for k, offset in last.items() if offset not in present]
-    assert not missing, f"last values lost for {missing[:5]}"

@@ -141,6 +141,42 @@ def test_cleaning_the_clean_part_again_with_new_dirty_records_equals_one_cleanin
     assert kept_offsets(second) == expected_offsets(old_records + flatten(new), 0)
 
 
+def mapped_by_definition(batches: list[BatchKeys], max_keys: int) -> OffsetMap:
+    """Rule 1 record by record: whole batches while their new keys fit, the first always."""
+    last: dict[bytes | None, int] = {}
+    end = 0
+    for batch in batches:
+        new = {key for key in batch.keys if key is not None and key not in last}
+        if last and len(last) + len(new) > max_keys:
+            break
+        for index, key in enumerate(batch.keys):
+            if key is not None:
+                last[key] = batch.header.base_offset + index
+        end = batch.header.next_offset
+    return OffsetMap(last, end)
+
+
+@settings(max_examples=200, deadline=None)
+@given(groups=groups_strategy, max_keys=st.integers(1, 7), horizon=st.integers(0, 80))
+def test_a_full_map_and_the_plan_over_it_follow_the_rules_record_by_record(
+    groups: list[list[Record]], max_keys: int, horizon: int
+) -> None:
+    """The map and plan work on whole batches at once; record by record, the rules give
+    the same map (a small one fills up) and keep the same records."""
+    batches = as_batches(groups)
+    offset_map = build_offset_map(batches, max_keys, first_dirty=0)
+    assert offset_map == mapped_by_definition(batches, max_keys)
+    records = flatten(groups)
+    expected = [
+        offset
+        for offset, record in enumerate(records)
+        if record.key is not None
+        and offset_map.last_offsets.get(record.key, offset) <= offset
+        and not (record.tombstone and offset < horizon)
+    ]
+    assert kept_offsets(plan_cleaning(batches, offset_map, horizon)) == expected
+
+
 def test_tombstones_stay_until_the_horizon_passes_them() -> None:
     groups = [[Record(b"a", False), Record(b"b", False)], [Record(b"a", True)]]
     batches = as_batches(groups)
