@@ -402,7 +402,12 @@ class GroupCoordinator:
         protocol_type: str | None,
         protocol_name: str | None,
     ) -> SyncResult:
-        entry = self._member_entry(group_id)
+        try:
+            entry = self._member_entry(group_id)
+        except CoordinatorLoadInProgressError:
+            # As Kafka answers: the rebalance this sync belongs to was lost with the old
+            # coordinator; REBALANCE_IN_PROGRESS sends the member to JoinGroup here.
+            return SyncResult(RebalanceInProgressError)
         replies = entry.group.sync(
             member_id,
             generation,
@@ -428,7 +433,13 @@ class GroupCoordinator:
     def heartbeat(
         self, group_id: str, member_id: str, generation: int, group_instance_id: str | None
     ) -> ErrorType | None:
-        entry = self._member_entry(group_id)
+        try:
+            entry = self._member_entry(group_id)
+        except CoordinatorLoadInProgressError:
+            # As Kafka answers: no error while the group is loading. Clients do not all
+            # retry COORDINATOR_LOAD_IN_PROGRESS on a heartbeat (aiokafka's heartbeat task
+            # dies of it); the session restarts when the load restores the group.
+            return None
         error = entry.group.heartbeat(member_id, generation, group_instance_id, self._now_ms())
         self._after(group_id, entry, Replies())
         return error
