@@ -543,7 +543,9 @@ class GroupCoordinator:
         entry = self._entry(group_id, load, create=False)
         if entry is None or entry.group.state is GroupState.DEAD:
             state = GroupState.EMPTY if group_id in load.stored.groups else GroupState.DEAD
-            return GroupSummary(group_id, state.value, "", "")
+            metadata = load.stored.metadata_of(group_id)
+            protocol_type = "" if metadata is None else metadata.protocol_type
+            return GroupSummary(group_id, state.value, protocol_type, "")
         group = entry.group
         stable = group.state is GroupState.STABLE
         protocol = group.protocol_name or ""
