@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,6 +135,21 @@ async def create(
 # --------------------------------------------------------------------------- clusters
 
 FAST_REPLICATION = {"replica.lag.time.max.ms": "2000"}
+
+
+@contextlib.contextmanager
+def module_brokers(
+    zookeeper_connect: str, root: Path, count: int = 1, **overrides: str
+) -> Iterator[BrokerFactory]:
+    """Brokers 1..`count` for a whole test module (a module-scoped fixture yields this),
+    in a ZooKeeper chroot of their own, all stopped at the end."""
+    brokers = BrokerFactory(f"{zookeeper_connect}/test-{uuid.uuid4().hex[:12]}", root)
+    try:
+        for broker_id in range(1, count + 1):
+            brokers.start(broker_id, **overrides)
+        yield brokers
+    finally:
+        brokers.stop_all()
 
 
 def start_cluster(brokers: BrokerFactory, count: int = 3, **overrides: str) -> None:

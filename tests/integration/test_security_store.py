@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 from kazoo.client import KazooClient
@@ -46,16 +46,6 @@ SHA512 = "SCRAM-SHA-512"
 TOPIC_T = ResourcePattern(ResourceType.TOPIC, "t")
 LOGS_PREFIX = ResourcePattern(ResourceType.TOPIC, "logs-", PatternType.PREFIXED)
 DEADLINE_S = 20.0
-
-
-@pytest.fixture
-def zk(zk_connect: str) -> Iterator[KazooClient]:
-    client = connect(zk_connect)
-    try:
-        yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 def entry(

@@ -17,7 +17,7 @@ from aiokafka.protocol.admin import CreatePartitionsRequest, CreateTopicsRequest
 from aiokafka.protocol.metadata import MetadataRequest
 
 from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
-from tests.support import BrokerFactory, run
+from tests.support import BrokerFactory, module_brokers, run
 
 pytestmark = pytest.mark.slow
 
@@ -32,15 +32,10 @@ TIMEOUT_MS = 30_000
 def kafka_broker(
     zookeeper: EmbeddedZooKeeper, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[BrokerFactory]:
-    brokers = BrokerFactory(
-        f"{zookeeper.connect_string}/test-{uuid.uuid4().hex[:12]}",
-        tmp_path_factory.mktemp("create-topics-served"),
-    )
-    try:
-        brokers.start(1)
+    with module_brokers(
+        zookeeper.connect_string, tmp_path_factory.mktemp("create-topics-served")
+    ) as brokers:
         yield brokers
-    finally:
-        brokers.stop_all()
 
 
 def leaders(metadata: dict[str, Any], topic: str) -> list[int]:

@@ -43,7 +43,7 @@ from tests.kafka.clients import (
     make_topic,
     produce_all,
 )
-from tests.support import BrokerFactory
+from tests.support import BrokerFactory, module_brokers
 from tests.support_compaction import CLEANER_BROKER_OVERRIDES
 
 pytestmark = pytest.mark.slow
@@ -67,15 +67,12 @@ READY_LINE = b"[^Worker]: Ready"
 def kafka_broker(
     zookeeper: EmbeddedZooKeeper, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[BrokerFactory]:
-    brokers = BrokerFactory(
-        f"{zookeeper.connect_string}/test-{uuid.uuid4().hex[:12]}",
+    with module_brokers(
+        zookeeper.connect_string,
         tmp_path_factory.mktemp("stream-processor"),
-    )
-    try:
-        brokers.start(1, **CLEANER_BROKER_OVERRIDES)
+        **CLEANER_BROKER_OVERRIDES,
+    ) as brokers:
         yield brokers
-    finally:
-        brokers.stop_all()
 
 
 class CounterApp:
