@@ -3,7 +3,9 @@
 Kafka answers CreateTopics and CreatePartitions (with a timeout_ms above 0) only when the
 answering broker's metadata names a leader for every partition asked for, or with
 REQUEST_TIMED_OUT for a topic still lacking one at the timeout (its
-DelayedCreatePartitions); the topic is created either way. Clients rely on it: Faust
+DelayedCreatePartitions); the topic is created either way. DeleteTopics is answered once
+the topic is gone from the metadata (its DelayedDeleteTopics), so that a client may
+create the name again at once. Clients rely on it: Faust
 creates a table's changelog topic and reads its partition count from the very next
 Metadata answer, and one that came before the controller's UpdateMetadata reached this
 broker left the table with no partitions for good.
@@ -30,5 +32,18 @@ async def without_leaders(
         remaining = deadline - loop.time()
         if not missing or remaining <= 0:
             return missing
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(cache.next_update(), remaining)
+
+
+async def still_present(cache: MetadataCache, topics: set[str], timeout_s: float) -> set[str]:
+    """The `topics` still in `cache` after up to `timeout_s`; none once all are gone."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        present = {topic for topic in topics if cache.partitions_of(topic)}
+        remaining = deadline - loop.time()
+        if not present or remaining <= 0:
+            return present
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(cache.next_update(), remaining)

@@ -23,7 +23,7 @@ from kazoo.client import KazooClient
 
 from brokerd.core.authorization import authorize_cluster, authorize_topic, topic_denied
 from brokerd.core.context import BrokerContext
-from brokerd.core.leader_wait import without_leaders
+from brokerd.core.leader_wait import still_present, without_leaders
 from brokerd.core.partitions import set_error
 from brokerd.core.topic_admin import (
     check_growth,
@@ -138,7 +138,27 @@ async def handle_delete_topics(ctx: BrokerContext, request: KafkaRequest) -> Dat
             set_error(result, topic_denied(request, Operation.DELETE, name))
             continue
         await _in_zookeeper(ctx, result, functools.partial(topic_store.delete_topic, topic=name))
+    await _until_gone(ctx, results, request.body.timeout_ms)
     return Data(throttle_time_ms=0, responses=results)
+
+
+async def _until_gone(ctx: BrokerContext, results: list[Data], timeout_ms: int) -> None:
+    """Wait until this broker's metadata no longer has the topics whose deletion was
+    written; each still there after timeout_ms gets REQUEST_TIMED_OUT (it is deleted all
+    the same, later)."""
+    written = {r.name for r in results if r.error_code == 0}
+    if timeout_ms <= 0 or not written:
+        return
+    present = await still_present(ctx.metadata, written, timeout_ms / 1000)
+    for result in results:
+        if result.name in present:
+            set_error(
+                result,
+                RequestTimedOutError(
+                    f"topic {result.name!r} is queued for deletion, but this broker still "
+                    f"had it after timeout_ms={timeout_ms}"
+                ),
+            )
 
 
 async def handle_create_partitions(ctx: BrokerContext, request: KafkaRequest) -> Data:

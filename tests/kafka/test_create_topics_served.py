@@ -3,6 +3,8 @@ what they made, as Kafka's are: the very next Metadata request to that broker na
 leader for every partition. Stream processors rely on it (Faust creates a table's
 changelog topic and reads its partition count straight away), so both are asked here
 with aiokafka's own client, on one connection to one broker, with no wait in between.
+DeleteTopics likewise is answered once the topic is gone, so that the name can be
+created again straight away (tests and tools that reset a topic do so).
 """
 
 from __future__ import annotations
@@ -13,7 +15,11 @@ from typing import Any
 
 import pytest
 from aiokafka.client import AIOKafkaClient
-from aiokafka.protocol.admin import CreatePartitionsRequest, CreateTopicsRequest
+from aiokafka.protocol.admin import (
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+)
 from aiokafka.protocol.metadata import MetadataRequest
 
 from spark_replica.tools.launcher.zookeeper import EmbeddedZooKeeper
@@ -75,3 +81,30 @@ def test_topics_are_served_when_their_creation_is_answered(kafka_broker: BrokerF
     after_create, after_growth = run(create_then_grow(kafka_broker.kafka_bootstrap(), topic))
     assert after_create == [1] * PARTITIONS
     assert after_growth == [1] * GROWN_TO
+
+
+async def delete_then_create(bootstrap: str, topic: str) -> tuple[list[int], list[int]]:
+    """The error codes of a DeleteTopics and of the CreateTopics sent right after it."""
+    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=TIMEOUT_MS * 2)
+    await client.bootstrap()
+    try:
+        (node,) = [broker.nodeId for broker in client.cluster.brokers()]
+        create = CreateTopicsRequest([(topic, 2, 1, [], [])], TIMEOUT_MS, False)
+        first = await client.send(node, create)
+        assert [t["error_code"] for t in first.to_object()["topic_errors"]] == [0]
+        deleted = await client.send(node, DeleteTopicsRequest([topic], TIMEOUT_MS))
+        again = await client.send(node, create)
+        return (
+            [t["error_code"] for t in deleted.to_object()["topic_error_codes"]],
+            [t["error_code"] for t in again.to_object()["topic_errors"]],
+        )
+    finally:
+        await client.close()
+
+
+def test_a_deleted_topic_can_be_created_again_as_soon_as_the_deletion_is_answered(
+    kafka_broker: BrokerFactory,
+) -> None:
+    topic = f"reset-{uuid.uuid4().hex[:8]}"
+    deleted, created = run(delete_then_create(kafka_broker.kafka_bootstrap(), topic))
+    assert (deleted, created) == ([0], [0])
