@@ -8,9 +8,9 @@ the loop.
 Where a group lives (Kafka's design): in the offsets partition its id hashes to
 (spark_replica/topics.py), and its coordinator is that partition's leader. When this broker
 becomes the leader of an offsets partition (LeaderAndIsr, or noticed at the next group
-request), it loads the partition: replays its records into what each group stored
-(stored_groups), moves over offsets an earlier version kept in ZooKeeper
-(zookeeper_migration), and restores each group's membership (group_records), so that a
+request), it loads the partition (partition_loads: its records replayed into what each
+group stored, offsets an earlier version kept in ZooKeeper moved over), and restores each
+group's membership (group_records), so that a
 coordinator failover keeps generations and static members. Until the load is done its
 groups are answered COORDINATOR_LOAD_IN_PROGRESS (retry here). When it stops leading the
 partition, its groups are dropped and their waiting requests answered NOT_COORDINATOR,
@@ -55,8 +55,8 @@ from brokerd.groups.members import (
 )
 from brokerd.groups.membership import Group
 from brokerd.groups.offset_expiry import expired_offsets, subscribed_topics
-from brokerd.groups.stored_groups import Change, GroupChange, OffsetChange, StoredGroups
-from brokerd.groups.zookeeper_migration import migrate_partition
+from brokerd.groups.partition_loads import Load, PartitionLoads
+from brokerd.groups.stored_groups import Change, GroupChange, OffsetChange
 from spark_replica.errors import (
     BrokerResponseError,
     CoordinatorLoadInProgressError,
@@ -66,10 +66,8 @@ from spark_replica.errors import (
     InvalidSessionTimeoutError,
     NonEmptyGroupError,
     NotCoordinatorError,
-    ProtocolError,
     RebalanceInProgressError,
     UnknownMemberIdError,
-    ZooKeeperError,
 )
 from spark_replica.topics import OFFSETS_TOPIC, TopicPartition, offsets_partition_for
 from spark_replica.wire.kafka.consumer_protocol import CONSUMER_PROTOCOL_TYPE
@@ -83,8 +81,6 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 logger = logging.getLogger("brokerd.groups")
-# How long a load that failed (a damaged segment, ZooKeeper away) waits before trying again.
-LOAD_RETRY_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -123,22 +119,11 @@ class _Entry:
     stored_mark: tuple[object, ...] | None = None
 
 
-@dataclass
-class _Load:
-    """An offsets partition led here, in the leadership term it was loaded in."""
-
-    index: int
-    term: int
-    stored: StoredGroups = field(default_factory=StoredGroups)
-    ready: bool = False
-    task: asyncio.Task[None] | None = None
-
-
 class GroupCoordinator:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
         self._groups: dict[str, _Entry] = {}
-        self._loads: dict[int, _Load] = {}
+        self._loads = PartitionLoads(ctx, self._restore_groups, self._drop_groups_of)
         self._running = False
         self._expiry: asyncio.Task[None] | None = None
         self._creating: asyncio.Task[None] | None = None
@@ -159,13 +144,11 @@ class GroupCoordinator:
         tasks: list[asyncio.Task[Any]] = [
             t for t in (self._expiry, self._creating) if t is not None
         ]
-        tasks += [load.task for load in self._loads.values() if load.task is not None]
         tasks += list(self._tasks)
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for index in list(self._loads):
-            self._unload(index)
+        await self._loads.stop()
 
     # -- where groups live ---------------------------------------------------------
 
@@ -207,12 +190,12 @@ class GroupCoordinator:
             )
         return broker
 
-    def _place(self, group_id: str) -> _Load:
+    def _place(self, group_id: str) -> Load:
         """The loaded partition holding the group, if this broker may serve it now."""
         if not group_id:
             raise InvalidGroupIdError("the group id is empty")
         index = self.offsets_partition(group_id)
-        load = self._follow(index)
+        load = self._loads.follow(index)
         if load is None:
             raise NotCoordinatorError(
                 f"broker {self._own_id()} does not lead {OFFSETS_TOPIC}-{index}, "
@@ -230,12 +213,10 @@ class GroupCoordinator:
 
     def follow_roles(self) -> None:
         """Load the offsets partitions this broker newly leads and drop those it no longer
-        does: called after every LeaderAndIsr, and checked again by each group request."""
+        does, and remove deleted topics' offsets: called after each controller request."""
         if not self._running:
             return
-        count = offsets_topic.partition_count(self.ctx)
-        for index in sorted(set(range(count)) | set(self._loads)):
-            self._follow(index)
+        self._loads.follow_all()
         topics = frozenset(self.ctx.metadata.topics())
         deleted = self._known_topics - topics
         if deleted:
@@ -244,57 +225,17 @@ class GroupCoordinator:
             self._background(self.expire_offsets(_wall_ms(), deleted), "deleted-topics-offsets")
         self._known_topics = topics
 
-    def _follow(self, index: int) -> _Load | None:
-        """The load of offsets partition `index` if this broker leads it, started if new.
-        A partition led again after another replica led it is loaded again (the other
-        may have written to it); a new leader epoch alone (an ISR change) is not."""
-        partition = self.ctx.replicas.partitions.get(offsets_topic.offsets_partition(index))
-        led = partition is not None and partition.is_leader
-        term = partition.leadership_term if partition is not None and led else None
-        load = self._loads.get(index)
-        if load is not None and load.term != term:
-            self._unload(index)
-            load = None
-        if load is None and term is not None:
-            load = self._loads[index] = _Load(index, term)
-            load.task = asyncio.create_task(self._load(load), name=f"offsets-load-{index}")
-        return load
-
-    async def _load(self, load: _Load) -> None:
-        tp = offsets_topic.offsets_partition(load.index)
-        started = time.monotonic()
-        while True:
-            try:
-                partition = self.ctx.replicas.get_partition(tp)
-                stored = StoredGroups()
-                async for records in offsets_topic.read_records(self.ctx, partition):
-                    stored.replay(records)
-                await migrate_partition(self.ctx, partition, stored, self._partition_count())
-                break
-            except (BrokerResponseError, ZooKeeperError, ProtocolError, OSError) as exc:
-                logger.warning("loading %s failed; retrying: %s", tp, exc)
-                await asyncio.sleep(LOAD_RETRY_S)
-        load.stored = stored
+    def _restore_groups(self, load: Load) -> None:
+        """A partition is loaded: its groups' membership as their records left it."""
         now = self._now_ms()
-        for group_id, group in stored.groups.items():
+        for group_id, group in load.stored.groups.items():
             if group.metadata is not None and group_id not in self._groups:
                 restored = restore_group(group_id, group.metadata, self._limits, now)
                 entry = self._groups[group_id] = _Entry(restored, load.index)
                 entry.stored_mark = _membership_mark(restored)
                 self._after(group_id, entry, Replies())
-        load.ready = True
-        logger.info(
-            "loaded %s: %d groups in %.0f ms%s",
-            tp,
-            len(stored.groups),
-            (time.monotonic() - started) * 1000,
-            f" ({stored.skipped} records that did not decode skipped)" if stored.skipped else "",
-        )
 
-    def _unload(self, index: int) -> None:
-        load = self._loads.pop(index)
-        if load.task is not None and not load.task.done():
-            load.task.cancel()
+    def _drop_groups_of(self, index: int) -> None:
         for group_id in [g for g, e in self._groups.items() if e.index == index]:
             self._drop(group_id)
 
@@ -309,16 +250,11 @@ class GroupCoordinator:
                     future.set_exception(NotCoordinatorError("the coordinator moved"))
             waiters.clear()
 
-    def _entry(self, group_id: str, load: _Load, *, create: bool) -> _Entry | None:
+    def _entry(self, group_id: str, load: Load, *, create: bool) -> _Entry | None:
         entry = self._groups.get(group_id)
         if entry is None and create:
             entry = self._groups[group_id] = _Entry(Group(group_id, self._limits), load.index)
         return entry
-
-    def _lost(self, load: _Load) -> None:
-        """An append found the partition led elsewhere: stop serving its groups now."""
-        if self._loads.get(load.index) is load:
-            self._unload(load.index)
 
     # -- time and delivery -------------------------------------------------------------
 
@@ -475,7 +411,7 @@ class GroupCoordinator:
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(_log_failure)
 
-    async def _store(self, load: _Load, entry: _Entry, changes: Sequence[Change]) -> None:
+    async def _store(self, load: Load, entry: _Entry, changes: Sequence[Change]) -> None:
         """Append the group's changes under its write lock, in the order asked, and
         apply them to what is loaded once committed."""
         async with entry.write_lock:
@@ -483,7 +419,7 @@ class GroupCoordinator:
             try:
                 await offsets_topic.append(self.ctx, partition, [c.record() for c in changes])
             except NotCoordinatorError:
-                self._lost(load)
+                self._loads.lost(load)
                 raise
             for change in changes:
                 load.stored.change(change)
@@ -514,11 +450,10 @@ class GroupCoordinator:
     def committed_offsets(self) -> dict[str, Mapping[TopicPartition, int]]:
         """Each loaded group's committed offsets, for its lag metrics."""
         found: dict[str, Mapping[TopicPartition, int]] = {}
-        for load in self._loads.values():
-            if load.ready:
-                for group_id, group in load.stored.groups.items():
-                    if group.offsets:
-                        found[group_id] = {tp: v.offset for tp, v in group.offsets.items()}
+        for load in self._loads.ready():
+            for group_id, group in load.stored.groups.items():
+                if group.offsets:
+                    found[group_id] = {tp: v.offset for tp, v in group.offsets.items()}
         return found
 
     def committed_partitions(self) -> set[TopicPartition]:
@@ -578,9 +513,7 @@ class GroupCoordinator:
             for group_id, entry in self._groups.items()
             if entry.group.state is not GroupState.DEAD
         }
-        for load in self._loads.values():
-            if not load.ready:
-                continue
+        for load in self._loads.ready():
             for group_id, stored in load.stored.groups.items():
                 if group_id not in listed:
                     protocol_type = "" if stored.metadata is None else stored.metadata.protocol_type
@@ -626,9 +559,7 @@ class GroupCoordinator:
         number deleted."""
         self.follow_roles()
         removed = 0
-        for load in list(self._loads.values()):
-            if not load.ready:
-                continue
+        for load in self._loads.ready():
             for group_id in list(load.stored.groups):
                 try:
                     removed += await self._expire_group(load, group_id, now_ms, deleted)
@@ -639,7 +570,7 @@ class GroupCoordinator:
         return removed
 
     async def _expire_group(
-        self, load: _Load, group_id: str, now_ms: int, deleted: frozenset[str]
+        self, load: Load, group_id: str, now_ms: int, deleted: frozenset[str]
     ) -> int:
         entry = self._entry(group_id, load, create=True)
         assert entry is not None
