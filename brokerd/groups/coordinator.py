@@ -412,12 +412,12 @@ class GroupCoordinator:
         task.add_done_callback(_log_failure)
 
     async def _store(self, load: Load, entry: _Entry, changes: Sequence[Change]) -> None:
-        """Append the group's changes under its write lock, in the order asked, and
-        apply them to what is loaded once committed."""
+        """Append the group's changes under its write lock, in the order asked (with
+        other groups' changes of the same turn: coalesced_appends), and apply them to
+        what is loaded once committed."""
         async with entry.write_lock:
-            partition = self.ctx.replicas.get_partition(offsets_topic.offsets_partition(load.index))
             try:
-                await offsets_topic.append(self.ctx, partition, [c.record() for c in changes])
+                await load.appends.append([c.record() for c in changes])
             except NotCoordinatorError:
                 self._loads.lost(load)
                 raise

@@ -97,6 +97,15 @@ def offsets_partition(index: int) -> TopicPartition:
     return TopicPartition(OFFSETS_TOPIC, index)
 
 
+async def append_to(ctx: BrokerContext, index: int, records: Sequence[Record]) -> None:
+    """`append` to offsets partition `index`, if this broker still hosts it."""
+    try:
+        partition = ctx.replicas.get_partition(offsets_partition(index))
+    except UnknownTopicOrPartitionError as exc:
+        raise NotCoordinatorError(f"{OFFSETS_TOPIC}-{index} is gone: {exc}") from exc
+    await append(ctx, partition, records)
+
+
 async def append(ctx: BrokerContext, partition: Partition, records: Sequence[Record]) -> None:
     """Append `records` as one batch and return once committed; raises the coordinator
     error the outcome stands for (see the top)."""

@@ -17,9 +17,11 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING
 
 from brokerd.groups import offsets_topic
+from brokerd.groups.coalesced_appends import CoalescedAppends
 from brokerd.groups.stored_groups import StoredGroups
 from brokerd.groups.zookeeper_migration import migrate_partition
 from spark_replica.errors import BrokerResponseError, ProtocolError, ZooKeeperError
@@ -38,6 +40,7 @@ class Load:
 
     index: int
     term: int
+    appends: CoalescedAppends
     stored: StoredGroups = field(default_factory=StoredGroups)
     ready: bool = False
     task: asyncio.Task[None] | None = None
@@ -77,7 +80,8 @@ class PartitionLoads:
             self.drop(index)
             load = None
         if load is None and term is not None:
-            load = self._loads[index] = Load(index, term)
+            appends = CoalescedAppends(partial(offsets_topic.append_to, self.ctx, index))
+            load = self._loads[index] = Load(index, term, appends)
             load.task = asyncio.create_task(self._load(load), name=f"offsets-load-{index}")
         return load
 
