@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from brokerd.core.metadata_cache import MetadataCache
 
@@ -25,25 +25,33 @@ async def without_leaders(
 ) -> set[str]:
     """The topics of `wanted` (name → partition count) some of whose partitions still
     have no leader in `cache` after up to `timeout_s`; none once all have one."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout_s
-    while True:
-        missing = {topic for topic, count in wanted.items() if not cache.has_leaders(topic, count)}
-        remaining = deadline - loop.time()
-        if not missing or remaining <= 0:
-            return missing
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(cache.next_update(), remaining)
+
+    def missing() -> set[str]:
+        return {topic for topic, count in wanted.items() if not cache.has_leaders(topic, count)}
+
+    return await _unsettled_after(cache, missing, timeout_s)
 
 
 async def still_present(cache: MetadataCache, topics: set[str], timeout_s: float) -> set[str]:
     """The `topics` still in `cache` after up to `timeout_s`; none once all are gone."""
+
+    def present() -> set[str]:
+        return {topic for topic in topics if cache.partitions_of(topic)}
+
+    return await _unsettled_after(cache, present, timeout_s)
+
+
+async def _unsettled_after(
+    cache: MetadataCache, unsettled: Callable[[], set[str]], timeout_s: float
+) -> set[str]:
+    """What `unsettled()` still names after up to `timeout_s`, looking again at each
+    metadata update; nothing once it names nothing."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     while True:
-        present = {topic for topic in topics if cache.partitions_of(topic)}
+        left = unsettled()
         remaining = deadline - loop.time()
-        if not present or remaining <= 0:
-            return present
+        if not left or remaining <= 0:
+            return left
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(cache.next_update(), remaining)

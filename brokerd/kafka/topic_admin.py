@@ -67,15 +67,19 @@ async def _until_served(
     if timeout_ms <= 0 or not written:
         return
     missing = await without_leaders(ctx.metadata, written, timeout_ms / 1000)
+    _time_out(
+        results,
+        missing,
+        f"is written, but not every partition had a leader on this broker within "
+        f"timeout_ms={timeout_ms}",
+    )
+
+
+def _time_out(results: list[Data], topics: set[str], why: str) -> None:
+    """REQUEST_TIMED_OUT for each result of `topics`: `topic 'name' <why>`."""
     for result in results:
-        if result.name in missing:
-            set_error(
-                result,
-                RequestTimedOutError(
-                    f"topic {result.name!r} is written, but not every partition had a "
-                    f"leader on this broker within timeout_ms={timeout_ms}"
-                ),
-            )
+        if result.name in topics:
+            set_error(result, RequestTimedOutError(f"topic {result.name!r} {why}"))
 
 
 async def handle_create_topics(ctx: BrokerContext, request: KafkaRequest) -> Data:
@@ -150,15 +154,11 @@ async def _until_gone(ctx: BrokerContext, results: list[Data], timeout_ms: int) 
     if timeout_ms <= 0 or not written:
         return
     present = await still_present(ctx.metadata, written, timeout_ms / 1000)
-    for result in results:
-        if result.name in present:
-            set_error(
-                result,
-                RequestTimedOutError(
-                    f"topic {result.name!r} is queued for deletion, but this broker still "
-                    f"had it after timeout_ms={timeout_ms}"
-                ),
-            )
+    _time_out(
+        results,
+        present,
+        f"is queued for deletion, but this broker still had it after timeout_ms={timeout_ms}",
+    )
 
 
 async def handle_create_partitions(ctx: BrokerContext, request: KafkaRequest) -> Data:
