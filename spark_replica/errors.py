@@ -99,6 +99,11 @@ class ZnodeNoAuthError(ZooKeeperError):
     lacks the digest credentials the znode was written with."""
 
 
+class ElectionInProgressError(ZooKeeperError):
+    """Another preferred replica election is still waiting for the controller: ZooKeeper
+    holds one request at a time, so this one can only be written once that is done."""
+
+
 class ZooKeeperConnectionError(ZooKeeperError):
     """The connection or session was lost; a write in flight may or may not have landed."""
 

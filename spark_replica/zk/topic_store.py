@@ -17,6 +17,7 @@ from kazoo.client import KazooClient
 from spark_replica import reassignment
 from spark_replica.errors import (
     ConfigError,
+    ElectionInProgressError,
     InvalidPartitionsError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
@@ -134,7 +135,7 @@ def request_preferred_election(zk: KazooClient, partitions: list[tuple[str, int]
             zk.ensure_path("/admin")
             zk.create(znodes.PREFERRED_REPLICA_ELECTION_PATH, election.encode())
     except ZnodeExistsError:
-        raise ZooKeeperError(
+        raise ElectionInProgressError(
             "a preferred replica election is already in progress; try again when it is done"
         ) from None
 

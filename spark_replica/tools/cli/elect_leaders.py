@@ -1,9 +1,10 @@
 """`replog elect-leaders [--topic T [--partition P]]`: move leadership back to the preferred
 replicas (the first of each assignment), like kafka-leader-election's preferred election.
 
-It writes `/admin/preferred_replica_election` for the controller, then waits until the
-metadata shows each partition led by its preferred replica (or says which are not: a
-preferred replica that is down or out of sync cannot lead). It exits 1 if any cannot.
+It writes `/admin/preferred_replica_election` for the controller (once an election already
+there is done, up to 30 s), then waits until the metadata shows each partition led by its
+preferred replica (or says which are not: a preferred replica that is down or out of sync
+cannot lead). It exits 1 if any cannot.
 
 It prints a table that says which partitions moved (`moved 2 -> 1`) and which were
 already led by their preferred replica, or with `--json` one object per partition:
@@ -16,8 +17,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 
+from kazoo.client import KazooClient
+
 from spark_replica.client import Cluster
-from spark_replica.errors import ConfigError
+from spark_replica.errors import ConfigError, ElectionInProgressError
 from spark_replica.tools.cli.common import (
     add_connection_options,
     run_with_cluster,
@@ -65,13 +68,31 @@ def run(args: argparse.Namespace) -> int:
         if not wanted:
             raise ConfigError("no such partition: check --topic and --partition")
         with zookeeper_session(args, "preferred replica elections") as zk:
-            await asyncio.to_thread(topic_store.request_preferred_election, zk, wanted)
+            await request_when_free(zk, wanted)
         with waiting(f"waiting for the preferred replicas of {len(wanted)} partitions") as w:
             leaders = await _wait_until_preferred(cluster, sorted(wanted), w)
         _report(args, leaders, before)
         return 0 if not misplaced(leaders) else 1
 
     return run_with_cluster(args, work)
+
+
+async def request_when_free(zk: KazooClient, wanted: list[tuple[str, int]]) -> None:
+    """ZooKeeper holds one election request at a time: one already there (another
+    `elect-leaders`, or the controller not yet done with it) is waited out, up to WAIT_S,
+    rather than failing a command the user could only run again."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + WAIT_S
+    with waiting("waiting for the preferred replica election in progress to finish") as w:
+        while True:
+            try:
+                await asyncio.to_thread(topic_store.request_preferred_election, zk, wanted)
+                return
+            except ElectionInProgressError:
+                if loop.time() > deadline:
+                    raise
+            w.update("another election is still in progress")
+            await asyncio.sleep(POLL_S)
 
 
 def preferred_leads(leader: int, preferred: int) -> bool:
