@@ -1,7 +1,9 @@
-"""Groups and offsets through the Kafka listeners of a replog cluster, for `replog groups`.
+"""Groups, offsets and transactions through the Kafka listeners of a replog cluster, for
+`replog groups` and `replog transactions`.
 
 An operator's tool, not a data path: one KafkaConnection (kafka_connection.py) per
-broker, one request at a time on it. Group requests go to the group's coordinator,
+broker, one request at a time on it. Group requests go to the group's coordinator (and
+DescribeTransactions to the transactional id's),
 found with FindCoordinator and found again after NOT_COORDINATOR /
 COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS or a lost connection, waiting
 as the client's retry policy says (retry.py), until a deadline; ListOffsets goes to
@@ -19,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from spark_replica.errors import (
+    ConfigError,
     ConnectionLostError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
@@ -48,10 +51,13 @@ FIND_COORDINATOR = (10, 2)
 DESCRIBE_GROUPS = (15, 4)
 LIST_GROUPS = (16, 2)
 DELETE_GROUPS = (42, 1)
+DESCRIBE_TRANSACTIONS = (65, 0)
+LIST_TRANSACTIONS = (66, 0)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 GROUP_KEY_TYPE = 0
+TRANSACTION_KEY_TYPE = 1
 DEFAULT_TIMEOUT_S = 30.0
 # The answers of a coordinator that moved or is loading: find it again and retry.
 _COORDINATOR_ERRORS = (
@@ -82,6 +88,30 @@ class GroupDescription:
 class GroupListing:
     group_id: str
     protocol_type: str
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListing:
+    """One transactional id as ListTransactions names it, with the broker that did."""
+
+    transactional_id: str
+    coordinator: int
+    producer_id: int
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionDescription:
+    """DescribeTransactions' answer for one transactional id, and its coordinator."""
+
+    transactional_id: str
+    coordinator: int
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_time_ms: int  # -1 when no transaction is open
+    partitions: list[TopicPartition] = field(default_factory=list)
 
 
 class KafkaAdminClient:
@@ -158,25 +188,34 @@ class KafkaAdminClient:
             leaders[topic.name] = {p.partition_index: p.leader_id for p in topic.partitions}
         return leaders
 
-    async def find_coordinator(self, group: str) -> int:
-        answer = await self._call_any(FIND_COORDINATOR, Data(key=group, key_type=GROUP_KEY_TYPE))
-        raise_for_code(answer.error_code, answer.error_message or f"group {group}")
+    async def find_coordinator(self, key: str, key_type: int = GROUP_KEY_TYPE) -> int:
+        """The broker coordinating group `key` (or with TRANSACTION_KEY_TYPE, the
+        transactional id `key`); learns its address."""
+        answer = await self._call_any(FIND_COORDINATOR, Data(key=key, key_type=key_type))
+        what = "group" if key_type == GROUP_KEY_TYPE else "transactional id"
+        raise_for_code(answer.error_code, answer.error_message or f"{what} {key}")
         self.brokers[answer.node_id] = (answer.host, answer.port)
         return int(answer.node_id)
 
-    async def _with_coordinator(self, group: str, request: Callable[[int], Awaitable[T]]) -> T:
-        """Run `request` against the group's coordinator, finding it again while it moves
-        or loads, until the deadline."""
+    async def _with_coordinator(
+        self,
+        key: str,
+        request: Callable[[int], Awaitable[T]],
+        key_type: int = GROUP_KEY_TYPE,
+    ) -> T:
+        """Run `request` against the coordinator of `key`, finding it again while it
+        moves or loads, until the deadline."""
         loop = asyncio.get_running_loop()
         attempts = Attempts(self.policy, loop.time() + self.timeout_s)
+        what = "group" if key_type == GROUP_KEY_TYPE else "transactional id"
         while True:
             try:
-                return await request(await self.find_coordinator(group))
+                return await request(await self.find_coordinator(key, key_type))
             except (ConnectionLostError, *_COORDINATOR_ERRORS) as exc:
                 delay = attempts.next_delay(exc, loop.time())
                 if delay is None:
                     raise TimeoutExpiredError(
-                        f"no coordinator of group {group!r} answered within "
+                        f"no coordinator of {what} {key!r} answered within "
                         f"{self.timeout_s:.0f} s: {exc}"
                     ) from exc
                 await asyncio.sleep(delay)
@@ -191,6 +230,55 @@ class KafkaAdminClient:
             for group in answer.groups:
                 found[group.group_id] = GroupListing(group.group_id, group.protocol_type)
         return [found[g] for g in sorted(found)]
+
+    async def list_transactions(
+        self, states: Iterable[str] = (), producer_ids: Iterable[int] = ()
+    ) -> list[TransactionListing]:
+        """Every transactional id of any broker (each coordinator lists only its own),
+        filtered by state and producer id as ListTransactions filters (none: all)."""
+        await self.metadata([])
+        body = Data(state_filters=list(states), producer_id_filters=list(producer_ids))
+        found: list[TransactionListing] = []
+        for broker_id in sorted(self.brokers):
+            answer = await self._call(broker_id, LIST_TRANSACTIONS, body)
+            raise_for_code(answer.error_code, f"listing transactions on broker {broker_id}")
+            if answer.unknown_state_filters:
+                raise ConfigError(
+                    f"unknown transaction states: {', '.join(answer.unknown_state_filters)}"
+                )
+            for state in answer.transaction_states:
+                found.append(
+                    TransactionListing(
+                        state.transactional_id,
+                        broker_id,
+                        state.producer_id,
+                        state.transaction_state,
+                    )
+                )
+        return sorted(found, key=lambda listing: listing.transactional_id)
+
+    async def describe_transaction(self, transactional_id: str) -> TransactionDescription:
+        async def describe(coordinator: int) -> TransactionDescription:
+            body = Data(transactional_ids=[transactional_id])
+            answer = await self._call(coordinator, DESCRIBE_TRANSACTIONS, body)
+            (state,) = answer.transaction_states
+            raise_for_code(state.error_code, f"transactional id {transactional_id!r}")
+            return TransactionDescription(
+                state.transactional_id,
+                coordinator,
+                state.transaction_state,
+                state.producer_id,
+                state.producer_epoch,
+                state.transaction_timeout_ms,
+                state.transaction_start_time_ms,
+                [
+                    TopicPartition(topic.name, index)
+                    for topic in state.topic_partitions
+                    for index in topic.partition_indexes
+                ],
+            )
+
+        return await self._with_coordinator(transactional_id, describe, TRANSACTION_KEY_TYPE)
 
     async def describe_group(self, group: str) -> GroupDescription:
         async def describe(coordinator: int) -> GroupDescription:

@@ -1,21 +1,11 @@
-"""The transaction APIs' tables (not served yet: the coordinator comes first): round
-trips of generated values at every version, and golden bytes laid out by hand from
-Kafka's message definitions, one per shape the tables compose."""
+"""The transaction APIs' tables: their keys and versions, and golden bytes laid out by
+hand from Kafka's message definitions, one per shape the tables compose (round trips and
+malformed input: test_kafka_wire_messages.py, which covers every served table)."""
 
 from __future__ import annotations
 
-import pytest
-from hypothesis import HealthCheck, given, settings
-
 from spark_replica.wire.kafka.messages import transactions
-from spark_replica.wire.schema import Data, Message
-from tests.unit.test_kafka_wire_messages import _plain, _struct
-
-CASES = [
-    pytest.param(message, version, id=f"{message.name}-v{version}")
-    for message in [*transactions.REQUESTS, *transactions.RESPONSES]
-    for version in range(message.versions[0], message.versions[1] + 1)
-]
+from spark_replica.wire.schema import Data
 
 
 def test_each_api_has_its_kafka_key_and_versions() -> None:
@@ -31,19 +21,6 @@ def test_each_api_has_its_kafka_key_and_versions() -> None:
     }
     for request, response in zip(transactions.REQUESTS, transactions.RESPONSES, strict=True):
         assert (request.api_key, request.versions) == (response.api_key, response.versions)
-
-
-@pytest.mark.parametrize(("message", "version"), CASES)
-def test_round_trip(message: Message, version: int) -> None:
-    @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-    @given(_struct(message.fields, version, message.is_flexible(version)))
-    def check(value: Data) -> None:
-        body = message.to_bytes(version, value)
-        decoded = message.from_bytes(version, body)
-        assert _plain(decoded) == value
-        assert message.to_bytes(version, decoded) == body
-
-    check()
 
 
 def test_golden_add_partitions_to_txn_v0_request() -> None:

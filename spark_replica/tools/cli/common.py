@@ -31,6 +31,8 @@ T = TypeVar("T")
 
 CLIENT_ID = "replog-cli"
 ZOOKEEPER_DIGEST = "zookeeper.digest"
+# What the commands on the Kafka listeners wait for a broker or a coordinator by default.
+KAFKA_TIMEOUT_S = 30.0
 
 
 def add_connection_options(parser: argparse.ArgumentParser) -> None:
@@ -109,6 +111,44 @@ def zookeeper_session(args: argparse.Namespace, needed_for: str) -> Iterator[Kaz
     finally:
         zk.stop()
         zk.close()
+
+
+def add_kafka_listener_options(parser: argparse.ArgumentParser) -> None:
+    """Where the Kafka listeners are, the client settings, and how long to wait: the
+    options of the commands that speak Kafka's protocol (groups, transactions)."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument(
+        "--bootstrap-server",
+        "--bootstrap",
+        dest="bootstrap",
+        metavar="HOST:PORT[,HOST:PORT]",
+        help="Kafka listener addresses (--bootstrap is the same)",
+    )
+    where.add_argument(
+        "--zookeeper",
+        metavar="CONNECT",
+        help="find the Kafka listeners the brokers registered in ZooKeeper",
+    )
+    where.add_argument(
+        "--dir",
+        type=Path,
+        default=cluster_dir.DEFAULT_DIR,
+        help="the cluster directory of `replog up`, used when neither of the above is given "
+        "(default ./.replog)",
+    )
+    parser.add_argument(
+        "--command-config",
+        type=Path,
+        metavar="FILE",
+        help="client properties (security.protocol, sasl.*, ssl.*); "
+        "default with --dir: its admin.properties when present",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=KAFKA_TIMEOUT_S,
+        help=f"seconds to wait for a broker or a coordinator (default {KAFKA_TIMEOUT_S:g})",
+    )
 
 
 def kafka_bootstrap(args: argparse.Namespace) -> list[tuple[str, int]]:

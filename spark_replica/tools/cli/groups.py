@@ -29,7 +29,6 @@ import argparse
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TypeVar
 
 from spark_replica.client import listener_probe
@@ -45,6 +44,7 @@ from spark_replica.errors import (
 )
 from spark_replica.tools.cli.common import (
     CLIENT_ID,
+    add_kafka_listener_options,
     client_security,
     kafka_bootstrap,
     require_listener,
@@ -62,12 +62,10 @@ from spark_replica.tools.cli.groups_plan import (
 )
 from spark_replica.tools.cli.output import add_json_flag, plural, print_json, print_table
 from spark_replica.tools.group_lag import PartitionLag, group_json, lag_rows, owners
-from spark_replica.tools.launcher import cluster_dir
 from spark_replica.topics import OFFSETS_TOPIC, TopicPartition, offsets_partition_for
 
 T = TypeVar("T")
 
-DEFAULT_TIMEOUT_S = 30.0
 COLUMNS = (
     "TOPIC",
     "PARTITION",
@@ -113,14 +111,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
     listing = actions.add_parser("list", help="every group's id")
     add_json_flag(listing)
-    _add_options(listing)
+    add_kafka_listener_options(listing)
 
     describe = actions.add_parser(
         "describe", help="per partition: committed offset, log end, lag and consumer"
     )
     describe.add_argument("group", help="the group's id")
     add_json_flag(describe)
-    _add_options(describe)
+    add_kafka_listener_options(describe)
 
     reset = actions.add_parser(
         "reset-offsets",
@@ -151,49 +149,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     reset.add_argument("--execute", action="store_true", help="commit the plan (else: print it)")
     add_json_flag(reset)
-    _add_options(reset)
+    add_kafka_listener_options(reset)
 
     delete = actions.add_parser("delete", help="delete a group without members, and its offsets")
     delete.add_argument("group", help="the group's id")
-    _add_options(delete)
+    add_kafka_listener_options(delete)
     groups.set_defaults(handler=run)
-
-
-def _add_options(parser: argparse.ArgumentParser) -> None:
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument(
-        "--bootstrap-server",
-        "--bootstrap",
-        dest="bootstrap",
-        metavar="HOST:PORT[,HOST:PORT]",
-        help="Kafka listener addresses (--bootstrap is the same)",
-    )
-    where.add_argument(
-        "--zookeeper",
-        metavar="CONNECT",
-        help="find the Kafka listeners the brokers registered in ZooKeeper",
-    )
-    where.add_argument(
-        "--dir",
-        type=Path,
-        default=cluster_dir.DEFAULT_DIR,
-        help="the cluster directory of `replog up`, used when neither of the above is given "
-        "(default ./.replog)",
-    )
-    parser.add_argument(
-        "--command-config",
-        type=Path,
-        metavar="FILE",
-        help="client properties (security.protocol, sasl.*, ssl.*); "
-        "default with --dir: its admin.properties when present",
-    )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=DEFAULT_TIMEOUT_S,
-        help="seconds to wait for a broker or a group's coordinator "
-        f"(default {DEFAULT_TIMEOUT_S:g})",
-    )
 
 
 def strategy_of(args: argparse.Namespace) -> ResetStrategy:

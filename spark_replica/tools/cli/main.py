@@ -24,6 +24,7 @@ from spark_replica.tools.cli import (
     produce,
     reassign,
     topics,
+    transactions,
     users,
     zookeeper,
 )
@@ -63,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     users.add_parser(subparsers)
     acls.add_parser(subparsers)
     groups.add_parser(subparsers)
+    transactions.add_parser(subparsers)
     lag.add_parser(subparsers)
     return parser
 

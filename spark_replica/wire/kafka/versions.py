@@ -6,10 +6,10 @@ ApiVersions advertises what the codec can read and write and nothing else.
 
 from __future__ import annotations
 
-from spark_replica.wire.kafka.messages import acls, admin, core, groups, sasl
+from spark_replica.wire.kafka.messages import acls, admin, core, groups, sasl, transactions
 from spark_replica.wire.schema import Message
 
-_MODULES = [core, admin, sasl, groups, acls]
+_MODULES = [core, admin, sasl, groups, acls, transactions]
 
 REQUESTS: dict[int, Message] = {m.api_key: m for module in _MODULES for m in module.REQUESTS}
 RESPONSES: dict[int, Message] = {m.api_key: m for module in _MODULES for m in module.RESPONSES}

@@ -1,0 +1,147 @@
+"""`replog transactions list|describe`: Kafka transactions, as kafka-transactions shows them.
+
+Like `replog groups`, these speak Kafka's protocol to the brokers' Kafka listeners, where
+the transaction coordinators are (same connection options). `list` asks every broker
+(ListTransactions: each coordinator lists the transactional ids it owns), `describe`
+the coordinator of one transactional id (FindCoordinator, then DescribeTransactions).
+
+Tables have kafka-transactions' columns, or with `--json`:
+- list: `[{"transactional_id", "coordinator", "producer_id", "state"}, ...]`
+- describe: `{"transactional_id", "coordinator", "producer_id", "producer_epoch",
+  "state", "timeout_ms", "start_time_ms", "duration_ms", "partitions": [{"topic",
+  "partition"}]}`; start time and duration are null when no transaction is open.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import time
+
+from spark_replica.client import listener_probe
+from spark_replica.client.kafka_admin import KafkaAdminClient, TransactionDescription
+from spark_replica.tools.cli.common import (
+    CLIENT_ID,
+    add_kafka_listener_options,
+    client_security,
+    kafka_bootstrap,
+    require_listener,
+)
+from spark_replica.tools.cli.output import add_json_flag, print_json, print_table
+
+LIST_COLUMNS = ("TRANSACTIONAL-ID", "COORDINATOR", "PRODUCER-ID", "STATE")
+DESCRIBE_COLUMNS = (
+    "COORDINATOR-ID",
+    "TRANSACTIONAL-ID",
+    "PRODUCER-ID",
+    "PRODUCER-EPOCH",
+    "STATE",
+    "TIMEOUT-MS",
+    "START-TIME-MS",
+    "DURATION-MS",
+    "TOPIC-PARTITIONS",
+)
+# DescribeTransactions' start time of a transactional id with no transaction open.
+NO_START_TIME = -1
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    transactions = subparsers.add_parser(
+        "transactions", help="list and describe Kafka transactions"
+    )
+    actions = transactions.add_subparsers(dest="action", required=True)
+
+    listing = actions.add_parser("list", help="every transactional id, its producer and state")
+    listing.add_argument(
+        "--state",
+        action="append",
+        default=[],
+        help="only transactions in this state, e.g. Ongoing (repeatable)",
+    )
+    listing.add_argument(
+        "--producer-id",
+        type=int,
+        action="append",
+        default=[],
+        help="only this producer id (repeatable)",
+    )
+    add_json_flag(listing)
+    add_kafka_listener_options(listing)
+
+    describe = actions.add_parser(
+        "describe", help="one transactional id: producer, state, timeout, open partitions"
+    )
+    describe.add_argument("--transactional-id", required=True, help="the transactional id")
+    add_json_flag(describe)
+    add_kafka_listener_options(describe)
+    transactions.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    bootstrap = kafka_bootstrap(args)
+    security = client_security(args)
+
+    async def main() -> int:
+        if args.bootstrap:
+            await require_listener(bootstrap, listener_probe.KAFKA, args, security)
+        async with KafkaAdminClient(bootstrap, security, CLIENT_ID, args.timeout) as admin:
+            if args.action == "list":
+                return await _list(admin, args)
+            return await _describe(admin, args)
+
+    return asyncio.run(main())
+
+
+async def _list(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
+    listed = await admin.list_transactions(args.state, args.producer_id)
+    rows = [[t.transactional_id, t.coordinator, t.producer_id, t.state] for t in listed]
+    if args.json:
+        print_json(
+            [
+                {"transactional_id": tid, "coordinator": node, "producer_id": pid, "state": state}
+                for tid, node, pid, state in rows
+            ]
+        )
+    elif rows:
+        print_table(LIST_COLUMNS, rows)
+    return 0
+
+
+async def _describe(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
+    described = await admin.describe_transaction(args.transactional_id)
+    document = description_json(described, int(time.time() * 1000))
+    if args.json:
+        print_json(document)
+        return 0
+    partitions = ",".join(str(tp) for tp in described.partitions)
+    row = [
+        described.coordinator,
+        described.transactional_id,
+        described.producer_id,
+        described.producer_epoch,
+        described.state,
+        described.timeout_ms,
+        document["start_time_ms"],
+        document["duration_ms"],
+        partitions,
+    ]
+    print_table(DESCRIBE_COLUMNS, [row])
+    return 0
+
+
+def description_json(described: TransactionDescription, now_ms: int) -> dict[str, object]:
+    """`describe --json`'s document; the duration is reckoned at `now_ms`."""
+    started = described.start_time_ms if described.start_time_ms != NO_START_TIME else None
+    return {
+        "transactional_id": described.transactional_id,
+        "coordinator": described.coordinator,
+        "producer_id": described.producer_id,
+        "producer_epoch": described.producer_epoch,
+        "state": described.state,
+        "timeout_ms": described.timeout_ms,
+        "start_time_ms": started,
+        "duration_ms": None if started is None else max(now_ms - started, 0),
+        "partitions": [
+            {"topic": tp.topic, "partition": tp.partition} for tp in described.partitions
+        ],
+    }
