@@ -621,11 +621,22 @@ class Partition:
                 waiter.set_result(True)
 
     def read(
-        self, fetch_offset: int, max_bytes: int, *, current_leader_epoch: int, for_replica: bool
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        current_leader_epoch: int,
+        for_replica: bool,
+        read_committed: bool = False,
     ) -> bytes:
-        """Batches from `fetch_offset`: below the HW for consumers, below the LEO for replicas."""
+        """Batches from `fetch_offset`: below the HW for consumers (below the LSO for
+        read_committed ones), below the LEO for replicas."""
         limit = self._read_limit(fetch_offset, max_bytes, current_leader_epoch, for_replica)
-        return b"" if limit is None else self.log.read(fetch_offset, max_bytes, max_offset=limit)
+        if limit is None:
+            return b""
+        if read_committed:
+            limit = min(limit, self.last_stable_offset)
+        return self.log.read(fetch_offset, max_bytes, max_offset=limit)
 
     def read_stored(
         self, fetch_offset: int, max_bytes: int, *, current_leader_epoch: int, region_bytes: int
