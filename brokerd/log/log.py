@@ -215,8 +215,16 @@ class Log:
                 )
 
     def append_aborted_transaction(self, entry: AbortedTransaction) -> None:
-        """Index a transaction whose ABORT marker was just appended at `entry.last_offset`."""
-        self._segments[self._segment_index(entry.last_offset)].transaction_index.append(entry)
+        """Index a transaction whose ABORT marker was just appended at `entry.last_offset`.
+
+        A follower's copy can roll past the marker's segment before the marker is
+        indexed; that segment was made durable when sealed, so its index is made durable
+        now: only the active segment's index is rebuilt after a crash.
+        """
+        segment = self._segments[self._segment_index(entry.last_offset)]
+        segment.transaction_index.append(entry)
+        if segment is not self._active:
+            segment.transaction_index.flush()
 
     def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTransaction]:
         """The aborted transactions with records in [start_offset, end_offset): what a

@@ -263,3 +263,29 @@ def test_the_cleaner_keeps_transactions_whole_and_carries_their_index(tmp_path: 
         == [AbortedTransaction(1, 0, marker, marker + 1)]
     )
     assert len(txnindex_files(directory)) == log.segment_count
+
+
+def test_a_marker_torn_by_a_crash_leaves_its_transaction_open(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    partition = open_partition(directory)
+    first = produce(partition, 1, 0, 2)
+    marker = end(partition, 1, ControlType.ABORT)
+    assert partition.log.aborted_transactions(0, marker) == [
+        AbortedTransaction(1, first, marker, marker + 1)
+    ]
+    # Killed while the marker was being written: its batch is cut short on disk, while
+    # the index entry made it (the two files are written separately).
+    (log_file,) = directory.glob("*.log")
+    with log_file.open("r+b") as torn:
+        torn.truncate(log_file.stat().st_size - 7)
+    snapshot_path(directory, marker + 1).unlink(missing_ok=True)
+    recovered = open_partition(directory)
+    assert recovered.log.log_end_offset == marker
+    assert recovered.log.aborted_transactions(0, marker) == []
+    assert txnindex_files(directory)[0].stat().st_size == 0
+    assert recovered.producer_state.open_transactions() == {1: first}
+    assert recovered.last_stable_offset == first
+    assert end(recovered, 1, ControlType.ABORT) == marker  # the coordinator writes it again
+    assert recovered.log.aborted_transactions(0, marker) == [
+        AbortedTransaction(1, first, marker, marker + 1)
+    ]
