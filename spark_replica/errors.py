@@ -357,6 +357,25 @@ class InvalidRecordError(BrokerResponseError):
     code = 87
 
 
+class InvalidControlRecordError(InvalidRecordError):
+    """A control batch does not hold exactly one end transaction marker as Kafka lays it
+    out (key: version 0 and type ABORT 0 or COMMIT 1; value: version 0 and the
+    coordinator epoch), so which way its transaction ended is unknown."""
+
+
+class InvalidTxnStateError(BrokerResponseError):
+    """A producer with a transaction open on the partition sent a batch outside it."""
+
+    code = 48
+
+
+class TransactionCoordinatorFencedError(BrokerResponseError):
+    """A transaction marker comes from a coordinator epoch older than one the partition
+    has already seen for the producer: a newer coordinator took over the transactional id."""
+
+    code = 52
+
+
 class AuthenticationError(ReplogError):
     """The connection could not be authenticated: TLS or SASL failed. Not retriable: the
     same settings fail the same way, so the client stops and says why."""
@@ -571,6 +590,8 @@ _BY_CODE: dict[int, type[BrokerResponseError]] = {
         OutOfOrderSequenceError,
         DuplicateSequenceNumberError,
         InvalidProducerEpochError,
+        InvalidTxnStateError,
+        TransactionCoordinatorFencedError,
         UnknownProducerIdError,
         FencedLeaderEpochError,
         UnknownLeaderEpochError,

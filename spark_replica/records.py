@@ -9,6 +9,9 @@ A batch is a fixed 61-byte big-endian header followed by a payload::
     crc                uint32  CRC32C of everything from `attributes` to the end
     attributes         int16   bits 0-2: compression codec (0 none, 3 lz4, 4 zstd);
                                bit 3: timestamp type (0 create time, 1 log append time);
+                               bit 4: transactional (Kafka's isTransactional);
+                               bit 5: control batch, a transaction marker (Kafka's
+                               isControlBatch);
                                bits 8-10: 1 + the Kafka codec a batch produced on the
                                Kafka listener came with (0 otherwise), which Kafka
                                leaves unused, so a fetch can send it back so compressed
@@ -29,6 +32,11 @@ PAYLOAD_SCHEMA (``headers`` may be left out when no record has any). Brokers rea
 the header and move payload bytes untouched; clients turn the payload into a
 ``pyarrow.RecordBatch`` without copying.
 
+A control batch holds one record whose key and value are the bytes of Kafka's end
+transaction marker (see ControlMarker), so a conversion to Kafka's format carries it as
+Kafka writes it. It belongs to the producer whose transaction it ends: producer id and
+epoch as that producer's batches, base sequence -1.
+
 Compression is Arrow IPC buffer compression (lz4 frame or zstd, per buffer), so any
 Arrow reader decompresses it on its own and the CRC covers the compressed bytes, as in
 Kafka. The codec is also named in the attributes' low bits, with Kafka's numbers, so
@@ -37,6 +45,7 @@ that tools reading headers only can tell compressed batches apart.
 
 from __future__ import annotations
 
+import enum
 import struct
 import time
 from collections.abc import Iterator, Sequence
@@ -45,7 +54,7 @@ from dataclasses import dataclass
 import crc32c
 import pyarrow as pa
 
-from spark_replica.errors import ConfigError, CorruptRecordError
+from spark_replica.errors import ConfigError, CorruptRecordError, InvalidControlRecordError
 
 MAGIC = 2
 HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -60,6 +69,8 @@ LEADER_EPOCH_FIELD_OFFSET = 12
 NO_PRODUCER_ID = -1
 NO_SEQUENCE = -1
 TIMESTAMP_TYPE_LOG_APPEND = 0x08
+TRANSACTIONAL_FLAG = 0x10
+CONTROL_FLAG = 0x20
 COMPRESSION_MASK = 0x07
 PRODUCED_CODEC_SHIFT = 8
 PRODUCED_CODEC_MASK = 0x0700
@@ -103,6 +114,14 @@ class BatchHeader:
         """The codec named in the attributes ("none", "lz4", "zstd"), or "unknown-N"."""
         bits = self.attributes & COMPRESSION_MASK
         return CODEC_NAMES.get(bits, f"unknown-{bits}")
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_FLAG)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_FLAG)
 
     @property
     def total_size(self) -> int:
@@ -245,6 +264,99 @@ def stamp_producer(
     )
     CRC_FIELD.pack_into(view, CRC_FIELD_OFFSET, compute_crc(view))
     return view.toreadonly()
+
+
+class ControlType(enum.IntEnum):
+    """What ended a transaction: the type field of Kafka's control record key."""
+
+    ABORT = 0
+    COMMIT = 1
+
+
+CONTROL_RECORD_VERSION = 0
+CONTROL_KEY = struct.Struct(">hh")  # version, type
+CONTROL_VALUE = struct.Struct(">hi")  # version, coordinator epoch
+
+
+@dataclass(frozen=True, slots=True)
+class ControlMarker:
+    """The end of one producer's transaction on a partition: the one record of a control
+    batch. The coordinator epoch lets a partition refuse a marker from a coordinator that
+    a newer one has since replaced."""
+
+    control_type: ControlType
+    coordinator_epoch: int
+
+    @property
+    def key(self) -> bytes:
+        return CONTROL_KEY.pack(CONTROL_RECORD_VERSION, self.control_type)
+
+    @property
+    def value(self) -> bytes:
+        return CONTROL_VALUE.pack(CONTROL_RECORD_VERSION, self.coordinator_epoch)
+
+
+def build_control_batch(
+    marker: ControlMarker, *, producer_id: int, producer_epoch: int, timestamp_ms: int
+) -> bytes:
+    """A control batch ending `producer_id`'s transaction, transactional as Kafka's are.
+
+    It carries no sequence: markers are written by the coordinator, not the producer,
+    and do not take part in the producer's numbering.
+    """
+    return build_batch(
+        [marker.value],
+        keys=[marker.key],
+        timestamps=[timestamp_ms],
+        attributes=CONTROL_FLAG | TRANSACTIONAL_FLAG,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=NO_SEQUENCE,
+    )
+
+
+def decode_control_marker(batch: bytes | bytearray | memoryview) -> ControlMarker:
+    """The marker a whole control batch holds; InvalidControlRecordError if it holds none.
+
+    Versions above 0 are read by their version-0 fields, as Kafka reads them, so that a
+    later marker layout that only adds fields stays readable.
+    """
+    header = BatchHeader.decode(batch)
+    where = f"control batch at offset {header.base_offset}"
+    if not header.is_control:
+        raise InvalidControlRecordError(
+            f"batch at offset {header.base_offset} is not a control batch"
+        )
+    if header.producer_id < 0 or header.producer_epoch < 0:
+        raise InvalidControlRecordError(
+            f"{where} names producer id {header.producer_id} epoch {header.producer_epoch}"
+        )
+    records = decode_payload(batch)
+    if records.num_rows != 1:
+        raise InvalidControlRecordError(f"{where} holds {records.num_rows} records, not 1")
+    key = records.column("key")[0].as_py()
+    value = records.column("value")[0].as_py()
+    if key is None or len(key) < CONTROL_KEY.size:
+        raise InvalidControlRecordError(f"{where} has a {_size(key)} key, not {CONTROL_KEY.size}")
+    if value is None or len(value) < CONTROL_VALUE.size:
+        raise InvalidControlRecordError(
+            f"{where} has a {_size(value)} value, not {CONTROL_VALUE.size}"
+        )
+    key_version, type_code = CONTROL_KEY.unpack_from(key)
+    value_version, coordinator_epoch = CONTROL_VALUE.unpack_from(value)
+    if key_version < 0 or value_version < 0:
+        raise InvalidControlRecordError(
+            f"{where} has key version {key_version}, value version {value_version}"
+        )
+    if type_code not in (ControlType.ABORT, ControlType.COMMIT):
+        raise InvalidControlRecordError(
+            f"{where} has control type {type_code}; transaction markers are ABORT (0) or COMMIT (1)"
+        )
+    return ControlMarker(ControlType(type_code), coordinator_epoch)
+
+
+def _size(field: bytes | None) -> str:
+    return "null" if field is None else f"{len(field)}-byte"
 
 
 def parse_compression(name: str, option: str = "compression") -> str:

@@ -37,12 +37,14 @@ from spark_replica.errors import CorruptMessageError, InvalidRecordError, Messag
 from spark_replica.payload_bounds import declared_payload_bytes
 from spark_replica.records import (
     COMPRESSION_MASK,
+    CONTROL_FLAG,
     HEADER_SIZE,
     PAYLOAD_SCHEMA,
     PAYLOAD_SCHEMA_NO_HEADERS,
     PRODUCED_CODEC_MASK,
     PRODUCED_CODEC_SHIFT,
     TIMESTAMP_TYPE_LOG_APPEND,
+    TRANSACTIONAL_FLAG,
     BatchHeader,
     decode_payload,
     iter_batches,
@@ -103,6 +105,13 @@ def require_keys(records: bytes | bytearray | memoryview, topic: str) -> None:
 
 
 def _check_attributes(header: BatchHeader) -> None:
+    if header.attributes & (TRANSACTIONAL_FLAG | CONTROL_FLAG):
+        # Nothing would ever end such a transaction: the log's markers are written only
+        # by a transaction coordinator, which the partitions' leaders do not serve yet.
+        raise InvalidRecordError(
+            "transactional and control batches are not accepted from producers: replog "
+            "serves no transactions to its clients"
+        )
     undefined = header.attributes & ~DEFINED_ATTRIBUTE_BITS
     if undefined:
         raise InvalidRecordError(

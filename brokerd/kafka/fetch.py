@@ -17,10 +17,13 @@ included: librdkafka refuses a null one ("invalid MessageSetSize -1"), and an
 OFFSET_OUT_OF_RANGE it cannot read would never let auto.offset.reset run. That answer
 carries the log start offset and the HW, as the replog listener's does.
 
-There are no transactions, so read_committed and read_uncommitted read the same, the
-last stable offset is the HW and no transaction is ever aborted. There are no fetch
-sessions either: every fetch names its partitions and gets session id 0, which Kafka's
-clients take as "full fetches from now on". Replicas fetch over the replog listener,
+IsolationLevel 1 (read_committed) reads stop at the last stable offset, and the answer
+lists the aborted transactions of the range it returns (producer id, first offset), as
+Kafka's does: its clients drop those records, and skip the control batches (markers),
+which are sent as stored, as Kafka sends them. Every answer's LastStableOffset is the
+partition's LSO, read_uncommitted ones included. There are no fetch sessions: every
+fetch names its partitions and gets session id 0, which Kafka's clients take as "full
+fetches from now on". Replicas fetch over the replog listener,
 never here: a fetch with a replica id is refused. The converted bytes sent are counted
 per topic (BytesOut) once the answer is final.
 """
@@ -40,11 +43,13 @@ from brokerd.kafka.fetch_convert import Conversion, StoredRead
 from brokerd.kafka.request import KafkaRequest
 from brokerd.replication.partition import Partition
 from spark_replica.errors import BrokerResponseError, InvalidRequestError
+from spark_replica.records import iter_batches
 from spark_replica.security.acl import Operation
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.schema import Data
 
 CONSUMER_REPLICA_ID = -1
+READ_COMMITTED = 1  # Kafka's IsolationLevel: 0 read_uncommitted, 1 read_committed
 # The first Fetch version whose clients read zstd batches (KIP-110).
 FIRST_ZSTD_FETCH_VERSION = 10
 FETCH_CACHE = FetchCache()
@@ -90,6 +95,7 @@ def _read_all(
     """Read every requested partition once: the answer (records still stored), the
     reads to convert into it, the stored bytes read and what to watch."""
     remaining = min(body.max_bytes, FETCH_MAX_BYTES)
+    read_committed = body.isolation_level == READ_COMMITTED
     total = 0
     watched: list[Partition] = []
     reads: list[StoredRead] = []
@@ -119,7 +125,7 @@ def _read_all(
                 )
                 # Set before the offset is checked: OFFSET_OUT_OF_RANGE carries them.
                 result.high_watermark = partition.high_watermark
-                result.last_stable_offset = partition.high_watermark
+                result.last_stable_offset = partition.last_stable_offset
                 result.log_start_offset = partition.log.log_start_offset
                 stored = b""
                 if remaining > 0:
@@ -128,7 +134,10 @@ def _read_all(
                         min(entry.partition_max_bytes, remaining),
                         current_leader_epoch=entry.current_leader_epoch,
                         for_replica=False,
+                        read_committed=read_committed,
                     )
+                if read_committed and stored:
+                    result.aborted_transactions = aborted_in(partition, entry.fetch_offset, stored)
                 remaining -= len(stored)
                 total += len(stored)
                 reads.append(
@@ -143,3 +152,14 @@ def _read_all(
         responses.append(Data(topic=topic.topic, partitions=results))
     response = Data(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
     return (response, reads), total, watched
+
+
+def aborted_in(partition: Partition, fetch_offset: int, stored: bytes) -> list[Data]:
+    """The aborted transactions with records among the batches read from `fetch_offset`."""
+    headers = [header for header, _ in iter_batches(stored)]
+    if not headers:
+        return []
+    return [
+        Data(producer_id=aborted.producer_id, first_offset=aborted.first_offset)
+        for aborted in partition.log.aborted_transactions(fetch_offset, headers[-1].next_offset)
+    ]

@@ -1,8 +1,8 @@
 """Kafka's ListOffsets and OffsetForLeaderEpoch, on the partitions replog keeps.
 
-ListOffsets: -2 is the log start, -1 the HW (the last offset a consumer may read:
-there are no transactions, so read_committed asks the same), and a time the first
-offset whose record is at least that recent, below the HW; nothing that recent answers
+ListOffsets: -2 is the log start, -1 the HW (the end of what a consumer may read; for
+IsolationLevel 1, read_committed, the last stable offset), and a time the first offset
+whose record is at least that recent, below that end; nothing that recent answers
 offset -1. Every answer carries the leader epoch, so a consumer can tell a truncation
 after an unclean leader change.
 
@@ -25,6 +25,7 @@ from spark_replica.wire.schema import Data
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 UNKNOWN = -1
+READ_COMMITTED = 1  # Kafka's IsolationLevel: 0 read_uncommitted, 1 read_committed
 
 
 def _denied(ctx: BrokerContext, request: KafkaRequest, topic: str) -> BrokerResponseError | None:
@@ -40,24 +41,28 @@ def _led(ctx: BrokerContext, tp: TopicPartition, current_leader_epoch: int) -> P
     return partition
 
 
-def offset_at(partition: Partition, timestamp: int) -> tuple[int, int]:
+def offset_at(
+    partition: Partition, timestamp: int, *, read_committed: bool = False
+) -> tuple[int, int]:
     """(offset, timestamp) answering a ListOffsets for `timestamp` on a leader."""
     if timestamp == EARLIEST_TIMESTAMP:
         return partition.log.log_start_offset, UNKNOWN
+    readable_end = partition.last_stable_offset if read_committed else partition.high_watermark
     if timestamp == LATEST_TIMESTAMP:
-        return partition.high_watermark, UNKNOWN
+        return readable_end, UNKNOWN
     if timestamp < 0:
         raise InvalidRequestError(
             f"timestamp {timestamp}: use -2 (earliest), -1 (latest) or a time in ms since the epoch"
         )
     found = partition.log.offset_for_timestamp(timestamp)
-    if found is not None and found[0] < partition.high_watermark:
+    if found is not None and found[0] < readable_end:
         return found
     return UNKNOWN, UNKNOWN
 
 
 async def handle_list_offsets(ctx: BrokerContext, request: KafkaRequest) -> Data:
     topics = []
+    read_committed = request.body.isolation_level == READ_COMMITTED
     for topic in request.body.topics:
         denied = _denied(ctx, request, topic.name)
         results = []
@@ -72,7 +77,9 @@ async def handle_list_offsets(ctx: BrokerContext, request: KafkaRequest) -> Data
 
             def serve(tp: TopicPartition, entry: Data = entry, result: Data = result) -> None:
                 partition = _led(ctx, tp, entry.current_leader_epoch)
-                result.offset, result.timestamp = offset_at(partition, entry.timestamp)
+                result.offset, result.timestamp = offset_at(
+                    partition, entry.timestamp, read_committed=read_committed
+                )
                 result.leader_epoch = partition.leader_epoch
 
             serve_partition(topic.name, entry.partition_index, result, denied, serve)

@@ -16,6 +16,11 @@ A cleaning has three parts, and only the outer two touch the Log object:
    objects, between two of the loop's steps, so every read sees the old segments or the
    new ones. A cleaning whose segments went meanwhile is dropped (`discard`).
 
+Transactional batches and their markers are copied whole and stay out of the offset map:
+an aborted record must not stand for its key, and which of them may go is a decision of
+its own (Kafka removes aborted data and markers once no reader can need them; here they
+stay). The new segment takes over the aborted-transaction index entries of the old ones.
+
 Segments are grouped as Kafka groups them: consecutive segments whose old sizes add up
 to at most segment.bytes (and whose offsets fit a segment's int32 index) become one, so
 a log that compacts well ends with fewer, fuller segments.
@@ -44,7 +49,9 @@ from brokerd.log.cleaner_plan import (
 from brokerd.log.cleaner_swap import CLEANED_SUFFIX, SEGMENT_SUFFIXES
 from brokerd.log.config import INT32_MAX, LogConfig
 from brokerd.log.directory import fsync_directory
-from brokerd.log.segment import LOG_SUFFIX, LogSegment, segment_file
+from brokerd.log.index import IndexInconsistentError
+from brokerd.log.segment import LOG_SUFFIX, TXN_INDEX_SUFFIX, LogSegment, segment_file
+from brokerd.log.transaction_index import AbortedTransaction, TransactionIndex
 from spark_replica.errors import CorruptRecordError
 from spark_replica.records import (
     HEADER_SIZE,
@@ -248,6 +255,11 @@ def _clean(
                 if stop is not None and stop.is_set():
                     raise CleaningStopped(f"{job.directory}: cleaning stopped")
                 for header, batch in read_batches(job.directory, old):
+                    if header.is_transactional:
+                        position = segment.size
+                        segment.append(batch, [(0, header)], 0)
+                        bytes_written += segment.size - position
+                        continue
                     records = decode_payload(batch)
                     keys = batch_keys(header, records)
                     producer = header.producer_id
@@ -265,6 +277,7 @@ def _clean(
                 if throttle is not None:
                     throttle.account(old.size)
                 bytes_read += old.size
+            segment.transaction_index.reset(aborted_transactions(job.directory, group))
             segment.seal()
         finally:
             segment.release()
@@ -290,7 +303,7 @@ def _map_dirty_part(job: CleaningJob, max_keys: int) -> tuple[OffsetMap, dict[in
             if segment.next_offset <= job.first_dirty:
                 continue
             for header, batch in read_batches(job.directory, segment):
-                if header.next_offset > job.first_dirty:
+                if header.next_offset > job.first_dirty and not header.is_transactional:
                     yield batch_keys(header, decode_payload(batch))
 
     offset_map = build_offset_map(dirty_batches(), max_keys, job.first_dirty)
@@ -299,6 +312,19 @@ def _map_dirty_part(job: CleaningJob, max_keys: int) -> tuple[OffsetMap, dict[in
             if header.producer_id != NO_PRODUCER_ID:
                 last_batch_of_producer[header.producer_id] = header.base_offset
     return offset_map, last_batch_of_producer
+
+
+def aborted_transactions(
+    directory: Path, group: Sequence[SegmentFile]
+) -> Iterator[AbortedTransaction]:
+    """The entries of the aborted-transaction indexes of a group's old segments, which
+    the new segment takes over: their markers are all kept."""
+    for segment in group:
+        path = segment_file(directory, segment.base_offset, TXN_INDEX_SUFFIX)
+        try:
+            yield from TransactionIndex.load(path).entries
+        except IndexInconsistentError as exc:
+            raise CorruptRecordError(f"segment {segment.base_offset}: {exc}") from exc
 
 
 def _headers(directory: Path, segment: SegmentFile) -> Iterator[BatchHeader]:

@@ -1,7 +1,8 @@
 """Putting cleaned segments in place of the old ones so that a crash leaves one or the other.
 
 The cleaner writes each group of cleaned segments as one new segment whose files carry
-the suffix ".cleaned" (`<base>.log.cleaned`, `.index.cleaned`, `.timeindex.cleaned`),
+the suffix ".cleaned" (`<base>.log.cleaned`, `.index.cleaned`, `.timeindex.cleaned`,
+`.txnindex.cleaned`),
 named by the base offset of the group's first old segment, and fsyncs them. The log
 never reads such files. Then, as Kafka's `.cleaned` → `.swap` → rename protocol, in
 steps each made durable before the next:
@@ -37,7 +38,13 @@ from pathlib import Path
 
 from brokerd.log.checkpoint import write_lines_atomically
 from brokerd.log.directory import fsync_directory
-from brokerd.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, segment_file
+from brokerd.log.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    segment_file,
+)
 from spark_replica.errors import CorruptRecordError
 
 logger = logging.getLogger("brokerd.log")
@@ -46,7 +53,7 @@ CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
 MANIFEST_MAGIC = "replog-cleaner-swap 1"
 # The log file last: while it is still `.cleaned`, the final name holds no new log file.
-SEGMENT_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX)
+SEGMENT_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, LOG_SUFFIX)
 
 SwapStep = Callable[[], None]
 # A new segment's base offset, and the base offsets of the old segments it replaces.

@@ -1,6 +1,6 @@
 """The files of one partition directory: what ``Log.open`` finds there, and durability.
 
-Besides segments (a .log file and its two indexes, named by base offset) a directory
+Besides segments (a .log file and its three indexes, named by base offset) a directory
 holds the leader epoch checkpoint and, after a crash, leftovers of interrupted work.
 """
 
@@ -10,11 +10,12 @@ import logging
 import os
 from pathlib import Path
 
-from brokerd.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX
+from brokerd.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX
 
 logger = logging.getLogger("brokerd.log")
 
 STRAY_SUFFIXES = (".tmp", ".cleaned", ".deleted", ".swap")
+INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 _SEGMENT_NAME_DIGITS = 20
 
 
@@ -28,7 +29,7 @@ def prepare_directory(directory: Path) -> list[int]:
             path.unlink()
         elif _is_segment_name(path, LOG_SUFFIX):
             base_offsets.add(int(path.stem))
-        elif _is_segment_name(path, INDEX_SUFFIX) or _is_segment_name(path, TIME_INDEX_SUFFIX):
+        elif any(_is_segment_name(path, suffix) for suffix in INDEX_SUFFIXES):
             indexes.append(path)
     for path in indexes:
         if int(path.stem) not in base_offsets:

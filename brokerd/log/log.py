@@ -18,6 +18,11 @@ The leader epoch cache follows the log: appends add epochs to it in memory, and 
 reach its file with the log's flushes and rolls; truncation and retention write it at
 once. ``Log.open`` reconciles a file left stale by a crash with the recovered segments.
 
+Each segment's aborted-transaction index follows its segment (created, truncated,
+deleted and swapped with it); the entries are appended by the log's owner, which knows
+the transactions (`append_aborted_transaction`), and so are the rebuilt indexes of
+segments recovered with markers in them (`rebuild_transaction_indexes`).
+
 Producer-state snapshots (producer_snapshots.py) follow it too: the log writes one from
 the source its owner installs at every roll and at close, and deletes the ones that no
 longer describe it after retention, truncation and recovery.
@@ -34,7 +39,7 @@ import errno
 import logging
 import shutil
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +56,7 @@ from brokerd.log.producer_snapshots import (
 )
 from brokerd.log.segment import BatchSpan, LogSegment
 from brokerd.log.start_offset import read_log_start_offset, write_log_start_offset
+from brokerd.log.transaction_index import AbortedTransaction
 from spark_replica.errors import (
     InvalidFetchSizeError,
     InvalidRecordError,
@@ -61,6 +67,8 @@ from spark_replica.errors import (
 from spark_replica.file_region import FileRegion
 from spark_replica.records import (
     BatchHeader,
+    ControlMarker,
+    decode_control_marker,
     iter_batches,
     set_base_offset,
     set_leader_epoch,
@@ -151,8 +159,12 @@ class Log:
         for segment in self._segments:
             segment.update_config(config)
 
-    def iter_batch_headers(self, from_offset: int = 0) -> Iterator[BatchHeader]:
-        """The batch headers from `from_offset` on, oldest first, reading headers only.
+    def iter_producer_batches(
+        self, from_offset: int = 0
+    ) -> Iterator[tuple[BatchHeader, ControlMarker | None]]:
+        """The batch headers from `from_offset` on, oldest first, each control batch's with
+        its marker: what the producer state is built from. Only control batches are read
+        past their header.
 
         `from_offset` is a batch boundary (a roll or the log end at some moment), as
         snapshot offsets are; batches starting before it are skipped.
@@ -165,9 +177,70 @@ class Log:
                 if located is None:
                     continue
                 position = located[0]
-            for _, header in segment.iter_headers(position):
-                if header.base_offset >= from_offset:
-                    yield header
+            for batch_position, header in segment.iter_headers(position):
+                if header.base_offset < from_offset:
+                    continue
+                marker = None
+                if header.is_control:
+                    end = batch_position + header.total_size
+                    marker = decode_control_marker(segment.read_range(batch_position, end))
+                yield header, marker
+
+    @property
+    def transaction_index_rebuild_from(self) -> int | None:
+        """The base offset of the first segment whose aborted-transaction index must be
+        rebuilt (it holds markers and was recovered, or its index file was lost), or
+        None when every index can be trusted; see rebuild_transaction_indexes."""
+        for segment in self._segments:
+            if not segment.transaction_index_trusted:
+                return segment.base_offset
+        return None
+
+    def rebuild_transaction_indexes(self, aborted: Iterable[AbortedTransaction]) -> None:
+        """Rewrite each untrusted aborted-transaction index from `aborted`: the aborted
+        transactions of a replay of the producer state over (at least) those segments."""
+        by_segment: dict[int, list[AbortedTransaction]] = {}
+        for entry in aborted:
+            by_segment.setdefault(self._segment_index(entry.last_offset), []).append(entry)
+        for index, segment in enumerate(self._segments):
+            if not segment.transaction_index_trusted:
+                segment.transaction_index.reset(by_segment.get(index, []))
+                segment.transaction_index.flush()
+                segment.transaction_index_trusted = True
+                logger.info(
+                    "%s: rebuilt the aborted-transaction index of segment %d (%d entries)",
+                    self._directory,
+                    segment.base_offset,
+                    len(segment.transaction_index.entries),
+                )
+
+    def append_aborted_transaction(self, entry: AbortedTransaction) -> None:
+        """Index a transaction whose ABORT marker was just appended at `entry.last_offset`.
+
+        A follower's copy can roll past the marker's segment before the marker is
+        indexed; that segment was made durable when sealed, so its index is made durable
+        now: only the active segment's index is rebuilt after a crash.
+        """
+        segment = self._segments[self._segment_index(entry.last_offset)]
+        segment.transaction_index.append(entry)
+        if segment is not self._active:
+            segment.transaction_index.flush()
+
+    def aborted_transactions(self, start_offset: int, end_offset: int) -> list[AbortedTransaction]:
+        """The aborted transactions with records in [start_offset, end_offset): what a
+        read_committed fetch of that range lists, for its reader to drop their records.
+
+        A transaction's entry sits with its marker, which may be in a later segment than
+        its records, so the search goes on past the range until an entry shows that every
+        transaction beginning below `end_offset` had ended (Kafka's search, too).
+        """
+        found: list[AbortedTransaction] = []
+        for segment in self._segments[self._segment_index(start_offset) :]:
+            entries, complete = segment.transaction_index.collect(start_offset, end_offset)
+            found += entries
+            if complete:
+                break
+        return found
 
     @property
     def directory(self) -> Path:

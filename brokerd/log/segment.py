@@ -1,4 +1,5 @@
-"""One segment of a partition's log: a file of whole batches plus its two sparse indexes.
+"""One segment of a partition's log: a file of whole batches, its two sparse indexes and
+its aborted-transaction index (transaction_index.py).
 
 Only batch headers are ever parsed here, except when recovering the active segment
 (CRC of every batch) and when searching by timestamp (the timestamps of one batch).
@@ -8,6 +9,12 @@ Offsets grow from batch to batch but need not be contiguous: the log cleaner rem
 records and keeps the offsets of the others, leaving gaps (as in Kafka). A batch
 starting below where the previous one ended is corruption; one starting above it is a
 gap.
+
+The aborted-transaction index cannot be rebuilt from the segment alone (a transaction's
+first offset may lie in an earlier segment), so a segment only says whether its index
+can be trusted (`transaction_index_trusted`): after a recovery, or when the file is
+missing or torn, an index is trusted again only if the segment holds no control batch
+(it is then empty); otherwise the partition rebuilds it by replaying its producer state.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import pyarrow.compute as pc
 
 from brokerd.log.config import INT32_MAX, LogConfig
 from brokerd.log.index import IndexInconsistentError, OffsetIndex, TimeIndex
+from brokerd.log.transaction_index import TransactionIndex
 from spark_replica.errors import CorruptRecordError
 from spark_replica.file_region import FileRegion
 from spark_replica.records import (
@@ -36,6 +44,7 @@ logger = logging.getLogger("brokerd.log")
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
+TXN_INDEX_SUFFIX = ".txnindex"
 NO_TIMESTAMP = -1
 
 BatchSpan = tuple[int, BatchHeader]
@@ -59,6 +68,10 @@ class LogSegment:
         self.time_index = TimeIndex(
             segment_file(directory, base_offset, TIME_INDEX_SUFFIX + suffix)
         )
+        self.transaction_index = TransactionIndex(
+            segment_file(directory, base_offset, TXN_INDEX_SUFFIX + suffix)
+        )
+        self.transaction_index_trusted = True
         self.first_append_ms: int | None = None
         self._config = config
         self._fd = fd
@@ -83,6 +96,7 @@ class LogSegment:
         segment = cls(directory, base_offset, config, fd, suffix)
         segment.offset_index.reset()
         segment.time_index.reset()
+        segment.transaction_index.reset()
         return segment
 
     @classmethod
@@ -98,6 +112,7 @@ class LogSegment:
             logger.warning("%s: rebuilding indexes: %s", segment.log_path, exc)
             segment._rebuild(verify_crc=False)
             segment.seal()
+        segment._load_transaction_index()
         segment.first_append_ms = now_ms if segment.size else None
         return segment
 
@@ -112,10 +127,26 @@ class LogSegment:
         """
         fd = os.open(segment_file(directory, base_offset, LOG_SUFFIX), os.O_RDWR)
         segment = cls(directory, base_offset, config, fd)
-        segment._rebuild(verify_crc=True)
+        holds_control_batches = segment._rebuild(verify_crc=True)
+        segment._distrust_transaction_index(holds_control_batches)
         segment.flush()
         segment.first_append_ms = now_ms if segment.size else None
         return segment
+
+    def _load_transaction_index(self) -> None:
+        """Read the sealed segment's aborted-transaction index, or decide it needs a rebuild."""
+        try:
+            self.transaction_index = TransactionIndex.load(self.transaction_index.path)
+        except IndexInconsistentError as exc:
+            holds_control_batches = any(header.is_control for _, header in self.iter_headers(0))
+            if holds_control_batches:
+                logger.warning("%s: aborted-transaction index to rebuild: %s", self.log_path, exc)
+            self._distrust_transaction_index(holds_control_batches)
+
+    def _distrust_transaction_index(self, holds_control_batches: bool) -> None:
+        """The index may not match the log: empty it, to be rebuilt if markers are here."""
+        self.transaction_index.reset()
+        self.transaction_index_trusted = not holds_control_batches
 
     def _load_indexes(self) -> None:
         self.offset_index = OffsetIndex.load(self.offset_index.path)
@@ -171,17 +202,20 @@ class LogSegment:
             verify_batch(os.pread(self._fd, header.total_size, position), header)
         return header
 
-    def _rebuild(self, *, verify_crc: bool) -> None:
-        """Scan the whole file to rebuild the indexes, cutting it at the first bad batch."""
+    def _rebuild(self, *, verify_crc: bool) -> bool:
+        """Scan the whole file to rebuild the indexes, cutting it at the first bad batch;
+        True if a control batch is left in it."""
         self.offset_index.reset()
         self.time_index.reset()
         self._reset_tracking()
         file_size = os.fstat(self._fd).st_size
         position = 0
+        holds_control_batches = False
         try:
             while position < file_size:
                 header = self._checked_header_at(position, file_size, verify_crc=verify_crc)
                 self._track_batch(position, header)
+                holds_control_batches = holds_control_batches or header.is_control
                 position += header.total_size
         except CorruptRecordError as exc:
             logger.warning(
@@ -194,6 +228,7 @@ class LogSegment:
             )
             os.ftruncate(self._fd, position)
             os.fsync(self._fd)
+        return holds_control_batches
 
     def _track_batch(self, position: int, header: BatchHeader) -> None:
         """Account for a batch now at `position` of the file: indexes, size, offsets, time."""
@@ -330,6 +365,7 @@ class LogSegment:
         os.ftruncate(self._fd, position)
         self.offset_index.truncate_from_position(position)
         self.time_index.truncate_from_offset(header.base_offset - self.base_offset)
+        self.transaction_index.truncate_from(header.base_offset)
         self.size = position
         self.next_offset = header.base_offset
         self._recompute_max_timestamp()
@@ -367,6 +403,7 @@ class LogSegment:
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.transaction_index.flush()
 
     def close(self) -> None:
         self.flush()
@@ -378,5 +415,6 @@ class LogSegment:
 
     def delete(self) -> None:
         os.close(self._fd)
-        for path in (self.offset_index.path, self.time_index.path, self.log_path):
+        indexes = (self.offset_index, self.time_index, self.transaction_index)
+        for path in (*(index.path for index in indexes), self.log_path):
             path.unlink(missing_ok=True)

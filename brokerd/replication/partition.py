@@ -24,6 +24,13 @@ after it, or from every header when there is no snapshot. The log writes a snaps
 each roll and at close from `_producer_snapshot`; loading the state for a roll snapshot
 costs one snapshot and the active segment's headers.
 
+Transactions: the producer state also knows each producer's open transaction, from
+which the partition's last stable offset follows (`last_stable_offset`). Markers are
+appended only through `append_markers` (the transaction coordinator's path), which also
+indexes aborted transactions; a follower does both for the markers it copies. When the
+log recovered a segment holding markers, the state is loaded at once, not lazily, and
+its replay rebuilds that segment's aborted-transaction index.
+
 Waiting for a change: every change of the log, HW or role wakes the futures registered
 with the partition (`wait_for_change`). One future can wait on any number of
 partitions: a follower's fetch names thousands, and a task per partition for every
@@ -38,8 +45,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection
-from dataclasses import replace
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, replace
 
 from brokerd.log import AppendInfo, Log
 from brokerd.log.producer_snapshots import read_snapshot, snapshot_offsets
@@ -62,6 +69,7 @@ from spark_replica.errors import (
     FencedLeaderEpochError,
     InvalidProducerEpochError,
     InvalidRecordError,
+    InvalidTxnStateError,
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
@@ -69,11 +77,21 @@ from spark_replica.errors import (
     OutOfOrderSequenceError,
     ProtocolError,
     RequestTimedOutError,
+    TransactionCoordinatorFencedError,
     UnknownLeaderEpochError,
     UnknownProducerIdError,
 )
 from spark_replica.file_region import FileRegion
-from spark_replica.records import NO_PRODUCER_ID, BatchHeader, iter_batches, runs_within
+from spark_replica.records import (
+    NO_PRODUCER_ID,
+    BatchHeader,
+    ControlMarker,
+    ControlType,
+    build_control_batch,
+    decode_control_marker,
+    iter_batches,
+    runs_within,
+)
 from spark_replica.records import now_ms as clock_ms
 from spark_replica.topic_config import DEFAULT_COMPRESSION_TYPE, check_min_insync_fits
 from spark_replica.topics import TopicPartition
@@ -92,7 +110,19 @@ VERDICT_ERRORS: dict[Outcome, type[BrokerResponseError]] = {
     Outcome.FENCED: InvalidProducerEpochError,
     Outcome.UNKNOWN_PRODUCER: UnknownProducerIdError,
     Outcome.INVALID: InvalidRecordError,
+    Outcome.COORDINATOR_FENCED: TransactionCoordinatorFencedError,
+    Outcome.INVALID_TXN_STATE: InvalidTxnStateError,
 }
+
+
+@dataclass(frozen=True, slots=True)
+class TxnMarker:
+    """One transaction to end on this partition: whose, how, and by which coordinator."""
+
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    control_type: ControlType
 
 
 class Partition:
@@ -123,6 +153,11 @@ class Partition:
         self._producer_state = ProducerStateManager()
         self._producer_state_loaded = False
         log.set_producer_snapshot_source(self._producer_snapshot)
+        if log.transaction_index_rebuild_from is not None:
+            # Loaded now, not lazily: a read_committed fetch may come before anything else
+            # loads it, and must find the aborted transactions indexed.
+            self._load_producer_state()
+            self._producer_state_loaded = True
 
     @property
     def producer_state(self) -> ProducerStateManager:
@@ -138,12 +173,16 @@ class Partition:
         A snapshot outside [log start, log end] describes batches this log no longer
         has (the log deletes those, but a copy restored by hand may remain); an
         unreadable one is passed over for the one before it, the log being the truth.
+        When the log has aborted-transaction indexes to rebuild, the replay starts at
+        or before the first of them, and the transactions it sees aborted rebuild them.
         """
         log = self.log
         start = log.log_start_offset
+        rebuild_from = log.transaction_index_rebuild_from
+        newest = log.log_end_offset if rebuild_from is None else rebuild_from
         self._producer_state.rebuild([])
         for offset in reversed(snapshot_offsets(log.directory)):
-            if not log.log_start_offset <= offset <= log.log_end_offset:
+            if not log.log_start_offset <= offset <= newest:
                 continue
             try:
                 self._producer_state.restore(read_snapshot(log.directory, offset))
@@ -152,7 +191,9 @@ class Partition:
                 continue
             start = offset
             break
-        self._producer_state.replay(log.iter_batch_headers(start), clock_ms())
+        completed = self._producer_state.replay(log.iter_producer_batches(start), clock_ms())
+        if rebuild_from is not None:
+            log.rebuild_transaction_indexes(t.as_aborted() for t in completed if t.aborted)
 
     def _producer_snapshot(self, required: bool) -> list[str] | None:
         """The lines of a snapshot at the log end, for the log to write.
@@ -167,6 +208,16 @@ class Partition:
     @property
     def is_leader(self) -> bool:
         return self.leader_id == self.local_broker_id
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed reads stop: the first offset of the earliest transaction
+        not yet stable (open, or ended by a marker not yet committed), or the HW.
+
+        Followers keep the same producer state from the batches they copy, so a new
+        leader answers the right one at once.
+        """
+        return self.producer_state.last_stable_offset(self.high_watermark)
 
     def make_leader(
         self,
@@ -310,6 +361,48 @@ class Partition:
         self._notify()
         return info
 
+    def append_markers(self, markers: Sequence[TxnMarker], now_ms: int) -> list[AppendInfo]:
+        """Append, as leader, the control batches ending the given transactions, in order;
+        what the transaction coordinator's WriteTxnMarkers calls. One AppendInfo per marker.
+
+        Each marker is checked against its producer's state first (an older producer
+        epoch is INVALID_PRODUCER_EPOCH, an older coordinator epoch
+        TRANSACTION_COORDINATOR_FENCED); a refused marker stops the call, those before it
+        stay appended. An ABORT is indexed at once, so a read_committed fetch of the
+        transaction's range lists it as soon as the LSO lets it be read.
+        """
+        self.require_leader()
+        appended = []
+        for marker in markers:
+            verdict = self.producer_state.check_marker(
+                marker.producer_id, marker.producer_epoch, marker.coordinator_epoch
+            )
+            if verdict.outcome is not Outcome.APPEND:
+                raise VERDICT_ERRORS[verdict.outcome](f"{self.tp}: {verdict.reason}")
+            control = ControlMarker(marker.control_type, marker.coordinator_epoch)
+            batch = build_control_batch(
+                control,
+                producer_id=marker.producer_id,
+                producer_epoch=marker.producer_epoch,
+                timestamp_ms=now_ms,
+            )
+            info = self.log.append(
+                batch, assign_offsets=True, leader_epoch=self.leader_epoch, now_ms=now_ms
+            )
+            self._record_marker(BatchHeader.decode(batch), info.first_offset, now_ms, control)
+            appended.append(info)
+        self._maybe_advance_high_watermark()
+        self._notify()
+        return appended
+
+    def _record_marker(
+        self, header: BatchHeader, offset: int, now_ms: int, marker: ControlMarker
+    ) -> None:
+        """Note a marker now in the log at `offset`; index the transaction if it aborted."""
+        completed = self.producer_state.record(header, offset, now_ms, marker)
+        if completed is not None and completed.aborted:
+            self.log.append_aborted_transaction(completed.as_aborted())
+
     def _idempotent_batch(self, records: bytes | bytearray | memoryview) -> BatchHeader | None:
         """The header of the request's batch if it is idempotent, else None.
 
@@ -336,11 +429,17 @@ class Partition:
             # A lagging follower's answer may hold more than one segment takes at once.
             for run in runs_within(records, self.log.config.segment_bytes):
                 self.log.append(run, assign_offsets=False, now_ms=now_ms)
-            for header, _ in iter_batches(records):
-                state.record(header, header.base_offset, now_ms)
+            for header, batch in iter_batches(records):
+                if header.is_control:
+                    marker = decode_control_marker(batch)
+                    self._record_marker(header, header.base_offset, now_ms, marker)
+                else:
+                    state.record(header, header.base_offset, now_ms)
         self.high_watermark = max(
             self.high_watermark, min(leader_high_watermark, self.log.log_end_offset)
         )
+        if self._producer_state_loaded:
+            self._producer_state.forget_replicated(self.high_watermark)
         self._notify()
 
     def follow_leader_log_start(self, leader_log_start_offset: int) -> None:
@@ -514,6 +613,8 @@ class Partition:
         )
         if advanced > self.high_watermark:
             self.high_watermark = advanced
+            if self._producer_state_loaded:
+                self._producer_state.forget_replicated(advanced)
             self._wake(self._take_change_waiters())
 
     def _notify(self) -> None:
@@ -533,11 +634,22 @@ class Partition:
                 waiter.set_result(True)
 
     def read(
-        self, fetch_offset: int, max_bytes: int, *, current_leader_epoch: int, for_replica: bool
+        self,
+        fetch_offset: int,
+        max_bytes: int,
+        *,
+        current_leader_epoch: int,
+        for_replica: bool,
+        read_committed: bool = False,
     ) -> bytes:
-        """Batches from `fetch_offset`: below the HW for consumers, below the LEO for replicas."""
+        """Batches from `fetch_offset`: below the HW for consumers (below the LSO for
+        read_committed ones), below the LEO for replicas."""
         limit = self._read_limit(fetch_offset, max_bytes, current_leader_epoch, for_replica)
-        return b"" if limit is None else self.log.read(fetch_offset, max_bytes, max_offset=limit)
+        if limit is None:
+            return b""
+        if read_committed:
+            limit = min(limit, self.last_stable_offset)
+        return self.log.read(fetch_offset, max_bytes, max_offset=limit)
 
     def read_stored(
         self, fetch_offset: int, max_bytes: int, *, current_leader_epoch: int, region_bytes: int

@@ -20,6 +20,16 @@ replays only the headers after it.
 
 Sequence numbers wrap from 2**31 - 1 back to 0, as in Kafka.
 
+Transactions: a transactional batch opens its producer's transaction at its first offset
+(open_transactions.py keeps them and the last stable offset), and a control batch of the
+producer (its marker, COMMIT or ABORT) ends it. Markers come from the transaction
+coordinator, which stamps each with its own epoch; the latest one seen per producer is
+kept, and a marker from an older coordinator is refused (Kafka's
+TRANSACTION_COORDINATOR_FENCED), as is a marker from an older producer epoch. A producer
+with a transaction open may not write outside it (INVALID_TXN_STATE), nor expire.
+Snapshots carry each producer's coordinator epoch and open transaction's first offset
+(Kafka's CurrentTxnFirstOffset), so a restart keeps the transactions open.
+
 Pure logic, no I/O and no locking: the owning Partition runs on the broker's loop.
 """
 
@@ -30,8 +40,9 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from spark_replica.errors import ProtocolError
-from spark_replica.records import NO_PRODUCER_ID, BatchHeader
+from brokerd.replication.open_transactions import CompletedTransaction, OpenTransactions
+from spark_replica.errors import InvalidControlRecordError, ProtocolError
+from spark_replica.records import NO_PRODUCER_ID, BatchHeader, ControlMarker, ControlType
 
 MAX_BATCHES_PER_PRODUCER = 5
 MAX_SEQUENCE = 2**31 - 1
@@ -40,8 +51,16 @@ SEQUENCE_SPACE = MAX_SEQUENCE + 1
 # up is the later: the ordering that stays meaningful across the wrap.
 HALF_SEQUENCE_SPACE = SEQUENCE_SPACE // 2
 SNAPSHOT_MAGIC = "replog-producer-state"
-SNAPSHOT_VERSION = 2  # 2: each producer line carries its last batch timestamp
+# 2: each producer line carries its last batch timestamp; 3: and its coordinator epoch
+# and open transaction's first offset (-1: none), and may hold no batch (a producer known
+# only from a marker).
+SNAPSHOT_VERSION = 3
+READABLE_SNAPSHOT_VERSIONS = (2, 3)
 BATCH_FIELDS = 4  # base sequence, last sequence, base offset, last offset
+NO_COORDINATOR_EPOCH = -1
+NO_TXN_OFFSET = -1
+# A batch's header and, for a control batch, the marker it holds: what a replay reads.
+LoggedBatch = tuple[BatchHeader, ControlMarker | None]
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
@@ -65,6 +84,8 @@ class Outcome(enum.Enum):
     OLD_DUPLICATE = "old_duplicate"  # repeats sequences from before the remembered batches
     OUT_OF_ORDER = "out_of_order"  # a gap, or a new epoch not starting at 0
     FENCED = "fenced"  # an epoch older than the producer's latest
+    COORDINATOR_FENCED = "coordinator_fenced"  # a marker from an older coordinator epoch
+    INVALID_TXN_STATE = "invalid_txn_state"  # outside the producer's open transaction
     UNKNOWN_PRODUCER = "unknown_producer"  # no state for this id and not its first batch
     INVALID = "invalid"  # a producer id without a valid epoch or sequence
 
@@ -108,6 +129,8 @@ class ProducerEntry:
     # broker's clock when it took them (a producer writing old timestamps, say a
     # reprocessing job, must not look idle). What expiry goes by.
     last_timestamp: int = -1
+    # The epoch of the coordinator that wrote this producer's latest marker.
+    coordinator_epoch: int = NO_COORDINATOR_EPOCH
 
 
 class ProducerStateManager:
@@ -115,10 +138,55 @@ class ProducerStateManager:
 
     def __init__(self) -> None:
         self._producers: dict[int, ProducerEntry] = {}
+        self._transactions = OpenTransactions()
 
     def snapshot(self) -> dict[int, tuple[int, list[BatchMetadata]]]:
         """The whole state as plain values, so two managers can be compared."""
         return {pid: (e.epoch, list(e.batches)) for pid, e in self._producers.items()}
+
+    def open_transactions(self) -> dict[int, int]:
+        """The open transactions as producer id -> first offset."""
+        return self._transactions.open_first_offsets()
+
+    def coordinator_epoch(self, producer_id: int) -> int:
+        """The coordinator epoch of the producer's latest marker, -1 if none is known."""
+        entry = self._producers.get(producer_id)
+        return NO_COORDINATOR_EPOCH if entry is None else entry.coordinator_epoch
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """Where read_committed readers stop under `high_watermark` (open_transactions.py)."""
+        return self._transactions.last_stable_offset(high_watermark)
+
+    def forget_replicated(self, high_watermark: int) -> None:
+        """The HW reached `high_watermark`: ended transactions below it are stable now."""
+        self._transactions.forget_replicated(high_watermark)
+
+    def check_marker(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int
+    ) -> Verdict:
+        """Decide whether a leader may append a marker ending `producer_id`'s transaction."""
+        if producer_id < 0 or producer_epoch < 0:
+            return Verdict(
+                Outcome.INVALID,
+                f"a transaction marker needs a producer id and epoch, not {producer_id} "
+                f"and {producer_epoch}",
+            )
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return APPEND
+        if producer_epoch < entry.epoch:
+            return Verdict(
+                Outcome.FENCED,
+                f"marker for producer id {producer_id} epoch {producer_epoch}, older than "
+                f"{entry.epoch}",
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            return Verdict(
+                Outcome.COORDINATOR_FENCED,
+                f"marker for producer id {producer_id} from coordinator epoch "
+                f"{coordinator_epoch}, older than {entry.coordinator_epoch}",
+            )
+        return APPEND
 
     def check(self, header: BatchHeader) -> Verdict:
         """Decide whether a leader may append the batch of `header`; changes nothing."""
@@ -153,6 +221,12 @@ class ProducerStateManager:
                 f"producer id {pid} new epoch {header.producer_epoch} must start at "
                 f"sequence 0, not {header.base_sequence}",
             )
+        if not header.is_transactional and self._transactions.first_offset(pid) is not None:
+            return Verdict(
+                Outcome.INVALID_TXN_STATE,
+                f"producer id {pid} has a transaction open from offset "
+                f"{self._transactions.first_offset(pid)} and sent a batch outside it",
+            )
         last = last_sequence(header)
         for batch in entry.batches:
             if batch.base_sequence == header.base_sequence and batch.last_sequence == last:
@@ -180,8 +254,15 @@ class ProducerStateManager:
             f"got {header.base_sequence}",
         )
 
-    def record(self, header: BatchHeader, base_offset: int, seen_ms: int = -1) -> None:
-        """Note that the batch of `header` is in the log from `base_offset`.
+    def record(
+        self,
+        header: BatchHeader,
+        base_offset: int,
+        seen_ms: int = -1,
+        marker: ControlMarker | None = None,
+    ) -> CompletedTransaction | None:
+        """Note that the batch of `header` is in the log from `base_offset`; for a control
+        batch, whose `marker` it holds, return the transaction it ended.
 
         Not checked: the leader checked before appending, and a follower or a replay
         copies what a leader accepted. A new epoch starts a fresh window. `seen_ms` is
@@ -189,11 +270,25 @@ class ProducerStateManager:
         """
         pid = header.producer_id
         if pid == NO_PRODUCER_ID:
-            return
+            return None
         entry = self._producers.get(pid)
         if entry is None or entry.epoch != header.producer_epoch:
-            entry = self._producers[pid] = ProducerEntry(header.producer_epoch)
+            coordinator_epoch = NO_COORDINATOR_EPOCH if entry is None else entry.coordinator_epoch
+            entry = self._producers[pid] = ProducerEntry(
+                header.producer_epoch, coordinator_epoch=coordinator_epoch
+            )
         entry.last_timestamp = max(entry.last_timestamp, header.max_timestamp, seen_ms)
+        if header.is_control:
+            if marker is None:
+                raise InvalidControlRecordError(
+                    f"control batch at offset {base_offset} recorded without its marker"
+                )
+            entry.coordinator_epoch = marker.coordinator_epoch
+            return self._transactions.complete(
+                pid, base_offset, aborted=marker.control_type is ControlType.ABORT
+            )
+        if header.is_transactional:
+            self._transactions.open(pid, base_offset)
         entry.batches.append(
             BatchMetadata(
                 header.base_sequence,
@@ -202,20 +297,29 @@ class ProducerStateManager:
                 base_offset + header.last_offset_delta,
             )
         )
+        return None
 
-    def rebuild(self, headers: Iterable[BatchHeader], seen_ms: int = -1) -> None:
-        """Forget everything and replay the headers of a log, whose offsets are assigned."""
+    def rebuild(self, batches: Iterable[LoggedBatch], seen_ms: int = -1) -> None:
+        """Forget everything and replay the batches of a log, whose offsets are assigned."""
         self._producers.clear()
-        self.replay(headers, seen_ms)
+        self._transactions.clear()
+        self.replay(batches, seen_ms)
 
-    def replay(self, headers: Iterable[BatchHeader], seen_ms: int = -1) -> None:
-        """Record the batches of `headers` (from a log, offsets assigned), in order.
+    def replay(
+        self, batches: Iterable[LoggedBatch], seen_ms: int = -1
+    ) -> list[CompletedTransaction]:
+        """Record `batches` (headers, with the marker of each control batch, from a log
+        whose offsets are assigned) in order; return the transactions they ended.
 
         Given `seen_ms` (the time of the replay), replayed producers count as active
         then: a restart never makes a producer expire sooner, only later.
         """
-        for header in headers:
-            self.record(header, header.base_offset, seen_ms)
+        completed = []
+        for header, marker in batches:
+            ended = self.record(header, header.base_offset, seen_ms, marker)
+            if ended is not None:
+                completed.append(ended)
+        return completed
 
     def expire(self, now_ms: int, expiration_ms: int) -> int:
         """Forget producers that have not written for `expiration_ms`; return how many.
@@ -225,7 +329,12 @@ class ProducerStateManager:
         next batch is refused (UNKNOWN_PRODUCER_ID) unless it starts at sequence 0.
         """
         cutoff = now_ms - expiration_ms
-        expired = [pid for pid, e in self._producers.items() if e.last_timestamp < cutoff]
+        open_txns = self._transactions.open_first_offsets()
+        expired = [
+            pid
+            for pid, e in self._producers.items()
+            if e.last_timestamp < cutoff and pid not in open_txns
+        ]
         for pid in expired:
             del self._producers[pid]
         return len(expired)
@@ -233,14 +342,18 @@ class ProducerStateManager:
     def encode_snapshot(self) -> list[str]:
         """The whole state as text lines: a header line, a count, one line per producer.
 
-        Each producer line is its id, epoch and last batch timestamp, then four numbers
-        per remembered batch: base sequence, last sequence, base offset, last offset,
-        oldest batch first.
+        Each producer line is its id, epoch, last batch timestamp, coordinator epoch and
+        open transaction's first offset (-1: none), then four numbers per remembered
+        batch: base sequence, last sequence, base offset, last offset, oldest first.
+        Transactions ended but not yet committed are not kept, as in Kafka.
         """
         lines = [f"{SNAPSHOT_MAGIC} {SNAPSHOT_VERSION}", str(len(self._producers))]
+        open_txns = self._transactions.open_first_offsets()
         for pid in sorted(self._producers):
             entry = self._producers[pid]
-            fields = [pid, entry.epoch, entry.last_timestamp]
+            txn_first_offset = open_txns.get(pid, NO_TXN_OFFSET)
+            fields = [pid, entry.epoch, entry.last_timestamp, entry.coordinator_epoch]
+            fields.append(txn_first_offset)
             for batch in entry.batches:
                 fields += [
                     batch.base_sequence,
@@ -252,12 +365,14 @@ class ProducerStateManager:
         return lines
 
     def restore(self, lines: list[str]) -> None:
-        """Replace the state with what encode_snapshot wrote.
+        """Replace the state with what encode_snapshot wrote, in this version or the last.
 
         Raises ProtocolError if the lines are not a snapshot, leaving the state empty.
         """
         self._producers.clear()
-        if not lines or lines[0] != f"{SNAPSHOT_MAGIC} {SNAPSHOT_VERSION}":
+        self._transactions.clear()
+        version = _snapshot_version(lines[0] if lines else "")
+        if version is None:
             raise ProtocolError(f"not a producer state snapshot (first line {lines[:1]!r})")
         try:
             count = int(lines[1])
@@ -267,14 +382,36 @@ class ProducerStateManager:
         if count != len(rows):
             raise ProtocolError(f"snapshot says {count} producers but holds {len(rows)}")
         restored: dict[int, ProducerEntry] = {}
+        open_txns: dict[int, int] = {}
+        # Version 2 lines lack the coordinator epoch and the transaction, and always name
+        # a batch (only markers make a producer known without one).
+        lead, fewest = (3, 3 + BATCH_FIELDS) if version == 2 else (5, 5)
         for number, row in enumerate(rows, start=3):
-            if len(row) < 3 + BATCH_FIELDS or (len(row) - 3) % BATCH_FIELDS:
+            if len(row) < fewest or (len(row) - lead) % BATCH_FIELDS:
                 raise ProtocolError(f"snapshot line {number} has {len(row)} fields")
             batches = [
                 BatchMetadata(*row[start : start + BATCH_FIELDS])
-                for start in range(3, len(row), BATCH_FIELDS)
+                for start in range(lead, len(row), BATCH_FIELDS)
             ]
-            restored[row[0]] = ProducerEntry(
-                row[1], deque(batches, maxlen=MAX_BATCHES_PER_PRODUCER), row[2]
+            pid, epoch, last_timestamp = row[:3]
+            coordinator_epoch, txn_first_offset = row[3:5] if version > 2 else (-1, -1)
+            restored[pid] = ProducerEntry(
+                epoch,
+                deque(batches, maxlen=MAX_BATCHES_PER_PRODUCER),
+                last_timestamp,
+                coordinator_epoch,
             )
+            if txn_first_offset != NO_TXN_OFFSET:
+                open_txns[pid] = txn_first_offset
         self._producers.update(restored)
+        for pid, first_offset in open_txns.items():
+            self._transactions.open(pid, first_offset)
+
+
+def _snapshot_version(first_line: str) -> int | None:
+    """The version a snapshot's first line names, if it is one this code reads."""
+    magic, _, version = first_line.partition(" ")
+    if magic != SNAPSHOT_MAGIC or not version.isdigit():
+        return None
+    number = int(version)
+    return number if number in READABLE_SNAPSHOT_VERSIONS else None

@@ -195,7 +195,7 @@ def test_rebuild_from_the_log_equals_the_incremental_state() -> None:
         assert outcome is Outcome.APPEND
         next_seq[pid] += count
     replayed = ProducerStateManager()
-    replayed.rebuild(leader.log)
+    replayed.rebuild((h, None) for h in leader.log)
     assert replayed.snapshot() == leader.state.snapshot()
     assert set(replayed.snapshot()) == {0, 1, 2, 3}
 
@@ -203,7 +203,7 @@ def test_rebuild_from_the_log_equals_the_incremental_state() -> None:
 def test_rebuild_forgets_what_the_headers_do_not_hold() -> None:
     state = ProducerStateManager()
     state.record(header(0, producer_id=1), 0)
-    state.rebuild([header(0, producer_id=2, base_offset=5)])
+    state.rebuild([(header(0, producer_id=2, base_offset=5), None)])
     snapshot = state.snapshot()
     assert set(snapshot) == {2}
     assert snapshot[2][1][0].base_offset == 5
@@ -382,6 +382,6 @@ def test_idle_producers_expire_and_their_last_write_time_survives_a_snapshot() -
 
 def test_a_replay_counts_as_activity_so_a_restart_never_expires_sooner() -> None:
     state = ProducerStateManager()
-    state.replay([header(0, producer_id=1)], seen_ms=50_000)
+    state.replay([(header(0, producer_id=1), None)], seen_ms=50_000)
     assert state.expire(now_ms=60_000, expiration_ms=20_000) == 0
     assert state.expire(now_ms=80_000, expiration_ms=20_000) == 1

@@ -18,17 +18,21 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from spark_replica.records import (
+    CONTROL_FLAG,
     CRC_START,
     HEADER,
     HEADER_SIZE,
     LENGTH_PREFIX_SIZE,
     MAGIC,
+    TIMESTAMP_TYPE_LOG_APPEND,
+    TRANSACTIONAL_FLAG,
     BatchHeader,
 )
 
-# What a converted batch keeps of the other format's attributes: the timestamp type. The
-# codec bits are the new batch's own.
-KEPT_ATTRIBUTES = 0x08
+# What a converted batch keeps of the other format's attributes: the timestamp type and
+# the transactional and control bits, which both formats place alike. The codec bits are
+# the new batch's own.
+KEPT_ATTRIBUTES = TIMESTAMP_TYPE_LOG_APPEND | TRANSACTIONAL_FLAG | CONTROL_FLAG
 # Pieces each record lays out before its headers: lead varints (length, attributes,
 # timestamp delta, offset delta, key length), key, value length, value, header count.
 _RECORD_PIECES = 5
