@@ -92,8 +92,9 @@ def is_epoch_exhausted(epoch: int) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class TransactionMetadata:
-    """A transactional id's state as stored (`last_producer_epoch` excepted: memory only,
-    as in Kafka, where it lets a retried InitProducerId be answered again)."""
+    """A transactional id's state as stored, but for the last producer id and epoch:
+    memory only, as in Kafka with version 0 records, where they let a retried
+    InitProducerId be answered again."""
 
     transactional_id: str
     producer_id: int
