@@ -531,6 +531,13 @@ class ConcurrentTransactionsError(BrokerResponseError):
     retriable = True
 
 
+class TransactionCoordinatorFencedError(BrokerResponseError):
+    """A transaction marker comes from a coordinator epoch older than one the partition
+    has already seen for the producer: a newer coordinator took over the transactional id."""
+
+    code = 52
+
+
 class ProducerFencedError(BrokerResponseError):
     """A newer producer with the same transactional.id took over; this one must close."""
 
@@ -643,6 +650,7 @@ _BY_CODE: dict[int, type[BrokerResponseError]] = {
         InvalidProducerIdMappingError,
         InvalidTransactionTimeoutError,
         ConcurrentTransactionsError,
+        TransactionCoordinatorFencedError,
         ProducerFencedError,
         TransactionalIdNotFoundError,
         NonEmptyGroupError,
