@@ -522,6 +522,53 @@ class TransactionalIdAuthorizationFailedError(BrokerResponseError):
     code = 53
 
 
+# The transaction coordinator's answers (brokerd/transactions), Kafka's codes.
+class InvalidTxnStateError(BrokerResponseError):
+    """The request does not fit the transaction's state: ending a transaction that was
+    never begun, or committing one that is being aborted."""
+
+    code = 48
+
+
+class InvalidProducerIdMappingError(BrokerResponseError):
+    """The producer id is not the one the transactional id holds; call
+    init_transactions again."""
+
+    code = 49
+
+
+class InvalidTransactionTimeoutError(BrokerResponseError):
+    """The transaction timeout is not positive or is over transaction.max.timeout.ms."""
+
+    code = 50
+
+
+class ConcurrentTransactionsError(BrokerResponseError):
+    """The transactional id's previous transaction is still completing; retry shortly."""
+
+    code = 51
+    retriable = True
+
+
+class TransactionCoordinatorFencedError(BrokerResponseError):
+    """A transaction marker comes from a coordinator epoch older than one the partition
+    has already seen for the producer: a newer coordinator took over the transactional id."""
+
+    code = 52
+
+
+class ProducerFencedError(BrokerResponseError):
+    """A newer producer with the same transactional.id took over; this one must close."""
+
+    code = 90
+
+
+class TransactionalIdNotFoundError(BrokerResponseError):
+    """The coordinator holds no state for that transactional id."""
+
+    code = 105
+
+
 class NonEmptyGroupError(BrokerResponseError):
     """The group still has members; stop them before deleting or resetting it."""
 
@@ -620,6 +667,13 @@ _BY_CODE: dict[int, type[BrokerResponseError]] = {
         RebalanceInProgressError,
         UnsupportedForMessageFormatError,
         TransactionalIdAuthorizationFailedError,
+        InvalidTxnStateError,
+        InvalidProducerIdMappingError,
+        InvalidTransactionTimeoutError,
+        ConcurrentTransactionsError,
+        TransactionCoordinatorFencedError,
+        ProducerFencedError,
+        TransactionalIdNotFoundError,
         NonEmptyGroupError,
         GroupIdNotFoundError,
         UnsupportedCompressionTypeError,

@@ -17,7 +17,8 @@ _LEGAL_NAME = re.compile(r"[a-zA-Z0-9._-]+")
 # produce to them, Metadata says is_internal, and pattern subscriptions leave them out
 # (Kafka's exclude.internal.topics, on by default in consumers and Spark's source).
 OFFSETS_TOPIC = "__consumer_offsets"
-INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC})
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
 
 
 def is_internal(topic: str) -> bool:
@@ -40,9 +41,19 @@ def offsets_partition_for(group_id: str, partition_count: int) -> int:
     -2^31, the one int without a positive, to 0), so Kafka's tools agree. The group's
     coordinator is that partition's leader: a broker starting or stopping moves only the
     groups of the partitions it led."""
+    return _coordinator_partition(group_id, partition_count, OFFSETS_TOPIC)
+
+
+def transaction_partition_for(transactional_id: str, partition_count: int) -> int:
+    """The partition of `__transaction_state` that holds `transactional_id`, by the same
+    rule as a group's: its leader is the transaction coordinator of that id."""
+    return _coordinator_partition(transactional_id, partition_count, TRANSACTION_STATE_TOPIC)
+
+
+def _coordinator_partition(key: str, partition_count: int, topic: str) -> int:
     if partition_count < 1:
-        raise ValueError(f"the offsets topic has {partition_count} partitions")
-    h = java_string_hash(group_id)
+        raise ValueError(f"{topic} has {partition_count} partitions")
+    h = java_string_hash(key)
     return (0 if h == -(2**31) else abs(h)) % partition_count
 
 

@@ -26,6 +26,8 @@ from brokerd.config.listeners import (
 )
 from brokerd.config.security import KEYS as SECURITY_KEYS
 from brokerd.config.security import BrokerSecurity
+from brokerd.config.transactions import KEYS as TRANSACTION_KEYS
+from brokerd.config.transactions import TransactionConfig
 from brokerd.log import LogConfig
 from brokerd.metrics.access import KEYS as METRICS_ACCESS_KEYS
 from brokerd.metrics.access import MetricsAccess
@@ -139,6 +141,7 @@ BROKER_CONFIG_KEYS = frozenset(
         *SECURITY_KEYS,
         *METRICS_ACCESS_KEYS,
         *CLEANER_KEYS,
+        *TRANSACTION_KEYS,
         OFFSETS_RETENTION_MINUTES_KEY,
     ]
 )
@@ -224,6 +227,8 @@ class BrokerConfig:
     metrics_access: MetricsAccess = field(default_factory=MetricsAccess)
     # How much of the broker the log cleaner may use (log.cleaner.* configs).
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)
+    # The transaction coordinator and its __transaction_state topic (transaction.* configs).
+    transactions: TransactionConfig = field(default_factory=TransactionConfig)
 
     def __post_init__(self) -> None:
         if self.broker_id < 0:
@@ -334,9 +339,12 @@ class BrokerConfig:
         security_settings: dict[str, str] = {}
         metrics_settings: dict[str, str] = {}
         cleaner_settings: dict[str, str] = {}
+        transaction_settings: dict[str, str] = {}
         for key, raw in overrides.items():
             if key in CLEANER_KEYS:
                 cleaner_settings[key] = raw
+            elif key in TRANSACTION_KEYS:
+                transaction_settings[key] = raw
             elif key in SECURITY_KEYS:
                 security_settings[key] = raw
             elif key in METRICS_ACCESS_KEYS:
@@ -367,6 +375,8 @@ class BrokerConfig:
             broker_fields["metrics_access"] = self.metrics_access.with_settings(metrics_settings)
         if cleaner_settings:
             broker_fields["cleaner"] = self.cleaner.with_settings(cleaner_settings)
+        if transaction_settings:
+            broker_fields["transactions"] = self.transactions.with_settings(transaction_settings)
         return replace(self, log_defaults=log_defaults, **broker_fields)
 
     def log_config_for(self, topic_configs: Mapping[str, str]) -> LogConfig:

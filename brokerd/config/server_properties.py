@@ -95,9 +95,6 @@ IGNORED_KEYS = frozenset(
         "reserved.broker.max.id",
         "socket.receive.buffer.bytes",
         "socket.send.buffer.bytes",
-        "transaction.state.log.min.isr",
-        "transaction.state.log.num.partitions",
-        "transaction.state.log.replication.factor",
         "zookeeper.connection.timeout.ms",
     }
 )

@@ -40,8 +40,10 @@ import logging
 import time
 from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from brokerd.coordination.partition_loads import Load, PartitionLoads
 from brokerd.groups import offsets_topic
 from brokerd.groups.group_records import group_value, restore_group
 from brokerd.groups.members import (
@@ -55,8 +57,8 @@ from brokerd.groups.members import (
 )
 from brokerd.groups.membership import Group
 from brokerd.groups.offset_expiry import expired_offsets, subscribed_topics
-from brokerd.groups.partition_loads import Load, PartitionLoads
-from brokerd.groups.stored_groups import Change, GroupChange, OffsetChange
+from brokerd.groups.stored_groups import Change, GroupChange, OffsetChange, StoredGroups
+from brokerd.groups.zookeeper_migration import migrate_partition
 from spark_replica.errors import (
     BrokerResponseError,
     CoordinatorLoadInProgressError,
@@ -123,7 +125,14 @@ class GroupCoordinator:
     def __init__(self, ctx: BrokerContext) -> None:
         self.ctx = ctx
         self._groups: dict[str, _Entry] = {}
-        self._loads = PartitionLoads(ctx, self._restore_groups, self._drop_groups_of)
+        self._loads = PartitionLoads(
+            ctx,
+            offsets_topic.offsets_topic(ctx.config),
+            StoredGroups,
+            self._restore_groups,
+            self._drop_groups_of,
+            after_replay=partial(migrate_partition, ctx),
+        )
         self._running = False
         self._expiry: asyncio.Task[None] | None = None
         self._creating: asyncio.Task[None] | None = None
@@ -190,7 +199,7 @@ class GroupCoordinator:
             )
         return broker
 
-    def _place(self, group_id: str) -> Load:
+    def _place(self, group_id: str) -> Load[StoredGroups]:
         """The loaded partition holding the group, if this broker may serve it now."""
         if not group_id:
             raise InvalidGroupIdError("the group id is empty")
@@ -225,7 +234,7 @@ class GroupCoordinator:
             self._background(self.expire_offsets(_wall_ms(), deleted), "deleted-topics-offsets")
         self._known_topics = topics
 
-    def _restore_groups(self, load: Load) -> None:
+    def _restore_groups(self, load: Load[StoredGroups]) -> None:
         """A partition is loaded: its groups' membership as their records left it."""
         now = self._now_ms()
         for group_id, group in load.stored.groups.items():
@@ -250,7 +259,7 @@ class GroupCoordinator:
                     future.set_exception(NotCoordinatorError("the coordinator moved"))
             waiters.clear()
 
-    def _entry(self, group_id: str, load: Load, *, create: bool) -> _Entry | None:
+    def _entry(self, group_id: str, load: Load[StoredGroups], *, create: bool) -> _Entry | None:
         entry = self._groups.get(group_id)
         if entry is None and create:
             entry = self._groups[group_id] = _Entry(Group(group_id, self._limits), load.index)
@@ -411,7 +420,9 @@ class GroupCoordinator:
         task.add_done_callback(self._tasks.discard)
         task.add_done_callback(_log_failure)
 
-    async def _store(self, load: Load, entry: _Entry, changes: Sequence[Change]) -> None:
+    async def _store(
+        self, load: Load[StoredGroups], entry: _Entry, changes: Sequence[Change]
+    ) -> None:
         """Append the group's changes under its write lock, in the order asked (with
         other groups' changes of the same turn: coalesced_appends), and apply them to
         what is loaded once committed."""
@@ -570,7 +581,7 @@ class GroupCoordinator:
         return removed
 
     async def _expire_group(
-        self, load: Load, group_id: str, now_ms: int, deleted: frozenset[str]
+        self, load: Load[StoredGroups], group_id: str, now_ms: int, deleted: frozenset[str]
     ) -> int:
         entry = self._entry(group_id, load, create=True)
         assert entry is not None

@@ -123,6 +123,10 @@ class StoredGroups:
             group.metadata = None
             self._forget_if_empty(group_id, group)
 
+    def summary(self) -> str:
+        skipped = f" ({self.skipped} records that did not decode skipped)" if self.skipped else ""
+        return f"{len(self.groups)} groups{skipped}"
+
     def offsets_of(self, group_id: str) -> dict[TopicPartition, OffsetValue]:
         group = self.groups.get(group_id)
         return {} if group is None else dict(group.offsets)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from brokerd.groups.coalesced_appends import MAX_RECORDS, CoalescedAppends, Record
+from brokerd.coordination.coalesced_appends import MAX_RECORDS, CoalescedAppends, Record
 from spark_replica.errors import CoordinatorNotAvailableError
 
 

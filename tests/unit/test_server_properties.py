@@ -53,8 +53,6 @@ def test_kafkas_own_file_is_read_with_its_unused_keys_ignored() -> None:
         "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
         "num.recovery.threads.per.data.dir",
-        "transaction.state.log.replication.factor",
-        "transaction.state.log.min.isr",
         "zookeeper.connection.timeout.ms",
     )
     assert parsed.broker_configs["log.retention.ms"] == str(168 * 3_600_000)
@@ -63,6 +61,8 @@ def test_kafkas_own_file_is_read_with_its_unused_keys_ignored() -> None:
     assert config.max_frame_bytes == 104857600
     assert config.group_initial_rebalance_delay_ms == 0
     assert config.num_partitions == 1 and config.default_replication_factor == 1
+    assert config.transactions.state_log_replication_factor == 1
+    assert config.transactions.state_log_min_isr == 1
 
 
 def test_topic_defaults_are_read_and_must_be_positive() -> None:

@@ -1,0 +1,2 @@
+"""What the group and transaction coordinators share: internal topics, written and loaded
+alike."""
