@@ -51,6 +51,7 @@ from spark_replica.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     NotCoordinatorError,
+    ReplogError,
     UnknownServerError,
 )
 from spark_replica.topics import TRANSACTION_STATE_TOPIC, TopicPartition, transaction_partition_for
@@ -227,7 +228,11 @@ class TransactionStateManager:
 
     async def _finish(self, load: Load[StoredTransactions], transactional_id: str) -> None:
         """Write the prepared transaction's markers, then store it completed. Requests
-        meanwhile answer CONCURRENT_TRANSACTIONS (the entry is pending), as in Kafka."""
+        meanwhile answer CONCURRENT_TRANSACTIONS (the entry is pending), as in Kafka. A
+        leader refusing a marker for good (a bug, never a leader change) is logged and
+        the transaction left prepared, for the next load to try again."""
+        if self._loads.get(load.index) is not load:
+            return
         entries = load.stored.entries
         entry = entries[transactional_id]
         metadata = entry.metadata
@@ -237,16 +242,22 @@ class TransactionStateManager:
             else TxnState.COMPLETE_ABORT
         )
         entries[transactional_id] = replace(entry, pending=done)
-        written = await write_markers(
-            markers_of(metadata, self._coordinator_epochs[load.index]),
-            self._write_marker,
-            self._leader_of,
-            lambda: self._loads.get(load.index) is load,
-        )
-        if not written or self._loads.get(load.index) is not load:
-            logger.info("markers of %s left to the next coordinator", transactional_id)
+        try:
+            written = await write_markers(
+                markers_of(metadata, self._coordinator_epochs[load.index]),
+                self._write_marker,
+                self._leader_of,
+                lambda: self._loads.get(load.index) is load,
+            )
+        except ReplogError as exc:
+            logger.error("the markers of %s could not be written: %s", _named(metadata), exc)
+            written = False
+        if self._loads.get(load.index) is not load:
             return
         entries[transactional_id] = entry
+        if not written:
+            logger.info("%s left prepared for the next load to finish", _named(metadata))
+            return
         while self._loads.get(load.index) is load:
             try:
                 await self.store(complete(entries[transactional_id], self._clock()))

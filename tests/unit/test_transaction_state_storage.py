@@ -10,6 +10,7 @@ first one's appends left in the files.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,8 +34,10 @@ from brokerd.transactions.state_manager import TransactionStateManager
 from brokerd.transactions.states import TransactionEntry, TransactionMetadata, TxnState
 from brokerd.transactions.stored_transactions import record_of
 from spark_replica.errors import (
+    ConcurrentTransactionsError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
+    MessageTooLargeError,
     NotCoordinatorError,
     NotLeaderOrFollowerError,
     ProducerFencedError,
@@ -64,10 +67,13 @@ class Leaders:
 
     written: list[tuple[TopicPartition, int, int, int, bool]] = field(default_factory=list)
     fail: int = 0
+    refuse: Exception | None = None  # raised by every append, if set
 
     async def write(
         self, tp: TopicPartition, pid: int, epoch: int, coord: int, commit: bool
     ) -> None:
+        if self.refuse is not None:
+            raise self.refuse
         if self.fail:
             self.fail -= 1
             raise NotLeaderOrFollowerError(f"{tp} moved")
@@ -395,3 +401,28 @@ async def until(
         assert loop.time() < deadline, f"still {entry}"
         await asyncio.sleep(0.01)
     return entry
+
+
+def test_markers_refused_for_good_leave_the_transaction_prepared_and_say_why(
+    tmp_path: Path, leaders: Leaders, caplog: pytest.LogCaptureFixture
+) -> None:
+    leaders.refuse = MessageTooLargeError("refused")
+
+    async def scenario() -> tuple[TransactionEntry | None, object]:
+        broker = Broker(tmp_path, leaders)
+        await broker.loaded()
+        entry = await begin(broker)
+        await broker.manager.store(as_store(end_transaction(entry, 4242, 0, True, broker.now())))
+        await broker.settled()
+        after = broker.manager.entry(TX)
+        retry = end_transaction(after, 4242, 0, True, broker.now())
+        await broker.close()
+        return after, retry
+
+    with caplog.at_level(logging.INFO, logger="brokerd.transactions"):
+        after, retry = run(scenario)
+    assert after is not None and after.metadata.state is TxnState.PREPARE_COMMIT
+    assert after.pending is None
+    assert retry == Reply(ConcurrentTransactionsError)
+    assert "could not be written: refused" in caplog.text
+    assert "left prepared for the next load to finish" in caplog.text
