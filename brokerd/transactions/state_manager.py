@@ -21,14 +21,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from brokerd.config.broker import BrokerConfig
 from brokerd.coordination.internal_topic import InternalTopic
 from brokerd.coordination.partition_loads import Load, PartitionLoads
 from brokerd.core.context import BrokerContext
-from brokerd.transactions.decisions import Store, complete, in_flight, store_failed, stored
+from brokerd.transactions.decisions import (
+    Store,
+    abort_timed_out,
+    complete,
+    expire,
+    in_flight,
+    store_failed,
+    stored,
+)
 from brokerd.transactions.markers import (
     MARKER_RETRY_BACKOFF_S,
     NO_LEADER,
@@ -36,13 +44,14 @@ from brokerd.transactions.markers import (
     markers_of,
     write_markers,
 )
-from brokerd.transactions.states import TransactionEntry, TxnState
+from brokerd.transactions.states import TransactionEntry, TransactionMetadata, TxnState
 from brokerd.transactions.stored_transactions import StoredTransactions, record_of
 from spark_replica.errors import (
     BrokerResponseError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     NotCoordinatorError,
+    ReplogError,
     UnknownServerError,
 )
 from spark_replica.topics import TRANSACTION_STATE_TOPIC, TopicPartition, transaction_partition_for
@@ -82,6 +91,24 @@ class TransactionStateManager:
         )
         self._coordinator_epochs: dict[int, int] = {}
         self._finishing: set[asyncio.Task[None]] = set()
+        self._sweeps: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        """Sweep the loaded ids now and then: abort the transactions past their timeout
+        (every transaction.abort.timed.out.transaction.cleanup.interval.ms) and expire
+        the ids idle for transactional.id.expiration.ms (every
+        transaction.remove.expired.transaction.cleanup.interval.ms)."""
+        settings = self.ctx.config.transactions
+        self._sweeps = [
+            asyncio.create_task(
+                self._every(settings.abort_timed_out_interval_ms, self.abort_timed_out),
+                name="transactions-abort-timed-out",
+            ),
+            asyncio.create_task(
+                self._every(settings.remove_expired_interval_ms, self.expire_idle),
+                name="transactions-expire-ids",
+            ),
+        ]
 
     def follow_roles(self) -> None:
         """Load the partitions newly led here, drop those no longer (after each
@@ -89,10 +116,22 @@ class TransactionStateManager:
         self._loads.follow_all()
 
     async def stop(self) -> None:
-        for task in list(self._finishing):
+        tasks = [*self._sweeps, *self._finishing]
+        for task in tasks:
             task.cancel()
-        await asyncio.gather(*self._finishing, return_exceptions=True)
+        await asyncio.gather(*tasks, return_exceptions=True)
         await self._loads.stop()
+
+    async def abort_timed_out(self) -> int:
+        """Abort, fencing their producers, the transactions past their timeout; how many."""
+        now = self._clock()
+        return await self._sweep(lambda entry: abort_timed_out(entry, now), "aborting")
+
+    async def expire_idle(self) -> int:
+        """Tombstone the ids idle for transactional.id.expiration.ms; how many."""
+        now = self._clock()
+        expiration_ms = self.ctx.config.transactions.transactional_id_expiration_ms
+        return await self._sweep(lambda entry: expire(entry, now, expiration_ms), "expiring")
 
     def partition_for(self, transactional_id: str) -> int:
         count = self.topic.partition_count(self.ctx)
@@ -136,6 +175,27 @@ class TransactionStateManager:
         if store.writes_markers:
             self._start_finish(load, transactional_id)
 
+    async def _sweep(self, decide: Callable[[TransactionEntry], Store | None], doing: str) -> int:
+        """Store what `decide` says for each loaded id, one at a time, each decided on the
+        id's entry as it is then (an earlier store of the sweep may have waited)."""
+        done = 0
+        for metadata in [entry.metadata for entry in self.entries()]:
+            try:
+                entry = self.entry(metadata.transactional_id)
+                store = None if entry is None else decide(entry)
+                if store is None:
+                    continue
+                await self.store(store)
+                done += 1
+            except BrokerResponseError as exc:
+                logger.info("%s %s failed: %s", doing, _named(metadata), exc)
+        return done
+
+    async def _every(self, interval_ms: int, sweep: Callable[[], Awaitable[int]]) -> None:
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            await sweep()
+
     def _place(self, transactional_id: str) -> Load[StoredTransactions]:
         index = self.partition_for(transactional_id)
         load = self._loads.follow(index)
@@ -168,7 +228,11 @@ class TransactionStateManager:
 
     async def _finish(self, load: Load[StoredTransactions], transactional_id: str) -> None:
         """Write the prepared transaction's markers, then store it completed. Requests
-        meanwhile answer CONCURRENT_TRANSACTIONS (the entry is pending), as in Kafka."""
+        meanwhile answer CONCURRENT_TRANSACTIONS (the entry is pending), as in Kafka. A
+        leader refusing a marker for good (a bug, never a leader change) is logged and
+        the transaction left prepared, for the next load to try again."""
+        if self._loads.get(load.index) is not load:
+            return
         entries = load.stored.entries
         entry = entries[transactional_id]
         metadata = entry.metadata
@@ -178,16 +242,22 @@ class TransactionStateManager:
             else TxnState.COMPLETE_ABORT
         )
         entries[transactional_id] = replace(entry, pending=done)
-        written = await write_markers(
-            markers_of(metadata, self._coordinator_epochs[load.index]),
-            self._write_marker,
-            self._leader_of,
-            lambda: self._loads.get(load.index) is load,
-        )
-        if not written or self._loads.get(load.index) is not load:
-            logger.info("markers of %s left to the next coordinator", transactional_id)
+        try:
+            written = await write_markers(
+                markers_of(metadata, self._coordinator_epochs[load.index]),
+                self._write_marker,
+                self._leader_of,
+                lambda: self._loads.get(load.index) is load,
+            )
+        except ReplogError as exc:
+            logger.error("the markers of %s could not be written: %s", _named(metadata), exc)
+            written = False
+        if self._loads.get(load.index) is not load:
             return
         entries[transactional_id] = entry
+        if not written:
+            logger.info("%s left prepared for the next load to finish", _named(metadata))
+            return
         while self._loads.get(load.index) is load:
             try:
                 await self.store(complete(entries[transactional_id], self._clock()))
@@ -203,3 +273,7 @@ class TransactionStateManager:
         if state is None:
             return None if not self.ctx.metadata.partitions_of(tp.topic) else NO_LEADER
         return state.leader
+
+
+def _named(metadata: TransactionMetadata) -> str:
+    return f"transactional id {metadata.transactional_id!r} (producer {metadata.producer_id})"

@@ -1,4 +1,5 @@
-"""The transaction coordinator's broker configs: Kafka's names, defaults and checks."""
+"""The transaction coordinator's broker configs: Kafka's names, defaults and checks, and the
+`__transaction_state` topic they shape."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import pytest
 
 from brokerd.config.broker import BrokerConfig
 from brokerd.config.server_properties import parse_server_properties
+from brokerd.groups.offsets_topic import offsets_topic
+from brokerd.transactions.state_manager import transaction_state_topic
 from spark_replica.errors import ConfigError
 
 
@@ -82,3 +85,21 @@ def test_overrides_by_kafka_name_from_a_properties_file() -> None:
 def test_bad_values_are_named(settings: dict[str, str], message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         _config(**settings)
+
+
+def test_the_state_topic_is_created_compacted_with_its_min_isr_capped_by_its_copies() -> None:
+    topic = transaction_state_topic(_config(**{"transaction.state.log.segment.bytes": "1048576"}))
+    assert (topic.name, topic.num_partitions, topic.replication_factor) == (
+        "__transaction_state",
+        50,
+        3,
+    )
+    assert topic.configs(3) == {
+        "cleanup.policy": "compact",
+        "segment.bytes": "1048576",
+        "min.insync.replicas": "2",
+    }
+    # A one-broker cluster gets one copy, and a min ISR it can meet.
+    assert topic.configs(1)["min.insync.replicas"] == "1"
+    # The offsets topic keeps the broker's default min ISR, as before.
+    assert "min.insync.replicas" not in offsets_topic(_config()).configs(1)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -84,12 +85,12 @@ def init(
     )
 
 
-def entry(state: TxnState, epoch: int = 3, **fields: object) -> TransactionEntry:
+def entry(state: TxnState, epoch: int = 3, **fields: Any) -> TransactionEntry:
     partitions = (
         frozenset({OUT}) if state in (S.ONGOING, S.PREPARE_COMMIT, S.PREPARE_ABORT) else frozenset()
     )
     metadata = TransactionMetadata(TX, 42, epoch, TIMEOUT, state, partitions, 50, 60)
-    return TransactionEntry(replace(metadata, **fields))  # type: ignore[arg-type]
+    return TransactionEntry(replace(metadata, **fields))
 
 
 def store_of(decision: Reply | Store) -> Store:

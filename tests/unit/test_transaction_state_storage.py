@@ -10,6 +10,7 @@ first one's appends left in the files.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -23,6 +24,7 @@ from brokerd.core.context import BrokerContext
 from brokerd.replication.replica_fetcher import ReplicaFetcherManager
 from brokerd.replication.replica_manager import ReplicaManager
 from brokerd.transactions.decisions import (
+    Reply,
     Store,
     add_partitions,
     end_transaction,
@@ -32,10 +34,13 @@ from brokerd.transactions.state_manager import TransactionStateManager
 from brokerd.transactions.states import TransactionEntry, TransactionMetadata, TxnState
 from brokerd.transactions.stored_transactions import record_of
 from spark_replica.errors import (
+    ConcurrentTransactionsError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
+    MessageTooLargeError,
     NotCoordinatorError,
     NotLeaderOrFollowerError,
+    ProducerFencedError,
 )
 from spark_replica.topics import TRANSACTION_STATE_TOPIC, TopicPartition, transaction_partition_for
 from spark_replica.wire.native.controller_requests import (
@@ -62,10 +67,13 @@ class Leaders:
 
     written: list[tuple[TopicPartition, int, int, int, bool]] = field(default_factory=list)
     fail: int = 0
+    refuse: Exception | None = None  # raised by every append, if set
 
     async def write(
         self, tp: TopicPartition, pid: int, epoch: int, coord: int, commit: bool
     ) -> None:
+        if self.refuse is not None:
+            raise self.refuse
         if self.fail:
             self.fail -= 1
             raise NotLeaderOrFollowerError(f"{tp} moved")
@@ -82,12 +90,14 @@ class Broker:
         leader_epoch: int = 5,
         topic_configs: dict[str, str] | None = None,
         replicas: tuple[int, ...] = (1,),
+        overrides: dict[str, str] | None = None,
     ) -> None:
         config = BrokerConfig(1, log_dir, "h:1").with_overrides(
             {
                 "transaction.state.log.num.partitions": str(PARTITIONS),
                 "transaction.state.log.replication.factor": "1",
                 "transaction.state.log.min.isr": "1",
+                **(overrides or {}),
             }
         )
         self.ctx = BrokerContext(config, ReplicaManager(config), ReplicaFetcherManager(1))
@@ -109,11 +119,11 @@ class Broker:
                 ],
             )
         )
-        self.clock = iter(range(1_000, 10**9, 10))
-        self.manager = TransactionStateManager(self.ctx, leaders.write, lambda: next(self.clock))
+        self.wall_ms = 1_000  # the manager's clock, moved by the tests
+        self.manager = TransactionStateManager(self.ctx, leaders.write, lambda: self.wall_ms)
 
     def now(self) -> int:
-        return next(self.clock)
+        return self.wall_ms
 
     def lose_leadership(self, index: int) -> None:
         partition = self.ctx.replicas.partitions[TopicPartition(TRANSACTION_STATE_TOPIC, index)]
@@ -303,3 +313,116 @@ def init_origin(producer_id: int) -> TransactionEntry:
     return TransactionEntry(
         TransactionMetadata(TX, producer_id, -1, 60_000, TxnState.EMPTY, last_update_timestamp_ms=5)
     )
+
+
+def test_a_transaction_past_its_timeout_is_aborted_and_its_producer_fenced(
+    tmp_path: Path, leaders: Leaders
+) -> None:
+    async def scenario() -> tuple[int, int, TransactionEntry | None, object]:
+        broker = Broker(tmp_path, leaders)
+        await broker.loaded()
+        await begin(broker)
+        broker.wall_ms += 60_000
+        early = await broker.manager.abort_timed_out()
+        broker.wall_ms += 1
+        aborted = await broker.manager.abort_timed_out()
+        await broker.settled()
+        entry = broker.manager.entry(TX)
+        late_commit = end_transaction(entry, 4242, 0, True, broker.now())
+        await broker.close()
+        return early, aborted, entry, late_commit
+
+    early, aborted, entry, late_commit = run(scenario)
+    assert (early, aborted) == (0, 1)
+    assert sorted(leaders.written) == [(tp, 4242, 1, 5, False) for tp in OUT]
+    assert entry is not None and entry.metadata.state is TxnState.COMPLETE_ABORT
+    assert entry.metadata.producer_epoch == 1
+    assert late_commit == Reply(ProducerFencedError)
+
+
+def test_an_idle_id_expires_as_a_tombstone_that_a_restart_reads(
+    tmp_path: Path, leaders: Leaders
+) -> None:
+    week_ms = 604_800_000
+
+    async def scenario() -> tuple[int, int, TransactionEntry | None]:
+        broker = Broker(tmp_path, leaders)
+        await broker.loaded()
+        entry = await begin(broker)
+        await broker.manager.store(as_store(end_transaction(entry, 4242, 0, True, broker.now())))
+        await broker.settled()
+        broker.wall_ms += week_ms - 1
+        early = await broker.manager.expire_idle()
+        broker.wall_ms += 1
+        expired = await broker.manager.expire_idle()
+        await broker.close()
+        restarted = Broker(tmp_path, leaders)
+        await restarted.loaded()
+        after = restarted.manager.entry(TX)
+        await restarted.close()
+        return early, expired, after
+
+    assert run(scenario) == (0, 1, None)
+
+
+def test_the_sweeps_run_by_themselves_at_their_intervals(tmp_path: Path, leaders: Leaders) -> None:
+    async def scenario() -> tuple[TransactionEntry | None, TransactionEntry | None]:
+        broker = Broker(
+            tmp_path,
+            leaders,
+            overrides={
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms": "10",
+                "transaction.remove.expired.transaction.cleanup.interval.ms": "10",
+                "transactional.id.expiration.ms": "100000",
+            },
+        )
+        await broker.loaded()
+        await begin(broker)
+        broker.wall_ms += 60_001
+        broker.manager.start()
+        aborted = await until(broker, lambda e: e.metadata.state is TxnState.COMPLETE_ABORT)
+        broker.wall_ms += 100_000
+        expired = await until(broker, lambda e: False)
+        await broker.close()
+        return aborted, expired
+
+    aborted, expired = run(scenario)
+    assert aborted is not None and aborted.metadata.producer_epoch == 1
+    assert expired is None
+
+
+async def until(
+    broker: Broker, done: Callable[[TransactionEntry], bool]
+) -> TransactionEntry | None:
+    """The entry of TX once `done` says so or it is gone, waiting at most DEADLINE_S."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE_S
+    while (entry := broker.manager.entry(TX)) is not None and not done(entry):
+        assert loop.time() < deadline, f"still {entry}"
+        await asyncio.sleep(0.01)
+    return entry
+
+
+def test_markers_refused_for_good_leave_the_transaction_prepared_and_say_why(
+    tmp_path: Path, leaders: Leaders, caplog: pytest.LogCaptureFixture
+) -> None:
+    leaders.refuse = MessageTooLargeError("refused")
+
+    async def scenario() -> tuple[TransactionEntry | None, object]:
+        broker = Broker(tmp_path, leaders)
+        await broker.loaded()
+        entry = await begin(broker)
+        await broker.manager.store(as_store(end_transaction(entry, 4242, 0, True, broker.now())))
+        await broker.settled()
+        after = broker.manager.entry(TX)
+        retry = end_transaction(after, 4242, 0, True, broker.now())
+        await broker.close()
+        return after, retry
+
+    with caplog.at_level(logging.INFO, logger="brokerd.transactions"):
+        after, retry = run(scenario)
+    assert after is not None and after.metadata.state is TxnState.PREPARE_COMMIT
+    assert after.pending is None
+    assert retry == Reply(ConcurrentTransactionsError)
+    assert "could not be written: refused" in caplog.text
+    assert "left prepared for the next load to finish" in caplog.text
