@@ -363,19 +363,6 @@ class InvalidControlRecordError(InvalidRecordError):
     coordinator epoch), so which way its transaction ended is unknown."""
 
 
-class InvalidTxnStateError(BrokerResponseError):
-    """A producer with a transaction open on the partition sent a batch outside it."""
-
-    code = 48
-
-
-class TransactionCoordinatorFencedError(BrokerResponseError):
-    """A transaction marker comes from a coordinator epoch older than one the partition
-    has already seen for the producer: a newer coordinator took over the transactional id."""
-
-    code = 52
-
-
 class AuthenticationError(ReplogError):
     """The connection could not be authenticated: TLS or SASL failed. Not retriable: the
     same settings fail the same way, so the client stops and says why."""
@@ -525,7 +512,8 @@ class TransactionalIdAuthorizationFailedError(BrokerResponseError):
 # The transaction coordinator's answers (brokerd/transactions), Kafka's codes.
 class InvalidTxnStateError(BrokerResponseError):
     """The request does not fit the transaction's state: ending a transaction that was
-    never begun, or committing one that is being aborted."""
+    never begun, committing one that is being aborted, or (at a partition leader) a
+    producer with a transaction open there sending a batch outside it."""
 
     code = 48
 
@@ -637,8 +625,6 @@ _BY_CODE: dict[int, type[BrokerResponseError]] = {
         OutOfOrderSequenceError,
         DuplicateSequenceNumberError,
         InvalidProducerEpochError,
-        InvalidTxnStateError,
-        TransactionCoordinatorFencedError,
         UnknownProducerIdError,
         FencedLeaderEpochError,
         UnknownLeaderEpochError,
