@@ -289,3 +289,21 @@ def test_a_marker_torn_by_a_crash_leaves_its_transaction_open(tmp_path: Path) ->
     assert recovered.log.aborted_transactions(0, marker) == [
         AbortedTransaction(1, first, marker, marker + 1)
     ]
+
+
+def test_a_crash_before_the_rebuild_leaves_the_index_to_rebuild_again(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    partition = open_partition(directory)
+    produce(partition, 1, 0, 2)
+    marker = end(partition, 1, ControlType.ABORT)
+    for seq in range(40):
+        produce(partition, 4, seq, txn=False)
+    partition.log.close()
+    sealed_index = txnindex_files(directory)[0]
+    sealed_index.unlink()
+    # Opened, and killed before the partition rebuilt anything: nothing looks whole.
+    Log.open(directory, LogConfig(segment_bytes=SEGMENT_BYTES), now_ms=0)
+    assert not sealed_index.exists()
+    recovered = open_partition(directory)
+    assert recovered.log.aborted_transactions(0, 1) == [AbortedTransaction(1, 0, marker, 3)]
+    assert sealed_index.stat().st_size == ENTRY.size
