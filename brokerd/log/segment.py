@@ -144,8 +144,13 @@ class LogSegment:
             self._distrust_transaction_index(holds_control_batches)
 
     def _distrust_transaction_index(self, holds_control_batches: bool) -> None:
-        """The index may not match the log: empty it, to be rebuilt if markers are here."""
-        self.transaction_index.reset()
+        """The index may not match the log. Without markers here it is empty; with them it
+        is to be rebuilt, and the file is left as found until then: written empty, a
+        crash before the rebuild would leave an index that looks whole."""
+        if holds_control_batches:
+            self.transaction_index = TransactionIndex(self.transaction_index.path)
+        else:
+            self.transaction_index.reset()
         self.transaction_index_trusted = not holds_control_batches
 
     def _load_indexes(self) -> None:

@@ -32,6 +32,7 @@ from brokerd.log.index import IndexInconsistentError
 
 ENTRY = struct.Struct(">hqqqq")
 ENTRY_VERSION = 0
+TEMPORARY_SUFFIX = ".tmp"  # a leftover is removed with the log directory's other strays
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,10 +75,23 @@ class TransactionIndex:
         return cls(path, entries)
 
     def reset(self, entries: Iterable[AbortedTransaction] = ()) -> None:
-        """Replace the file with `entries` (none: an empty file), written at once."""
+        """Replace the file with `entries` (none: an empty file, a new segment's).
+
+        Entries (a rebuild's, a cleaning's) are written aside, fsynced and renamed over
+        the file: a crash then leaves the old file or all of the new one, never some of
+        the entries in a file that looks whole.
+        """
         self.entries = list(entries)
-        self.path.write_bytes(b"".join(_encode(entry) for entry in self.entries))
-        self._unsynced = True
+        if not self.entries:
+            self.path.write_bytes(b"")
+            self._unsynced = True
+            return
+        temporary = self.path.with_name(self.path.name + TEMPORARY_SUFFIX)
+        temporary.write_bytes(b"".join(_encode(entry) for entry in self.entries))
+        _fsync(temporary)
+        os.replace(temporary, self.path)
+        _fsync(self.path.parent)
+        self._unsynced = False
 
     def append(self, entry: AbortedTransaction) -> None:
         if self.entries and entry.last_offset <= self.entries[-1].last_offset:
@@ -111,14 +125,18 @@ class TransactionIndex:
         return found, False
 
     def flush(self) -> None:
-        if not self._unsynced:
-            return
-        fd = os.open(self.path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        self._unsynced = False
+        if self._unsynced:
+            _fsync(self.path)
+            self._unsynced = False
+
+
+def _fsync(path: Path) -> None:
+    """fsync a file, or a directory (its entries: creations, renames)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _encode(entry: AbortedTransaction) -> bytes:

@@ -215,9 +215,12 @@ class Partition:
         not yet stable (open, or ended by a marker not yet committed), or the HW.
 
         Followers keep the same producer state from the batches they copy, so a new
-        leader answers the right one at once.
+        leader answers the right one at once. Never below the log start, as in Kafka: a
+        transaction whose first records retention or DeleteRecords removed holds readers
+        there, not at an offset no read can start from.
         """
-        return self.producer_state.last_stable_offset(self.high_watermark)
+        unstable = self.producer_state.last_stable_offset(self.high_watermark)
+        return max(unstable, self.log.log_start_offset)
 
     def make_leader(
         self,

@@ -289,3 +289,37 @@ def test_a_marker_torn_by_a_crash_leaves_its_transaction_open(tmp_path: Path) ->
     assert recovered.log.aborted_transactions(0, marker) == [
         AbortedTransaction(1, first, marker, marker + 1)
     ]
+
+
+def test_a_crash_before_the_rebuild_leaves_the_index_to_rebuild_again(tmp_path: Path) -> None:
+    directory = tmp_path / "t-0"
+    partition = open_partition(directory)
+    produce(partition, 1, 0, 2)
+    marker = end(partition, 1, ControlType.ABORT)
+    for seq in range(40):
+        produce(partition, 4, seq, txn=False)
+    partition.log.close()
+    sealed_index = txnindex_files(directory)[0]
+    sealed_index.unlink()
+    # Opened, and killed before the partition rebuilt anything: nothing looks whole.
+    Log.open(directory, LogConfig(segment_bytes=SEGMENT_BYTES), now_ms=0)
+    assert not sealed_index.exists()
+    recovered = open_partition(directory)
+    assert recovered.log.aborted_transactions(0, 1) == [AbortedTransaction(1, 0, marker, 3)]
+    assert sealed_index.stat().st_size == ENTRY.size
+
+
+def test_the_lso_never_falls_below_the_log_start(tmp_path: Path) -> None:
+    partition = open_partition(tmp_path / "t-0")
+    first = produce(partition, 1, 0, 2)
+    for seq in range(5):
+        produce(partition, 4, seq, txn=False)
+    assert partition.last_stable_offset == first == 0
+    partition.delete_records_before(4)
+    assert partition.last_stable_offset == 4
+    assert (
+        partition.read(4, 1 << 20, current_leader_epoch=-1, for_replica=False, read_committed=True)
+        == b""
+    )
+    end(partition, 1, ControlType.COMMIT)
+    assert partition.last_stable_offset == partition.high_watermark == 8
