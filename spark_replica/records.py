@@ -426,6 +426,36 @@ def encode_batch(
     max_ts = bounds["max"].as_py()
     if first_ts is None or max_ts is None:
         raise ValueError("every record needs a timestamp")
+    return _encode_payload(
+        records,
+        first_ts,
+        max_ts,
+        base_offset=base_offset,
+        leader_epoch=leader_epoch,
+        attributes=attributes,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        compression=compression,
+    )
+
+
+def _encode_payload(
+    records: pa.RecordBatch,
+    first_ts: int,
+    max_ts: int,
+    *,
+    base_offset: int,
+    leader_epoch: int,
+    attributes: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+    compression: str,
+) -> memoryview:
+    """encode_batch's second half, for records already in the payload schema whose first
+    and largest timestamps the caller knows."""
+    count = records.num_rows
     codec = parse_compression(compression)
     batch = _bytes_view(_write_after_header(records, codec))
     attributes = (attributes & ~COMPRESSION_MASK) | COMPRESSION_CODECS[codec]
@@ -508,6 +538,8 @@ def build_batch(
     **header_fields: int,
 ) -> bytes:
     """Build one batch from Python lists (tests, the CLI, the producer); timestamps in ms."""
+    if headers is None and values:
+        return _build_plain_batch(values, keys, timestamps, compression, header_fields)
     arrays: dict[str, pa.Array] = {
         "value": pa.array([_to_bytes(v) for v in values], pa.binary()),
     }
@@ -522,6 +554,44 @@ def build_batch(
         )
     return bytes(
         encode_batch(pa.RecordBatch.from_pydict(arrays), compression=compression, **header_fields)
+    )
+
+
+def _build_plain_batch(
+    values: Sequence[bytes | str | None],
+    keys: Sequence[bytes | str | None] | None,
+    timestamps: Sequence[int | None] | None,
+    compression: str,
+    header_fields: dict[str, int],
+) -> bytes:
+    """build_batch without headers, straight into the payload schema: the offsets
+    coordinator builds one such small batch per commit, where normalising through Arrow
+    casts cost more than the records."""
+    count = len(values)
+    if keys is not None and len(keys) != count:
+        raise ValueError(f"{len(keys)} keys for {count} values")
+    if timestamps is not None and len(timestamps) != count:
+        raise ValueError(f"{len(timestamps)} timestamps for {count} values")
+    now = now_ms()
+    stamps = [now] * count if timestamps is None else [now if t is None else t for t in timestamps]
+    columns = [
+        pa.nulls(count, pa.binary())
+        if keys is None
+        else pa.array([_to_bytes(k) for k in keys], pa.binary()),
+        pa.array([_to_bytes(v) for v in values], pa.binary()),
+        pa.array(stamps, TIMESTAMP_TYPE),
+    ]
+    records = pa.RecordBatch.from_arrays(columns, schema=PAYLOAD_SCHEMA_NO_HEADERS)
+    fields = {
+        "base_offset": 0,
+        "leader_epoch": -1,
+        "attributes": 0,
+        "producer_id": NO_PRODUCER_ID,
+        "producer_epoch": -1,
+        "base_sequence": NO_SEQUENCE,
+    } | header_fields
+    return bytes(
+        _encode_payload(records, stamps[0], max(stamps), compression=compression, **fields)
     )
 
 

@@ -26,13 +26,18 @@ T = TypeVar("T")
 
 
 async def long_poll(
-    read_all: Callable[[], tuple[T, int, list[Partition]]], max_wait_ms: int, min_bytes: int
+    read_all: Callable[[], tuple[T, int, list[Partition]]],
+    max_wait_ms: int,
+    min_bytes: int,
+    *,
+    high_watermark: bool = True,
 ) -> T:
     """Answer at once if there is data (or an error); else wait for a change, up to max_wait.
 
     `read_all` reads every requested partition once and returns the answer, the bytes
     it holds and the partitions whose change would be worth another read. Both
-    listeners' fetches wait through here.
+    listeners' fetches wait through here. A follower's fetch passes
+    `high_watermark=False`: a HW move alone does not answer it (wait_for_change).
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + min(max(max_wait_ms, 0), MAX_WAIT_CAP_MS) / 1000
@@ -41,7 +46,7 @@ async def long_poll(
         remaining = deadline - loop.time()
         if total_bytes >= min_bytes or remaining <= 0 or not watched:
             return response
-        if not await wait_for_change(watched, remaining):
+        if not await wait_for_change(watched, remaining, high_watermark=high_watermark):
             response, _, _ = read_all()
             return response
 

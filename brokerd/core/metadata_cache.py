@@ -11,14 +11,21 @@ topic. A broker is registered, and its listeners accept connections, a moment be
 controller's first UpdateMetadata reaches it; longer when that request came before the
 registration was complete and is sent again (brokerd/native/controller_requests.py).
 `wait_for_first_update` lets a handler wait that moment out rather than answer from the
-empty cache; handlers that must answer only once the cache shows a change (CreateTopics:
-brokerd/core/leader_wait.py) wait for its `next_update`. Owned by the broker's event loop.
+empty cache: every Metadata request, in either dialect, waits through `ready_to_describe`.
+An answer from the empty cache names no controller and no broker but this one, and
+clients take it for the cluster (librdkafka's admin client then drops its other bootstrap
+brokers and waits for a controller, asking again only when a connection changes state,
+so its CreateTopics was never sent). Past the wait the answer is what the broker knows,
+as a Kafka broker's would be. Handlers that must answer only once the cache shows a
+change (CreateTopics: brokerd/core/leader_wait.py) wait for its `next_update`. Owned by
+the broker's event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from dataclasses import dataclass, field
 
 from spark_replica.topics import TopicPartition
@@ -27,6 +34,13 @@ from spark_replica.wire.native.controller_requests import (
     UpdateMetadataRequest,
 )
 from spark_replica.wire.native.metadata import BrokerInfo
+
+# Registering to the first UpdateMetadata takes milliseconds, a few hundred when the
+# controller's first request came before the registration was complete and is sent
+# again, seconds on a loaded machine; well under the clients' request timeouts (30 s+).
+FIRST_UPDATE_WAIT_S = 10.0
+
+logger = logging.getLogger("brokerd.metadata")
 
 
 @dataclass
@@ -64,6 +78,15 @@ class MetadataCache:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._first.wait(), timeout_s)
         return self._first.is_set()
+
+    async def ready_to_describe(self) -> None:
+        """Return once the cache has had the controller's word, or FIRST_UPDATE_WAIT_S has
+        passed (the answer is then what the broker knows); a Metadata request's first step."""
+        if not await self.wait_for_first_update(FIRST_UPDATE_WAIT_S):
+            logger.warning(
+                "answering Metadata without the controller's metadata: none came in %.0f s",
+                FIRST_UPDATE_WAIT_S,
+            )
 
     async def next_update(self) -> None:
         await self._updated.wait()

@@ -9,18 +9,11 @@ asking for them (auto-creation is off): an unknown topic is UNKNOWN_TOPIC_OR_PAR
 Without Describe on a topic the principal does not see it when asking for all topics,
 and gets TOPIC_AUTHORIZATION_FAILED when naming it.
 
-A broker that has not yet had the controller's first UpdateMetadata (it registered a
-moment ago) holds a Metadata request until it has, up to FIRST_UPDATE_WAIT_S, instead of
-answering from its empty cache: that answer names no controller and no broker but this
-one, and Kafka's clients take it as the cluster. librdkafka's admin client then drops its
-other bootstrap brokers and waits for a controller, asking again only when a connection
-changes state, so its CreateTopics was never sent and timed out after a minute. Past the
-wait the answer is what the broker knows, as a Kafka broker's would be.
+A broker that has not yet had the controller's first UpdateMetadata holds the request
+until it has (MetadataCache.ready_to_describe), as the native Metadata does.
 """
 
 from __future__ import annotations
-
-import logging
 
 from brokerd.core.authorization import authorize_topic, topic_denied
 from brokerd.core.context import BrokerContext
@@ -38,12 +31,6 @@ from spark_replica.wire.schema import Data
 
 CLUSTER_ID = "replog"
 NO_LEADER = -1
-# Registering to the first UpdateMetadata takes milliseconds, a few hundred when the
-# controller's first request came before the registration was complete and is sent
-# again, seconds on a loaded machine; well under the clients' request timeouts (30 s+).
-FIRST_UPDATE_WAIT_S = 10.0
-
-logger = logging.getLogger("brokerd.kafka")
 
 
 def kafka_brokers(ctx: BrokerContext) -> dict[int, BrokerInfo]:
@@ -58,11 +45,7 @@ def kafka_brokers(ctx: BrokerContext) -> dict[int, BrokerInfo]:
 
 
 async def handle_metadata(ctx: BrokerContext, request: KafkaRequest) -> Data:
-    if not await ctx.metadata.wait_for_first_update(FIRST_UPDATE_WAIT_S):
-        logger.warning(
-            "answering Metadata without the controller's metadata: none came in %.0f s",
-            FIRST_UPDATE_WAIT_S,
-        )
+    await ctx.metadata.ready_to_describe()
     body = request.body
     brokers = kafka_brokers(ctx)
     # v0 asks for every topic with an empty list; v1+ with null (empty: none at all).

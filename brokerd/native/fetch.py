@@ -46,8 +46,11 @@ async def handle_fetch(ctx: BrokerContext, request: FetchRequest) -> FetchRespon
         reads += 1
         return _read_all(ctx, request, first_read=reads == 1)
 
-    response = await long_poll(read_all, request.max_wait_ms, request.min_bytes)
-    if request.replica_id == CONSUMER_REPLICA_ID:
+    for_consumer = request.replica_id == CONSUMER_REPLICA_ID
+    response = await long_poll(
+        read_all, request.max_wait_ms, request.min_bytes, high_watermark=for_consumer
+    )
+    if for_consumer:
         for topic in response.topics:
             sent = sum(_size(p.records) for p in topic.partitions)
             if sent:

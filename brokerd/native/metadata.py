@@ -1,4 +1,6 @@
-"""Serving Metadata from the broker's metadata cache (the controller's last word)."""
+"""Serving Metadata from the broker's metadata cache (the controller's last word), once it
+has had that word (MetadataCache.ready_to_describe: a broker that registered a moment ago
+would otherwise name no controller and no broker but itself)."""
 
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from spark_replica.wire.native.metadata import (
 
 async def handle_metadata(ctx: BrokerContext, request: MetadataRequest) -> MetadataResponse:
     cache = ctx.metadata
+    await cache.ready_to_describe()
     brokers = dict(cache.brokers)
     if ctx.registration is not None:
         # A serving broker is alive whatever the cache says: clients can always reach it.

@@ -35,7 +35,10 @@ Waiting for a change: every change of the log, HW or role wakes the futures regi
 with the partition (`wait_for_change`). One future can wait on any number of
 partitions: a follower's fetch names thousands, and a task per partition for every
 idle fetch cost a large part of a core. The waiter leaves every partition's set when the
-wait ends, however it ends (change, timeout, cancellation).
+wait ends, however it ends (change, timeout, cancellation). A follower's fetch waits
+with `high_watermark=False`: a HW that moved is no reason to answer it (the follower
+learns the HW from its next answer, as Kafka's do), and waking it for that cost every
+acks=all append one more fetch round trip per follower.
 """
 
 from __future__ import annotations
@@ -145,6 +148,8 @@ class Partition:
         self.compression_type = DEFAULT_COMPRESSION_TYPE  # what Kafka fetches are sent as
         self.high_watermark = min(max(high_watermark, log.log_start_offset), log.log_end_offset)
         self._change_waiters: set[asyncio.Future[bool]] = set()
+        # Waits that a HW move alone does not end (followers' fetches).
+        self._log_waiters: set[asyncio.Future[bool]] = set()
         self._producer_state = ProducerStateManager()
         self._producer_state_loaded = False
         log.set_producer_snapshot_source(self._producer_snapshot)
@@ -610,12 +615,20 @@ class Partition:
             self.high_watermark = advanced
             if self._producer_state_loaded:
                 self._producer_state.forget_replicated(advanced)
-            self._notify()
+            self._wake(self._take_change_waiters())
 
     def _notify(self) -> None:
-        if not self._change_waiters:
-            return
+        self._wake(self._take_change_waiters())
+        if self._log_waiters:
+            waiters, self._log_waiters = self._log_waiters, set()
+            self._wake(waiters)
+
+    def _take_change_waiters(self) -> set[asyncio.Future[bool]]:
         waiters, self._change_waiters = self._change_waiters, set()
+        return waiters
+
+    @staticmethod
+    def _wake(waiters: set[asyncio.Future[bool]]) -> None:
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(True)
@@ -668,7 +681,7 @@ class Partition:
     @property
     def change_waiters(self) -> int:
         """How many waits are registered here now (each ends by leaving)."""
-        return len(self._change_waiters)
+        return len(self._change_waiters) + len(self._log_waiters)
 
     async def wait_for_high_watermark(self, offset: int, timeout_s: float) -> None:
         """Return once `offset` is committed; raise if it cannot be, or the deadline passes.
@@ -706,8 +719,11 @@ class Partition:
             await wait_for_change((self,), remaining)
 
 
-async def wait_for_change(partitions: Collection[Partition], timeout_s: float) -> bool:
-    """Wait until any of `partitions` changes (True) or `timeout_s` passes (False).
+async def wait_for_change(
+    partitions: Collection[Partition], timeout_s: float, *, high_watermark: bool = True
+) -> bool:
+    """Wait until any of `partitions` changes (True) or `timeout_s` passes (False); with
+    `high_watermark=False` a HW move alone is not a change.
 
     One future and one timer, whatever the number of partitions; the future is taken
     out of every partition's set on the way out, a cancelled wait included, so that
@@ -716,7 +732,8 @@ async def wait_for_change(partitions: Collection[Partition], timeout_s: float) -
     loop = asyncio.get_running_loop()
     waiter: asyncio.Future[bool] = loop.create_future()
     for partition in partitions:
-        partition._change_waiters.add(waiter)
+        waiters = partition._change_waiters if high_watermark else partition._log_waiters
+        waiters.add(waiter)
     timer = loop.call_later(timeout_s, _expire, waiter)
     try:
         return await waiter
@@ -724,6 +741,7 @@ async def wait_for_change(partitions: Collection[Partition], timeout_s: float) -
         timer.cancel()
         for partition in partitions:
             partition._change_waiters.discard(waiter)
+            partition._log_waiters.discard(waiter)
 
 
 def _expire(waiter: asyncio.Future[bool]) -> None:

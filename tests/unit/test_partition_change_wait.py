@@ -18,8 +18,10 @@ from brokerd.core.fetch import long_poll
 from brokerd.replication.partition import Partition, wait_for_change
 from brokerd.replication.replica_manager import ReplicaManager
 from spark_replica.errors import RequestTimedOutError
+from spark_replica.records import build_batch
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.controller_requests import PartitionLeaderState
+from spark_replica.wire.native.produce import ACKS_ALL
 
 PARTITIONS = 200
 # Far beyond how long a woken wait takes, however busy the machine: a test that waits
@@ -133,3 +135,30 @@ def test_an_acks_all_wait_times_out_and_leaves_no_waiter_behind(led: list[Partit
     with pytest.raises(RequestTimedOutError):
         asyncio.run(partition.wait_for_high_watermark(1, timeout_s=0.05))
     assert partition.change_waiters == 0
+
+
+def test_a_follower_wait_is_not_woken_by_the_high_watermark_alone(led: list[Partition]) -> None:
+    """The HW that followers' fetches move wakes consumers' waits (and acks=all
+    producers'), not the followers' own: they learn it from their next answer, instead of
+    one more round trip per follower for every append."""
+    partition = led[0]
+    partition.append_as_leader(build_batch([b"x"]), ACKS_ALL, now_ms=0)
+
+    async def scenario() -> tuple[bool, bool, bool]:
+        consumer = asyncio.create_task(wait_for_change([partition], LONG_WAIT_S))
+        follower = asyncio.create_task(wait_for_change([partition], 0.2, high_watermark=False))
+        await asyncio.sleep(0)
+        for replica in (2, 3):
+            partition.record_follower_fetch(replica, 1, now_ms=0)
+        assert partition.high_watermark == 1
+        woken = await asyncio.wait_for(consumer, LONG_WAIT_S / 2)
+        not_woken = await follower
+        appended = asyncio.create_task(
+            wait_for_change([partition], LONG_WAIT_S, high_watermark=False)
+        )
+        await asyncio.sleep(0)
+        partition.append_as_leader(build_batch([b"y"]), ACKS_ALL, now_ms=0)
+        return woken, not_woken, await asyncio.wait_for(appended, LONG_WAIT_S / 2)
+
+    assert asyncio.run(scenario()) == (True, False, True)
+    assert registered(led) == 0
