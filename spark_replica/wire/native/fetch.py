@@ -101,11 +101,12 @@ class FetchPartitionResult:
     high_watermark: int = -1
     log_start_offset: int = -1
     log_end_offset: int = -1
-    last_stable_offset: int = UNKNOWN_OFFSET
-    aborted_transactions: list[AbortedTransaction] = field(default_factory=list)
     # Decoded: a view of the frame. Answered: bytes, or the log's ranges as stored (a
     # broker's consumer fetch), written one after another as one records field.
     records: bytes | memoryview | Sequence[Chunk] = b""
+    # From version 1 (after records here, so that positional construction stays as it was).
+    last_stable_offset: int = UNKNOWN_OFFSET
+    aborted_transactions: list[AbortedTransaction] = field(default_factory=list)
 
 
 @dataclass(slots=True)
