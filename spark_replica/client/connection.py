@@ -112,7 +112,12 @@ class BrokerConnection:
 
     def version_for(self, request: Any) -> int:
         """The version `request` goes out at on this connection."""
-        api_key = ApiKey(request.API_KEY)
+        try:
+            api_key = ApiKey(request.API_KEY)
+        except ValueError:
+            raise UnsupportedVersionError(
+                f"api key {request.API_KEY} is not one of replog's: no broker serves it"
+            ) from None
         if api_key == ApiKey.API_VERSIONS:
             return OPENING_VERSION
         return self._broker_versions.version_for(
