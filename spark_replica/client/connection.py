@@ -27,14 +27,14 @@ from spark_replica.errors import (
 from spark_replica.transport import Frame, FrameStream, OversizedFrame, open_frame_stream
 from spark_replica.wire.native import RESPONSE_TYPES
 from spark_replica.wire.native.api_versions import ApiVersionsRequest
-from spark_replica.wire.native.apis import SUPPORTED_VERSIONS, ApiKey
+from spark_replica.wire.native.apis import ApiKey
 from spark_replica.wire.native.frames import (
     DEFAULT_MAX_FRAME_BYTES,
     RequestHeader,
     ResponseHeader,
     encode_request,
 )
-from spark_replica.wire.native.negotiation import OPENING_VERSION, BrokerVersions
+from spark_replica.wire.native.negotiation import BrokerVersions, request_version
 from spark_replica.wire.native.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -110,27 +110,13 @@ class BrokerConnection:
             return
         self._broker_versions = BrokerVersions.from_answer(answer)
 
-    def version_for(self, request: Any) -> int:
-        """The version `request` goes out at on this connection."""
-        try:
-            api_key = ApiKey(request.API_KEY)
-        except ValueError:
-            raise UnsupportedVersionError(
-                f"api key {request.API_KEY} is not one of replog's: no broker serves it"
-            ) from None
-        if api_key == ApiKey.API_VERSIONS:
-            return OPENING_VERSION
-        return self._broker_versions.version_for(
-            int(api_key), SUPPORTED_VERSIONS[api_key], request.lowest_version(), api_key.name
-        )
-
     async def send(
         self, request: Any, *, expect_response: bool = True, timeout_s: float = 30.0
     ) -> Any:
         """Send a request; return its decoded response, or raise its typed error."""
         if not self.is_usable or self._stream is None:
             raise self._failure or ConnectionLostError(f"connection to {self.address} is closed")
-        version = self.version_for(request)
+        version = request_version(self._broker_versions, request)
         correlation_id = next(self._correlation_ids)
         body = Writer()
         request.write(body, version)

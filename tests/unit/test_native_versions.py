@@ -14,7 +14,11 @@ import pytest
 
 from spark_replica.errors import UnsupportedVersionError
 from spark_replica.wire.native import REQUEST_TYPES, RESPONSE_TYPES, SUPPORTED_VERSIONS, ApiKey
-from spark_replica.wire.native.api_versions import ApiVersionRange, ApiVersionsResponse
+from spark_replica.wire.native.api_versions import (
+    ApiVersionRange,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+)
 from spark_replica.wire.native.fetch import (
     FetchPartition,
     FetchPartitionResult,
@@ -29,7 +33,7 @@ from spark_replica.wire.native.list_offsets import (
     ListOffsetsRequest,
     ListOffsetsTopic,
 )
-from spark_replica.wire.native.negotiation import BrokerVersions
+from spark_replica.wire.native.negotiation import BrokerVersions, request_version
 from spark_replica.wire.native.table import wire_field
 from spark_replica.wire.schema import Tabled, tabled
 
@@ -115,3 +119,33 @@ def test_a_request_needing_a_version_the_broker_lacks_is_refused_not_downgraded(
     unlisted = BrokerVersions.from_answer(ApiVersionsResponse([]))
     with pytest.raises(UnsupportedVersionError, match="does not serve FETCH"):
         unlisted.version_for(ApiKey.FETCH, (0, 1), 0, "FETCH")
+
+
+def list_offsets_request(isolation_level: int) -> ListOffsetsRequest:
+    return ListOffsetsRequest(
+        [ListOffsetsTopic("t", [ListOffsetsPartition(0, -1)])], isolation_level=isolation_level
+    )
+
+
+def test_against_an_older_broker_reads_go_out_at_version_0_and_read_committed_is_refused() -> None:
+    older = served(0)
+    assert request_version(older, fetch_request()) == 0
+    assert request_version(older, list_offsets_request(IsolationLevel.READ_UNCOMMITTED)) == 0
+    for committed in (
+        fetch_request(IsolationLevel.READ_COMMITTED),
+        list_offsets_request(IsolationLevel.READ_COMMITTED),
+    ):
+        with pytest.raises(UnsupportedVersionError, match="needs 1 or later"):
+            request_version(older, committed)
+    assert request_version(older, ApiVersionsRequest()) == 0
+
+
+def test_against_a_current_broker_reads_go_out_at_version_1() -> None:
+    current = BrokerVersions.from_answer(
+        ApiVersionsResponse(
+            [ApiVersionRange(int(k), low, high) for k, (low, high) in SUPPORTED_VERSIONS.items()]
+        )
+    )
+    assert request_version(current, fetch_request()) == 1
+    assert request_version(current, fetch_request(IsolationLevel.READ_COMMITTED)) == 1
+    assert request_version(current, list_offsets_request(IsolationLevel.READ_COMMITTED)) == 1

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from spark_replica.errors import UnsupportedVersionError
 from spark_replica.wire.native.api_versions import ApiVersionsResponse
+from spark_replica.wire.native.apis import SUPPORTED_VERSIONS, ApiKey
 
 # The version of ApiVersions a client opens with: the one every broker answers.
 OPENING_VERSION = 0
@@ -55,3 +57,19 @@ class BrokerVersions:
                 f"{theirs[0]} to {theirs[1]}): upgrade the older side"
             )
         return high
+
+
+def request_version(broker: BrokerVersions, request: Any) -> int:
+    """The version a request (a native message with API_KEY and lowest_version) goes out
+    at to `broker`; ApiVersions itself always at the opening version."""
+    try:
+        api_key = ApiKey(request.API_KEY)
+    except ValueError:
+        raise UnsupportedVersionError(
+            f"api key {request.API_KEY} is not one of replog's: no broker serves it"
+        ) from None
+    if api_key == ApiKey.API_VERSIONS:
+        return OPENING_VERSION
+    return broker.version_for(
+        int(api_key), SUPPORTED_VERSIONS[api_key], request.lowest_version(), api_key.name
+    )
