@@ -37,13 +37,13 @@ from concurrent.futures import ThreadPoolExecutor
 from brokerd.core.authorization import authorize_topic, topic_denied
 from brokerd.core.context import BrokerContext
 from brokerd.core.fetch import FETCH_MAX_BYTES, long_poll, partition_to_read
+from brokerd.core.isolation import aborted_in
 from brokerd.core.partitions import serve_partition
 from brokerd.kafka.fetch_cache import FetchCache
 from brokerd.kafka.fetch_convert import Conversion, StoredRead
 from brokerd.kafka.request import KafkaRequest
 from brokerd.replication.partition import Partition
 from spark_replica.errors import BrokerResponseError, InvalidRequestError
-from spark_replica.records import iter_batches
 from spark_replica.security.acl import Operation
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.schema import Data
@@ -152,14 +152,3 @@ def _read_all(
         responses.append(Data(topic=topic.topic, partitions=results))
     response = Data(throttle_time_ms=0, error_code=0, session_id=0, responses=responses)
     return (response, reads), total, watched
-
-
-def aborted_in(partition: Partition, fetch_offset: int, stored: bytes) -> list[Data]:
-    """The aborted transactions with records among the batches read from `fetch_offset`."""
-    headers = [header for header, _ in iter_batches(stored)]
-    if not headers:
-        return []
-    return [
-        Data(producer_id=aborted.producer_id, first_offset=aborted.first_offset)
-        for aborted in partition.log.aborted_transactions(fetch_offset, headers[-1].next_offset)
-    ]

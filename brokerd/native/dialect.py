@@ -9,7 +9,8 @@ every client can read. What may come before login is the server's one table
 (brokerd/serving/connection_state.py): a request it does not admit gets a header-only error from
 `refuse`, its body never decoded, and the connection closes. With an authorizer every
 request is checked against the ACLs before its handler runs
-(brokerd/native/authorization.py).
+(brokerd/native/authorization.py). A request is decoded, and its answer encoded, at
+the version its header names (one the registry serves; version 0 stays what it was).
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ class NativeDialect:
         return Answer(_error_response(header.correlation_id, error))
 
     def decode(self, header: RequestHeader, reader: Reader) -> Any:
-        request = REQUEST_TYPES[ApiKey(header.api_key)].read(reader)
+        request = REQUEST_TYPES[ApiKey(header.api_key)].read(reader, header.api_version)
         reader.expect_end()
         return request
 
@@ -147,7 +148,7 @@ class NativeDialect:
     def encode(self, header: RequestHeader, response: Any) -> Answer:
         body = Writer()
         try:
-            response.write(body)
+            response.write(body, header.api_version)
         except ProtocolError as exc:
             logger.exception("cannot encode the %s response", ApiKey(header.api_key).name)
             return Answer(_error_response(header.correlation_id, UnknownServerError(str(exc))))

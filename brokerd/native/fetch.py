@@ -8,6 +8,12 @@ A consumer's answer leaves each partition's larger ranges in the log files
 can (spark_replica/transport.py), instead of reading them into memory first. Replicas
 read bytes: what they fetch above the HW may be truncated before it is sent.
 
+A read_committed consumer (Fetch v1) reads up to the last stable offset and is told the
+aborted transactions of the batches it gets (brokerd/core/isolation.py, as the Kafka
+listener's): those are read into memory, since a log range as stored stops at the HW.
+Every consumer's answer carries the partition's LSO; replicas fetch read_uncommitted,
+up to the LEO, and are not told one.
+
 The bytes of records sent to consumers are counted per topic once the answer is final
 (a long poll may read more than once); replicas' fetches are not (Kafka counts those
 as replication, not BytesOut).
@@ -19,18 +25,21 @@ from collections.abc import Sequence
 
 from brokerd.core.context import BrokerContext
 from brokerd.core.fetch import FETCH_MAX_BYTES, long_poll, partition_to_read
+from brokerd.core.isolation import aborted_in
 from brokerd.core.partitions import answer_each_partition
 from brokerd.replication.partition import Partition
 from spark_replica.records import now_ms
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.fetch import (
     CONSUMER_REPLICA_ID,
+    AbortedTransaction,
     FetchPartition,
     FetchPartitionResult,
     FetchRequest,
     FetchResponse,
     FetchTopicResult,
 )
+from spark_replica.wire.native.isolation import IsolationLevel
 from spark_replica.wire.primitives import Chunk
 
 # A consumer's range at least this large is sent from the file; smaller ones are read,
@@ -68,6 +77,7 @@ def _read_all(
     the follower applied before it sent this fetch (replication rules, rule 9).
     """
     for_replica = request.replica_id != CONSUMER_REPLICA_ID
+    read_committed = request.isolation_level == IsolationLevel.READ_COMMITTED and not for_replica
     now = now_ms()
     remaining = min(request.max_bytes, FETCH_MAX_BYTES)
     total = 0
@@ -97,6 +107,19 @@ def _read_all(
                     current_leader_epoch=entry.current_leader_epoch,
                     for_replica=True,
                 )
+            elif read_committed:
+                stored = partition.read(
+                    entry.fetch_offset,
+                    max_bytes,
+                    current_leader_epoch=entry.current_leader_epoch,
+                    for_replica=False,
+                    read_committed=True,
+                )
+                result.records = stored
+                result.aborted_transactions = [
+                    AbortedTransaction(aborted.producer_id, aborted.first_offset)
+                    for aborted in aborted_in(partition, entry.fetch_offset, stored)
+                ]
             else:
                 result.records = partition.read_stored(
                     entry.fetch_offset,
@@ -108,6 +131,8 @@ def _read_all(
             remaining -= size
             total += size
         result.high_watermark = partition.high_watermark
+        if not for_replica:
+            result.last_stable_offset = partition.last_stable_offset
         if for_replica:
             partition.note_log_start_answered(request.replica_id)
         watched.append(partition)

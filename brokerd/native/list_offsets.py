@@ -1,12 +1,18 @@
-"""Serving ListOffsets: earliest, latest (the HW) and the first offset at or after a time."""
+"""Serving ListOffsets: earliest, latest (the HW) and the first offset at or after a time.
+
+Under read_committed (ListOffsets v1) latest is the last stable offset, and a time is
+looked up below it (brokerd/core/isolation.py, as the Kafka listener's).
+"""
 
 from __future__ import annotations
 
 from brokerd.core.context import BrokerContext
+from brokerd.core.isolation import readable_end
 from brokerd.core.partitions import answer_each_partition
 from brokerd.log import Log
 from spark_replica.errors import InvalidRequestError
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.isolation import IsolationLevel
 from spark_replica.wire.native.list_offsets import (
     DEBUG_REPLICA_ID,
     EARLIEST_TIMESTAMP,
@@ -22,6 +28,8 @@ from spark_replica.wire.native.list_offsets import (
 async def handle_list_offsets(
     ctx: BrokerContext, request: ListOffsetsRequest
 ) -> ListOffsetsResponse:
+    read_committed = request.isolation_level == IsolationLevel.READ_COMMITTED
+
     def serve(
         tp: TopicPartition, entry: ListOffsetsPartition, result: ListOffsetsPartitionResult
     ) -> None:
@@ -31,10 +39,11 @@ async def handle_list_offsets(
             return
         partition.require_leader()
         partition.check_leader_epoch(entry.current_leader_epoch)
+        end = readable_end(partition, read_committed)
         if entry.timestamp == EARLIEST_TIMESTAMP:
             result.offset = partition.log.log_start_offset
         elif entry.timestamp == LATEST_TIMESTAMP:
-            result.offset = partition.high_watermark
+            result.offset = end
         elif entry.timestamp < 0:
             raise InvalidRequestError(
                 f"timestamp {entry.timestamp}: use -2 (earliest), -1 (latest) "
@@ -42,7 +51,7 @@ async def handle_list_offsets(
             )
         else:
             found = partition.log.offset_for_timestamp(entry.timestamp)
-            if found is not None and found[0] < partition.high_watermark:
+            if found is not None and found[0] < end:
                 result.offset, result.timestamp = found
 
     return ListOffsetsResponse(

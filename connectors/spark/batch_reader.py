@@ -2,9 +2,10 @@
 
 The driver resolves where each partition starts and ends (offsets, -2/-1, timestamps)
 once, clamps every end to the partition's high watermark (HW) so that only committed
-records are read, narrows the ranges to what the query's filters admit (pushdown.py),
-and hands Spark one task per range (more with minPartitions). The tasks read their
-ranges on the executors (partition_reader.py).
+records are read (to its last stable offset under kafka.isolation.level=read_committed),
+narrows the ranges to what the query's filters admit (pushdown.py), and hands Spark one
+task per range (more with minPartitions). The tasks read their ranges on the executors
+(partition_reader.py).
 """
 
 from __future__ import annotations
@@ -78,6 +79,12 @@ class ReplogBatchReader(DataSourceReader):
       skips them.
     - includeHeaders (default false); kafkaConsumer.pollTimeoutMs (default 120000): how
       long a task keeps trying while its partition has no leader.
+    - kafka.isolation.level: read_uncommitted (default) or read_committed, which reads
+      only what transactions committed: "latest" is each partition's last stable offset
+      (LSO), the records of aborted transactions are dropped, and timestamps are looked
+      up below the LSO. Transaction markers are never rows, under either level; rows
+      keep their log offsets, so the offsets of markers and dropped records are gaps,
+      which failOnDataLoss never counts as lost.
     - filterPushdown (default false): with true, and the Spark setting
       spark.sql.python.filterPushdown.enabled=true (without it Spark fails the read),
       WHERE conditions on topic, partition, offset and timestamp (=, <, <=, >, >=, IN,
@@ -155,7 +162,13 @@ async def plan_batch(
     latest = {
         tp: offset
         for tp, (offset, _) in (
-            await list_offsets(cluster, partitions, LATEST_TIMESTAMP, wait_s=PLANNING_WAIT_S)
+            await list_offsets(
+                cluster,
+                partitions,
+                LATEST_TIMESTAMP,
+                wait_s=PLANNING_WAIT_S,
+                isolation_level=source.isolation_level,
+            )
         ).items()
     }
     start = await resolve_offset_spec(
@@ -167,6 +180,7 @@ async def plan_batch(
         unnamed=EARLIEST,
         fail_without_match=source.timestamp_strategy == "error",
         wait_s=PLANNING_WAIT_S,
+        isolation_level=source.isolation_level,
     )
     end = await resolve_offset_spec(
         cluster,
@@ -177,6 +191,7 @@ async def plan_batch(
         unnamed=LATEST,
         fail_without_match=False,
         wait_s=PLANNING_WAIT_S,
+        isolation_level=source.isolation_level,
     )
     end = clamp_to_high_watermarks(end, latest)
     for tp in partitions:

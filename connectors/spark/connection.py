@@ -20,7 +20,13 @@ from typing import TypeVar
 
 from connectors.spark.offsets import offsets_for_timestamps, resolve_offsets
 from connectors.spark.source_options import ASSIGN, OffsetSpec, Subscription
-from spark_replica.client import Cluster, bootstrap_from_zookeeper, list_offsets, parse_bootstrap
+from spark_replica.client import (
+    Cluster,
+    IsolationLevel,
+    bootstrap_from_zookeeper,
+    list_offsets,
+    parse_bootstrap,
+)
 from spark_replica.errors import ConfigError
 from spark_replica.security.settings import SecurityConfig
 from spark_replica.topics import TopicPartition
@@ -120,11 +126,14 @@ async def resolve_offset_spec(
     unnamed: int,
     fail_without_match: bool,
     wait_s: float,
+    isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
 ) -> dict[TopicPartition, int]:
     """Offsets for every partition from where an option said to start or end.
 
     Partitions the option does not name get `unnamed`: EARLIEST for a start (as new
     partitions do), LATEST for an end. Naming one that does not exist is an error.
+    `latest` is the readable end under `isolation_level`, below which times are looked
+    up too (the LSO under read_committed).
     """
     if spec.kind == "earliest":
         return {tp: earliest[tp] for tp in partitions}
@@ -146,7 +155,9 @@ async def resolve_offset_spec(
         by_timestamp[timestamp].append(tp)
     found: dict[TopicPartition, int] = {}
     for timestamp, tps in by_timestamp.items():
-        answers = await list_offsets(cluster, tps, timestamp, wait_s=wait_s)
+        answers = await list_offsets(
+            cluster, tps, timestamp, wait_s=wait_s, isolation_level=isolation_level
+        )
         found.update({tp: offset for tp, (offset, _) in answers.items()})
     resolved = offsets_for_timestamps(
         found, latest, fail_without_match=fail_without_match, option=spec.option

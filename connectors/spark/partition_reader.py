@@ -5,7 +5,10 @@ A task reads [start, end) of one partition with the client's range reader
 checks CRCs, never goes past `end` and never yields a record twice. Records that are
 gone (retention, truncation, a deleted partition) fail the task with failOnDataLoss
 and are skipped without it. Only a range that makes no progress for `poll_timeout_ms`
-fails the task.
+fails the task. Under kafka.isolation.level=read_committed the range (planned below the
+last stable offset) is read read_committed: the records of aborted transactions are
+dropped; markers are never rows. Rows keep the log's offsets, so the offsets those held
+are gaps, which are not data loss.
 
 Rows are built from the stored Arrow payload with Arrow compute only: the payload's
 key, value, timestamp and headers columns are reused as they are (the timestamp cast
@@ -31,6 +34,7 @@ from connectors.spark.schema import ARROW_HEADERS_TYPE, arrow_source_schema
 from spark_replica.client import (
     Cluster,
     Consumer,
+    ConsumerConfig,
     FetchedRecords,
     RecordsLost,
     parse_bootstrap,
@@ -67,6 +71,7 @@ class RangePartition(InputPartition):
     poll_timeout_ms: int
     avro: AvroCodec | None = None  # decodes values when valueFormat=avro
     security: SecurityConfig | None = None  # None: plaintext
+    isolation_level: str = "read_uncommitted"  # kafka.isolation.level
 
 
 def range_partitions(
@@ -85,6 +90,7 @@ def range_partitions(
             source.poll_timeout_ms,
             source.avro,
             source.security,
+            source.isolation_level.config_name,
         )
         for r in ranges
     ]
@@ -104,7 +110,8 @@ def read_range(part: RangePartition) -> Iterator[pa.RecordBatch]:
     cluster = Cluster(
         parse_bootstrap(part.servers), client_id="replog-spark-source", security=part.security
     )
-    reader = Consumer(cluster).read_range(
+    config = ConsumerConfig(isolation_level=part.isolation_level)
+    reader = Consumer(cluster, config).read_range(
         TopicPartition(part.topic, part.partition),
         part.start,
         part.end,

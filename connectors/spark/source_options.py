@@ -8,6 +8,11 @@ planning with a ConfigError that names the option, never halfway through a read.
 Spark hands options over with lower-cased keys; lookups here are by lower-case name and
 messages use the spelling users write.
 
+`kafka.isolation.level` is the Kafka consumer setting Spark's Kafka source passes on:
+read_uncommitted (the default) or read_committed, which plans every range below the
+last stable offset and drops the records of aborted transactions (the client's
+range reader). Transaction markers are never rows, under either level.
+
 Security settings (`kafka.security.protocol`, `kafka.sasl.jaas.config`, ... or the same
 under `replog.`) are read by spark_replica.security.settings; one that replog does not
 support fails the query by name rather than being ignored.
@@ -25,6 +30,7 @@ from pyspark.sql.types import StructType
 
 from connectors.spark.avro import AvroCodec, codec_from_options
 from connectors.spark.schema import source_schema
+from spark_replica.client import IsolationLevel
 from spark_replica.errors import ConfigError
 from spark_replica.partition_offsets import (
     EARLIEST,
@@ -53,6 +59,7 @@ MIN_PARTITIONS = "minPartitions"
 FAIL_ON_DATA_LOSS = "failOnDataLoss"
 INCLUDE_HEADERS = "includeHeaders"
 POLL_TIMEOUT = "kafkaConsumer.pollTimeoutMs"
+ISOLATION_LEVEL = "kafka.isolation.level"
 
 DEFAULT_MAX_TRIGGER_DELAY_MS = 15 * 60 * 1000
 # How long an executor keeps trying to read its range while no record arrives (leader
@@ -138,6 +145,7 @@ class SourceOptions:
     poll_timeout_ms: int
     avro: AvroCodec | None = None
     security: SecurityConfig = field(default_factory=SecurityConfig)
+    isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED
 
 
 def include_headers(options: Mapping[str, str]) -> bool:
@@ -192,7 +200,15 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         poll_timeout_ms=_positive(opts, POLL_TIMEOUT) or DEFAULT_POLL_TIMEOUT_MS,
         avro=codec_from_options(opts),
         security=security,
+        isolation_level=_isolation_level(opts),
     )
+
+
+def _isolation_level(opts: dict[str, str]) -> IsolationLevel:
+    try:
+        return IsolationLevel.parse(opts.get(ISOLATION_LEVEL, "read_uncommitted"))
+    except ConfigError as exc:
+        raise ConfigError(f"{ISOLATION_LEVEL}: {exc}") from None
 
 
 def check_schema(schema: StructType, with_headers: bool, avro: AvroCodec | None = None) -> None:

@@ -11,6 +11,11 @@ batch holds only committed records, which no leader change can take back. Admiss
 control (maxOffsetsPerTrigger, minOffsetsPerTrigger with maxTriggerDelay) shapes the
 batches; Trigger.AvailableNow fixes the HWs once, when the query starts, and reads up
 to them in as many batches as the limits allow.
+
+Under kafka.isolation.level=read_committed every "HW" above is the last stable offset
+instead (READABLE_END: what ListOffsets LATEST answers at that level): a batch ends
+before the first transaction still open, so it never holds a record that may yet be
+aborted, and its tasks drop the records of aborted transactions.
 """
 
 from __future__ import annotations
@@ -47,8 +52,8 @@ from connectors.spark.offsets import (
 from connectors.spark.partition_reader import RangePartition, range_partitions, read_range
 from connectors.spark.source_options import check_schema, parse_source_options
 from spark_replica.client import EARLIEST as LOG_START
-from spark_replica.client import LATEST as HIGH_WATERMARK
-from spark_replica.client import Cluster, list_offsets
+from spark_replica.client import LATEST as READABLE_END
+from spark_replica.client import Cluster, IsolationLevel, list_offsets
 from spark_replica.partition_offsets import EARLIEST, Offsets, decode_offsets, encode_offsets
 from spark_replica.topics import TopicPartition
 
@@ -86,6 +91,10 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
       read fail the query; with false they are skipped and the query goes on, never
       reading a record twice.
     - minPartitions, includeHeaders, kafkaConsumer.pollTimeoutMs as in batch reads.
+    - kafka.isolation.level as in batch reads: under read_committed every micro-batch
+      ends at or below each partition's last stable offset at planning time, so a
+      transaction's records appear in a micro-batch only once it committed, and those
+      of aborted ones never.
 
     Example::
 
@@ -123,7 +132,7 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if not partitions:
                 return {}
             earliest = await _offsets(cluster, partitions, LOG_START)
-            latest = await _offsets(cluster, partitions, HIGH_WATERMARK)
+            latest = await _offsets(cluster, partitions, READABLE_END, source.isolation_level)
             return await resolve_offset_spec(
                 cluster,
                 source.starting,
@@ -133,6 +142,7 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 unnamed=EARLIEST,
                 fail_without_match=source.timestamp_strategy == "error",
                 wait_s=PLANNING_WAIT_S,
+                isolation_level=source.isolation_level,
             )
 
         return encode_offsets(
@@ -142,10 +152,11 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def prepareForTriggerAvailableNow(self) -> None:
         """Fix the HWs of now as the end: the query reads what is there and stops."""
         subscription = self.source.subscription
+        isolation_level = self.source.isolation_level
 
         async def target(cluster: Cluster) -> Offsets:
             partitions = await subscribed_partitions(cluster, subscription)
-            return await _offsets(cluster, partitions, HIGH_WATERMARK)
+            return await _offsets(cluster, partitions, READABLE_END, isolation_level)
 
         self._target = run_with_cluster(
             self.servers(), target, PLANNING_TIMEOUT_S, security=self.source.security
@@ -207,7 +218,12 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             await asyncio.sleep(GONE_RECHECK_S)
             partitions = await subscribed_partitions(cluster, subscription)
         found = await list_offsets(
-            cluster, partitions, HIGH_WATERMARK, wait_s=BATCH_PLANNING_WAIT_S, partial=True
+            cluster,
+            partitions,
+            READABLE_END,
+            wait_s=BATCH_PLANNING_WAIT_S,
+            partial=True,
+            isolation_level=self.source.isolation_level,
         )
         high_watermarks = {tp: offset for tp, (offset, _) in found.items()}
         behind = [tp for tp, hw in high_watermarks.items() if tp in begin and begin[tp] > hw]
@@ -216,7 +232,7 @@ class ReplogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             ends = await list_offsets(
                 cluster,
                 behind,
-                HIGH_WATERMARK,
+                READABLE_END,
                 wait_s=BATCH_PLANNING_WAIT_S,
                 partial=True,
                 log_end=True,
@@ -259,6 +275,13 @@ def _min_rows(limit: ReadLimit, option: int | None) -> int | None:
     return option
 
 
-async def _offsets(cluster: Cluster, partitions: list[TopicPartition], timestamp: int) -> Offsets:
-    found = await list_offsets(cluster, partitions, timestamp, wait_s=PLANNING_WAIT_S)
+async def _offsets(
+    cluster: Cluster,
+    partitions: list[TopicPartition],
+    timestamp: int,
+    isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
+) -> Offsets:
+    found = await list_offsets(
+        cluster, partitions, timestamp, wait_s=PLANNING_WAIT_S, isolation_level=isolation_level
+    )
     return {tp: offset for tp, (offset, _) in found.items()}

@@ -17,6 +17,7 @@ from spark_replica.client.retry import DEFAULT_RETRY_POLICY, Attempts, RetryPoli
 from spark_replica.client.sequenced_producer import SendOutcome, SequencedProducer
 from spark_replica.client.sync import SyncProducer
 from spark_replica.client.sync_consumer import SyncConsumer
+from spark_replica.wire.native.isolation import IsolationLevel
 from spark_replica.wire.native.produce import ACKS_ALL, ACKS_LEADER, ACKS_NONE
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "ConsumerConfig",
     "ConsumerRecord",
     "FetchedRecords",
+    "IsolationLevel",
     "PartitionDescription",
     "Producer",
     "ProducerConfig",

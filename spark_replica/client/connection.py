@@ -4,6 +4,10 @@ Many requests may be in flight at once; a single reader task decodes each answer
 completes the future waiting for its correlation id. When the connection breaks every
 waiting request fails with ConnectionLostError (retriable: the request may or may not
 have landed), and the connection is not reused.
+
+Before anything else (SASL included) a connection asks its broker which versions it
+serves, and sends every request at the highest version both sides know
+(spark_replica/wire/native/negotiation.py); each answer is read at its request's version.
 """
 
 from __future__ import annotations
@@ -14,9 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 from spark_replica.client import request_log
 from spark_replica.client.sasl_login import sasl_login
-from spark_replica.errors import ConnectionLostError, ProtocolError, error_for_code
+from spark_replica.errors import (
+    ConnectionLostError,
+    ProtocolError,
+    UnsupportedVersionError,
+    error_for_code,
+)
 from spark_replica.transport import Frame, FrameStream, OversizedFrame, open_frame_stream
 from spark_replica.wire.native import RESPONSE_TYPES
+from spark_replica.wire.native.api_versions import ApiVersionsRequest
 from spark_replica.wire.native.apis import ApiKey
 from spark_replica.wire.native.frames import (
     DEFAULT_MAX_FRAME_BYTES,
@@ -24,6 +34,7 @@ from spark_replica.wire.native.frames import (
     ResponseHeader,
     encode_request,
 )
+from spark_replica.wire.native.negotiation import BrokerVersions, request_version
 from spark_replica.wire.native.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -53,7 +64,9 @@ class BrokerConnection:
         self.client_id = client_id
         self.max_frame_bytes = max_frame_bytes
         self._stream: FrameStream | None = None
-        self._pending: dict[int, tuple[asyncio.Future[Any], ApiKey]] = {}
+        self._pending: dict[int, tuple[asyncio.Future[Any], ApiKey, int]] = {}
+        # What the broker serves; until its ApiVersions answer, the opening version only.
+        self._broker_versions = BrokerVersions.version_zero_only()
         self._correlation_ids = itertools.count(1)
         self._read_task: asyncio.Task[None] | None = None
         self._failure: BaseException | None = None
@@ -80,12 +93,22 @@ class BrokerConnection:
             raise ConnectionLostError(f"cannot connect to broker at {self.address}: {exc}") from exc
         request_log.connected(self.address, "replog")
         self._read_task = asyncio.create_task(self._read_responses())
-        if self.security is not None and self.security.uses_sasl:
-            try:
+        try:
+            await self._learn_versions(timeout_s)
+            if self.security is not None and self.security.uses_sasl:
                 await sasl_login(_NativeSasl(self, timeout_s), self.security, self.address)
-            except BaseException:
-                await self.close()
-                raise
+        except BaseException:
+            await self.close()
+            raise
+
+    async def _learn_versions(self, timeout_s: float) -> None:
+        """Ask the broker which versions it serves; UNSUPPORTED_VERSION means version 0
+        only. Any other refusal (plaintext on a TLS listener) is the connection's error."""
+        try:
+            answer = await self.send(ApiVersionsRequest(), timeout_s=timeout_s)
+        except UnsupportedVersionError:
+            return
+        self._broker_versions = BrokerVersions.from_answer(answer)
 
     async def send(
         self, request: Any, *, expect_response: bool = True, timeout_s: float = 30.0
@@ -93,16 +116,17 @@ class BrokerConnection:
         """Send a request; return its decoded response, or raise its typed error."""
         if not self.is_usable or self._stream is None:
             raise self._failure or ConnectionLostError(f"connection to {self.address} is closed")
+        version = request_version(self._broker_versions, request)
         correlation_id = next(self._correlation_ids)
         body = Writer()
-        request.write(body)
+        request.write(body, version)
         frame = encode_request(
-            RequestHeader(int(request.API_KEY), 0, correlation_id, self.client_id), body
+            RequestHeader(int(request.API_KEY), version, correlation_id, self.client_id), body
         )
         future: asyncio.Future[Any] | None = None
         if expect_response:
             future = asyncio.get_running_loop().create_future()
-            self._pending[correlation_id] = (future, request.API_KEY)
+            self._pending[correlation_id] = (future, request.API_KEY, version)
         try:
             await self._stream.write(frame)
         except ConnectionLostError as exc:
@@ -120,18 +144,23 @@ class BrokerConnection:
             # instead of queueing behind a stalled one.
             error = ConnectionLostError(f"no answer from {self.address} within {timeout_s:.1f} s")
             self._fail(error)
-            self._log(request, correlation_id, since, error)
+            self._log(request, version, correlation_id, since, error)
             raise error from None
         except BaseException as exc:
-            self._log(request, correlation_id, since, exc)
+            self._log(request, version, correlation_id, since, exc)
             raise
-        self._log(request, correlation_id, since, None)
+        self._log(request, version, correlation_id, since, None)
         return response
 
     def _log(
-        self, request: Any, correlation_id: int, since: float, error: BaseException | None
+        self,
+        request: Any,
+        version: int,
+        correlation_id: int,
+        since: float,
+        error: BaseException | None,
     ) -> None:
-        name = request_log.api_name(int(request.API_KEY), 0)
+        name = request_log.api_name(int(request.API_KEY), version)
         request_log.answered(self.address, name, correlation_id, since, error)
 
     async def _read_responses(self) -> None:
@@ -153,14 +182,14 @@ class BrokerConnection:
         entry = self._pending.pop(header.correlation_id, None)
         if entry is None:
             return
-        future, api_key = entry
+        future, api_key, version = entry
         if future.done():
             return
         if header.error_code:
             future.set_exception(error_for_code(header.error_code, header.error_message or ""))
             return
         try:
-            future.set_result(RESPONSE_TYPES[api_key].read(reader))
+            future.set_result(RESPONSE_TYPES[api_key].read(reader, version))
         except ProtocolError as exc:
             future.set_exception(exc)
 
@@ -168,7 +197,7 @@ class BrokerConnection:
         if self._failure is None:
             self._failure = error
         pending, self._pending = self._pending, {}
-        for future, _ in pending.values():
+        for future, _, _ in pending.values():
             if not future.done():
                 future.set_exception(error)
         if self._stream is not None:

@@ -4,6 +4,12 @@ The consumer keeps one position per assigned partition (the next offset to retur
 Brokers answer with whole batches, so the first batch of a fetch may start before the
 position; the records below it are sliced off here (zero-copy). Every batch's CRC32C
 is checked before its payload is trusted, as Kafka's `check.crcs` does by default.
+
+`isolation_level` is Kafka's isolation.level: read_uncommitted (the default) reads up to
+the high watermark; read_committed up to the last stable offset, dropping the records
+of aborted transactions (transaction_filter.py), and its end offsets (LATEST,
+seek_to_end) are the LSO. Transaction markers are never records, under either level;
+the offsets they and dropped records hold are gaps in what a reader gets.
 """
 
 from __future__ import annotations
@@ -16,7 +22,13 @@ from dataclasses import dataclass
 
 from spark_replica.errors import ConfigError, OffsetOutOfRangeError, ReplogError, error_for_code
 from spark_replica.topics import TopicPartition
-from spark_replica.wire.native.fetch import FetchPartition, FetchRequest, FetchTopic
+from spark_replica.wire.native.fetch import (
+    AbortedTransaction,
+    FetchPartition,
+    FetchRequest,
+    FetchTopic,
+)
+from spark_replica.wire.native.isolation import IsolationLevel
 
 from .cluster import Cluster
 from .consumer_records import ConsumerRecord, iterate_records
@@ -38,8 +50,10 @@ class ConsumerConfig:
     api_timeout_ms: int = 60_000  # Kafka's default.api.timeout.ms
     retry_backoff_ms: int = 100  # Kafka's retry.backoff.ms
     retry_backoff_max_ms: int = 1000  # Kafka's retry.backoff.max.ms
+    isolation_level: str = "read_uncommitted"  # Kafka's isolation.level
 
     def __post_init__(self) -> None:
+        IsolationLevel.parse(self.isolation_level)
         for name in ("max_bytes", "partition_max_bytes", "min_bytes", "api_timeout_ms"):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive, not {getattr(self, name)}")
@@ -53,12 +67,17 @@ class ConsumerConfig:
     def retry_policy(self) -> RetryPolicy:
         return RetryPolicy.from_ms(self.retry_backoff_ms, self.retry_backoff_max_ms)
 
+    @property
+    def isolation(self) -> IsolationLevel:
+        return IsolationLevel.parse(self.isolation_level)
+
 
 class Consumer:
     def __init__(self, cluster: Cluster, config: ConsumerConfig | None = None) -> None:
         self.cluster = cluster
         self.config = config or ConsumerConfig()
         self.retry_policy = self.config.retry_policy
+        self.isolation = self.config.isolation
         self.positions: dict[TopicPartition, int] = {}
         self.high_watermarks: dict[TopicPartition, int] = {}
         # Polls in a row that ended in a retriable error: the next one backs off.
@@ -107,7 +126,8 @@ class Consumer:
     async def list_offsets(
         self, partitions: Iterable[TopicPartition], timestamp: int, *, log_end: bool = False
     ) -> dict[TopicPartition, OffsetAndTimestamp]:
-        """(offset, timestamp) per partition: EARLIEST, LATEST (the HW), else by time.
+        """(offset, timestamp) per partition: EARLIEST, LATEST (the HW; the LSO under
+        read_committed), else by time.
 
         Asked again while a leader is gone or moving, until `api_timeout_ms`, as Kafka's
         consumer does for its offset lookups (see list_offsets.list_offsets).
@@ -119,6 +139,7 @@ class Consumer:
             wait_s=self.config.api_timeout_ms / 1000,
             log_end=log_end,
             policy=self.retry_policy,
+            isolation_level=self.isolation,
         )
 
     def read_range(
@@ -151,6 +172,7 @@ class Consumer:
             check_crcs=self.config.check_crcs,
             max_bytes=self.config.partition_max_bytes,
             policy=self.retry_policy,
+            isolation_level=self.isolation,
         )
 
     async def poll(self, max_wait_ms: int | None = None) -> list[FetchedRecords]:
@@ -221,6 +243,7 @@ class Consumer:
             self.config.min_bytes,
             self.config.max_bytes,
             [FetchTopic(topic, ps) for topic, ps in grouped.items()],
+            isolation_level=self.isolation,
         )
         response = await conn.send(request, timeout_s=max_wait_ms / 1000 + 30)
         fetched: list[FetchedRecords] = []
@@ -235,20 +258,28 @@ class Consumer:
                     retriable = error
                     continue
                 self.high_watermarks[tp] = p.high_watermark
-                fetched.extend(self._take_records(tp, p.records, p.log_start_offset))
+                fetched.extend(
+                    self._take_records(tp, p.records, p.log_start_offset, p.aborted_transactions)
+                )
         if retriable is not None and not fetched:
             raise retriable
         return fetched
 
     def _take_records(
-        self, tp: TopicPartition, data: bytes | memoryview, log_start_offset: int
+        self,
+        tp: TopicPartition,
+        data: bytes | memoryview,
+        log_start_offset: int,
+        aborted: list[AbortedTransaction],
     ) -> list[FetchedRecords]:
+        read_committed = self.isolation is IsolationLevel.READ_COMMITTED
         taken = take_records(
             tp,
             data,
             self.positions[tp],
             log_start_offset=log_start_offset,
             check_crcs=self.config.check_crcs,
+            aborted=aborted if read_committed else None,
         )
         self.positions[tp] = taken.position
         return [piece for piece in taken.pieces if isinstance(piece, FetchedRecords)]

@@ -11,10 +11,15 @@ at those offsets: compaction removed them (a compacted log's offsets have gaps, 
 Kafka), and readers move past them as Kafka's consumers and Spark's Kafka source do.
 Below the log start they were deleted (retention, DeleteRecords) while the reader was
 behind: records it will never get, which a reader of an exact range reports as lost.
+
+Transaction markers (control batches) are never records, and under read_committed the
+batches of aborted transactions are dropped too (transaction_filter.py): the offsets
+they hold are moved past as gaps, never reported lost.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -26,6 +31,9 @@ from spark_replica.records import (
     verify_batch,
 )
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.fetch import AbortedTransaction
+
+from .transaction_filter import TransactionFilter
 
 CREATE_TIME = 0
 LOG_APPEND_TIME = 1
@@ -76,27 +84,34 @@ def take_records(
     *,
     log_start_offset: int = 0,
     check_crcs: bool = True,
+    aborted: Iterable[AbortedTransaction] | None = None,
 ) -> Taken:
     """The records of a fetch answer in [position, end) (no end: all after position).
 
     `log_start_offset` is the one the broker answered with. A gap between the position
     and the next batch's first offset (or the end, when that batch starts past it) is
     skipped; its part below the log start is given as a RecordsLost piece, and the
-    caller decides whether that matters.
+    caller decides whether that matters. `aborted` is the answer's list of aborted
+    transactions for a read_committed reader (None: read_uncommitted).
     """
     pieces: list[FetchedRecords | RecordsLost] = []
+    transactions = TransactionFilter(aborted)
     for header, batch in iter_batches(data, allow_partial_tail=True):
-        if header.next_offset <= position:
-            continue
-        if end is not None and header.base_offset >= end:
+        if header.next_offset > position and end is not None and header.base_offset >= end:
             position = _skip_gap(tp, position, end, log_start_offset, pieces)
             break
-        if header.base_offset > position:
-            position = _skip_gap(tp, position, header.base_offset, log_start_offset, pieces)
         if check_crcs:
             verify_batch(batch, header)
-        skip = position - header.base_offset
+        kept = transactions.keeps(header, batch)
+        if header.next_offset <= position:
+            continue
+        if header.base_offset > position:
+            position = _skip_gap(tp, position, header.base_offset, log_start_offset, pieces)
         stop = header.next_offset if end is None else min(end, header.next_offset)
+        if not kept:
+            position = stop
+            continue
+        skip = position - header.base_offset
         records = decode_payload(batch)
         if skip > 0 or stop < header.next_offset:
             records = records.slice(skip, stop - position)

@@ -5,6 +5,7 @@ Spark source's planning): partitions are asked of their leaders through
 `leader_call.call_leaders`, so a leader that moves or dies while a query plans delays
 the answer instead of failing it. `list_offsets_at` is one request to one broker, for
 callers that ask a particular replica (describe shows every replica's log end).
+A read_committed caller's LATEST is the last stable offset (ListOffsets v1).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterable
 
 from spark_replica.errors import ReplogError, error_for_code
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.isolation import IsolationLevel
 from spark_replica.wire.native.list_offsets import (
     DEBUG_REPLICA_ID,
     EARLIEST_TIMESTAMP,
@@ -51,22 +53,25 @@ async def list_offsets(
     partial: bool = False,
     log_end: bool = False,
     policy: RetryPolicy | None = None,
+    isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
 ) -> dict[TopicPartition, OffsetAndTimestamp]:
     """(offset, record timestamp) per partition from its leader.
 
     `timestamp` is EARLIEST, LATEST or a time in ms; with `log_end`, LATEST means the
     leader's log end offset rather than its high watermark (records past the HW are not
     committed yet: a reader that found its position past the log end knows the log was
-    truncated). A partition whose leader is moving is asked again with fresh metadata
-    until `wait_s` has passed; then, with `partial`, it is left out of the answer (the
-    caller plans without it this time), else TimeoutExpiredError names it.
+    truncated); under read_committed `isolation_level` it means the last stable offset,
+    and a time is looked up below it. A partition whose leader is moving is asked again
+    with fresh metadata until `wait_s` has passed; then, with `partial`, it is left out
+    of the answer (the caller plans without it this time), else TimeoutExpiredError
+    names it.
     """
     replica_id = DEBUG_REPLICA_ID if log_end else -1
 
     async def ask(
         conn: BrokerConnection, tps: list[TopicPartition]
     ) -> dict[TopicPartition, OffsetAndTimestamp | ReplogError]:
-        return await _ask(conn, tps, timestamp, replica_id)
+        return await _ask(conn, tps, timestamp, replica_id, isolation_level=isolation_level)
 
     return await call_leaders(
         cluster,
@@ -108,11 +113,14 @@ async def _ask(
     timestamp: int,
     replica_id: int,
     answer_wait_s: float = ANSWER_WAIT_S,
+    *,
+    isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
 ) -> dict[TopicPartition, OffsetAndTimestamp | ReplogError]:
     grouped: dict[str, list[ListOffsetsPartition]] = defaultdict(list)
     for tp in partitions:
         grouped[tp.topic].append(ListOffsetsPartition(tp.partition, timestamp))
-    request = ListOffsetsRequest([ListOffsetsTopic(t, ps) for t, ps in grouped.items()], replica_id)
+    topics = [ListOffsetsTopic(t, ps) for t, ps in grouped.items()]
+    request = ListOffsetsRequest(topics, replica_id, isolation_level)
     response = await conn.send(request, timeout_s=answer_wait_s)
     answers: dict[TopicPartition, OffsetAndTimestamp | ReplogError] = {}
     for topic in response.topics:

@@ -17,6 +17,11 @@ compacted log holds no records for are not lost: the reader moves past them
 that brings no batch at all while the leader's high watermark is past the position
 means the same for [position, high watermark): the broker read that span, below the
 high watermark it answered with, and found nothing in it.
+
+A read_committed reader (`isolation_level`; Spark's kafka.isolation.level) plans its
+ranges below the last stable offset: its fetches stop there, the records of aborted
+transactions are dropped and markers are never records (transaction_filter.py), and an
+empty answer means nothing up to the LSO the leader answered with, not up to its HW.
 """
 
 from __future__ import annotations
@@ -33,7 +38,13 @@ from spark_replica.errors import (
     raise_for_code,
 )
 from spark_replica.topics import TopicPartition
-from spark_replica.wire.native.fetch import FetchPartition, FetchRequest, FetchTopic
+from spark_replica.wire.native.fetch import (
+    AbortedTransaction,
+    FetchPartition,
+    FetchRequest,
+    FetchTopic,
+)
+from spark_replica.wire.native.isolation import IsolationLevel
 from spark_replica.wire.native.metadata import MetadataResponse
 
 from .cluster import Cluster
@@ -62,11 +73,14 @@ def raise_lost(lost: RecordsLost) -> None:
 
 @dataclass(frozen=True, slots=True)
 class _Answer:
-    """What one fetch of the partition answered: its batches, and the log's bounds then."""
+    """What one fetch of the partition answered: its batches, the log's bounds then (the
+    readable end: the HW, or the LSO for read_committed), and the aborted transactions
+    of the batches (None: read_uncommitted)."""
 
     records: bytes | memoryview
     log_start_offset: int
-    high_watermark: int
+    readable_end: int
+    aborted: list[AbortedTransaction] | None
 
 
 class _PartitionGone(Exception):
@@ -92,6 +106,7 @@ class RangeReader:
         check_crcs: bool = True,
         max_bytes: int = FETCH_MAX_BYTES,
         policy: RetryPolicy | None = None,
+        isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED,
     ) -> None:
         self.cluster = cluster
         self.tp = tp
@@ -102,6 +117,7 @@ class RangeReader:
         self.check_crcs = check_crcs
         self.max_bytes = max_bytes
         self.policy = policy or cluster.retry_policy
+        self.isolation_level = isolation_level
         self._gone_seen = 0
         self._ready: list[FetchedRecords] = []
 
@@ -170,13 +186,21 @@ class RangeReader:
                     [FetchPartition(self.tp.partition, self.position, self.max_bytes, epoch)],
                 )
             ],
+            isolation_level=self.isolation_level,
         )
         response = await conn.send(
             request, timeout_s=FETCH_MAX_WAIT_MS / 1000 + FETCH_ANSWER_GRACE_S
         )
         result = response.topics[0].partitions[0]
         raise_for_code(result.error_code, result.error_message or "")
-        return _Answer(result.records, result.log_start_offset, result.high_watermark)
+        if self.isolation_level is IsolationLevel.READ_COMMITTED:
+            return _Answer(
+                result.records,
+                result.log_start_offset,
+                result.last_stable_offset,
+                result.aborted_transactions,
+            )
+        return _Answer(result.records, result.log_start_offset, result.high_watermark, None)
 
     def _take(self, answer: _Answer) -> list[FetchedRecords]:
         taken = take_records(
@@ -186,6 +210,7 @@ class RangeReader:
             self.end,
             log_start_offset=answer.log_start_offset,
             check_crcs=self.check_crcs,
+            aborted=answer.aborted,
         )
         fetched = []
         for piece in taken.pieces:
@@ -194,8 +219,8 @@ class RangeReader:
             else:
                 fetched.append(piece)
         self.position = taken.position
-        if not answer.records and self.position < answer.high_watermark:
-            self.position = min(answer.high_watermark, self.end)
+        if not answer.records and self.position < answer.readable_end:
+            self.position = min(answer.readable_end, self.end)
         return fetched
 
     async def _out_of_range(self, wait_s: float) -> None:

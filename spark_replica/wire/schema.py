@@ -2,10 +2,11 @@
 
 A ``Message`` is a list of ``Field``s: for Kafka, transcribed from Kafka's JSON
 definitions (a name, a type, the versions the field exists in, the versions it may be
-null in, its default, and for tagged fields the tag); for the native protocol, one
-version in classic encodings (spark_replica.wire.native.table). At construction the
-table is resolved once per version into a layout and compiled into plain functions
-(spark_replica.wire.codegen), so decoding and encoding dispatch on no type name per field.
+null in, its default, and for tagged fields the tag); for the native protocol, classic
+encodings from version 0, each field present from the version it was added in
+(spark_replica.wire.native.table). At construction the table is resolved once per
+version into a layout and compiled into plain functions (spark_replica.wire.codegen), so
+decoding and encoding dispatch on no type name per field.
 
 Decoded structs are ``Data`` objects whose attributes are the field names in
 snake_case, or instances of the class a table names (``build``: the native messages'
@@ -277,34 +278,41 @@ class Message:
         return decoded
 
 
-# The one version of a table that is not versioned (the native messages, the headers).
+# The first version of every native table, and the one version of the headers.
 SINGLE_VERSION = 0
 
 M = TypeVar("M", bound="Tabled")
 
 
 class Tabled:
-    """A class whose instances are the structs of its TABLE, a table of one version:
-    ``read`` and ``write`` come from the engine."""
+    """A class whose instances are the structs of its TABLE: ``read`` and ``write`` come
+    from the engine, at version 0 unless the caller names another the table holds."""
 
     __slots__ = ()
     TABLE: ClassVar[Message]
 
-    def write(self, w: Writer) -> None:
-        self.TABLE.encode(SINGLE_VERSION, self, w)
+    def write(self, w: Writer, version: int = SINGLE_VERSION) -> None:
+        self.TABLE.encode(version, self, w)
 
     @classmethod
-    def read(cls, r: Reader) -> Self:
-        decoded: Self = cls.TABLE.decode(SINGLE_VERSION, r)
+    def read(cls, r: Reader, version: int = SINGLE_VERSION) -> Self:
+        decoded: Self = cls.TABLE.decode(version, r)
         return decoded
 
+    def lowest_version(self) -> int:
+        """The lowest version that can carry this struct's values: a request whose values
+        mean something only from some version on (a read_committed Fetch) overrides it,
+        so that it is refused rather than sent at a version that drops them."""
+        return self.TABLE.versions[0]
 
-def tabled(*fields: Field) -> Callable[[type[M]], type[M]]:
-    """Give a class its table: `fields` in wire order, decoded into the class."""
+
+def tabled(*fields: Field, latest: int = SINGLE_VERSION) -> Callable[[type[M]], type[M]]:
+    """Give a class its table: `fields` in wire order, versions 0 to `latest`, decoded
+    into the class (a field absent at a version is built with its default)."""
 
     def attach(cls: type[M]) -> type[M]:
         api_key = getattr(cls, "API_KEY", -1)
-        versions = (SINGLE_VERSION, SINGLE_VERSION)
+        versions = (SINGLE_VERSION, latest)
         cls.TABLE = Message(cls.__name__, api_key, versions, None, list(fields), cls)
         return cls
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from pyspark.sql.types import StringType, StructField, StructType
 
+from connectors.spark.offsets import OffsetRange
+from connectors.spark.partition_reader import RangePartition, range_partitions
 from connectors.spark.schema import source_schema
 from connectors.spark.source_options import (
     DEFAULT_MAX_TRIGGER_DELAY_MS,
@@ -14,6 +16,7 @@ from connectors.spark.source_options import (
     parse_duration_ms,
     parse_source_options,
 )
+from spark_replica.client import IsolationLevel
 from spark_replica.errors import ConfigError
 from spark_replica.topics import TopicPartition as TP
 
@@ -125,6 +128,7 @@ def test_a_pattern_leaves_the_brokers_own_topics_out_but_they_can_be_named() -> 
         ({"subscribe": "a", "startingOffsetsByTimestamp": '{"a": {"0": -1}}'}, "ByTimestamp"),
         ({"subscribe": "a", "startingOffsetsByTimestampStrategy": "skip"}, "Strategy"),
         ({"subscribe": "a", "kafka.auto.offset.reset": "earliest"}, "startingOffsets"),
+        ({"subscribe": "a", "kafka.isolation.level": "serializable"}, "kafka.isolation.level"),
     ],
 )
 def test_bad_stream_options_name_the_option(options: dict[str, str], named: str) -> None:
@@ -152,6 +156,16 @@ def test_bad_batch_options_name_the_option(options: dict[str, str], named: str) 
 )
 def test_durations_read_as_spark_writes_them(text: str, ms: int) -> None:
     assert parse_duration_ms(text, "maxTriggerDelay") == ms
+
+
+def test_the_isolation_level_is_kafkas_and_reaches_the_tasks() -> None:
+    assert parse(subscribe="a").isolation_level is IsolationLevel.READ_UNCOMMITTED  # type: ignore[attr-defined]
+    committed = parse_source_options(
+        {"subscribe": "a", "kafka.isolation.level": "READ_COMMITTED"}, streaming=False
+    )
+    assert committed.isolation_level is IsolationLevel.READ_COMMITTED
+    (task,) = range_partitions([OffsetRange(TP("a", 0), 0, 10)], "h:1", committed)
+    assert isinstance(task, RangePartition) and task.isolation_level == "read_committed"
 
 
 def test_include_headers_decides_the_schema() -> None:

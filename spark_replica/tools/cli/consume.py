@@ -13,6 +13,11 @@ under the same names; as `--format json`, JSON lines: one JSON object a line, a 
 record (record_format.py describes both, including how bytes that are not UTF-8 appear
 in JSON: as {"base64": ...}).
 
+--isolation-level read_committed (kafka-console-consumer's flag) reads only committed
+transactions: up to the last stable offset, without the records of aborted ones, and
+"latest" is the LSO; read_uncommitted, the default, reads everything up to the high
+watermark. Transaction markers are never printed.
+
 With --group G it starts where group G committed and commits what it printed
 (consume_group.py says how, and why it needs --zookeeper or --dir).
 
@@ -27,7 +32,14 @@ import asyncio
 import sys
 from collections.abc import Callable
 
-from spark_replica.client import EARLIEST, LATEST, Cluster, Consumer, ConsumerRecord
+from spark_replica.client import (
+    EARLIEST,
+    LATEST,
+    Cluster,
+    Consumer,
+    ConsumerConfig,
+    ConsumerRecord,
+)
 from spark_replica.client.consumer_records import IdleTimer, iter_records
 from spark_replica.errors import ConfigError
 from spark_replica.tools.cli.arguments import add_topic_argument
@@ -124,6 +136,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="S",
         help="what follows each printed field (same as --property key.separator=S; default TAB)",
     )
+    parser.add_argument(
+        "--isolation-level",
+        choices=("read_uncommitted", "read_committed"),
+        default="read_uncommitted",
+        help="read_committed reads only committed transactions, up to the last stable "
+        "offset; read_uncommitted reads every record up to the high watermark, those of "
+        "open and aborted transactions too (default read_uncommitted, as Kafka's)",
+    )
     add_connection_options(parser)
     parser.set_defaults(handler=run)
 
@@ -204,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
     group_admin = open_group_admin(args) if args.group is not None else None
 
     async def work(cluster: Cluster) -> int:
-        consumer = Consumer(cluster)
+        consumer = Consumer(cluster, ConsumerConfig(isolation_level=args.isolation_level))
         partitions = await assign(consumer, args)
         await seek(consumer, partitions, start)
         loop = asyncio.get_running_loop()

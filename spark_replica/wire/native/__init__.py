@@ -69,7 +69,7 @@ class MessageType(Protocol):
     Each API's class has its own return type; the tables mix them, so it is Any here.
     """
 
-    def read(self, r: Reader, /) -> Any: ...
+    def read(self, r: Reader, version: int = ..., /) -> Any: ...
 
 
 # The response type of each API key.

@@ -1,7 +1,9 @@
 """The API keys replog speaks and the versions of each that this build supports.
 
 Numbers follow Kafka's so that a packet capture reads familiarly; layouts are replog's
-own (see each message module).
+own (see each message module). A version added here is one its tables hold (a test
+checks it); clients send the highest version their broker also serves
+(spark_replica/wire/native/negotiation.py).
 """
 
 from __future__ import annotations
@@ -37,8 +39,8 @@ class ApiKey(IntEnum):
 # api key -> (min version, max version) this build serves
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.PRODUCE: (0, 0),
-    ApiKey.FETCH: (0, 0),
-    ApiKey.LIST_OFFSETS: (0, 0),
+    ApiKey.FETCH: (0, 1),
+    ApiKey.LIST_OFFSETS: (0, 1),
     ApiKey.METADATA: (0, 0),
     ApiKey.API_VERSIONS: (0, 0),
     ApiKey.CREATE_TOPICS: (0, 0),

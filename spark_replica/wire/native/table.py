@@ -1,9 +1,11 @@
 """The native messages' layouts as tables, read and written by the one engine.
 
-Every native API has one version (0) and classic encodings: a native table is its
-fields in wire order, and each struct names the dataclass its values build, so brokerd
-and the client keep their message types and their ``read``/``write`` calls while the
-encoding comes from spark_replica.wire.schema like Kafka's (``Tabled`` and ``tabled``).
+Native APIs have classic encodings and start at version 0: a native table is its fields
+in wire order, each present from the version its ``since`` names (0 unless said: a
+field added later never moves the bytes of an older version), and each struct names
+the dataclass its values build, so brokerd and the client keep their message types and
+their ``read``/``write`` calls while the encoding comes from spark_replica.wire.schema
+like Kafka's (``Tabled`` and ``tabled``, whose ``latest`` is the table's highest version).
 The sub-structures several messages share are declared here once: the per-topic layout,
 the error pair; a broker's address is in metadata.py beside BrokerInfo.
 """
@@ -17,15 +19,31 @@ from spark_replica.wire.schema import Field
 
 
 def wire_field(
-    name: str, type: str, *, nullable: bool = False, empty_if_null: bool = False
+    name: str,
+    type: str,
+    *,
+    nullable: bool = False,
+    empty_if_null: bool = False,
+    since: int = 0,
+    default: Any = None,
 ) -> Field:
-    """A scalar or scalar-array field; `nullable` ones read and write null (-1)."""
-    return Field(name, type, "0+", nullable="0+" if nullable else None, empty_if_null=empty_if_null)
+    """A scalar or scalar-array field, on the wire from version `since`; `nullable` ones
+    read and write null (-1). `default` is its value where it is not on the wire (None:
+    its type's zero)."""
+    extra = {} if default is None else {"default": default}
+    return Field(
+        name,
+        type,
+        f"{since}+",
+        nullable=f"{since}+" if nullable else None,
+        empty_if_null=empty_if_null,
+        **extra,
+    )
 
 
-def struct_array(name: str, build: Callable[..., Any], *fields: Field) -> Field:
-    """An array of structs, each built by `build` from its fields' values."""
-    return Field(name, list(fields), "0+", build=build)
+def struct_array(name: str, build: Callable[..., Any], *fields: Field, since: int = 0) -> Field:
+    """An array of structs from version `since`, each built by `build` from its values."""
+    return Field(name, list(fields), f"{since}+", build=build)
 
 
 def struct(name: str, build: Callable[..., Any], *fields: Field) -> Field:
