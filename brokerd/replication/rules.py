@@ -48,8 +48,8 @@ The rules:
    per fetch, as it arrives: the leader may read a waiting fetch again, and each read's
    answer replaces the last. The low watermark is the lowest start over the ISR members
    the controller counts live. The fetch request does not carry the start as Kafka's
-   does: the native Fetch has one version, and a field added to it would be refused by
-   brokers not yet upgraded.
+   does: that would take a new native Fetch version (versions are negotiated per
+   connection now; this rule predates them and needs none).
 """
 
 from __future__ import annotations
