@@ -504,7 +504,7 @@ class UnsupportedForMessageFormatError(BrokerResponseError):
 
 
 class TransactionalIdAuthorizationFailedError(BrokerResponseError):
-    """Transactions (a transactional.id) are not supported by replog."""
+    """The principal may not use (Write) or see (Describe) this transactional id."""
 
     code = 53
 
