@@ -551,6 +551,13 @@ class ProducerFencedError(BrokerResponseError):
     code = 90
 
 
+class OperationNotAttemptedError(BrokerResponseError):
+    """Not tried because another part of the same request failed: an AddPartitionsToTxn
+    adds all of its partitions or none."""
+
+    code = 55
+
+
 class TransactionalIdNotFoundError(BrokerResponseError):
     """The coordinator holds no state for that transactional id."""
 
@@ -659,6 +666,7 @@ _BY_CODE: dict[int, type[BrokerResponseError]] = {
         ConcurrentTransactionsError,
         TransactionCoordinatorFencedError,
         ProducerFencedError,
+        OperationNotAttemptedError,
         TransactionalIdNotFoundError,
         NonEmptyGroupError,
         GroupIdNotFoundError,

@@ -1,6 +1,6 @@
 """The Kafka listener's API registry: its handlers by api key (data, admin and ACLs, and
 the group and transaction APIs bound to their coordinators, brokerd/kafka/groups.py,
-find_coordinator.py and producer_id.py) and the versions served
+find_coordinator.py, producer_id.py and transactions.py) and the versions served
 of each: the tabled versions (spark_replica/wire/kafka/versions.py) of the APIs with a
 handler and of the SASL steps the dialect answers itself. ApiVersions answers from it, so
 a client negotiates exactly what exists."""
@@ -28,6 +28,7 @@ from brokerd.kafka.topic_admin import (
     handle_create_topics,
     handle_delete_topics,
 )
+from brokerd.kafka.transactions import transaction_handlers
 from brokerd.serving.connection_state import API_VERSIONS, LOGIN_APIS
 from brokerd.transactions.coordinator import TransactionCoordinator
 from spark_replica.wire.kafka.versions import SERVED
@@ -70,6 +71,7 @@ def kafka_registry(
     handlers: dict[int, KafkaHandler] = {
         **DATA_HANDLERS,
         **group_handlers(groups),
+        **transaction_handlers(groups, transactions),
         FIND_COORDINATOR: partial(handle_find_coordinator, groups, transactions),
         INIT_PRODUCER_ID: partial(handle_init_producer_id, transactions),
     }

@@ -1,0 +1,287 @@
+"""The transaction coordinator through Kafka's clients, on one three-broker cluster.
+
+1. confluent-kafka's transactional producer initialises against replog (FindCoordinator
+   with the transaction key type, `__transaction_state` created on that first use,
+   InitProducerId with the transactional id), and a second producer with the same
+   transactional.id fences the first: the same producer id, the epoch bumped, and the
+   first producer's next transaction fails fenced (its AddPartitionsToTxn is refused).
+   aiokafka's transactional producer is fenced the same way.
+2. `replog transactions list|describe --json` show what the clients did: the id, its
+   coordinator (the broker FindCoordinator names), producer id, epoch and state.
+   Kafka's admin API for transactions (listTransactions, describeTransactions) is not in
+   the Python clients installed (confluent-kafka 2.16.1 and aiokafka 0.14 have neither),
+   so the CLI is checked against the clients' own handshake instead: the coordinator
+   FindCoordinator answers them and the epochs InitProducerId gave.
+3. By raw requests: InitProducerId with a transactional id is answered NOT_COORDINATOR by
+   the brokers that do not coordinate it, and INVALID_TRANSACTION_TIMEOUT above
+   transaction.max.timeout.ms; a stale epoch is PRODUCER_FENCED to EndTxn v2+ and
+   INVALID_PRODUCER_EPOCH to the versions before, which predate that code.
+4. Commit and abort end to end, read by read_committed and read_uncommitted consumers:
+   this needs the partition leaders' side of transactions too (transactional Produce,
+   and markers sent to the partitions led by other brokers), and is skipped until it
+   is served (TRANSACTIONAL_PRODUCE_SERVED).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaProducer
+from aiokafka.errors import InvalidProducerEpoch, ProducerFenced
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from spark_replica.wire.kafka.headers import decode_response, encode_request
+from spark_replica.wire.schema import Data
+from tests.kafka.clients import CLIENT_TIMEOUT_S, POLL_S, SOCKET_TIMEOUT_S, make_topic, read_frame
+from tests.support import FAST_REPLICATION, BrokerFactory, module_brokers, replog, run
+
+pytestmark = pytest.mark.slow
+
+# Few partitions keep the topic's creation and loads quick; Kafka's rule is the same.
+TRANSACTION_PARTITIONS = 5
+TRANSACTION_TIMEOUT_MS = 60_000
+FIND_COORDINATOR, TRANSACTION_KEY_TYPE = 10, 1
+INIT_PRODUCER_ID, END_TXN = 22, 26
+COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR = 15, 16
+INVALID_PRODUCER_EPOCH, INVALID_TRANSACTION_TIMEOUT, PRODUCER_FENCED = 47, 50, 90
+# transaction.max.timeout.ms's default.
+MAX_TIMEOUT_MS = 900_000
+# The codes a fenced producer reports: librdkafka's own, and the brokers' two.
+FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
+TRANSACTIONAL_PRODUCE_SERVED = False
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerFactory]:
+    with module_brokers(
+        zookeeper.connect_string,
+        tmp_path_factory.mktemp("transaction-coordinator"),
+        3,
+        **FAST_REPLICATION,
+        **{"transaction.state.log.num.partitions": str(TRANSACTION_PARTITIONS)},
+    ) as brokers:
+        yield brokers
+
+
+def transactional_producer(cluster: BrokerFactory, transactional_id: str) -> Producer:
+    return Producer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap(),
+            "transactional.id": transactional_id,
+            "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+        }
+    )
+
+
+def transactions_cli(cluster: BrokerFactory, *args: str) -> Any:
+    done = replog("transactions", *args, "--bootstrap-server", cluster.kafka_bootstrap(), "--json")
+    assert done.returncode == 0, done.stderr.decode()
+    return json.loads(done.stdout)
+
+
+def ask(cluster: BrokerFactory, broker_id: int, api_key: int, version: int, body: Data) -> Data:
+    """One raw request to a broker's Kafka listener, and its decoded answer."""
+    broker = cluster.brokers[broker_id]
+    request = encode_request(api_key, version, 1, "transactions-probe", body)
+    with socket.create_connection((broker.host, broker.kafka_port), SOCKET_TIMEOUT_S) as sock:
+        sock.settimeout(SOCKET_TIMEOUT_S)
+        sock.sendall(b"".join(bytes(part) for part in request))
+        _, answer = decode_response(api_key, version, read_frame(sock))
+    return answer
+
+
+def coordinator_of(cluster: BrokerFactory, transactional_id: str) -> int:
+    """The broker FindCoordinator (v3) names for the id, once it names one."""
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    while True:
+        answer = ask(
+            cluster,
+            next(iter(cluster.brokers)),
+            FIND_COORDINATOR,
+            3,
+            Data(key=transactional_id, key_type=TRANSACTION_KEY_TYPE),
+        )
+        if answer.error_code == 0:
+            return int(answer.node_id)
+        assert answer.error_code == COORDINATOR_NOT_AVAILABLE, answer
+        assert time.monotonic() < deadline, f"no coordinator for {transactional_id}: {answer}"
+        time.sleep(POLL_S)
+
+
+def init_producer_id(
+    cluster: BrokerFactory, broker_id: int, transactional_id: str, timeout_ms: int
+) -> Data:
+    body = Data(transactional_id=transactional_id, transaction_timeout_ms=timeout_ms)
+    return ask(cluster, broker_id, INIT_PRODUCER_ID, 4, body)
+
+
+def fenced_error(attempt: Callable[[], object]) -> KafkaError:
+    with pytest.raises(KafkaException) as raised:
+        attempt()
+    error = raised.value.args[0]
+    assert isinstance(error, KafkaError)
+    return error
+
+
+def test_a_second_producer_fences_the_first(cluster: BrokerFactory) -> None:
+    topic = f"fenced-{uuid.uuid4().hex[:8]}"
+    transactional_id = f"tx-{uuid.uuid4().hex[:8]}"
+    make_topic(cluster, topic, 1)
+    first = transactional_producer(cluster, transactional_id)
+    first.init_transactions(CLIENT_TIMEOUT_S)
+    coordinator = coordinator_of(cluster, transactional_id)
+    described = transactions_cli(cluster, "describe", "--transactional-id", transactional_id)
+    assert described["state"] == "Empty"
+    assert described["coordinator"] == coordinator
+    assert described["producer_epoch"] == 0
+    assert described["partitions"] == []
+    assert described["start_time_ms"] is None
+    producer_id = described["producer_id"]
+    assert producer_id >= 0
+
+    second = transactional_producer(cluster, transactional_id)
+    second.init_transactions(CLIENT_TIMEOUT_S)
+    after = transactions_cli(cluster, "describe", "--transactional-id", transactional_id)
+    assert (after["producer_id"], after["producer_epoch"]) == (producer_id, 1)
+
+    first.begin_transaction()
+
+    def send_and_commit() -> None:
+        first.produce(topic, b"from the fenced producer")
+        first.commit_transaction(CLIENT_TIMEOUT_S)
+
+    error = fenced_error(send_and_commit)
+    assert error.code() in FENCED_CODES, error
+    still = transactions_cli(cluster, "describe", "--transactional-id", transactional_id)
+    assert (still["producer_epoch"], still["state"], still["partitions"]) == (1, "Empty", [])
+
+    listed = transactions_cli(cluster, "list")
+    assert {
+        "transactional_id": transactional_id,
+        "coordinator": coordinator,
+        "producer_id": producer_id,
+        "state": "Empty",
+    } in listed
+    assert transactions_cli(cluster, "list", "--state", "Ongoing") == [
+        entry for entry in listed if entry["state"] == "Ongoing"
+    ]
+
+
+def test_aiokafka_transactional_producer_is_fenced(cluster: BrokerFactory) -> None:
+    topic = f"aio-fenced-{uuid.uuid4().hex[:8]}"
+    transactional_id = f"aio-tx-{uuid.uuid4().hex[:8]}"
+    make_topic(cluster, topic, 1)
+
+    async def scenario() -> None:
+        def producer() -> AIOKafkaProducer:
+            return AIOKafkaProducer(
+                bootstrap_servers=cluster.kafka_bootstrap(),
+                transactional_id=transactional_id,
+                transaction_timeout_ms=TRANSACTION_TIMEOUT_MS,
+                request_timeout_ms=30_000,
+            )
+
+        first, second = producer(), producer()
+        await first.start()
+        try:
+            await second.start()
+            try:
+                with pytest.raises((ProducerFenced, InvalidProducerEpoch)):
+                    async with first.transaction():
+                        await first.send_and_wait(topic, b"from the fenced producer")
+            finally:
+                await second.stop()
+        finally:
+            await first.stop()
+
+    run(scenario(), timeout_s=CLIENT_TIMEOUT_S * 2)
+    described = transactions_cli(cluster, "describe", "--transactional-id", transactional_id)
+    assert (described["producer_epoch"], described["state"]) == (1, "Empty")
+
+
+def test_only_the_coordinator_answers_and_old_versions_hear_fenced_as_a_stale_epoch(
+    cluster: BrokerFactory,
+) -> None:
+    transactional_id = f"raw-{uuid.uuid4().hex[:8]}"
+    coordinator = coordinator_of(cluster, transactional_id)
+    elsewhere = next(b for b in cluster.brokers if b != coordinator)
+    refused = init_producer_id(cluster, elsewhere, transactional_id, TRANSACTION_TIMEOUT_MS)
+    assert refused.error_code == NOT_COORDINATOR
+    too_long = init_producer_id(cluster, coordinator, transactional_id, MAX_TIMEOUT_MS + 1)
+    assert too_long.error_code == INVALID_TRANSACTION_TIMEOUT
+
+    first = init_producer_id(cluster, coordinator, transactional_id, TRANSACTION_TIMEOUT_MS)
+    second = init_producer_id(cluster, coordinator, transactional_id, TRANSACTION_TIMEOUT_MS)
+    assert (first.error_code, second.error_code) == (0, 0)
+    assert (second.producer_id, second.producer_epoch) == (first.producer_id, 1)
+    stale = Data(
+        transactional_id=transactional_id,
+        producer_id=first.producer_id,
+        producer_epoch=first.producer_epoch,
+        committed=True,
+    )
+    assert ask(cluster, coordinator, END_TXN, 1, stale).error_code == INVALID_PRODUCER_EPOCH
+    assert ask(cluster, coordinator, END_TXN, 3, stale).error_code == PRODUCER_FENCED
+
+
+def read_values(cluster: BrokerFactory, topic: str, isolation: str, count: int) -> list[bytes]:
+    """Every value of partition 0 up to its end (for read_committed, the LSO); the end
+    must be reached within the deadline with at least `count` values read."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap(),
+            "group.id": f"g-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": isolation,
+        }
+    )
+    values: list[bytes] = []
+    try:
+        consumer.assign([KafkaTopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        while time.monotonic() < deadline:
+            for message in consumer.consume(num_messages=1000, timeout=POLL_S):
+                error = message.error()
+                if error is None:
+                    values.append(message.value())
+                elif error.code() == KafkaError._PARTITION_EOF and len(values) >= count:
+                    return values
+                elif error.code() != KafkaError._PARTITION_EOF:
+                    raise KafkaException(error)
+        raise AssertionError(f"{topic} not read to its end: {len(values)} of {count} values")
+    finally:
+        consumer.close()
+
+
+@pytest.mark.skipif(
+    not TRANSACTIONAL_PRODUCE_SERVED,
+    reason="needs transactional Produce and markers at other brokers' partitions",
+)
+def test_committed_records_are_read_and_aborted_ones_are_not(cluster: BrokerFactory) -> None:
+    topic = f"committed-{uuid.uuid4().hex[:8]}"
+    make_topic(cluster, topic, 1)
+    producer = transactional_producer(cluster, f"tx-{uuid.uuid4().hex[:8]}")
+    producer.init_transactions(CLIENT_TIMEOUT_S)
+    for outcome in ("committed", "aborted", "committed-again"):
+        producer.begin_transaction()
+        for i in range(10):
+            producer.produce(topic, f"{outcome}-{i}".encode())
+        producer.flush(CLIENT_TIMEOUT_S)
+        if outcome == "aborted":
+            producer.abort_transaction(CLIENT_TIMEOUT_S)
+        else:
+            producer.commit_transaction(CLIENT_TIMEOUT_S)
+    committed = read_values(cluster, topic, "read_committed", 20)
+    assert committed == [
+        f"{o}-{i}".encode() for o in ("committed", "committed-again") for i in range(10)
+    ]
+    everything = read_values(cluster, topic, "read_uncommitted", 30)
+    assert len(everything) == 30
