@@ -16,7 +16,11 @@
    the brokers that do not coordinate it, and INVALID_TRANSACTION_TIMEOUT above
    transaction.max.timeout.ms; a stale epoch is PRODUCER_FENCED to EndTxn v2+ and
    INVALID_PRODUCER_EPOCH to the versions before, which predate that code.
-4. Commit and abort end to end, read by read_committed and read_uncommitted consumers:
+4. The markers, where the coordinator leads the partition: a transaction without records
+   committed by EndTxn completes (CompleteCommit) once its COMMIT marker is in the
+   partition; one left open past its timeout is aborted by the coordinator's sweep, its
+   producer fenced (epoch bumped, a late EndTxn PRODUCER_FENCED), its ABORT marker written.
+5. Commit and abort end to end, read by read_committed and read_uncommitted consumers:
    this needs the partition leaders' side of transactions too (transactional Produce,
    and markers sent to the partitions led by other brokers), and is skipped until it
    is served (TRANSACTIONAL_PRODUCE_SERVED).
@@ -39,8 +43,15 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from spark_replica.wire.kafka.headers import decode_response, encode_request
 from spark_replica.wire.schema import Data
-from tests.kafka.clients import CLIENT_TIMEOUT_S, POLL_S, SOCKET_TIMEOUT_S, make_topic, read_frame
-from tests.support import FAST_REPLICATION, BrokerFactory, module_brokers, replog, run
+from tests.kafka.clients import (
+    CLIENT_TIMEOUT_S,
+    POLL_S,
+    SOCKET_TIMEOUT_S,
+    make_topic,
+    read_frame,
+    wait_for_topic,
+)
+from tests.support import FAST_REPLICATION, BrokerFactory, eventually, module_brokers, replog, run
 
 pytestmark = pytest.mark.slow
 
@@ -51,8 +62,14 @@ FIND_COORDINATOR, TRANSACTION_KEY_TYPE = 10, 1
 INIT_PRODUCER_ID, END_TXN = 22, 26
 COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR = 15, 16
 INVALID_PRODUCER_EPOCH, INVALID_TRANSACTION_TIMEOUT, PRODUCER_FENCED = 47, 50, 90
+ADD_PARTITIONS_TO_TXN = 24
 # transaction.max.timeout.ms's default.
 MAX_TIMEOUT_MS = 900_000
+# How often the coordinators look for transactions past their timeout, and the timeout of
+# the one left open here.
+SWEEP_MS, SHORT_TIMEOUT_MS = 300, 1_000
+# Partitions enough that every broker leads one (leaders are spread over the brokers).
+SPREAD_PARTITIONS = 6
 # The codes a fenced producer reports: librdkafka's own, and the brokers' two.
 FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 TRANSACTIONAL_PRODUCE_SERVED = False
@@ -65,7 +82,10 @@ def cluster(zookeeper: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         tmp_path_factory.mktemp("transaction-coordinator"),
         3,
         **FAST_REPLICATION,
-        **{"transaction.state.log.num.partitions": str(TRANSACTION_PARTITIONS)},
+        **{
+            "transaction.state.log.num.partitions": str(TRANSACTION_PARTITIONS),
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": str(SWEEP_MS),
+        },
     ) as brokers:
         yield brokers
 
@@ -229,6 +249,100 @@ def test_only_the_coordinator_answers_and_old_versions_hear_fenced_as_a_stale_ep
     )
     assert ask(cluster, coordinator, END_TXN, 1, stale).error_code == INVALID_PRODUCER_EPOCH
     assert ask(cluster, coordinator, END_TXN, 3, stale).error_code == PRODUCER_FENCED
+
+
+def add_partition(
+    cluster: BrokerFactory,
+    broker_id: int,
+    transactional_id: str,
+    producer: Data,
+    tp: tuple[str, int],
+) -> int:
+    topic, partition = tp
+    body = Data(
+        v3_and_below_transactional_id=transactional_id,
+        v3_and_below_producer_id=producer.producer_id,
+        v3_and_below_producer_epoch=producer.producer_epoch,
+        v3_and_below_topics=[Data(name=topic, partitions=[partition])],
+    )
+    answer = ask(cluster, broker_id, ADD_PARTITIONS_TO_TXN, 3, body)
+    (result,) = answer.results_by_topic_v3_and_below
+    (partition_result,) = result.results_by_partition
+    return int(partition_result.partition_error_code)
+
+
+def led_by(cluster: BrokerFactory, topic: str, broker_id: int) -> int:
+    """A partition of `topic` whose leader is `broker_id`."""
+    metadata = wait_for_topic(cluster.kafka_bootstrap(), topic, SPREAD_PARTITIONS)
+    led = [p.id for p in metadata.topics[topic].partitions.values() if p.leader == broker_id]
+    assert led, f"broker {broker_id} leads no partition of {topic}"
+    return led[0]
+
+
+def end_offset(cluster: BrokerFactory, topic: str, partition: int) -> int:
+    consumer = Consumer({"bootstrap.servers": cluster.kafka_bootstrap(), "group.id": "watermarks"})
+    try:
+        _, high = consumer.get_watermark_offsets(
+            KafkaTopicPartition(topic, partition), timeout=SOCKET_TIMEOUT_S
+        )
+    finally:
+        consumer.close()
+    return int(high)
+
+
+def state_of(cluster: BrokerFactory, transactional_id: str) -> Any:
+    return transactions_cli(cluster, "describe", "--transactional-id", transactional_id)
+
+
+def test_ended_and_timed_out_transactions_complete_with_their_markers(
+    cluster: BrokerFactory,
+) -> None:
+    """Transactions without records, on a partition led by their coordinator: the marker
+    is appended there, and the transaction completes; one left open past its timeout is
+    aborted by the coordinator's sweep, its producer fenced."""
+    topic = f"markers-{uuid.uuid4().hex[:8]}"
+    make_topic(cluster, topic, SPREAD_PARTITIONS)
+
+    committed_id = f"commit-{uuid.uuid4().hex[:8]}"
+    coordinator = coordinator_of(cluster, committed_id)
+    partition = led_by(cluster, topic, coordinator)
+    producer = init_producer_id(cluster, coordinator, committed_id, TRANSACTION_TIMEOUT_MS)
+    assert add_partition(cluster, coordinator, committed_id, producer, (topic, partition)) == 0
+    ongoing = state_of(cluster, committed_id)
+    assert ongoing["state"] == "Ongoing"
+    assert ongoing["partitions"] == [{"topic": topic, "partition": partition}]
+    assert ongoing["start_time_ms"] is not None
+    end = Data(
+        transactional_id=committed_id,
+        producer_id=producer.producer_id,
+        producer_epoch=producer.producer_epoch,
+        committed=True,
+    )
+    assert ask(cluster, coordinator, END_TXN, 3, end).error_code == 0
+    eventually(
+        lambda: state_of(cluster, committed_id)["state"] == "CompleteCommit", "the commit completes"
+    )
+    assert end_offset(cluster, topic, partition) == 1  # the COMMIT marker
+
+    aborted_id = f"abort-{uuid.uuid4().hex[:8]}"
+    coordinator = coordinator_of(cluster, aborted_id)
+    partition = led_by(cluster, topic, coordinator)
+    before = end_offset(cluster, topic, partition)
+    producer = init_producer_id(cluster, coordinator, aborted_id, SHORT_TIMEOUT_MS)
+    assert add_partition(cluster, coordinator, aborted_id, producer, (topic, partition)) == 0
+    done = eventually(
+        lambda: (state := state_of(cluster, aborted_id))["state"] == "CompleteAbort" and state,
+        "the timed-out transaction is aborted",
+    )
+    assert done["producer_epoch"] == producer.producer_epoch + 1
+    assert end_offset(cluster, topic, partition) == before + 1  # the ABORT marker
+    late = Data(
+        transactional_id=aborted_id,
+        producer_id=producer.producer_id,
+        producer_epoch=producer.producer_epoch,
+        committed=True,
+    )
+    assert ask(cluster, coordinator, END_TXN, 3, late).error_code == PRODUCER_FENCED
 
 
 def read_values(cluster: BrokerFactory, topic: str, isolation: str, count: int) -> list[bytes]:
