@@ -504,7 +504,8 @@ class UnsupportedForMessageFormatError(BrokerResponseError):
 
 
 class TransactionalIdAuthorizationFailedError(BrokerResponseError):
-    """Transactions (a transactional.id) are not supported by replog."""
+    """The principal may not use the transactional id (Write on its TransactionalId
+    resource), or sent transactional records without one."""
 
     code = 53
 
