@@ -26,6 +26,7 @@ from brokerd.kafka.topic_admin import (
     handle_create_topics,
     handle_delete_topics,
 )
+from brokerd.kafka.write_txn_markers import handle_write_txn_markers
 from brokerd.serving.connection_state import API_VERSIONS, LOGIN_APIS
 from spark_replica.wire.kafka.versions import SERVED
 from spark_replica.wire.schema import Data
@@ -40,6 +41,7 @@ DATA_HANDLERS: dict[int, KafkaHandler] = {
     21: handle_delete_records,
     22: handle_init_producer_id,
     23: handle_offset_for_leader_epoch,
+    27: handle_write_txn_markers,
     29: handle_describe_acls,
     30: handle_create_acls,
     31: handle_delete_acls,
