@@ -19,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from brokerd.core.context import BrokerContext
 from brokerd.core.txn_markers import MARKERS_TIMEOUT_MS, MarkerEntry, MarkerErrors
@@ -32,6 +33,9 @@ from spark_replica.wire.native.write_txn_markers import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
+
+if TYPE_CHECKING:
+    from spark_replica.security.settings import SecurityConfig
 
 logger = logging.getLogger("brokerd.transactions")
 
@@ -90,14 +94,34 @@ def failed_everywhere(entries: Sequence[MarkerEntry], error: ReplogError) -> Mar
     return [dict.fromkeys(entry.partitions, error) for entry in entries]
 
 
+# Where a broker is now, by id: its replog listener's address, None if unknown.
+AddressOf = Callable[[int], tuple[str, int] | None]
+
+
 class TxnMarkerSender:
     """Sends markers to the leaders on other brokers, one connection per broker."""
 
-    def __init__(self, ctx: BrokerContext) -> None:
-        self.ctx = ctx
+    def __init__(
+        self, client_id: str, security: SecurityConfig | None, address_of: AddressOf
+    ) -> None:
+        self.client_id = client_id
+        self.security = security
+        self._address_of = address_of
         self._connections: dict[int, BrokerConnection] = {}
         # One connection attempt per broker at a time: concurrent sends wait for it.
         self._connecting: dict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+
+    @classmethod
+    def of_broker(cls, ctx: BrokerContext) -> TxnMarkerSender:
+        """The broker's sender: the brokers' addresses from its metadata cache, its
+        inter-broker security settings."""
+
+        def address_of(broker_id: int) -> tuple[str, int] | None:
+            broker = ctx.metadata.brokers.get(broker_id)
+            return None if broker is None else (broker.host, broker.port)
+
+        config = ctx.config
+        return cls(f"txn-markers-{config.broker_id}", config.security.inter_broker(), address_of)
 
     async def send_markers(
         self,
@@ -131,25 +155,20 @@ class TxnMarkerSender:
             return await self._usable_connection(broker_id)
 
     async def _usable_connection(self, broker_id: int) -> BrokerConnection:
-        broker = self.ctx.metadata.brokers.get(broker_id)
-        if broker is None:
+        address = self._address_of(broker_id)
+        if address is None:
             raise BrokerNotAvailableError(f"broker {broker_id} is not in this broker's metadata")
+        host, port = address
         connection = self._connections.get(broker_id)
         if (
             connection is not None
             and connection.is_usable
-            and connection.address == f"{broker.host}:{broker.port}"
+            and connection.address == f"{host}:{port}"
         ):
             return connection
         if connection is not None:
             await connection.close()
-        config = self.ctx.config
-        connection = BrokerConnection(
-            broker.host,
-            broker.port,
-            client_id=f"txn-markers-{config.broker_id}",
-            security=config.security.inter_broker(),
-        )
+        connection = BrokerConnection(host, port, client_id=self.client_id, security=self.security)
         self._connections[broker_id] = connection
         await connection.connect()
         return connection

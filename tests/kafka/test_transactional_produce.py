@@ -26,6 +26,8 @@ from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from confluent_kafka import Consumer, KafkaError
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
+from brokerd.core.txn_marker_sender import TxnMarkerSender
+from brokerd.core.txn_markers import MarkerEntry, MarkerErrors
 from spark_replica.client.connection import BrokerConnection
 from spark_replica.errors import (
     InvalidProducerEpochError,
@@ -35,6 +37,7 @@ from spark_replica.errors import (
     UnknownTopicOrPartitionError,
 )
 from spark_replica.records import compute_crc
+from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.write_txn_markers import (
     MarkerTopic,
     TxnMarkerRequestEntry,
@@ -51,7 +54,7 @@ TOPIC = "txn-out"
 PRODUCE = (0, 8)
 WRITE_TXN_MARKERS = (27, 1)
 # Producer ids far above those the brokers hand out.
-COMMITTED, ABORTED, OPEN = 2**40 + 11, 2**40 + 12, 2**40 + 13
+COMMITTED, ABORTED, OPEN, SENT = 2**40 + 11, 2**40 + 12, 2**40 + 13, 2**40 + 14
 EPOCH = 1
 COORDINATOR_EPOCH = 3
 CONTROL_BIT = 0x20
@@ -250,3 +253,33 @@ def test_transactions_end_by_their_markers_and_read_committed_sees_only_commits(
     # Offsets 0-3 hold data, 4 and 5 the markers: the LSO is the HW, 6.
     assert run(aiokafka_read_committed(bootstrap)) == (committed, 6)
     assert read_to_end(bootstrap, "read_uncommitted") == [b"c0", b"c1", b"a0", b"c2"]
+
+
+def test_a_coordinator_reaches_a_leader_on_another_broker_through_its_sender(
+    cluster: BrokerFactory,
+) -> None:
+    """TxnMarkerSender, the client a coordinator uses for leaders on other brokers:
+    the leader answers per partition, and a broker it cannot reach is a retriable error
+    for every partition it was asked for."""
+    bootstrap = cluster.kafka_bootstrap()
+    leader_id = leader_of(bootstrap, TOPIC, 0)
+    leader = cluster.brokers[leader_id]
+    assert produce(leader, transactional_batch(SENT, 0, [b"s0"]), "tx-s").error_code == 0
+    addresses = {i: (b.host, b.port) for i, b in cluster.brokers.items()}
+    sender = TxnMarkerSender("txn-tests", None, addresses.get)
+    tp = TopicPartition(TOPIC, 0)
+    markers = [MarkerEntry(SENT, EPOCH, True, COORDINATOR_EPOCH, (tp,))]
+
+    async def send() -> tuple[MarkerErrors, MarkerErrors]:
+        try:
+            unknown = await sender.send_markers(99, markers)
+            sent = await sender.send_markers(leader_id, markers)
+        finally:
+            await sender.close()
+        return unknown, sent
+
+    unknown, sent = run(send())
+    assert sent == [{tp: None}]
+    refused = unknown[0][tp]
+    assert refused is not None and refused.retriable
+    assert read_to_end(bootstrap, "read_committed")[-1] == b"s0"
