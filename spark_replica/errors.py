@@ -504,7 +504,8 @@ class UnsupportedForMessageFormatError(BrokerResponseError):
 
 
 class TransactionalIdAuthorizationFailedError(BrokerResponseError):
-    """The principal may not use (Write) or see (Describe) this transactional id."""
+    """The principal may not use (Write) or see (Describe) this transactional id, or sent
+    transactional records without one."""
 
     code = 53
 

@@ -19,6 +19,9 @@ response layout has room for it. The rules are Kafka's:
   CreatePartitions: Alter. DescribeConfigs: DescribeConfigs on the topic or cluster.
 - InitProducerId without a transactional id: any authenticated principal (producer ids
   are not a resource here; the Write is checked on every produce).
+- A Produce holding transactional batches: Write on its TransactionalId as well as on
+  each topic; without a transactional id, or without that Write, the whole request is
+  refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (brokerd/kafka/produce.py).
 - Transactions (brokerd/kafka/transactions.py and find_coordinator.py): Write on the
   TransactionalId for InitProducerId with one, AddPartitionsToTxn (and Write on each of
   its topics), AddOffsetsToTxn (and Read on the group) and EndTxn; Describe on it for

@@ -29,6 +29,7 @@ from brokerd.kafka.topic_admin import (
     handle_delete_topics,
 )
 from brokerd.kafka.transactions import transaction_handlers
+from brokerd.kafka.write_txn_markers import handle_write_txn_markers
 from brokerd.serving.connection_state import API_VERSIONS, LOGIN_APIS
 from brokerd.transactions.coordinator import TransactionCoordinator
 from spark_replica.wire.kafka.versions import SERVED
@@ -43,6 +44,7 @@ DATA_HANDLERS: dict[int, KafkaHandler] = {
     20: handle_delete_topics,
     21: handle_delete_records,
     23: handle_offset_for_leader_epoch,
+    27: handle_write_txn_markers,
     29: handle_describe_acls,
     30: handle_create_acls,
     31: handle_delete_acls,
