@@ -32,6 +32,7 @@ from brokerd.controller.zk_store import current_controller
 from brokerd.core.authorization import load_acls_into
 from brokerd.core.context import BrokerContext
 from brokerd.core.producer_ids import allocate_producer_id
+from brokerd.core.txn_marker_sender import TxnMarkerSender
 from brokerd.groups.coordinator import GroupCoordinator
 from brokerd.groups.remote_watermarks import REFRESH_MS as GROUP_LAG_REFRESH_MS
 from brokerd.groups.remote_watermarks import RemoteHighWatermarks
@@ -52,7 +53,7 @@ from brokerd.serving.dispatch import Dispatch
 from brokerd.serving.host_addresses import reachable_host
 from brokerd.serving.server import Logins, RequestServer
 from brokerd.transactions.coordinator import TransactionCoordinator
-from brokerd.transactions.marker_writer import MarkerWriter, send_no_markers
+from brokerd.transactions.marker_writer import MarkerWriter
 from brokerd.transactions.state_manager import TransactionStateManager
 from brokerd.zk_sync import ZooKeeperSync
 from spark_replica.client.connection import BrokerConnection
@@ -105,6 +106,8 @@ class Broker:
         # while the Kafka listener is off.
         self.groups: GroupCoordinator | None = None
         self.transactions: TransactionCoordinator | None = None
+        # Sends the coordinator's markers to the leaders on other brokers.
+        self._marker_sender = TxnMarkerSender.of_broker(self.ctx)
         if KAFKA in binds:
             self.groups = GroupCoordinator(self.ctx)
             self.transactions = self._transaction_coordinator()
@@ -154,7 +157,8 @@ class Broker:
 
     def _transaction_coordinator(self) -> TransactionCoordinator:
         ctx = self.ctx
-        state = TransactionStateManager(ctx, MarkerWriter(ctx, send_no_markers), now_ms)
+        writer = MarkerWriter(ctx, self._marker_sender.send_markers)
+        state = TransactionStateManager(ctx, writer, now_ms)
         return TransactionCoordinator(ctx, state, lambda: allocate_producer_id(ctx), now_ms)
 
     def _on_registered(self, broker_epoch: int) -> None:
@@ -346,6 +350,7 @@ class Broker:
             ("ZooKeeper session", self._zk.stop() if self._zk else None),
             ("group coordinator", self.groups.stop() if self.groups else None),
             ("transaction coordinator", self.transactions.stop() if self.transactions else None),
+            ("transaction marker connections", self._marker_sender.close()),
             ("listener", self.server.close()),
             ("Kafka listener", self.kafka_server.close() if self.kafka_server else None),
             ("metrics listener", self.metrics_server.close() if self.metrics_server else None),

@@ -20,10 +20,9 @@
    committed by EndTxn completes (CompleteCommit) once its COMMIT marker is in the
    partition; one left open past its timeout is aborted by the coordinator's sweep, its
    producer fenced (epoch bumped, a late EndTxn PRODUCER_FENCED), its ABORT marker written.
-5. Commit and abort end to end, read by read_committed and read_uncommitted consumers:
-   this needs the partition leaders' side of transactions too (transactional Produce,
-   and markers sent to the partitions led by other brokers), and is skipped until it
-   is served (TRANSACTIONAL_PRODUCE_SERVED).
+5. Commit and abort end to end, with records, the markers going to whichever broker
+   leads the partition: read_committed reads the committed transactions' records only,
+   read_uncommitted every record.
 """
 
 from __future__ import annotations
@@ -70,9 +69,9 @@ MAX_TIMEOUT_MS = 900_000
 SWEEP_MS, SHORT_TIMEOUT_MS = 300, 1_000
 # Partitions enough that every broker leads one (leaders are spread over the brokers).
 SPREAD_PARTITIONS = 6
+RECORDS_PER_TRANSACTION = 60
 # The codes a fenced producer reports: librdkafka's own, and the brokers' two.
 FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
-TRANSACTIONAL_PRODUCE_SERVED = False
 
 
 @pytest.fixture(scope="module")
@@ -346,8 +345,9 @@ def test_ended_and_timed_out_transactions_complete_with_their_markers(
 
 
 def read_values(cluster: BrokerFactory, topic: str, isolation: str, count: int) -> list[bytes]:
-    """Every value of partition 0 up to its end (for read_committed, the LSO); the end
-    must be reached within the deadline with at least `count` values read."""
+    """Every value of every partition of `topic` up to its end (for read_committed, the
+    LSO), sorted; each end must be reached within the deadline, with at least `count`
+    values read in all."""
     consumer = Consumer(
         {
             "bootstrap.servers": cluster.kafka_bootstrap(),
@@ -358,44 +358,48 @@ def read_values(cluster: BrokerFactory, topic: str, isolation: str, count: int) 
         }
     )
     values: list[bytes] = []
+    ended: set[int] = set()
     try:
-        consumer.assign([KafkaTopicPartition(topic, 0, 0)])
+        consumer.assign([KafkaTopicPartition(topic, p, 0) for p in range(SPREAD_PARTITIONS)])
         deadline = time.monotonic() + CLIENT_TIMEOUT_S
         while time.monotonic() < deadline:
             for message in consumer.consume(num_messages=1000, timeout=POLL_S):
                 error = message.error()
                 if error is None:
                     values.append(message.value())
-                elif error.code() == KafkaError._PARTITION_EOF and len(values) >= count:
-                    return values
-                elif error.code() != KafkaError._PARTITION_EOF:
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    ended.add(message.partition())
+                else:
                     raise KafkaException(error)
+            if len(ended) == SPREAD_PARTITIONS and len(values) >= count:
+                return sorted(values)
         raise AssertionError(f"{topic} not read to its end: {len(values)} of {count} values")
     finally:
         consumer.close()
 
 
-@pytest.mark.skipif(
-    not TRANSACTIONAL_PRODUCE_SERVED,
-    reason="needs transactional Produce and markers at other brokers' partitions",
-)
 def test_committed_records_are_read_and_aborted_ones_are_not(cluster: BrokerFactory) -> None:
+    """Every partition gets records of each transaction, so that its markers go both to
+    the coordinator's own partitions and to other brokers'."""
     topic = f"committed-{uuid.uuid4().hex[:8]}"
-    make_topic(cluster, topic, 1)
+    make_topic(cluster, topic, SPREAD_PARTITIONS)
     producer = transactional_producer(cluster, f"tx-{uuid.uuid4().hex[:8]}")
     producer.init_transactions(CLIENT_TIMEOUT_S)
-    for outcome in ("committed", "aborted", "committed-again"):
+    outcomes = ("committed", "aborted", "committed-again")
+    for outcome in outcomes:
         producer.begin_transaction()
-        for i in range(10):
-            producer.produce(topic, f"{outcome}-{i}".encode())
+        for i in range(RECORDS_PER_TRANSACTION):
+            producer.produce(topic, f"{outcome}-{i:03}".encode(), partition=i % SPREAD_PARTITIONS)
         producer.flush(CLIENT_TIMEOUT_S)
         if outcome == "aborted":
             producer.abort_transaction(CLIENT_TIMEOUT_S)
         else:
             producer.commit_transaction(CLIENT_TIMEOUT_S)
-    committed = read_values(cluster, topic, "read_committed", 20)
-    assert committed == [
-        f"{o}-{i}".encode() for o in ("committed", "committed-again") for i in range(10)
-    ]
-    everything = read_values(cluster, topic, "read_uncommitted", 30)
-    assert len(everything) == 30
+    written = {
+        outcome: [f"{outcome}-{i:03}".encode() for i in range(RECORDS_PER_TRANSACTION)]
+        for outcome in outcomes
+    }
+    expected = sorted(written["committed"] + written["committed-again"])
+    assert read_values(cluster, topic, "read_committed", len(expected)) == expected
+    everything = sorted(value for values in written.values() for value in values)
+    assert read_values(cluster, topic, "read_uncommitted", len(everything)) == everything

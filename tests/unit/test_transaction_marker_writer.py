@@ -14,16 +14,11 @@ import pytest
 
 from brokerd.config.broker import BrokerConfig
 from brokerd.core.context import BrokerContext
-from brokerd.replication.partition import TxnMarker
+from brokerd.core.txn_markers import MarkerEntry, MarkerErrors
 from brokerd.replication.replica_fetcher import ReplicaFetcherManager
 from brokerd.replication.replica_manager import ReplicaManager
-from brokerd.transactions.marker_writer import MarkerWriter, send_no_markers
-from spark_replica.errors import (
-    BrokerResponseError,
-    InvalidProducerEpochError,
-    NotLeaderOrFollowerError,
-)
-from spark_replica.records import ControlType
+from brokerd.transactions.marker_writer import MarkerWriter
+from spark_replica.errors import InvalidProducerEpochError, NotLeaderOrFollowerError, ReplogError
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.controller_requests import (
     ControllerHeader,
@@ -41,18 +36,13 @@ DEADLINE_S = 30.0
 class Sent:
     """The SendMarkers of the other brokers, recorded; answers `error` for each."""
 
-    def __init__(self, error: BrokerResponseError | None = None) -> None:
-        self.calls: list[tuple[int, list[tuple[TopicPartition, TxnMarker]]]] = []
+    def __init__(self, error: ReplogError | None = None) -> None:
+        self.calls: list[tuple[int, list[MarkerEntry]]] = []
         self.error = error
 
-    async def __call__(
-        self,
-        ctx: BrokerContext,
-        leader_id: int,
-        markers: Sequence[tuple[TopicPartition, TxnMarker]],
-    ) -> dict[TopicPartition, BrokerResponseError | None]:
-        self.calls.append((leader_id, list(markers)))
-        return {tp: self.error for tp, _ in markers}
+    async def __call__(self, leader_id: int, entries: Sequence[MarkerEntry]) -> MarkerErrors:
+        self.calls.append((leader_id, list(entries)))
+        return [dict.fromkeys(entry.partitions, self.error) for entry in entries]
 
 
 def context(log_dir: Path) -> BrokerContext:
@@ -97,21 +87,20 @@ def test_a_partition_led_elsewhere_is_sent_to_its_leader(tmp_path: Path) -> None
     sent = Sent()
     try:
         write(MarkerWriter(ctx, sent), THERE, committed=False)
-        marker = TxnMarker(PRODUCER_ID, EPOCH, COORDINATOR_EPOCH, ControlType.ABORT)
-        assert sent.calls == [(2, [(THERE, marker)])]
+        entry = MarkerEntry(PRODUCER_ID, EPOCH, False, COORDINATOR_EPOCH, (THERE,))
+        assert sent.calls == [(2, [entry])]
     finally:
         ctx.replicas.close()
 
 
-def test_a_leaders_refusal_is_raised_and_no_leader_is_retriable(tmp_path: Path) -> None:
+def test_a_leaders_refusal_is_raised_and_no_leader_is_not_leader_or_follower(
+    tmp_path: Path,
+) -> None:
     ctx = context(tmp_path)
     try:
         with pytest.raises(InvalidProducerEpochError):
             write(MarkerWriter(ctx, Sent(InvalidProducerEpochError("stale"))), THERE)
         with pytest.raises(NotLeaderOrFollowerError):
             write(MarkerWriter(ctx, Sent()), LEADERLESS)
-        with pytest.raises(BrokerResponseError) as raised:
-            write(MarkerWriter(ctx, send_no_markers), THERE)
-        assert raised.value.retriable
     finally:
         ctx.replicas.close()
