@@ -23,6 +23,9 @@
 5. Commit and abort end to end, with records, the markers going to whichever broker
    leads the partition: read_committed reads the committed transactions' records only,
    read_uncommitted every record.
+6. The coordinator SIGKILLed with a transaction open: the new one loads the id, a new
+   producer fences the old one (the open transaction aborted) and commits its own, and
+   read_committed reads exactly the committed transactions.
 """
 
 from __future__ import annotations
@@ -117,20 +120,20 @@ def ask(cluster: BrokerFactory, broker_id: int, api_key: int, version: int, body
 
 
 def coordinator_of(cluster: BrokerFactory, transactional_id: str) -> int:
-    """The broker FindCoordinator (v3) names for the id, once it names one."""
+    """The broker FindCoordinator (v3) names for the id, once one names it (a broker
+    that is down is skipped)."""
     deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    body = Data(key=transactional_id, key_type=TRANSACTION_KEY_TYPE)
     while True:
-        answer = ask(
-            cluster,
-            next(iter(cluster.brokers)),
-            FIND_COORDINATOR,
-            3,
-            Data(key=transactional_id, key_type=TRANSACTION_KEY_TYPE),
-        )
-        if answer.error_code == 0:
-            return int(answer.node_id)
-        assert answer.error_code == COORDINATOR_NOT_AVAILABLE, answer
-        assert time.monotonic() < deadline, f"no coordinator for {transactional_id}: {answer}"
+        for broker_id in cluster.brokers:
+            try:
+                answer = ask(cluster, broker_id, FIND_COORDINATOR, 3, body)
+            except OSError:
+                continue
+            if answer.error_code == 0:
+                return int(answer.node_id)
+            assert answer.error_code == COORDINATOR_NOT_AVAILABLE, answer
+        assert time.monotonic() < deadline, f"no coordinator for {transactional_id}"
         time.sleep(POLL_S)
 
 
@@ -403,3 +406,45 @@ def test_committed_records_are_read_and_aborted_ones_are_not(cluster: BrokerFact
     assert read_values(cluster, topic, "read_committed", len(expected)) == expected
     everything = sorted(value for values in written.values() for value in values)
     assert read_values(cluster, topic, "read_uncommitted", len(everything)) == everything
+
+
+def test_a_new_coordinator_aborts_the_open_transaction_of_a_killed_one(
+    cluster: BrokerFactory,
+) -> None:
+    """The coordinator is SIGKILLed with a transaction open. Its partition's new leader
+    loads the id; a new producer of the id fences the old one, which aborts the open
+    transaction (its markers going to whichever brokers lead the partitions now), and
+    commits a transaction of its own: read_committed reads the first and last
+    transactions' records, none of the one left open. Last in the module: the killed
+    broker is started again, but its partitions' leaders have moved."""
+    topic = f"failover-{uuid.uuid4().hex[:8]}"
+    transactional_id = f"failover-{uuid.uuid4().hex[:8]}"
+    make_topic(cluster, topic, SPREAD_PARTITIONS)
+    coordinator = coordinator_of(cluster, transactional_id)
+
+    def transaction(producer: Producer, name: str) -> list[bytes]:
+        values = [f"{name}-{i:03}".encode() for i in range(RECORDS_PER_TRANSACTION)]
+        producer.begin_transaction()
+        for i, value in enumerate(values):
+            producer.produce(topic, value, partition=i % SPREAD_PARTITIONS)
+        producer.flush(CLIENT_TIMEOUT_S)
+        return values
+
+    first = transactional_producer(cluster, transactional_id)
+    first.init_transactions(CLIENT_TIMEOUT_S)
+    before = transaction(first, "before")
+    first.commit_transaction(CLIENT_TIMEOUT_S)
+    transaction(first, "open")
+    cluster.brokers[coordinator].kill()
+    try:
+        second = transactional_producer(cluster, transactional_id)
+        second.init_transactions(CLIENT_TIMEOUT_S)
+        after = transaction(second, "after")
+        second.commit_transaction(CLIENT_TIMEOUT_S)
+        assert coordinator_of(cluster, transactional_id) != coordinator
+        expected = sorted(before + after)
+        assert read_values(cluster, topic, "read_committed", len(expected)) == expected
+        described = state_of(cluster, transactional_id)
+        assert (described["state"], described["producer_epoch"]) == ("CompleteCommit", 2)
+    finally:
+        cluster.start(coordinator)
