@@ -26,11 +26,13 @@ from brokerd.kafka.topic_admin import (
     handle_create_topics,
     handle_delete_topics,
 )
+from brokerd.kafka.txn_offset_commit import handle_txn_offset_commit
 from brokerd.kafka.write_txn_markers import handle_write_txn_markers
 from brokerd.serving.connection_state import API_VERSIONS, LOGIN_APIS
 from spark_replica.wire.kafka.versions import SERVED
 from spark_replica.wire.schema import Data
 
+TXN_OFFSET_COMMIT = 28
 DATA_HANDLERS: dict[int, KafkaHandler] = {
     0: handle_produce,
     1: handle_fetch,
@@ -61,7 +63,11 @@ class Registry:
 
 
 def kafka_registry(groups: GroupCoordinator | None) -> Registry:
-    handlers: dict[int, KafkaHandler] = {**DATA_HANDLERS, **group_handlers(groups)}
+    handlers: dict[int, KafkaHandler] = {
+        **DATA_HANDLERS,
+        **group_handlers(groups),
+        TXN_OFFSET_COMMIT: partial(handle_txn_offset_commit, groups),
+    }
     versions = {
         key: served
         for key, served in sorted(SERVED.items())
