@@ -504,8 +504,8 @@ class UnsupportedForMessageFormatError(BrokerResponseError):
 
 
 class TransactionalIdAuthorizationFailedError(BrokerResponseError):
-    """The principal may not use the transactional id (Write on its TransactionalId
-    resource), or sent transactional records without one."""
+    """The principal may not use (Write) or see (Describe) this transactional id, or sent
+    transactional records without one."""
 
     code = 53
 
@@ -550,6 +550,13 @@ class ProducerFencedError(BrokerResponseError):
     """A newer producer with the same transactional.id took over; this one must close."""
 
     code = 90
+
+
+class OperationNotAttemptedError(BrokerResponseError):
+    """Not tried because another part of the same request failed: an AddPartitionsToTxn
+    adds all of its partitions or none."""
+
+    code = 55
 
 
 class TransactionalIdNotFoundError(BrokerResponseError):
@@ -668,6 +675,7 @@ _BY_CODE: dict[int, type[BrokerResponseError]] = {
         ConcurrentTransactionsError,
         TransactionCoordinatorFencedError,
         ProducerFencedError,
+        OperationNotAttemptedError,
         TransactionalIdNotFoundError,
         NonEmptyGroupError,
         GroupIdNotFoundError,

@@ -22,6 +22,11 @@ response layout has room for it. The rules are Kafka's:
 - A Produce holding transactional batches: Write on its TransactionalId as well as on
   each topic; without a transactional id, or without that Write, the whole request is
   refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (brokerd/kafka/produce.py).
+- Transactions (brokerd/kafka/transactions.py and find_coordinator.py): Write on the
+  TransactionalId for InitProducerId with one, AddPartitionsToTxn (and Write on each of
+  its topics), AddOffsetsToTxn (and Read on the group) and EndTxn; Describe on it for
+  FindCoordinator and DescribeTransactions; ListTransactions lists only the ids the
+  principal may describe.
 - DescribeAcls: Describe on the cluster; CreateAcls and DeleteAcls: Alter on the cluster
   (brokerd/kafka/acls.py).
 - Groups (brokerd/kafka/groups.py calls `authorize_group`): FindCoordinator,
@@ -118,8 +123,8 @@ def transactional_id_denied(
     request: Caller, operation: Operation, transactional_id: str
 ) -> TransactionalIdAuthorizationFailedError:
     return TransactionalIdAuthorizationFailedError(
-        f"{request.principal} is not authorized to {operation.value} transactional id "
-        f"{transactional_id!r}"
+        f"{request.principal} is not authorized to {operation.value} "
+        f"transactional id {transactional_id!r}"
     )
 
 
