@@ -589,6 +589,14 @@ class MemberIdRequiredError(BrokerResponseError):
     code = 79
 
 
+class UnstableOffsetCommitError(BrokerResponseError):
+    """The group has offsets committed in a transaction not yet ended on the partition
+    (OffsetFetch with require_stable); retry once the transaction is over."""
+
+    code = 88
+    retriable = True
+
+
 class GroupMaxSizeReachedError(BrokerResponseError):
     """The group has group.max.size members already."""
 
@@ -673,6 +681,7 @@ _BY_CODE: dict[int, type[BrokerResponseError]] = {
         GroupIdNotFoundError,
         UnsupportedCompressionTypeError,
         MemberIdRequiredError,
+        UnstableOffsetCommitError,
         GroupMaxSizeReachedError,
         FencedInstanceIdError,
     )

@@ -5,8 +5,11 @@ FindCoordinator, for groups and transactional ids alike, is brokerd/kafka/find_c
 Authorization follows Kafka (brokerd/core/authorization.py): DescribeGroups and
 OffsetFetch need Describe on the group, the membership APIs and OffsetCommit Read,
 DeleteGroups Delete; OffsetCommit also needs Read on each topic and
-OffsetFetch Describe. Byte fields are copied out of the request frame before the
-coordinator keeps them: the frame's buffer is reused for the next request.
+OffsetFetch Describe. OffsetFetch with require_stable (v7+) answers
+UNSTABLE_OFFSET_COMMIT for a partition an open transaction holds an offset of
+(TxnOffsetCommit, brokerd/kafka/txn_offset_commit.py). Byte fields are copied out of
+the request frame before the coordinator keeps them: the frame's buffer is reused for
+the next request.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from spark_replica.errors import (
     CoordinatorNotAvailableError,
     OffsetMetadataTooLargeError,
     UnknownTopicOrPartitionError,
+    UnstableOffsetCommitError,
     code_of,
 )
 from spark_replica.security.acl import Operation
@@ -280,6 +284,10 @@ async def handle_offset_fetch(
                 partition.error_code = code_of(group_error)
             elif denied:
                 partition.error_code = topic_denied(request, Operation.DESCRIBE, name).code
+            elif body.require_stable and _groups(coordinator).has_unstable_offset(
+                body.group_id, TopicPartition(name, index)
+            ):
+                partition.error_code = UnstableOffsetCommitError.code
             elif found is not None:
                 partition.committed_offset = found.offset
                 partition.committed_leader_epoch = found.leader_epoch

@@ -29,12 +29,14 @@ from brokerd.kafka.topic_admin import (
     handle_delete_topics,
 )
 from brokerd.kafka.transactions import transaction_handlers
+from brokerd.kafka.txn_offset_commit import handle_txn_offset_commit
 from brokerd.kafka.write_txn_markers import handle_write_txn_markers
 from brokerd.serving.connection_state import API_VERSIONS, LOGIN_APIS
 from brokerd.transactions.coordinator import TransactionCoordinator
 from spark_replica.wire.kafka.versions import SERVED
 from spark_replica.wire.schema import Data
 
+TXN_OFFSET_COMMIT = 28
 DATA_HANDLERS: dict[int, KafkaHandler] = {
     0: handle_produce,
     1: handle_fetch,
@@ -76,6 +78,7 @@ def kafka_registry(
         **transaction_handlers(groups, transactions),
         FIND_COORDINATOR: partial(handle_find_coordinator, groups, transactions),
         INIT_PRODUCER_ID: partial(handle_init_producer_id, transactions),
+        TXN_OFFSET_COMMIT: partial(handle_txn_offset_commit, groups),
     }
     versions = {
         key: served

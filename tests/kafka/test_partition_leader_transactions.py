@@ -1,7 +1,9 @@
 """The partition leaders' side of Kafka transactions, through real brokers (three, one
-topic of three replicas): transactional batches produced on the Kafka listener, and
+topic of three replicas): transactional batches produced on the Kafka listener,
 WriteTxnMarkers ending their transactions, by the Kafka API (as `kafka-transactions
-abort` or a coordinator sends it) and by replog's inter-broker API of the same number.
+abort` or a coordinator sends it) and by replog's inter-broker API of the same number,
+and offsets committed in transactions (TxnOffsetCommit), visible once their marker
+lands on the group's offsets partition, kept pending across a coordinator failover.
 
 The transactions are written by hand (Produce and WriteTxnMarkers requests built here)
 because the coordinator that a Kafka client's `init_transactions` needs is wired
@@ -35,18 +37,25 @@ from spark_replica.errors import (
     NotLeaderOrFollowerError,
     TransactionalIdAuthorizationFailedError,
     UnknownTopicOrPartitionError,
+    UnstableOffsetCommitError,
 )
 from spark_replica.records import compute_crc
-from spark_replica.topics import TopicPartition
+from spark_replica.topics import OFFSETS_TOPIC, TopicPartition, offsets_partition_for
 from spark_replica.wire.native.write_txn_markers import (
     MarkerTopic,
     TxnMarkerRequestEntry,
     WriteTxnMarkersRequest,
 )
 from spark_replica.wire.schema import Data
-from tests.kafka.clients import CLIENT_TIMEOUT_S, POLL_S, leader_of, make_topic
+from tests.kafka.clients import (
+    CLIENT_TIMEOUT_S,
+    POLL_S,
+    leader_of,
+    make_topic,
+    wait_for_topic,
+)
 from tests.support import FAST_REPLICATION, BrokerFactory, BrokerProcess, module_brokers, run
-from tests.support_groups import call
+from tests.support_groups import NOT_YET, call, commit, committed, find_coordinator
 
 pytestmark = pytest.mark.slow
 
@@ -104,7 +113,14 @@ def produce(broker: BrokerProcess, records: bytes, transactional_id: str | None)
 
 
 def end_by_kafka_api(
-    broker: BrokerProcess, producer_id: int, committed: bool, epoch: int = EPOCH
+    broker: BrokerProcess,
+    producer_id: int,
+    committed: bool,
+    epoch: int = EPOCH,
+    partitions: tuple[TopicPartition, ...] = (
+        TopicPartition(TOPIC, 0),
+        TopicPartition("no-such-topic", 0),
+    ),
 ) -> dict[tuple[str, int], int]:
     """WriteTxnMarkers by the Kafka API: each partition's error code."""
     body = Data(
@@ -113,10 +129,7 @@ def end_by_kafka_api(
                 producer_id=producer_id,
                 producer_epoch=epoch,
                 transaction_result=committed,
-                topics=[
-                    Data(name=TOPIC, partition_indexes=[0]),
-                    Data(name="no-such-topic", partition_indexes=[0]),
-                ],
+                topics=[Data(name=tp.topic, partition_indexes=[tp.partition]) for tp in partitions],
                 coordinator_epoch=COORDINATOR_EPOCH,
             )
         ]
@@ -283,3 +296,120 @@ def test_a_coordinator_reaches_a_leader_on_another_broker_through_its_sender(
     refused = unknown[0][tp]
     assert refused is not None and refused.retriable
     assert read_to_end(bootstrap, "read_committed")[-1] == b"s0"
+
+
+# --------------------------------------------------------------------------- offsets
+
+GROUP = "txn-group"
+OFFSETS_PRODUCER = 2**40 + 21
+TXN_OFFSET_COMMIT = (28, 3)
+STABLE_OFFSET_FETCH = (9, 7)
+
+
+def commit_in_transaction(broker: BrokerProcess, offset: int, deadline_s: float = 30.0) -> int:
+    """TxnOffsetCommit of `offset` on the topic's partition 0 for GROUP, as a simple
+    consumer's: the partition's error code, once the coordinator is not loading."""
+    body = Data(
+        transactional_id="tx-offsets",
+        group_id=GROUP,
+        producer_id=OFFSETS_PRODUCER,
+        producer_epoch=EPOCH,
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=[
+            Data(
+                name=TOPIC,
+                partitions=[
+                    Data(
+                        partition_index=0,
+                        committed_offset=offset,
+                        committed_leader_epoch=-1,
+                        committed_metadata="in-txn",
+                    )
+                ],
+            )
+        ],
+    )
+    deadline = time.monotonic() + deadline_s
+    while True:
+        answer = run(call(broker, TXN_OFFSET_COMMIT, body))
+        [[code]] = [[p.error_code for p in t.partitions] for t in answer.topics]
+        if code not in NOT_YET or time.monotonic() > deadline:
+            return code
+        time.sleep(0.1)
+
+
+def stable_offset(broker: BrokerProcess) -> tuple[int, int]:
+    """OffsetFetch v7 with require_stable of partition 0: (error code, offset)."""
+    body = Data(
+        group_id=GROUP, topics=[Data(name=TOPIC, partition_indexes=[0])], require_stable=True
+    )
+    answer = run(call(broker, STABLE_OFFSET_FETCH, body))
+    [[found]] = [t.partitions for t in answer.topics]
+    return found.error_code, found.committed_offset
+
+
+def offsets_partition(cluster: BrokerFactory) -> TopicPartition:
+    count = len(
+        wait_for_topic(cluster.kafka_bootstrap(), OFFSETS_TOPIC, 50)
+        .topics[OFFSETS_TOPIC]
+        .partitions
+    )
+    return TopicPartition(OFFSETS_TOPIC, offsets_partition_for(GROUP, count))
+
+
+def end_offsets_transaction(broker: BrokerProcess, tp: TopicPartition, committed: bool) -> int:
+    return end_by_kafka_api(broker, OFFSETS_PRODUCER, committed, partitions=(tp,))[
+        (tp.topic, tp.partition)
+    ]
+
+
+def test_offsets_committed_in_a_transaction_show_once_it_commits(cluster: BrokerFactory) -> None:
+    any_broker = next(iter(cluster.brokers.values()))
+    coordinator = cluster.brokers[find_coordinator(any_broker, GROUP)]
+    assert commit(coordinator, GROUP, TOPIC, {0: ""}, offset=1) == {0: 0}
+    holding = offsets_partition(cluster)
+
+    assert commit_in_transaction(coordinator, 4) == 0
+    assert committed(coordinator, GROUP) == {(TOPIC, 0): (1, "")}
+    assert stable_offset(coordinator)[0] == UnstableOffsetCommitError.code
+    assert end_offsets_transaction(coordinator, holding, committed=True) == 0
+    assert committed(coordinator, GROUP) == {(TOPIC, 0): (4, "in-txn")}
+    assert stable_offset(coordinator) == (0, 4)
+
+    assert commit_in_transaction(coordinator, 9) == 0
+    assert end_offsets_transaction(coordinator, holding, committed=False) == 0
+    assert committed(coordinator, GROUP) == {(TOPIC, 0): (4, "in-txn")}
+    assert stable_offset(coordinator) == (0, 4)
+
+
+def test_pending_offsets_survive_a_coordinator_failover(cluster: BrokerFactory) -> None:
+    """The last test of the module: it kills the group's coordinator. The next one loads
+    the offsets partition from its log: the open transaction's offset pending there, the
+    committed one in place, and the marker it then writes applies it."""
+    any_broker = next(iter(cluster.brokers.values()))
+    old_id = find_coordinator(any_broker, GROUP)
+    old = cluster.brokers[old_id]
+    assert commit_in_transaction(old, 12) == 0
+    old.kill()
+    try:
+        survivor = next(b for i, b in cluster.brokers.items() if i != old_id)
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        new_id = find_coordinator(survivor, GROUP)
+        while new_id == old_id and time.monotonic() < deadline:
+            time.sleep(0.2)
+            new_id = find_coordinator(survivor, GROUP)
+        assert new_id != old_id, "no new coordinator"
+        new = cluster.brokers[new_id]
+        assert committed(new, GROUP) == {(TOPIC, 0): (4, "in-txn")}
+        assert stable_offset(new)[0] == UnstableOffsetCommitError.code
+        holding = offsets_partition(cluster)
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        while (code := end_offsets_transaction(new, holding, committed=True)) != 0:
+            assert time.monotonic() < deadline, f"marker refused: {code}"
+            time.sleep(0.2)
+        assert committed(new, GROUP) == {(TOPIC, 0): (12, "in-txn")}
+        assert stable_offset(new) == (0, 12)
+    finally:
+        old.start()
