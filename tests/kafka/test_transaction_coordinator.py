@@ -23,7 +23,10 @@
 5. Commit and abort end to end, with records, the markers going to whichever broker
    leads the partition: read_committed reads the committed transactions' records only,
    read_uncommitted every record.
-6. The coordinator SIGKILLed with a transaction open: the new one loads the id, a new
+6. Consume-transform-produce with send_offsets_to_transaction (AddOffsetsToTxn and the
+   group's TxnOffsetCommit), some transactions aborted and replayed: the output holds
+   each input once, and the committed offsets are the input's ends.
+7. The coordinator SIGKILLed with a transaction open: the new one loads the id, a new
    producer fences the old one (the open transaction aborted) and commits its own, and
    read_committed reads exactly the committed transactions.
 """
@@ -73,6 +76,7 @@ SWEEP_MS, SHORT_TIMEOUT_MS = 300, 1_000
 # Partitions enough that every broker leads one (leaders are spread over the brokers).
 SPREAD_PARTITIONS = 6
 RECORDS_PER_TRANSACTION = 60
+CTP_RECORDS = 1_200  # a multiple of SPREAD_PARTITIONS
 # The codes a fenced producer reports: librdkafka's own, and the brokers' two.
 FENCED_CODES = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 
@@ -406,6 +410,69 @@ def test_committed_records_are_read_and_aborted_ones_are_not(cluster: BrokerFact
     assert read_values(cluster, topic, "read_committed", len(expected)) == expected
     everything = sorted(value for values in written.values() for value in values)
     assert read_values(cluster, topic, "read_uncommitted", len(everything)) == everything
+
+
+def test_consume_transform_produce_commits_its_offsets_in_its_transactions(
+    cluster: BrokerFactory,
+) -> None:
+    """Kafka's exactly-once loop: each batch read from the input is written transformed
+    to the output and its offsets sent into the same transaction. Every third
+    transaction is aborted and the consumer rewound to the group's committed offsets, as
+    such loops do: the output read with read_committed holds each input record once, and
+    the group's committed offsets are the input's ends."""
+    source, sink = f"ctp-in-{uuid.uuid4().hex[:8]}", f"ctp-out-{uuid.uuid4().hex[:8]}"
+    group = f"ctp-{uuid.uuid4().hex[:8]}"
+    make_topic(cluster, source, SPREAD_PARTITIONS)
+    make_topic(cluster, sink, SPREAD_PARTITIONS)
+    inputs = [f"input-{i:04}".encode() for i in range(CTP_RECORDS)]
+    plain = Producer({"bootstrap.servers": cluster.kafka_bootstrap(), "acks": "all"})
+    for i, value in enumerate(inputs):
+        plain.produce(source, value, partition=i % SPREAD_PARTITIONS)
+    assert plain.flush(CLIENT_TIMEOUT_S) == 0
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.kafka_bootstrap(),
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    partitions = [KafkaTopicPartition(source, p) for p in range(SPREAD_PARTITIONS)]
+    producer = transactional_producer(cluster, f"ctp-{uuid.uuid4().hex[:8]}")
+    producer.init_transactions(CLIENT_TIMEOUT_S)
+    try:
+        consumer.assign(partitions)
+        transactions = 0
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        while sum(max(tp.offset, 0) for tp in consumer.committed(partitions, 10)) < CTP_RECORDS:
+            assert time.monotonic() < deadline, "the input was not all processed in time"
+            batch = [m for m in consumer.consume(100, POLL_S) if m.error() is None]
+            if not batch:
+                continue
+            producer.begin_transaction()
+            for message in batch:
+                producer.produce(sink, b"out-" + message.value(), partition=message.partition())
+            positions = consumer.position(consumer.assignment())
+            producer.send_offsets_to_transaction(
+                positions, consumer.consumer_group_metadata(), CLIENT_TIMEOUT_S
+            )
+            transactions += 1
+            if transactions % 3 == 0:
+                producer.abort_transaction(CLIENT_TIMEOUT_S)
+                for tp in consumer.committed(partitions, 10):
+                    consumer.seek(KafkaTopicPartition(source, tp.partition, max(tp.offset, 0)))
+            else:
+                producer.commit_transaction(CLIENT_TIMEOUT_S)
+        assert transactions >= 3, "no transaction was aborted"
+        committed = consumer.committed(partitions, 10)
+    finally:
+        consumer.close()
+    expected = sorted(b"out-" + value for value in inputs)
+    assert read_values(cluster, sink, "read_committed", len(expected)) == expected
+    ends = [CTP_RECORDS // SPREAD_PARTITIONS] * SPREAD_PARTITIONS
+    assert [tp.offset for tp in sorted(committed, key=lambda tp: tp.partition)] == ends
 
 
 def test_a_new_coordinator_aborts_the_open_transaction_of_a_killed_one(
