@@ -22,7 +22,7 @@
    producer fenced (epoch bumped, a late EndTxn PRODUCER_FENCED), its ABORT marker written.
 5. Commit and abort end to end, with records, the markers going to whichever broker
    leads the partition: read_committed reads the committed transactions' records only,
-   read_uncommitted every record.
+   read_uncommitted every record; with aiokafka's transactional producer too.
 6. Consume-transform-produce with send_offsets_to_transaction (AddOffsetsToTxn and the
    group's TxnOffsetCommit), some transactions aborted and replayed: the output holds
    each input once, and the committed offsets are the input's ends.
@@ -409,6 +409,40 @@ def test_committed_records_are_read_and_aborted_ones_are_not(cluster: BrokerFact
     expected = sorted(written["committed"] + written["committed-again"])
     assert read_values(cluster, topic, "read_committed", len(expected)) == expected
     everything = sorted(value for values in written.values() for value in values)
+    assert read_values(cluster, topic, "read_uncommitted", len(everything)) == everything
+
+
+def test_aiokafka_transactions_commit_and_abort(cluster: BrokerFactory) -> None:
+    topic = f"aio-committed-{uuid.uuid4().hex[:8]}"
+    make_topic(cluster, topic, SPREAD_PARTITIONS)
+    sent: dict[str, list[bytes]] = {}
+
+    async def scenario() -> None:
+        producer = AIOKafkaProducer(
+            bootstrap_servers=cluster.kafka_bootstrap(),
+            transactional_id=f"aio-{uuid.uuid4().hex[:8]}",
+            request_timeout_ms=30_000,
+        )
+        await producer.start()
+        try:
+            for outcome in ("committed", "aborted"):
+                values = sent[outcome] = [
+                    f"aio-{outcome}-{i:03}".encode() for i in range(RECORDS_PER_TRANSACTION)
+                ]
+                await producer.begin_transaction()
+                for i, value in enumerate(values):
+                    await producer.send(topic, value, partition=i % SPREAD_PARTITIONS)
+                if outcome == "committed":
+                    await producer.commit_transaction()
+                else:
+                    await producer.abort_transaction()
+        finally:
+            await producer.stop()
+
+    run(scenario(), timeout_s=CLIENT_TIMEOUT_S * 2)
+    committed = sorted(sent["committed"])
+    assert read_values(cluster, topic, "read_committed", len(committed)) == committed
+    everything = sorted(sent["committed"] + sent["aborted"])
     assert read_values(cluster, topic, "read_uncommitted", len(everything)) == everything
 
 
