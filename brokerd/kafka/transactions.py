@@ -10,7 +10,8 @@ Write on each of its topics), AddOffsetsToTxn (and Read on the group) and EndTxn
 Describe on it for DescribeTransactions, and ListTransactions shows only the ids the
 principal may describe. An AddPartitionsToTxn adds all its partitions or none, as in
 Kafka: a partition refused (not authorized, or not in the metadata) gets its own error
-and every other one OPERATION_NOT_ATTEMPTED, and the coordinator is not asked.
+and every other one OPERATION_NOT_ATTEMPTED, and the coordinator is not asked; one that
+names no partition changes nothing.
 """
 
 from __future__ import annotations
@@ -73,6 +74,8 @@ async def handle_add_partitions_to_txn(
         for topic in body.v3_and_below_topics
         for index in topic.partitions
     ]
+    if not asked:
+        return Data(throttle_time_ms=0, results_by_topic_v3_and_below=[])
     errors = _refused_partitions(ctx, request, transactional_id, asked)
     if not errors:
         try:
