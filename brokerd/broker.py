@@ -7,8 +7,9 @@ routed to a broker that cannot answer. It registers each listener's advertised a
 (brokerd.listeners), with the ports really bound.
 Then the controller elector starts; whichever broker wins tells this one, through
 LeaderAndIsr, what to lead and what to follow. Shutdown runs the other way: stop the
-controller and the fetchers, deregister, stop the group coordinator (members move to
-the next one), stop serving, then flush every log and write the HW checkpoint.
+controller and the fetchers, deregister, stop the group and transaction coordinators
+(clients move to the next ones), stop serving, then flush every log and write the HW
+checkpoint.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from brokerd.controller.controller import Controller, RebalanceSettings
 from brokerd.controller.zk_store import current_controller
 from brokerd.core.authorization import load_acls_into
 from brokerd.core.context import BrokerContext
+from brokerd.core.producer_ids import allocate_producer_id
+from brokerd.core.txn_marker_sender import TxnMarkerSender
 from brokerd.groups.coordinator import GroupCoordinator
 from brokerd.groups.remote_watermarks import REFRESH_MS as GROUP_LAG_REFRESH_MS
 from brokerd.groups.remote_watermarks import RemoteHighWatermarks
@@ -49,6 +52,9 @@ from brokerd.replication.topic_configs import TopicConfigFollower
 from brokerd.serving.dispatch import Dispatch
 from brokerd.serving.host_addresses import reachable_host
 from brokerd.serving.server import Logins, RequestServer
+from brokerd.transactions.coordinator import TransactionCoordinator
+from brokerd.transactions.marker_writer import MarkerWriter
+from brokerd.transactions.state_manager import TransactionStateManager
 from brokerd.zk_sync import ZooKeeperSync
 from spark_replica.client.connection import BrokerConnection
 from spark_replica.errors import NotControllerError, ReplogError
@@ -96,17 +102,22 @@ class Broker:
         )
         binds = config.bind_endpoints()
         self.kafka_server: RequestServer | None = None
-        # The consumer groups this broker coordinates; None while the Kafka listener is off.
+        # The consumer groups and the transactional ids this broker coordinates; None
+        # while the Kafka listener is off.
         self.groups: GroupCoordinator | None = None
+        self.transactions: TransactionCoordinator | None = None
+        # Sends the coordinator's markers to the leaders on other brokers.
+        self._marker_sender = TxnMarkerSender.of_broker(self.ctx)
         if KAFKA in binds:
             self.groups = GroupCoordinator(self.ctx)
+            self.transactions = self._transaction_coordinator()
             self.kafka_server = RequestServer(
                 self.ctx,
                 binds[KAFKA].host,
                 binds[KAFKA].port,
                 config.max_frame_bytes,
                 Dispatch(
-                    KafkaDialect(self.ctx, self.logins, self.groups),
+                    KafkaDialect(self.ctx, self.logins, self.groups, self.transactions),
                     self.logins,
                     self.metrics.request_errors,
                 ),
@@ -144,6 +155,12 @@ class Broker:
         self._topic_configs: TopicConfigFollower | None = None
         self._housekeeping: list[asyncio.Task[None]] = []
 
+    def _transaction_coordinator(self) -> TransactionCoordinator:
+        ctx = self.ctx
+        writer = MarkerWriter(ctx, self._marker_sender.send_markers)
+        state = TransactionStateManager(ctx, writer, now_ms)
+        return TransactionCoordinator(ctx, state, lambda: allocate_producer_id(ctx), now_ms)
+
     def _on_registered(self, broker_epoch: int) -> None:
         self.ctx.registered(broker_epoch)
 
@@ -173,6 +190,8 @@ class Broker:
         self.ctx.zk = zk
         if self.groups is not None:
             await self.groups.start()
+        if self.transactions is not None:
+            self.transactions.start()
         if self.ctx.authorizer is not None:
             self._acl_watcher = AclChangeWatcher(zk, self._reload_acls)
             await asyncio.to_thread(self._acl_watcher.start)
@@ -330,6 +349,8 @@ class Broker:
             ("topic configs", self._topic_configs.stop() if self._topic_configs else None),
             ("ZooKeeper session", self._zk.stop() if self._zk else None),
             ("group coordinator", self.groups.stop() if self.groups else None),
+            ("transaction coordinator", self.transactions.stop() if self.transactions else None),
+            ("transaction marker connections", self._marker_sender.close()),
             ("listener", self.server.close()),
             ("Kafka listener", self.kafka_server.close() if self.kafka_server else None),
             ("metrics listener", self.metrics_server.close() if self.metrics_server else None),

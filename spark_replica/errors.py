@@ -504,7 +504,8 @@ class UnsupportedForMessageFormatError(BrokerResponseError):
 
 
 class TransactionalIdAuthorizationFailedError(BrokerResponseError):
-    """Transactions (a transactional.id) are not supported by replog."""
+    """The principal may not use (Write) or see (Describe) this transactional id, or sent
+    transactional records without one."""
 
     code = 53
 
@@ -551,6 +552,13 @@ class ProducerFencedError(BrokerResponseError):
     code = 90
 
 
+class OperationNotAttemptedError(BrokerResponseError):
+    """Not tried because another part of the same request failed: an AddPartitionsToTxn
+    adds all of its partitions or none."""
+
+    code = 55
+
+
 class TransactionalIdNotFoundError(BrokerResponseError):
     """The coordinator holds no state for that transactional id."""
 
@@ -579,6 +587,14 @@ class MemberIdRequiredError(BrokerResponseError):
     """Rejoin with the member id this answer assigned (JoinGroup v4+ two-step join)."""
 
     code = 79
+
+
+class UnstableOffsetCommitError(BrokerResponseError):
+    """The group has offsets committed in a transaction not yet ended on the partition
+    (OffsetFetch with require_stable); retry once the transaction is over."""
+
+    code = 88
+    retriable = True
 
 
 class GroupMaxSizeReachedError(BrokerResponseError):
@@ -659,11 +675,13 @@ _BY_CODE: dict[int, type[BrokerResponseError]] = {
         ConcurrentTransactionsError,
         TransactionCoordinatorFencedError,
         ProducerFencedError,
+        OperationNotAttemptedError,
         TransactionalIdNotFoundError,
         NonEmptyGroupError,
         GroupIdNotFoundError,
         UnsupportedCompressionTypeError,
         MemberIdRequiredError,
+        UnstableOffsetCommitError,
         GroupMaxSizeReachedError,
         FencedInstanceIdError,
     )

@@ -19,13 +19,22 @@ max.message.bytes is the topic's own error.
 Loading reads a partition from its log start to its log end (the leader's log is what
 will be committed) in `load_buffer_size` reads, yielding to the event loop between them,
 so that a large partition does not stall every other connection.
+
+Transactions: a group coordinator writes a transactional producer's offsets as that
+producer's transactional records (`append(..., producer=...)`), numbered on from its
+batches in the partition, so a stale producer epoch is refused as on any partition
+(INVALID_PRODUCER_EPOCH). A load replays such records only at their transaction's
+COMMIT marker, drops them at its ABORT, and hands those of transactions still open at
+the log end to `open_at_end`; control batches are never replayed as records. A plain
+record appended after an open transaction's record of the same key supersedes it: the
+later record of a key wins, as in Kafka (brokerd/groups/txn_offsets.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from brokerd.core.context import BrokerContext
@@ -45,7 +54,16 @@ from spark_replica.errors import (
     UnknownTopicOrPartitionError,
     ZooKeeperError,
 )
-from spark_replica.records import build_batch, decode_payload, iter_batches, now_ms
+from spark_replica.records import (
+    NO_PRODUCER_ID,
+    TRANSACTIONAL_FLAG,
+    ControlType,
+    build_batch,
+    decode_control_marker,
+    decode_payload,
+    iter_batches,
+    now_ms,
+)
 from spark_replica.topic_config import COMPACT
 from spark_replica.topics import TopicPartition
 from spark_replica.zk import topic_store
@@ -53,6 +71,16 @@ from spark_replica.zk import topic_store
 logger = logging.getLogger("brokerd.coordination")
 
 Record = tuple[bytes, bytes | None]  # (key, value); a None value is a tombstone
+# Told, at the end of a load, of each transaction still open: producer id, its records.
+OpenAtEnd = Callable[[int, list[Record]], None]
+
+
+@dataclass(frozen=True)
+class TxnProducer:
+    """The transactional producer whose records an append writes: id and epoch."""
+
+    producer_id: int
+    producer_epoch: int
 
 
 @dataclass(frozen=True)
@@ -115,25 +143,44 @@ async def ensure_topic(ctx: BrokerContext, topic: InternalTopic) -> None:
 
 
 async def append_to(
-    ctx: BrokerContext, topic: InternalTopic, index: int, records: Sequence[Record]
+    ctx: BrokerContext,
+    topic: InternalTopic,
+    index: int,
+    records: Sequence[Record],
+    producer: TxnProducer | None = None,
 ) -> None:
     """`append` to partition `index` of `topic`, if this broker still hosts it."""
     try:
         partition = ctx.replicas.get_partition(topic.partition(index))
     except UnknownTopicOrPartitionError as exc:
         raise NotCoordinatorError(f"{topic.name}-{index} is gone: {exc}") from exc
-    await append(topic, partition, records)
+    await append(topic, partition, records, producer)
 
 
-async def append(topic: InternalTopic, partition: Partition, records: Sequence[Record]) -> None:
-    """Append `records` as one batch and return once committed; raises the coordinator
-    error the outcome stands for (see the top)."""
+async def append(
+    topic: InternalTopic,
+    partition: Partition,
+    records: Sequence[Record],
+    producer: TxnProducer | None = None,
+) -> None:
+    """Append `records` as one batch (`producer`'s transactional batch, if given) and
+    return once committed; raises the coordinator error the outcome stands for (see the
+    top)."""
     if not records:
         return
+    producer_id, producer_epoch, sequence, attributes = NO_PRODUCER_ID, -1, -1, 0
+    if producer is not None:
+        producer_id, producer_epoch = producer.producer_id, producer.producer_epoch
+        sequence = partition.producer_state.next_sequence(producer_id, producer_epoch)
+        attributes = TRANSACTIONAL_FLAG
     batch = build_batch(
         [value for _, value in records],
         keys=[key for key, _ in records],
         timestamps=[now_ms()] * len(records),
+        attributes=attributes,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=sequence,
     )
     timeout_s = topic.append_timeout_ms / 1000
     try:
@@ -151,24 +198,49 @@ async def append(topic: InternalTopic, partition: Partition, records: Sequence[R
         raise topic.too_large(f"the change is too large to store: {exc}") from exc
 
 
-async def read_records(topic: InternalTopic, partition: Partition) -> AsyncIterator[list[Record]]:
+async def read_records(
+    topic: InternalTopic, partition: Partition, open_at_end: OpenAtEnd | None = None
+) -> AsyncIterator[list[Record]]:
     """The records of the partition's log, oldest first (tombstones included), a read of
     `load_buffer_size` at a time: the caller replays each before the next is read, so a
-    load holds one read's records, not the partition's."""
+    load holds one read's records (and the open transactions'), not the partition's.
+    Transactional records come at their COMMIT marker, or never (see the top)."""
     log = partition.log
     position = log.log_start_offset
     end = log.log_end_offset
+    open_transactions: dict[int, dict[bytes, Record]] = {}
     while position < end:
         data = log.read(position, topic.load_buffer_size, max_offset=end)
         if not data:
             break
         records: list[Record] = []
         for header, batch in iter_batches(data):
-            payload = decode_payload(batch)
             skip = max(0, position - header.base_offset)
+            if header.next_offset <= position:
+                continue  # read before, with the end of the previous read
+            position = header.next_offset
+            if header.is_control:
+                ended = open_transactions.pop(header.producer_id, {})
+                if decode_control_marker(batch).control_type is ControlType.COMMIT:
+                    records.extend(ended.values())
+                continue
+            payload = decode_payload(batch)
             keys = payload.column("key").to_pylist()[skip:]
             values = payload.column("value").to_pylist()[skip:]
-            records.extend(zip(keys, values, strict=True))
-            position = max(position, header.next_offset)
+            pairs = list(zip(keys, values, strict=True))
+            if header.is_transactional:
+                pending = open_transactions.setdefault(header.producer_id, {})
+                for key, value in pairs:
+                    pending.pop(key, None)
+                    pending[key] = (key, value)
+                continue
+            for transaction in open_transactions.values():
+                for key, _ in pairs:
+                    transaction.pop(key, None)
+            records.extend(pairs)
         yield records
         await asyncio.sleep(0)
+    if open_at_end is not None:
+        for producer_id, pending in open_transactions.items():
+            if pending:
+                open_at_end(producer_id, list(pending.values()))

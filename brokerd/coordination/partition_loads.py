@@ -69,16 +69,19 @@ class PartitionLoads(Generic[S]):
         on_ready: Callable[[Load[S]], None],
         on_dropped: Callable[[int], None],
         after_replay: Callable[[Partition, S, int], Awaitable[None]] | None = None,
+        open_at_end: Callable[[S, int, list[internal_topic.Record]], None] | None = None,
     ) -> None:
         """`replayed` makes the empty state a load replays into; `after_replay` (given the
         partition, that state and the topic's partition count) finishes a load before it
-        is ready."""
+        is ready; `open_at_end` is given the records of each transaction still open at
+        the end of the log (producer id, records), which a replay leaves out."""
         self.ctx = ctx
         self.topic = topic
         self._replayed = replayed
         self._on_ready = on_ready
         self._on_dropped = on_dropped
         self._after_replay = after_replay
+        self._open_at_end = open_at_end
         self._loads: dict[int, Load[S]] = {}
 
     def ready(self) -> list[Load[S]]:
@@ -136,7 +139,12 @@ class PartitionLoads(Generic[S]):
             try:
                 partition = self.ctx.replicas.get_partition(tp)
                 stored = self._replayed()
-                async for records in internal_topic.read_records(self.topic, partition):
+                open_at_end = None
+                if self._open_at_end is not None:
+                    open_at_end = partial(self._open_at_end, stored)
+                async for records in internal_topic.read_records(
+                    self.topic, partition, open_at_end
+                ):
                     stored.replay(records)
                 count = self.topic.partition_count(self.ctx)
                 if count == 0:

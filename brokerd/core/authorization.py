@@ -19,6 +19,14 @@ response layout has room for it. The rules are Kafka's:
   CreatePartitions: Alter. DescribeConfigs: DescribeConfigs on the topic or cluster.
 - InitProducerId without a transactional id: any authenticated principal (producer ids
   are not a resource here; the Write is checked on every produce).
+- A Produce holding transactional batches: Write on its TransactionalId as well as on
+  each topic; without a transactional id, or without that Write, the whole request is
+  refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (brokerd/kafka/produce.py).
+- Transactions (brokerd/kafka/transactions.py and find_coordinator.py): Write on the
+  TransactionalId for InitProducerId with one, AddPartitionsToTxn (and Write on each of
+  its topics), AddOffsetsToTxn (and Read on the group) and EndTxn; Describe on it for
+  FindCoordinator and DescribeTransactions; ListTransactions lists only the ids the
+  principal may describe.
 - DescribeAcls: Describe on the cluster; CreateAcls and DeleteAcls: Alter on the cluster
   (brokerd/kafka/acls.py).
 - Groups (brokerd/kafka/groups.py calls `authorize_group`): FindCoordinator,
@@ -37,6 +45,7 @@ from spark_replica.errors import (
     ClusterAuthorizationFailedError,
     GroupAuthorizationFailedError,
     TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
 )
 from spark_replica.security.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
 from spark_replica.zk.security_store import load_acls
@@ -83,6 +92,12 @@ def authorize_group(ctx: BrokerContext, request: Caller, operation: Operation, g
     return _authorize(ctx, request, operation, ResourceType.GROUP, group)
 
 
+def authorize_transactional_id(
+    ctx: BrokerContext, request: Caller, operation: Operation, transactional_id: str
+) -> bool:
+    return _authorize(ctx, request, operation, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
 def authorize_cluster(ctx: BrokerContext, request: Caller, operation: Operation) -> bool:
     return _authorize(ctx, request, operation, ResourceType.CLUSTER, CLUSTER_NAME)
 
@@ -101,6 +116,15 @@ def group_denied(
 ) -> GroupAuthorizationFailedError:
     return GroupAuthorizationFailedError(
         f"{request.principal} is not authorized to {operation.value} group {group!r}"
+    )
+
+
+def transactional_id_denied(
+    request: Caller, operation: Operation, transactional_id: str
+) -> TransactionalIdAuthorizationFailedError:
+    return TransactionalIdAuthorizationFailedError(
+        f"{request.principal} is not authorized to {operation.value} "
+        f"transactional id {transactional_id!r}"
     )
 
 

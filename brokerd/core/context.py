@@ -13,9 +13,15 @@ from kazoo.client import KazooClient
 from brokerd.config.broker import BrokerConfig
 from brokerd.core.metadata_cache import MetadataCache
 from brokerd.replication.isr_writer import IsrWriter
+from brokerd.replication.partition import TxnMarker
 from brokerd.replication.replica_fetcher import ReplicaFetcherManager
 from brokerd.replication.replica_manager import ReplicaManager
+from spark_replica.topics import TopicPartition
 from spark_replica.zk import znodes
+
+# Told of each transaction marker this broker appended as leader, once committed: the
+# partition, the marker, its offset (brokerd/core/txn_markers.py).
+MarkerListener = Callable[[TopicPartition, TxnMarker, int], None]
 
 if TYPE_CHECKING:
     from brokerd.controller.controller import Controller
@@ -47,6 +53,9 @@ class BrokerContext:
     # follows leadership and topics (the group coordinator, loading the offsets
     # partitions it leads and removing deleted topics' offsets) looks again.
     role_listeners: list[Callable[[], None]] = field(default_factory=list)
+    # Told of the markers this broker appends as leader (the group coordinator commits or
+    # drops transactional offsets at them).
+    marker_listeners: list[MarkerListener] = field(default_factory=list)
     # Set, and replaced, at each registration: wakes whoever waits for one.
     _registered: asyncio.Event = field(default_factory=asyncio.Event)
 

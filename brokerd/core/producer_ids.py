@@ -190,3 +190,10 @@ async def init_producer(ctx: BrokerContext, producer_id: int, epoch: int) -> tup
         return await manager.init(producer_id, epoch)
     except ZooKeeperError as exc:
         raise BrokerNotAvailableError(f"cannot claim a producer id block: {exc}") from exc
+
+
+async def allocate_producer_id(ctx: BrokerContext) -> int:
+    """A fresh producer id from the same allocator, for the transaction coordinator: a
+    transactional id's producer id is one of the broker's like any other."""
+    producer_id, _ = await init_producer(ctx, NO_PRODUCER_ID, NO_PRODUCER_EPOCH)
+    return producer_id

@@ -28,6 +28,12 @@ nothing worth storing. The store runs beside the answers (it does not hold up Sy
 a failover in the moment between a rebalance and its record costs the members one
 rebalance, never an offset.
 
+Offsets committed in a transaction (TxnOffsetCommit) are appended as the producer's
+transactional records and wait, not visible to OffsetFetch, until the transaction's
+marker on the partition (txn_offsets.py): the core tells the coordinator of each marker
+it appends as leader (`on_marker`; one that lands while the partition loads is applied
+once the load is ready), and a load replays them at their marker.
+
 Offsets of empty groups expire (offset_expiry) in a task that looks at the groups loaded
 here every offsets.retention.check.interval.ms, which also removes the offsets of topics
 that no longer exist; expiring is appending tombstones, which compaction then removes.
@@ -43,6 +49,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from brokerd.coordination.internal_topic import TxnProducer, append_to
 from brokerd.coordination.partition_loads import Load, PartitionLoads
 from brokerd.groups import offsets_topic
 from brokerd.groups.group_records import group_value, restore_group
@@ -71,6 +78,7 @@ from spark_replica.errors import (
     RebalanceInProgressError,
     UnknownMemberIdError,
 )
+from spark_replica.records import ControlType
 from spark_replica.topics import OFFSETS_TOPIC, TopicPartition, offsets_partition_for
 from spark_replica.wire.kafka.consumer_protocol import CONSUMER_PROTOCOL_TYPE
 from spark_replica.wire.kafka.offsets_records import (
@@ -80,6 +88,7 @@ from spark_replica.wire.native.metadata import BrokerInfo
 
 if TYPE_CHECKING:
     from brokerd.core.context import BrokerContext
+    from brokerd.replication.partition import TxnMarker
 
 T = TypeVar("T")
 logger = logging.getLogger("brokerd.groups")
@@ -132,7 +141,10 @@ class GroupCoordinator:
             self._restore_groups,
             self._drop_groups_of,
             after_replay=partial(migrate_partition, ctx),
+            open_at_end=StoredGroups.replay_open,
         )
+        # Transactions ended (producer id, committed) on partitions still loading.
+        self._markers_while_loading: dict[int, list[tuple[int, bool]]] = {}
         self._running = False
         self._expiry: asyncio.Task[None] | None = None
         self._creating: asyncio.Task[None] | None = None
@@ -143,6 +155,7 @@ class GroupCoordinator:
         """Begin serving the groups of the offsets partitions this broker leads."""
         self._running = True
         self.ctx.role_listeners.append(self.follow_roles)
+        self.ctx.marker_listeners.append(self.on_marker)
         self._expiry = asyncio.create_task(self._expire_forever(), name="offsets-expiry")
 
     async def stop(self) -> None:
@@ -150,6 +163,8 @@ class GroupCoordinator:
         self._running = False
         if self.follow_roles in self.ctx.role_listeners:
             self.ctx.role_listeners.remove(self.follow_roles)
+        if self.on_marker in self.ctx.marker_listeners:
+            self.ctx.marker_listeners.remove(self.on_marker)
         tasks: list[asyncio.Task[Any]] = [
             t for t in (self._expiry, self._creating) if t is not None
         ]
@@ -235,7 +250,10 @@ class GroupCoordinator:
         self._known_topics = topics
 
     def _restore_groups(self, load: Load[StoredGroups]) -> None:
-        """A partition is loaded: its groups' membership as their records left it."""
+        """A partition is loaded: its groups' membership as their records left it, and
+        the transactions that ended on it while it loaded."""
+        for producer_id, committed in self._markers_while_loading.pop(load.index, []):
+            load.stored.complete_transaction(producer_id, committed)
         now = self._now_ms()
         for group_id, group in load.stored.groups.items():
             if group.metadata is not None and group_id not in self._groups:
@@ -245,6 +263,7 @@ class GroupCoordinator:
                 self._after(group_id, entry, Replies())
 
     def _drop_groups_of(self, index: int) -> None:
+        self._markers_while_loading.pop(index, None)
         for group_id in [g for g, e in self._groups.items() if e.index == index]:
             self._drop(group_id)
 
@@ -447,6 +466,46 @@ class GroupCoordinator:
     ) -> None:
         """Store the commits (acks=all) before answering; raises the group's error."""
         load = self._place(group_id)
+        entry = self._committing(load, group_id, member_id, generation, group_instance_id)
+        if commits:
+            changes = [OffsetChange(group_id, tp, value) for tp, value in commits.items()]
+            await self._store(load, entry, changes)
+
+    async def commit_in_transaction(
+        self,
+        group_id: str,
+        producer: TxnProducer,
+        member_id: str,
+        generation: int,
+        group_instance_id: str | None,
+        commits: Mapping[TopicPartition, OffsetValue],
+    ) -> None:
+        """TxnOffsetCommit: store the commits as `producer`'s transactional records
+        (acks=all), pending until the transaction's marker; raises the group's error,
+        INVALID_PRODUCER_EPOCH for a producer epoch older than the partition's."""
+        load = self._place(group_id)
+        entry = self._committing(load, group_id, member_id, generation, group_instance_id)
+        if not commits:
+            return
+        records = [OffsetChange(group_id, tp, value).record() for tp, value in commits.items()]
+        async with entry.write_lock:
+            try:
+                await append_to(self.ctx, self._loads.topic, load.index, records, producer)
+            except NotCoordinatorError:
+                self._loads.lost(load)
+                raise
+            load.stored.pending.add(producer.producer_id, group_id, commits)
+
+    def _committing(
+        self,
+        load: Load[StoredGroups],
+        group_id: str,
+        member_id: str,
+        generation: int,
+        group_instance_id: str | None,
+    ) -> _Entry:
+        """The group a commit is for, once its member and generation are checked (a
+        commit without either, generation -1, is a simple consumer's)."""
         entry = self._entry(group_id, load, create=generation < 0 and member_id == "")
         if entry is None:
             raise UnknownMemberIdError(f"group {group_id!r} has no members here; rejoin")
@@ -454,9 +513,27 @@ class GroupCoordinator:
         self._after(group_id, entry, Replies())
         if error is not None:
             raise error(f"group {group_id!r} refused the commit of member {member_id!r}")
-        if commits:
-            changes = [OffsetChange(group_id, tp, value) for tp, value in commits.items()]
-            await self._store(load, entry, changes)
+        return entry
+
+    def on_marker(self, tp: TopicPartition, marker: TxnMarker, offset: int) -> None:
+        """A transaction marker this broker appended as leader is committed: on an
+        offsets partition, the producer's pending offsets there apply or go."""
+        if tp.topic != OFFSETS_TOPIC:
+            return
+        load = self._loads.get(tp.partition)
+        if load is None:
+            return
+        committed = marker.control_type is ControlType.COMMIT
+        if load.ready:
+            load.stored.complete_transaction(marker.producer_id, committed)
+        else:
+            ended = self._markers_while_loading.setdefault(tp.partition, [])
+            ended.append((marker.producer_id, committed))
+
+    def has_unstable_offset(self, group_id: str, tp: TopicPartition) -> bool:
+        """Whether an open transaction holds an offset of the group's partition (what
+        OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT for)."""
+        return self._place(group_id).stored.pending.is_pending(group_id, tp)
 
     def committed_offsets(self) -> dict[str, Mapping[TopicPartition, int]]:
         """Each loaded group's committed offsets, for its lag metrics."""

@@ -7,9 +7,13 @@ with each record it appends, so that OffsetFetch and ListGroups are answered fro
 memory: a coordinator leads the partition it writes, so nothing else appends to it.
 
 What the coordinator appends is applied as the change it made (`change`), not decoded
-back from the bytes it wrote. A record that does not decode is skipped and counted
-rather than failing the load: one damaged record must not make every group of the
-partition uncoordinated for good.
+back from the bytes it wrote. Offsets committed in transactions wait in `pending`
+(txn_offsets.py) until their marker: a load is given those of transactions still open
+(`replay_open`), and a marker applies or drops them (`complete_transaction`); a plain
+commit supersedes a pending transactional offset of the same partition.
+
+A record that does not decode is skipped and counted rather than failing the load: one
+damaged record must not make every group of the partition uncoordinated for good.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from brokerd.groups.txn_offsets import PendingTxnOffsets
 from spark_replica.errors import ProtocolError
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.kafka.offsets_records import (
@@ -77,6 +82,7 @@ class StoredGroups:
 
     groups: dict[str, StoredGroup] = field(default_factory=dict)
     skipped: int = 0  # records that did not decode
+    pending: PendingTxnOffsets = field(default_factory=PendingTxnOffsets)
 
     def replay(self, records: Iterable[tuple[bytes | None, bytes | None]]) -> None:
         for key, value in records:
@@ -100,8 +106,29 @@ class StoredGroups:
         """Apply what an appended record says, without decoding it back."""
         if isinstance(change, OffsetChange):
             self.set_offset(change.group_id, change.tp, change.value)
+            self.pending.supersede(change.group_id, {change.tp: None})
         else:
             self.set_metadata(change.group_id, change.value)
+
+    def replay_open(self, producer_id: int, records: Iterable[tuple[bytes, bytes | None]]) -> None:
+        """The offsets records of a transaction still open when the load ended: pending."""
+        for key, value in records:
+            try:
+                decoded = decode_key(key)
+                if not isinstance(decoded, OffsetKey) or value is None:
+                    raise ProtocolError("a transaction holds a record that is not an offset")
+                offset = decode_offset_value(value)
+            except ProtocolError:
+                self.skipped += 1
+                continue
+            self.pending.add(producer_id, decoded.group_id, {decoded.tp: offset})
+
+    def complete_transaction(self, producer_id: int, committed: bool) -> None:
+        """The producer's transaction ended on this partition: its offsets become the
+        groups' committed offsets, or are dropped."""
+        for group_id, offsets in self.pending.complete(producer_id, committed).items():
+            for tp, offset in offsets.items():
+                self.set_offset(group_id, tp, offset)
 
     def set_offset(self, group_id: str, tp: TopicPartition, offset: OffsetValue | None) -> None:
         group = self.groups.get(group_id)

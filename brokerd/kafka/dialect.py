@@ -43,6 +43,7 @@ from brokerd.serving.answer import CLOSE, Answer
 from brokerd.serving.authentication import SaslSession
 from brokerd.serving.connection_state import API_VERSIONS, SASL_HANDSHAKE, Phase
 from brokerd.serving.server import Connection, LoginRefused, Logins
+from brokerd.transactions.coordinator import TransactionCoordinator
 from spark_replica.errors import (
     IllegalSaslStateError,
     ProtocolError,
@@ -76,10 +77,11 @@ class KafkaDialect:
         ctx: BrokerContext,
         logins: Logins,
         groups: GroupCoordinator | None,
+        transactions: TransactionCoordinator | None,
     ) -> None:
         self.ctx = ctx
         self.logins = logins
-        registry = kafka_registry(groups)
+        registry = kafka_registry(groups, transactions)
         self.handlers = registry.handlers
         self.versions = registry.versions
         self._api_keys = registry.api_keys

@@ -1,11 +1,15 @@
 """The group APIs of the Kafka listener, by api key: requests in, the coordinator's
 (brokerd/groups/, on the core) answers out, errors where each response layout has room for them.
+FindCoordinator, for groups and transactional ids alike, is brokerd/kafka/find_coordinator.py.
 
-Authorization follows Kafka (brokerd/core/authorization.py): FindCoordinator,
-DescribeGroups and OffsetFetch need Describe on the group, the membership APIs and
-OffsetCommit Read, DeleteGroups Delete; OffsetCommit also needs Read on each topic and
-OffsetFetch Describe. Byte fields are copied out of the request frame before the
-coordinator keeps them: the frame's buffer is reused for the next request.
+Authorization follows Kafka (brokerd/core/authorization.py): DescribeGroups and
+OffsetFetch need Describe on the group, the membership APIs and OffsetCommit Read,
+DeleteGroups Delete; OffsetCommit also needs Read on each topic and
+OffsetFetch Describe. OffsetFetch with require_stable (v7+) answers
+UNSTABLE_OFFSET_COMMIT for a partition an open transaction holds an offset of
+(TxnOffsetCommit, brokerd/kafka/txn_offset_commit.py). Byte fields are copied out of
+the request frame before the coordinator keeps them: the frame's buffer is reused for
+the next request.
 """
 
 from __future__ import annotations
@@ -29,17 +33,15 @@ from spark_replica.errors import (
     BrokerResponseError,
     CoordinatorNotAvailableError,
     OffsetMetadataTooLargeError,
-    TransactionalIdAuthorizationFailedError,
     UnknownTopicOrPartitionError,
+    UnstableOffsetCommitError,
     code_of,
-    wire_message,
 )
 from spark_replica.security.acl import Operation
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.kafka.offsets_records import OffsetValue
 from spark_replica.wire.schema import Data
 
-GROUP_KEY_TYPE = 0
 NO_OFFSET = -1
 # Errors a handler answers in place of a result.
 _ANSWERED = BrokerResponseError
@@ -53,56 +55,6 @@ def _groups(coordinator: GroupCoordinator | None) -> GroupCoordinator:
 
 def _code(error: ErrorType | None) -> int:
     return 0 if error is None else error.code
-
-
-# -- FindCoordinator ---------------------------------------------------------------
-
-
-async def handle_find_coordinator(
-    coordinator: GroupCoordinator | None, ctx: BrokerContext, request: KafkaRequest
-) -> Data:
-    body = request.body
-    keys = body.coordinator_keys if request.version >= 4 else [body.key]
-    found = [_find(coordinator, ctx, request, key, body.key_type) for key in keys]
-    if request.version >= 4:
-        return Data(throttle_time_ms=0, coordinators=found)
-    only = found[0]
-    return Data(
-        throttle_time_ms=0,
-        error_code=only.error_code,
-        error_message=only.error_message,
-        node_id=only.node_id,
-        host=only.host,
-        port=only.port,
-    )
-
-
-def _find(
-    coordinator: GroupCoordinator | None,
-    ctx: BrokerContext,
-    request: KafkaRequest,
-    key: str,
-    key_type: int,
-) -> Data:
-    answer = Data(key=key, node_id=-1, host="", port=-1, error_code=0, error_message=None)
-    try:
-        if key_type != GROUP_KEY_TYPE:
-            raise TransactionalIdAuthorizationFailedError(
-                "replog coordinates consumer groups only; transactions are not supported"
-            )
-        if not authorize_group(ctx, request, Operation.DESCRIBE, key):
-            raise group_denied(request, Operation.DESCRIBE, key)
-        broker = _groups(coordinator).coordinator(key)
-    except BrokerResponseError as exc:
-        answer.error_code = code_of(exc)
-        answer.error_message = wire_message(exc)
-        return answer
-    answer.node_id, answer.host, answer.port = (
-        broker.broker_id,
-        broker.kafka_host,
-        broker.kafka_port,
-    )
-    return answer
 
 
 # -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup -------------------------------------------
@@ -332,6 +284,10 @@ async def handle_offset_fetch(
                 partition.error_code = code_of(group_error)
             elif denied:
                 partition.error_code = topic_denied(request, Operation.DESCRIBE, name).code
+            elif body.require_stable and _groups(coordinator).has_unstable_offset(
+                body.group_id, TopicPartition(name, index)
+            ):
+                partition.error_code = UnstableOffsetCommitError.code
             elif found is not None:
                 partition.committed_offset = found.offset
                 partition.committed_leader_epoch = found.leader_epoch
@@ -423,7 +379,6 @@ GroupHandler = Callable[[GroupCoordinator | None, BrokerContext, KafkaRequest], 
 _GROUP_APIS: dict[int, GroupHandler] = {
     8: handle_offset_commit,
     9: handle_offset_fetch,
-    10: handle_find_coordinator,
     11: handle_join_group,
     12: handle_heartbeat,
     13: handle_leave_group,

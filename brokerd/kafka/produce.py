@@ -7,9 +7,17 @@ given, a batch from before the remembered ones with DUPLICATE_SEQUENCE_NUMBER, a
 with OUT_OF_ORDER_SEQUENCE_NUMBER. Appending, acks, min.insync.replicas and the wait
 for the HW are the produce core's (brokerd/core/produce.py), shared with the replog listener.
 
-Transactions are not served: a request carrying a transactional id is refused per
-partition with TRANSACTIONAL_ID_AUTHORIZATION_FAILED (InitProducerId already refused
-the id, naming transactions).
+Transactional batches (bit 4) are appended like any idempotent producer's, and the
+partition's producer state opens the producer's transaction at the first of them; only
+the coordinator's markers (WriteTxnMarkers) end it. As Kafka decides it: a request
+holding any transactional batch needs a transactional id and Write on it (besides Write
+on each topic), or every partition of it is refused with
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED; a request with a transactional id and no
+transactional batch is served as if it had none; control batches and transactional
+batches without a producer id are refused (INVALID_RECORD) by the conversion. Like Kafka
+before KIP-890, the leader does not ask the coordinator whether the partition was added
+to the transaction: a producer that writes without AddPartitionsToTxn opens a
+transaction no marker will end (docs/kafka.md, "hanging transactions").
 
 What a conversion may cost is bounded before it starts. A partition named twice in one
 request is refused (INVALID_RECORD) without its records being read. The records of one
@@ -25,7 +33,12 @@ in request order.
 
 from __future__ import annotations
 
-from brokerd.core.authorization import authorize_topic, topic_denied
+from brokerd.core.authorization import (
+    authorize_topic,
+    authorize_transactional_id,
+    topic_denied,
+    transactional_id_denied,
+)
 from brokerd.core.context import BrokerContext
 from brokerd.core.deferred import Deferred
 from brokerd.core.partitions import serve_partition
@@ -45,7 +58,7 @@ from spark_replica.errors import BrokerResponseError, TransactionalIdAuthorizati
 from spark_replica.records import now_ms
 from spark_replica.security.acl import Operation
 from spark_replica.topics import TopicPartition
-from spark_replica.wire.kafka.records.batch import all_uncompressed
+from spark_replica.wire.kafka.records.batch import all_uncompressed, has_transactional_batch
 from spark_replica.wire.kafka.records.convert import kafka_to_replog
 from spark_replica.wire.schema import Data
 
@@ -66,6 +79,28 @@ async def _converted(entry: Accepted) -> Records:
     return await stored_batches(entry.records, entry.max_records_bytes)
 
 
+def transactional_denied(ctx: BrokerContext, request: KafkaRequest) -> BrokerResponseError | None:
+    """Why the whole request is refused for its transactional batches, if it is: they
+    need the request's transactional id and Write on it (Kafka's rule, checked before
+    any topic's)."""
+    body = request.body
+    if not any(
+        entry.records and has_transactional_batch(entry.records)
+        for topic in body.topic_data
+        for entry in topic.partition_data
+    ):
+        return None
+    transactional_id = body.transactional_id
+    if transactional_id is None:
+        return TransactionalIdAuthorizationFailedError(
+            "the request holds transactional batches but no transactional id; a "
+            "transactional producer sends its transactional.id with them"
+        )
+    if not authorize_transactional_id(ctx, request, Operation.WRITE, transactional_id):
+        return transactional_id_denied(request, Operation.WRITE, transactional_id)
+    return None
+
+
 async def handle_produce(ctx: BrokerContext, request: KafkaRequest) -> Data | Deferred | None:
     body = request.body
     now = now_ms()
@@ -74,14 +109,11 @@ async def handle_produce(ctx: BrokerContext, request: KafkaRequest) -> Data | De
     )
     accepted: list[Accepted] = []
     responses = []
+    transactional_refusal = transactional_denied(ctx, request)
     for topic in body.topic_data:
         name = topic.name
-        denied: BrokerResponseError | None = None
-        if body.transactional_id is not None:
-            denied = TransactionalIdAuthorizationFailedError(
-                "transactions are not supported by replog; produce without transactional.id"
-            )
-        elif not authorize_topic(ctx, request, Operation.WRITE, name):
+        denied = transactional_refusal
+        if denied is None and not authorize_topic(ctx, request, Operation.WRITE, name):
             denied = topic_denied(request, Operation.WRITE, name)
         results = []
         for entry in topic.partition_data:

@@ -1,37 +1,72 @@
-"""Kafka's InitProducerId: replog's producer ids, for idempotent producers only.
+"""Kafka's InitProducerId: replog's producer ids, for idempotent and transactional producers.
 
-The ids come from the same allocator as the replog listener's
-(brokerd/core/producer_ids.py), so both kinds of producers share one id space and one producer
-state per partition, and one rule for an existing id and epoch (KIP-360's: bumped only
-when that epoch is the current one, otherwise a new id).
+Without a transactional id the ids come from the same allocator as the replog
+listener's (brokerd/core/producer_ids.py), so both kinds of producers share one id space
+and one producer state per partition, and one rule for an existing id and epoch (KIP-360's:
+bumped only when that epoch is the current one, otherwise a new id).
 
-Transactions are not served: a transactional id is refused with
-TRANSACTIONAL_ID_AUTHORIZATION_FAILED and a message naming transactions, which Kafka's
-clients report as a fatal error of the transactional producer (an id that authorizes
-nothing), rather than one they would retry.
+With one, the transactional id's coordinator answers (brokerd/transactions/coordinator.py;
+NOT_COORDINATOR from any other broker): the id's producer id with its epoch bumped, which
+fences the previous producer of that id. It needs Write on the TransactionalId, as in
+Kafka. Versions before 3 know no PRODUCER_FENCED and are told INVALID_PRODUCER_EPOCH.
 """
 
 from __future__ import annotations
 
+from brokerd.core.authorization import authorize_transactional_id, transactional_id_denied
 from brokerd.core.context import BrokerContext
 from brokerd.core.partitions import SERVING_ERRORS
 from brokerd.core.producer_ids import init_producer
 from brokerd.kafka.request import KafkaRequest
-from spark_replica.errors import TransactionalIdAuthorizationFailedError, code_of
+from brokerd.kafka.transaction_errors import answered_code
+from brokerd.transactions.coordinator import TransactionCoordinator
+from brokerd.transactions.decisions import ExpectedProducer
+from brokerd.transactions.states import NO_PRODUCER_ID
+from spark_replica.errors import BrokerResponseError, CoordinatorNotAvailableError, code_of
+from spark_replica.security.acl import Operation
 from spark_replica.wire.schema import Data
 
+# The first version that knows PRODUCER_FENCED.
+FENCED_SINCE = 3
 
-async def handle_init_producer_id(ctx: BrokerContext, request: KafkaRequest) -> Data:
+
+async def handle_init_producer_id(
+    transactions: TransactionCoordinator | None, ctx: BrokerContext, request: KafkaRequest
+) -> Data:
     body = request.body
     answer = Data(throttle_time_ms=0, error_code=0, producer_id=-1, producer_epoch=-1)
     if body.transactional_id is not None:
-        answer.error_code = TransactionalIdAuthorizationFailedError.code
-        return answer
-    try:
-        producer_id, epoch = await init_producer(ctx, body.producer_id, body.producer_epoch)
-    except SERVING_ERRORS as exc:
-        answer.error_code = code_of(exc)
-        return answer
+        try:
+            producer_id, epoch = await _init_transactional(transactions, ctx, request)
+        except BrokerResponseError as exc:
+            answer.error_code = answered_code(exc, request.version, FENCED_SINCE)
+            return answer
+    else:
+        try:
+            producer_id, epoch = await init_producer(ctx, body.producer_id, body.producer_epoch)
+        except SERVING_ERRORS as exc:
+            answer.error_code = code_of(exc)
+            return answer
     answer.producer_id = producer_id
     answer.producer_epoch = epoch
     return answer
+
+
+async def _init_transactional(
+    transactions: TransactionCoordinator | None, ctx: BrokerContext, request: KafkaRequest
+) -> tuple[int, int]:
+    body = request.body
+    transactional_id = body.transactional_id
+    if not authorize_transactional_id(ctx, request, Operation.WRITE, transactional_id):
+        raise transactional_id_denied(request, Operation.WRITE, transactional_id)
+    if transactions is None:
+        raise CoordinatorNotAvailableError("this broker runs no transaction coordinator")
+    expected = None
+    if body.producer_id != NO_PRODUCER_ID:
+        expected = ExpectedProducer(body.producer_id, body.producer_epoch)
+    reply = await transactions.init_producer_id(
+        transactional_id, body.transaction_timeout_ms, expected
+    )
+    if reply.error is not None:
+        raise reply.error(f"InitProducerId for transactional id {transactional_id!r}")
+    return reply.producer_id, reply.producer_epoch

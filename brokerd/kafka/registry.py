@@ -1,5 +1,6 @@
 """The Kafka listener's API registry: its handlers by api key (data, admin and ACLs, and
-the group APIs bound to the coordinator, brokerd/kafka/groups.py) and the versions served
+the group and transaction APIs bound to their coordinators, brokerd/kafka/groups.py,
+find_coordinator.py, producer_id.py and transactions.py) and the versions served
 of each: the tabled versions (spark_replica/wire/kafka/versions.py) of the APIs with a
 handler and of the SASL steps the dialect answers itself. ApiVersions answers from it, so
 a client negotiates exactly what exists."""
@@ -15,6 +16,7 @@ from brokerd.kafka.acls import handle_create_acls, handle_delete_acls, handle_de
 from brokerd.kafka.delete_records import handle_delete_records
 from brokerd.kafka.describe_configs import handle_describe_configs
 from brokerd.kafka.fetch import handle_fetch
+from brokerd.kafka.find_coordinator import handle_find_coordinator
 from brokerd.kafka.groups import group_handlers
 from brokerd.kafka.metadata import handle_metadata
 from brokerd.kafka.offsets import handle_list_offsets, handle_offset_for_leader_epoch
@@ -26,10 +28,15 @@ from brokerd.kafka.topic_admin import (
     handle_create_topics,
     handle_delete_topics,
 )
+from brokerd.kafka.transactions import transaction_handlers
+from brokerd.kafka.txn_offset_commit import handle_txn_offset_commit
+from brokerd.kafka.write_txn_markers import handle_write_txn_markers
 from brokerd.serving.connection_state import API_VERSIONS, LOGIN_APIS
+from brokerd.transactions.coordinator import TransactionCoordinator
 from spark_replica.wire.kafka.versions import SERVED
 from spark_replica.wire.schema import Data
 
+TXN_OFFSET_COMMIT = 28
 DATA_HANDLERS: dict[int, KafkaHandler] = {
     0: handle_produce,
     1: handle_fetch,
@@ -38,8 +45,8 @@ DATA_HANDLERS: dict[int, KafkaHandler] = {
     19: handle_create_topics,
     20: handle_delete_topics,
     21: handle_delete_records,
-    22: handle_init_producer_id,
     23: handle_offset_for_leader_epoch,
+    27: handle_write_txn_markers,
     29: handle_describe_acls,
     30: handle_create_acls,
     31: handle_delete_acls,
@@ -58,8 +65,21 @@ class Registry:
     api_keys: list[Data]
 
 
-def kafka_registry(groups: GroupCoordinator | None) -> Registry:
-    handlers: dict[int, KafkaHandler] = {**DATA_HANDLERS, **group_handlers(groups)}
+FIND_COORDINATOR = 10
+INIT_PRODUCER_ID = 22
+
+
+def kafka_registry(
+    groups: GroupCoordinator | None, transactions: TransactionCoordinator | None
+) -> Registry:
+    handlers: dict[int, KafkaHandler] = {
+        **DATA_HANDLERS,
+        **group_handlers(groups),
+        **transaction_handlers(groups, transactions),
+        FIND_COORDINATOR: partial(handle_find_coordinator, groups, transactions),
+        INIT_PRODUCER_ID: partial(handle_init_producer_id, transactions),
+        TXN_OFFSET_COMMIT: partial(handle_txn_offset_commit, groups),
+    }
     versions = {
         key: served
         for key, served in sorted(SERVED.items())

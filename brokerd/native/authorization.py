@@ -4,11 +4,11 @@ Kafka's mapping, kept in one table so that a new API cannot be served without a 
 (`rule_for` refuses an API it does not know): producing needs Write on the topic,
 consuming Read, describing offsets and metadata Describe, creating topics Create (on the
 cluster or the topic), deleting Delete, adding partitions Alter. The control plane
-(LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown, and fetches or epoch
-queries that claim a replica id) needs ClusterAction on the cluster, which only the
-brokers' own principal holds, so a client cannot move the HW, poison the controller
-epoch or stop replicas. ACL and user administration needs Describe or Alter on the
-cluster.
+(LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown, WriteTxnMarkers, and
+fetches or epoch queries that claim a replica id) needs ClusterAction on the cluster,
+which only the brokers' own principal holds, so a client cannot move the HW, poison the
+controller epoch, stop replicas or end transactions. ACL and user administration needs
+Describe or Alter on the cluster.
 
 A request that names several topics is refused whole, naming the topics it may not
 touch, rather than answered per partition: replog's clients send one topic per request
@@ -99,6 +99,7 @@ _RULES: dict[int, Rule] = {
     ApiKey.STOP_REPLICA: _cluster(Operation.CLUSTER_ACTION),
     ApiKey.UPDATE_METADATA: _cluster(Operation.CLUSTER_ACTION),
     ApiKey.CONTROLLED_SHUTDOWN: _cluster(Operation.CLUSTER_ACTION),
+    ApiKey.WRITE_TXN_MARKERS: _cluster(Operation.CLUSTER_ACTION),
     # ACL and SCRAM credential administration.
     ApiKey.DESCRIBE_ACLS: _cluster(Operation.DESCRIBE),
     ApiKey.CREATE_ACLS: _cluster(Operation.ALTER),

@@ -34,6 +34,7 @@ from brokerd.native.topic_admin import (
     handle_create_topics,
     handle_delete_topics,
 )
+from brokerd.native.write_txn_markers import handle_write_txn_markers
 from brokerd.serving.connection_state import SASL_STEPS
 from spark_replica.wire.native.api_versions import (
     ApiVersionRange,
@@ -72,6 +73,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DELETE_ACLS: handle_delete_acls,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
+    ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
 }
 
 # api key -> (lowest, highest) version served: every handler's, and the SASL steps'.

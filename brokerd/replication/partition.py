@@ -315,6 +315,17 @@ class Partition:
                 f"(leader: {self.leader_id})"
             )
 
+    def require_enough_in_sync(self) -> None:
+        """Refuse an acks=all append while the ISR is smaller than min.insync.replicas
+        (NOT_ENOUGH_REPLICAS), before anything is appended."""
+        if len(self.isr) < self.min_insync_replicas:
+            # More than the replicas can never be in sync: refused for good, not retried.
+            check_min_insync_fits(self.tp.topic, self.min_insync_replicas, len(self.replicas))
+            raise NotEnoughReplicasError(
+                f"{self.tp}: ISR {self.isr} is smaller than "
+                f"min.insync.replicas={self.min_insync_replicas}"
+            )
+
     def append_as_leader(
         self,
         records: bytes | bytearray | memoryview,
@@ -331,13 +342,8 @@ class Partition:
         answer (DUPLICATE_SEQUENCE_NUMBER) can still wait until that much is committed.
         """
         self.require_leader()
-        if acks == ACKS_ALL and len(self.isr) < self.min_insync_replicas:
-            # More than the replicas can never be in sync: refused for good, not retried.
-            check_min_insync_fits(self.tp.topic, self.min_insync_replicas, len(self.replicas))
-            raise NotEnoughReplicasError(
-                f"{self.tp}: ISR {self.isr} is smaller than "
-                f"min.insync.replicas={self.min_insync_replicas}"
-            )
+        if acks == ACKS_ALL:
+            self.require_enough_in_sync()
         idempotent = self._idempotent_batch(records)
         if idempotent is not None:
             verdict = self.producer_state.check(idempotent)

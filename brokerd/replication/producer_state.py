@@ -153,6 +153,15 @@ class ProducerStateManager:
         entry = self._producers.get(producer_id)
         return NO_COORDINATOR_EPOCH if entry is None else entry.coordinator_epoch
 
+    def next_sequence(self, producer_id: int, producer_epoch: int) -> int:
+        """The base sequence the producer's next batch at `producer_epoch` must carry: a
+        group coordinator writing a producer's transactional offsets numbers them on from
+        the producer's batches in this partition."""
+        entry = self._producers.get(producer_id)
+        if entry is None or entry.epoch != producer_epoch or not entry.batches:
+            return 0
+        return increment_sequence(entry.batches[-1].last_sequence, 1)
+
     def last_stable_offset(self, high_watermark: int) -> int:
         """Where read_committed readers stop under `high_watermark` (open_transactions.py)."""
         return self._transactions.last_stable_offset(high_watermark)

@@ -69,6 +69,11 @@ from spark_replica.wire.native.scram_credentials import (
     ScramUpsertion,
 )
 from spark_replica.wire.native.topic_admin import NewTopic, PartitionCount
+from spark_replica.wire.native.write_txn_markers import (
+    MarkerTopic,
+    TxnMarkerRequestEntry,
+    WriteTxnMarkersRequest,
+)
 from spark_replica.wire.primitives import Writer
 
 INT16_MAX = 2**15 - 1
@@ -413,6 +418,27 @@ def _alter_user_scram_credentials(g: RequestGenerator) -> AlterUserScramCredenti
     return AlterUserScramCredentialsRequest(deletions, upsertions)
 
 
+def _write_txn_markers(g: RequestGenerator) -> WriteTxnMarkersRequest:
+    """Markers on scratch or unknown topics only: a fuzzed marker never ends a
+    transaction of the topics other tests read."""
+    markers = [
+        TxnMarkerRequestEntry(
+            g.int64(-1, 2**40),
+            g.rng.choice([-1, 0, INT16_MAX]) if g.is_hostile() else 0,
+            g.rng.random() < 0.5,
+            g.int32(-1, 10),
+            [
+                MarkerTopic(
+                    g.rng.choice([*SCRATCH_TOPICS, *UNKNOWN_TOPICS]),
+                    [g.int32(-1, MAX_SCRATCH_PARTITIONS) for _ in range(g.rng.randint(0, 2))],
+                )
+            ],
+        )
+        for _ in range(g.rng.randint(0, 2))
+    ]
+    return WriteTxnMarkersRequest(markers, g.int32(0, 1000))
+
+
 REQUEST_GENERATORS: dict[ApiKey, Callable[[RequestGenerator], Any]] = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
@@ -436,6 +462,7 @@ REQUEST_GENERATORS: dict[ApiKey, Callable[[RequestGenerator], Any]] = {
     ApiKey.DELETE_ACLS: _delete_acls,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_user_scram_credentials,
+    ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
 }
 
 

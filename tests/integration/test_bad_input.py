@@ -108,6 +108,11 @@ from spark_replica.wire.native.topic_admin import (
     PartitionCount,
     TopicResultsResponse,
 )
+from spark_replica.wire.native.write_txn_markers import (
+    MarkerTopic,
+    TxnMarkerRequestEntry,
+    WriteTxnMarkersRequest,
+)
 from spark_replica.wire.primitives import Writer
 from spark_replica.zk import znodes
 from tests.support import BrokerFactory, create_topic, run
@@ -204,6 +209,13 @@ def valid_bodies() -> dict[ApiKey, bytes]:
         ),
         ApiKey.ALTER_USER_SCRAM_CREDENTIALS: body_of(
             AlterUserScramCredentialsRequest([ScramDeletion("nobody", 1)])
+        ),
+        # For a topic that does not exist: UNKNOWN_TOPIC_OR_PARTITION, nothing written.
+        ApiKey.WRITE_TXN_MARKERS: body_of(
+            WriteTxnMarkersRequest(
+                [TxnMarkerRequestEntry(99, 0, False, 0, [MarkerTopic("never-created", [0])])],
+                1000,
+            )
         ),
     }
 

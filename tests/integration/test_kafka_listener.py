@@ -243,15 +243,6 @@ def test_a_broker_that_just_registered_names_the_controller_to_the_first_admin_c
     assert sorted(described.brokers) == [1, 2, 3]
 
 
-def test_transactional_producers_are_refused(brokers: BrokerFactory) -> None:
-    start_cluster(brokers, 1)
-    producer = Producer(
-        {"bootstrap.servers": brokers.kafka_bootstrap(), "transactional.id": "tx-1"}
-    )
-    with pytest.raises(KafkaException, match=r"(?i)transactional"):
-        producer.init_transactions(20)
-
-
 # --------------------------------------------------------------------------- raw socket
 
 

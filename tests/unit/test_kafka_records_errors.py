@@ -100,7 +100,7 @@ def test_crc_mismatch_is_corrupt_message() -> None:
         kafka_to_replog(data)
 
 
-def test_transactional_batches_are_refused() -> None:
+def test_transactional_batches_without_a_producer_id_are_refused() -> None:
     with pytest.raises(InvalidRecordError, match="transactional"):
         kafka_to_replog(batch(transactional=1))
 

@@ -60,6 +60,10 @@ from spark_replica.wire.native.topic_admin import (
     DeleteTopicsRequest,
     TopicResultsResponse,
 )
+from spark_replica.wire.native.write_txn_markers import (
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
 from spark_replica.wire.primitives import Reader
 
 
@@ -96,6 +100,7 @@ RESPONSE_TYPES: dict[ApiKey, MessageType] = {
     ApiKey.DELETE_ACLS: DeleteAclsResponse,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DescribeUserScramCredentialsResponse,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AlterUserScramCredentialsResponse,
+    ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersResponse,
 }
 
 # The request type of each API key.
@@ -122,6 +127,7 @@ REQUEST_TYPES: dict[ApiKey, MessageType] = {
     ApiKey.DELETE_ACLS: DeleteAclsRequest,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DescribeUserScramCredentialsRequest,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AlterUserScramCredentialsRequest,
+    ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersRequest,
 }
 
 __all__ = [
@@ -170,5 +176,7 @@ __all__ = [
     "StopReplicaRequest",
     "TopicResultsResponse",
     "UpdateMetadataRequest",
+    "WriteTxnMarkersRequest",
+    "WriteTxnMarkersResponse",
     "is_supported",
 ]

@@ -136,12 +136,38 @@ def all_uncompressed(records: bytes | bytearray | memoryview) -> bool:
     return True
 
 
+def has_transactional_batch(records: bytes | bytearray | memoryview) -> bool:
+    """Whether a batch in `records` sets the transactional bit: what decides, before any
+    record is read, that a Produce needs its transactional id (Kafka's rule). Only the
+    framing is read; framing that does not hold ends the look, and the conversion then
+    refuses those records for what is wrong with them."""
+    view = memoryview(records).cast("B")
+    pos = 0
+    try:
+        while pos < len(view):
+            header = read_header(view, pos)
+            if header.attributes & TRANSACTIONAL:
+                return True
+            pos += header.total_size
+    except (CorruptMessageError, UnsupportedForMessageFormatError):
+        return False
+    return False
+
+
 def check_rules(header: BatchHeader) -> None:
-    """Refuse what replog does not store: transactions, control batches, bad counts."""
+    """Refuse what a producer may not send: control batches (transaction markers are the
+    coordinator's to write), transactional batches without a producer id (nothing could
+    ever end their transaction), bad counts."""
     if header.attributes & CONTROL:
-        raise InvalidRecordError("control batches (transaction markers) are not accepted")
-    if header.attributes & TRANSACTIONAL:
-        raise InvalidRecordError("transactional batches are not supported by replog")
+        raise InvalidRecordError(
+            "control batches (transaction markers) are written by the transaction "
+            "coordinator only; a producer may not send them"
+        )
+    if header.attributes & TRANSACTIONAL and header.producer_id < 0:
+        raise InvalidRecordError(
+            f"a transactional batch needs the producer id InitProducerId gave, not "
+            f"{header.producer_id}"
+        )
     if header.record_count < 1 or header.last_offset_delta != header.record_count - 1:
         raise InvalidRecordError(
             f"batch counts {header.record_count} records but its last offset delta is "

@@ -2,17 +2,19 @@
 
 Both keep the same 61-byte header (spark_replica.records), so a conversion keeps base
 offset, leader epoch, producer id/epoch, base sequence, record count, first and max
-timestamps and the timestamp type, and rewrites the payload, the codec bits and the CRC:
-varint records (maybe compressed with a Kafka codec) one way, an Arrow IPC stream (maybe
-with Arrow buffer compression) the other. A stored batch remembers the Kafka codec it was
-produced with (records.PRODUCED_CODEC_MASK), so that a fetch can send it back compressed
-alike (`fetch_codec`).
+timestamps, the timestamp type and the transactional bit (so a transaction's batches
+stay its own in the log, and Kafka consumers see them as such), and rewrites the
+payload, the codec bits and the CRC: varint records (maybe compressed with a Kafka
+codec) one way, an Arrow IPC stream (maybe with Arrow buffer compression) the other. A
+stored batch remembers the Kafka codec it was produced with (records.PRODUCED_CODEC_MASK),
+so that a fetch can send it back compressed alike (`fetch_codec`).
 
 The broker runs these on every produced and every fetched record, so they read and
 write whole columns (record_batch, record_writer) rather than records. What a produce
 request holds is checked as Kafka's broker checks it, and what comes out passes the
 checks replog's leader applies to its own clients' batches
-(brokerd.batch_validation). This module does no I/O.
+(brokerd.batch_validation), but for the transactional bit, which only the Kafka
+listener takes from producers so far. This module does no I/O.
 """
 
 from __future__ import annotations
@@ -51,9 +53,10 @@ def kafka_to_replog(
 
     Raises CorruptMessageError (framing, CRC-32C, a codec that fails to decompress,
     varints running past the batch, record count mismatch),
-    UnsupportedForMessageFormatError (magic 0/1), InvalidRecordError (transactional or
-    control batches; offset deltas not 0..n-1; record count and last offset delta
-    disagree; a header key not UTF-8), UnsupportedCompressionTypeError (codec bits 5-7),
+    UnsupportedForMessageFormatError (magic 0/1), InvalidRecordError (control batches;
+    transactional batches without a producer id; offset deltas not 0..n-1; record count
+    and last offset delta disagree; a header key not UTF-8), UnsupportedCompressionTypeError
+    (codec bits 5-7),
     MessageTooLargeError (the batches' records, uncompressed, hold more than
     `max_records_bytes` together: the broker passes the topic's max.message.bytes, so
     one partition's records never cost more than that, however many batches they are in).
