@@ -25,7 +25,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as AioTopicPartition
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
-from confluent_kafka import Consumer, KafkaError
+from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from brokerd.core.txn_marker_sender import TxnMarkerSender
@@ -54,7 +54,14 @@ from tests.kafka.clients import (
     make_topic,
     wait_for_topic,
 )
-from tests.support import FAST_REPLICATION, BrokerFactory, BrokerProcess, module_brokers, run
+from tests.support import (
+    FAST_REPLICATION,
+    BrokerFactory,
+    BrokerProcess,
+    eventually,
+    module_brokers,
+    run,
+)
 from tests.support_groups import NOT_YET, call, commit, committed, find_coordinator
 
 pytestmark = pytest.mark.slow
@@ -78,6 +85,8 @@ def cluster(zookeeper: object, tmp_path_factory: pytest.TempPathFactory) -> Iter
         tmp_path_factory.mktemp("txn-produce"),
         count=3,
         **FAST_REPLICATION,
+        # Few partitions keep the topic's creation and loads quick.
+        **{"transaction.state.log.num.partitions": "5"},
     ) as brokers:
         make_topic(brokers, TOPIC, 1, rf=3)
         yield brokers
@@ -340,10 +349,10 @@ def commit_in_transaction(broker: BrokerProcess, offset: int, deadline_s: float 
         time.sleep(0.1)
 
 
-def stable_offset(broker: BrokerProcess) -> tuple[int, int]:
+def stable_offset(broker: BrokerProcess, group: str = GROUP, topic: str = TOPIC) -> tuple[int, int]:
     """OffsetFetch v7 with require_stable of partition 0: (error code, offset)."""
     body = Data(
-        group_id=GROUP, topics=[Data(name=TOPIC, partition_indexes=[0])], require_stable=True
+        group_id=group, topics=[Data(name=topic, partition_indexes=[0])], require_stable=True
     )
     answer = run(call(broker, STABLE_OFFSET_FETCH, body))
     [[found]] = [t.partitions for t in answer.topics]
@@ -382,6 +391,121 @@ def test_offsets_committed_in_a_transaction_show_once_it_commits(cluster: Broker
     assert end_offsets_transaction(coordinator, holding, committed=False) == 0
     assert committed(coordinator, GROUP) == {(TOPIC, 0): (4, "in-txn")}
     assert stable_offset(coordinator) == (0, 4)
+
+
+CTP_INPUT, CTP_OUTPUT, CTP_GROUP = "ctp-in", "ctp-out", "ctp-group"
+CTP_RECORDS = 40
+
+
+def consume_some(consumer: Consumer, count: int) -> list[bytes]:
+    """The next `count` values the consumer reads, within the clients' deadline."""
+    values: list[bytes] = []
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    while len(values) < count:
+        assert time.monotonic() < deadline, f"read {len(values)} of {count}"
+        for message in consumer.consume(num_messages=count - len(values), timeout=POLL_S):
+            assert message.error() is None, message.error()
+            values.append(message.value())
+    return values
+
+
+def read_committed_values(bootstrap: str, topic: str) -> list[bytes]:
+    """Every value of partition 0 of `topic` a read_committed consumer reads to its end."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed",
+        }
+    )
+    values: list[bytes] = []
+    try:
+        consumer.assign([KafkaTopicPartition(topic, 0, 0)])
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        while time.monotonic() < deadline:
+            for message in consumer.consume(num_messages=1000, timeout=POLL_S):
+                error = message.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    return values
+                assert error is None, f"consumer error: {error}"
+                values.append(message.value())
+        raise AssertionError(f"no end of {topic} within {CLIENT_TIMEOUT_S} s")
+    finally:
+        consumer.close()
+
+
+def test_consume_transform_produce_commits_offsets_with_the_output(
+    cluster: BrokerFactory,
+) -> None:
+    """confluent-kafka's consume-transform-produce loop, end to end through the
+    coordinator: a committed transaction's output and its consumer offsets appear
+    together; an aborted one leaves neither, and the loop resumes from the last commit."""
+    bootstrap = cluster.kafka_bootstrap()
+    make_topic(cluster, CTP_INPUT, 1, rf=3)
+    make_topic(cluster, CTP_OUTPUT, 1, rf=3)
+    source = Producer({"bootstrap.servers": bootstrap})
+    for i in range(CTP_RECORDS):
+        source.produce(CTP_INPUT, f"in-{i}".encode(), partition=0)
+    assert source.flush(CLIENT_TIMEOUT_S) == 0
+    half = CTP_RECORDS // 2
+
+    def run_loop(commit_first: bool) -> list[bytes]:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": CTP_GROUP,
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+                "isolation.level": "read_committed",
+            }
+        )
+        producer = Producer(
+            {"bootstrap.servers": bootstrap, "transactional.id": "ctp-tx", "linger.ms": 5}
+        )
+        try:
+            consumer.assign([KafkaTopicPartition(CTP_INPUT, 0)])
+            producer.init_transactions(CLIENT_TIMEOUT_S)
+            producer.begin_transaction()
+            values = consume_some(consumer, half)
+            for value in values:
+                producer.produce(CTP_OUTPUT, b"out-" + value, partition=0)
+            producer.send_offsets_to_transaction(
+                consumer.position(consumer.assignment()),
+                consumer.consumer_group_metadata(),
+                CLIENT_TIMEOUT_S,
+            )
+            if commit_first:
+                producer.commit_transaction(CLIENT_TIMEOUT_S)
+            else:
+                producer.abort_transaction(CLIENT_TIMEOUT_S)
+            return values
+        finally:
+            consumer.close()
+            producer.flush(5)
+
+    coordinator = cluster.brokers[find_coordinator(next(iter(cluster.brokers.values())), CTP_GROUP)]
+
+    def settles(offset: int, output: list[bytes]) -> None:
+        """EndTxn is answered before the markers are written (Kafka's order): wait for
+        the group's offsets to be stable at `offset` and the output to read `output`."""
+        eventually(
+            lambda: stable_offset(coordinator, CTP_GROUP, CTP_INPUT) == (0, offset),
+            f"offset {offset} stable",
+        )
+        eventually(lambda: read_committed_values(bootstrap, CTP_OUTPUT) == output, "the output")
+
+    first = run_loop(commit_first=True)
+    assert first == [f"in-{i}".encode() for i in range(half)]
+    settles(half, [b"out-" + v for v in first])
+    second = run_loop(commit_first=False)
+    assert second == [f"in-{i}".encode() for i in range(half, CTP_RECORDS)]
+    settles(half, [b"out-" + v for v in first])
+    # The next run resumes where the committed transaction left off.
+    assert run_loop(commit_first=True) == second
+    settles(CTP_RECORDS, [b"out-" + v for v in first + second])
+    assert committed(coordinator, CTP_GROUP) == {(CTP_INPUT, 0): (CTP_RECORDS, "")}
 
 
 def test_pending_offsets_survive_a_coordinator_failover(cluster: BrokerFactory) -> None:
