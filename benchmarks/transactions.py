@@ -12,16 +12,17 @@ Produce: confluent-kafka (librdkafka) producers with ``acks=all``, idempotence a
 (100) random bytes, keyless (librdkafka's sticky partitioner). The idempotent phase sends
 ``--records`` and flushes; the transactional phase (``transactional.id``, one transaction
 per ``--transaction-ms`` (100) of producing, as the issue asks: begin, produce for that
-long, commit) sends as many. The phases alternate ``--rounds`` times (2), idempotent
-first, each with a fresh producer whose set-up (connections, producer id,
-``init_transactions``) is untimed; each mode's figure is the median of its rounds, in
+long, commit) sends as many. Each of ``--rounds`` (2) runs both phases, each going
+first every other round, each with a fresh producer whose set-up (connections, producer
+id, ``init_transactions``) is untimed; each mode's figure is the median of its rounds, in
 records/s from the first ``produce()`` to the end of ``flush()`` or of the last
 ``commit_transaction()``: every record acknowledged by its ISR, and the transactional
 ones committed. A failed delivery fails the run.
 
 Consume: a confluent-kafka ``Consumer`` with every partition assigned from offset 0 reads
-all records produced (``isolation.level`` read_uncommitted, then read_committed, then
-both again: ``--rounds``), touching each value. Each read ends at the last record, not at
+all records produced, under ``isolation.level`` read_uncommitted and read_committed in
+turn (``--rounds`` times, each first every other round: the listener's fetch cache
+favours the second reader), touching each value. Each read ends at the last record, not at
 the markers after it; the figure is records over the time from the first ``consume()``
 call to the last record, median of the rounds.
 
@@ -189,26 +190,29 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         bootstrap = prepare(cluster, args.partitions)
         timings = Timings([b.pid for b in cluster.brokers if b.pid is not None])
         base = {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": args.linger_ms}
-        for _ in range(args.rounds):
-            idempotent = Producer({**base, "enable.idempotence": True})
-            produce_idempotent(idempotent, 1, values)  # producer id and connections, untimed
-            with timings.timed(IDEMPOTENT, args.records):
-                produce_idempotent(idempotent, args.records, values)
-            transactional = Producer(
-                {
-                    **base,
-                    "transactional.id": f"bench-{uuid.uuid4().hex[:8]}",
-                    "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
-                }
-            )
-            transactional.init_transactions(METADATA_TIMEOUT_S)
-            with timings.timed(TRANSACTIONAL, args.records):
-                transactions += produce_transactional(
-                    transactional, args.records, values, args.transaction_ms / 1000
+        for round_number in range(args.rounds):
+            for mode in in_turn((IDEMPOTENT, TRANSACTIONAL), round_number):
+                if mode == IDEMPOTENT:
+                    idempotent = Producer({**base, "enable.idempotence": True})
+                    produce_idempotent(idempotent, 1, values)  # set-up, untimed
+                    with timings.timed(IDEMPOTENT, args.records):
+                        produce_idempotent(idempotent, args.records, values)
+                    continue
+                transactional = Producer(
+                    {
+                        **base,
+                        "transactional.id": f"bench-{uuid.uuid4().hex[:8]}",
+                        "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS,
+                    }
                 )
+                transactional.init_transactions(METADATA_TIMEOUT_S)
+                with timings.timed(TRANSACTIONAL, args.records):
+                    transactions += produce_transactional(
+                        transactional, args.records, values, args.transaction_ms / 1000
+                    )
         total = args.rounds * (2 * args.records + 1)
-        for _ in range(args.rounds):
-            for isolation in (READ_UNCOMMITTED, READ_COMMITTED):
+        for round_number in range(args.rounds):
+            for isolation in in_turn((READ_UNCOMMITTED, READ_COMMITTED), round_number):
                 consumer = Consumer(
                     {
                         "bootstrap.servers": bootstrap,
@@ -250,6 +254,12 @@ def run(args: argparse.Namespace) -> dict[str, object]:
         "goal_produce_ratio": GOAL_PRODUCE_RATIO,
         "goal_consume_ratio": GOAL_CONSUME_RATIO,
     }
+
+
+def in_turn(modes: tuple[str, str], round_number: int) -> tuple[str, str]:
+    """The two modes in the order of this round: each goes first every other round, so
+    that neither always meets a cold cluster or a warm cache."""
+    return modes if round_number % 2 == 0 else (modes[1], modes[0])
 
 
 def prepare(cluster: LocalCluster, partitions: int) -> str:
