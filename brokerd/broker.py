@@ -145,7 +145,7 @@ class Broker:
         self._housekeeping: list[asyncio.Task[None]] = []
 
     def _on_registered(self, broker_epoch: int) -> None:
-        self.ctx.registered(broker_epoch)
+        self.ctx.broker_epoch = broker_epoch
 
     async def start(self) -> None:
         self.replicas.load_local_logs(now_ms())
