@@ -162,7 +162,7 @@ class Broker:
         return TransactionCoordinator(ctx, state, lambda: allocate_producer_id(ctx), now_ms)
 
     def _on_registered(self, broker_epoch: int) -> None:
-        self.ctx.registered(broker_epoch)
+        self.ctx.broker_epoch = broker_epoch
 
     async def start(self) -> None:
         self.replicas.load_local_logs(now_ms())

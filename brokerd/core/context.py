@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -33,8 +31,7 @@ class BrokerContext:
     """The broker's state as its request handlers see it; owned by the event loop.
 
     `controller_epoch` is the highest controller epoch seen in a controller request;
-    `broker_epoch` is the czxid of this incarnation's registration (-1 until registered),
-    set through `registered`.
+    `broker_epoch` is the czxid of this incarnation's registration (-1 until registered).
     """
 
     config: BrokerConfig
@@ -56,24 +53,3 @@ class BrokerContext:
     # Told of the markers this broker appends as leader (the group coordinator commits or
     # drops transactional offsets at them).
     marker_listeners: list[MarkerListener] = field(default_factory=list)
-    # Set, and replaced, at each registration: wakes whoever waits for one.
-    _registered: asyncio.Event = field(default_factory=asyncio.Event)
-
-    def registered(self, broker_epoch: int) -> None:
-        self.broker_epoch = broker_epoch
-        self._registered.set()
-        self._registered = asyncio.Event()
-
-    async def wait_for_broker_epoch(self, broker_epoch: int, timeout_s: float) -> bool:
-        """Whether this broker's registration reached `broker_epoch`, waiting up to
-        `timeout_s`: the controller sees a registration (and sends it requests) a moment
-        before the write that made it returns here."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while self.broker_epoch < broker_epoch:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return False
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._registered.wait(), remaining)
-        return True

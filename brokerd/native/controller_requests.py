@@ -52,28 +52,18 @@ from spark_replica.zk import topic_store
 # partition cost more than applying it (the per-partition lines are brokerd.partition's DEBUG).
 logger = logging.getLogger("brokerd.leader_and_isr")
 metadata_logger = logging.getLogger("brokerd.update_metadata")
-# How long a controller request for this broker's registration in progress waits for it:
-# the write returns milliseconds after the controller sees it, seconds on a loaded machine.
-REGISTRATION_WAIT_S = 5.0
 
 
-async def check_controller(ctx: BrokerContext, header: ControllerHeader) -> None:
-    """Refuse a request of an older controller or for an earlier incarnation of this broker.
-
-    A request for a newer registration than the one known here is for the one being made
-    right now (czxids only grow): the controller saw it before the write returned here.
-    It waits for that (up to REGISTRATION_WAIT_S) rather than being refused, which cost
-    the controller a resend after its retry backoff (brokerd/controller/channel.py).
-    """
-    if header.broker_epoch > ctx.broker_epoch and not await ctx.wait_for_broker_epoch(
-        header.broker_epoch, REGISTRATION_WAIT_S
-    ):
-        raise BrokerNotAvailableError(
-            f"this broker is still registering (epoch {header.broker_epoch}); retry shortly"
-        )
+def check_controller(ctx: BrokerContext, header: ControllerHeader) -> None:
     if header.controller_epoch < ctx.controller_epoch:
         raise StaleControllerEpochError(
             f"controller epoch {header.controller_epoch} is older than {ctx.controller_epoch}"
+        )
+    if header.broker_epoch > ctx.broker_epoch:
+        # A registration newer than the one we know of is ours, being made right now
+        # (czxids only grow): the controller should retry in a moment.
+        raise BrokerNotAvailableError(
+            f"this broker is still registering (epoch {header.broker_epoch}); retry shortly"
         )
     if header.broker_epoch < ctx.broker_epoch:
         raise StaleBrokerEpochError(
@@ -85,7 +75,7 @@ async def check_controller(ctx: BrokerContext, header: ControllerHeader) -> None
 async def handle_leader_and_isr(
     ctx: BrokerContext, request: LeaderAndIsrRequest
 ) -> LeaderAndIsrResponse:
-    await check_controller(ctx, request.header)
+    check_controller(ctx, request.header)
     leaders = {b.broker_id: (b.host, b.port) for b in request.leaders}
     configs = await _configs_of_new_topics(ctx, request)
     now = now_ms()
@@ -149,7 +139,7 @@ async def _configs_of_new_topics(
 async def handle_update_metadata(
     ctx: BrokerContext, request: UpdateMetadataRequest
 ) -> EmptyResponse:
-    await check_controller(ctx, request.header)
+    check_controller(ctx, request.header)
     ctx.metadata.update(request)
     for listener in ctx.role_listeners:
         listener()
@@ -189,7 +179,7 @@ async def handle_stop_replica(
     ctx: BrokerContext, request: StopReplicaRequest
 ) -> LeaderAndIsrResponse:
     """Stop following (and with `delete_partitions`, delete) the named partitions."""
-    await check_controller(ctx, request.header)
+    check_controller(ctx, request.header)
     topics = []
     for topic in request.topics:
         results = TopicErrors(topic.topic)

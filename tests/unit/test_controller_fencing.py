@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import replace
 from pathlib import Path
 
@@ -10,7 +9,6 @@ import pytest
 
 from brokerd.config.broker import BrokerConfig
 from brokerd.core.context import BrokerContext
-from brokerd.native import controller_requests
 from brokerd.native.controller_requests import check_controller
 from brokerd.replication.replica_fetcher import ReplicaFetcherManager
 from brokerd.replication.replica_manager import ReplicaManager
@@ -34,46 +32,27 @@ def broker_context(tmp_path: Path, broker_epoch: int, controller_epoch: int) -> 
 
 def test_current_request_is_accepted_and_raises_the_known_controller_epoch(tmp_path: Path) -> None:
     ctx = broker_context(tmp_path, broker_epoch=10, controller_epoch=3)
-    asyncio.run(check_controller(ctx, ControllerHeader(2, 4, 10)))
+    check_controller(ctx, ControllerHeader(2, 4, 10))
     assert ctx.controller_epoch == 4
 
 
 def test_older_controller_epoch_is_stale(tmp_path: Path) -> None:
     ctx = broker_context(tmp_path, broker_epoch=10, controller_epoch=3)
     with pytest.raises(StaleControllerEpochError):
-        asyncio.run(check_controller(ctx, ControllerHeader(2, 2, 10)))
+        check_controller(ctx, ControllerHeader(2, 2, 10))
 
 
 def test_request_for_an_earlier_incarnation_is_stale(tmp_path: Path) -> None:
     ctx = broker_context(tmp_path, broker_epoch=10, controller_epoch=3)
     with pytest.raises(StaleBrokerEpochError):
-        asyncio.run(check_controller(ctx, ControllerHeader(2, 3, 9)))
+        check_controller(ctx, ControllerHeader(2, 3, 9))
 
 
 @pytest.mark.parametrize("known", [-1, 10])
-def test_request_for_a_registration_in_progress_waits_for_it(tmp_path: Path, known: int) -> None:
-    """The controller saw the registration before its write returned here."""
-    ctx = broker_context(tmp_path, broker_epoch=known, controller_epoch=3)
-
-    async def scenario() -> None:
-        checked = asyncio.create_task(check_controller(ctx, ControllerHeader(2, 4, 11)))
-        await asyncio.sleep(0.05)
-        assert not checked.done()
-        ctx.registered(11)
-        await asyncio.wait_for(checked, 10)
-
-    asyncio.run(scenario())
-    assert (ctx.broker_epoch, ctx.controller_epoch) == (11, 4)
-
-
-@pytest.mark.parametrize("known", [-1, 10])
-def test_request_for_a_registration_that_does_not_come_is_retriable(
-    tmp_path: Path, known: int, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(controller_requests, "REGISTRATION_WAIT_S", 0.05)
+def test_request_for_a_registration_in_progress_is_retriable(tmp_path: Path, known: int) -> None:
     ctx = broker_context(tmp_path, broker_epoch=known, controller_epoch=3)
     with pytest.raises(BrokerNotAvailableError) as raised:
-        asyncio.run(check_controller(ctx, ControllerHeader(2, 3, 11)))
+        check_controller(ctx, ControllerHeader(2, 3, 11))
     assert raised.value.retriable
     assert ctx.controller_epoch == 3, "a refused request changes nothing"
 
