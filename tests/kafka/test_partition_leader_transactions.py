@@ -509,12 +509,14 @@ def test_consume_transform_produce_commits_offsets_with_the_output(
 
 
 def test_pending_offsets_survive_a_coordinator_failover(cluster: BrokerFactory) -> None:
-    """The last test of the module: it kills the group's coordinator. The next one loads
-    the offsets partition from its log: the open transaction's offset pending there, the
-    committed one in place, and the marker it then writes applies it."""
+    """It kills the group's coordinator (and starts it again at the end, so that the
+    module's other tests, in whatever order they run, find three brokers). The next
+    coordinator loads the offsets partition from its log: the open transaction's offset
+    pending there, the committed one in place, and the marker it then writes applies it."""
     any_broker = next(iter(cluster.brokers.values()))
     old_id = find_coordinator(any_broker, GROUP)
     old = cluster.brokers[old_id]
+    assert commit(old, GROUP, TOPIC, {0: "in-txn"}, offset=4) == {0: 0}
     assert commit_in_transaction(old, 12) == 0
     old.kill()
     try:
