@@ -53,13 +53,12 @@ from _cluster import LocalCluster, local_cluster
 from _common import emit, positive_int
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from kafka_clients import (
-    CONSUME_BATCH,
     METADATA_TIMEOUT_S,
     PHASE_TIMEOUT_S,
-    POLL_S,
     REPLICATION_FACTOR,
     TOPIC,
     Phase,
+    consume,
     create_topic,
     kafka_bootstrap,
     wait_for_leaders,
@@ -147,23 +146,6 @@ def produce_transactional(
     return committed
 
 
-def read(consumer: Consumer, count: int, isolation: str) -> None:
-    """Read `count` records, touching each value."""
-    deadline = time.monotonic() + PHASE_TIMEOUT_S
-    seen = 0
-    while seen < count:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{isolation}: consumed only {seen} of {count} records")
-        for message in consumer.consume(num_messages=CONSUME_BATCH, timeout=POLL_S):
-            error = message.error()
-            if error is not None:
-                if error.code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise RuntimeError(f"consumer error: {error}")
-            len(message.value() or b"")
-            seen += 1
-
-
 class Timings:
     """Per mode: each round's records/s, and the brokers' CPU over all its rounds."""
 
@@ -225,7 +207,7 @@ def run(args: argparse.Namespace) -> dict[str, object]:
                 try:
                     consumer.assign([TopicPartition(TOPIC, p, 0) for p in range(args.partitions)])
                     with timings.timed(isolation, total):
-                        read(consumer, total, isolation)
+                        consume(consumer, total, on_first=lambda: None)
                 finally:
                     consumer.close()
 

@@ -13,12 +13,20 @@ from __future__ import annotations
 import socket
 import struct
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer
+from confluent_kafka import (
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
 from tests.support import BrokerFactory, create, run
@@ -247,3 +255,31 @@ def make_topic(
     it: the topics both worlds share are the same topics."""
     run(create(brokers.bootstrap, topic, partitions, rf, **configs))
     wait_for_topic(brokers.kafka_bootstrap(), topic, partitions)
+
+
+def read_to_end(bootstrap: str, topic: str, isolation: str, partition: int = 0) -> list[bytes]:
+    """Every value confluent-kafka's consumer reads from `partition` of `topic` until it
+    reports the partition's end (for read_committed: the last stable offset)."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"g-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": isolation,
+        }
+    )
+    values: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(topic, partition, 0)])
+        deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        while time.monotonic() < deadline:
+            for message in consumer.consume(num_messages=1000, timeout=POLL_S):
+                error = message.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    return values
+                assert error is None, f"consumer error: {error}"
+                values.append(message.value())
+        raise AssertionError(f"no end of {topic} within {CLIENT_TIMEOUT_S} s: {len(values)}")
+    finally:
+        consumer.close()

@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Iterator
 
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as AioTopicPartition
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from brokerd.core.txn_marker_sender import TxnMarkerSender
@@ -52,6 +51,7 @@ from tests.kafka.clients import (
     POLL_S,
     leader_of,
     make_topic,
+    read_to_end,
     wait_for_topic,
 )
 from tests.support import (
@@ -175,34 +175,6 @@ def end_by_inter_broker_api(
     return run(send())
 
 
-def read_to_end(bootstrap: str, isolation: str) -> list[bytes]:
-    """confluent-kafka's values of partition 0 until it reports the partition's end (the
-    LSO under read_committed)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"g-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": isolation,
-        }
-    )
-    values: list[bytes] = []
-    try:
-        consumer.assign([KafkaTopicPartition(TOPIC, 0, 0)])
-        deadline = time.monotonic() + CLIENT_TIMEOUT_S
-        while time.monotonic() < deadline:
-            for message in consumer.consume(num_messages=1000, timeout=POLL_S):
-                error = message.error()
-                if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                    return values
-                assert error is None, f"consumer error: {error}"
-                values.append(message.value())
-        raise AssertionError(f"no end of partition within {CLIENT_TIMEOUT_S} s: {len(values)}")
-    finally:
-        consumer.close()
-
-
 async def aiokafka_read_committed(bootstrap: str) -> tuple[list[bytes], int]:
     """aiokafka's read_committed values of partition 0 up to its end offset (the LSO)."""
     consumer = AIOKafkaConsumer(
@@ -235,7 +207,7 @@ def test_produce_refuses_what_kafka_refuses(cluster: BrokerFactory) -> None:
     control[ATTRIBUTES_AT + 1] |= CONTROL_BIT
     control[CRC_AT : CRC_AT + 4] = compute_crc(control).to_bytes(4, "big")
     assert produce(leader, bytes(control), "tx-open").error_code == InvalidRecordError.code
-    assert read_to_end(cluster.kafka_bootstrap(), "read_uncommitted") == []
+    assert read_to_end(cluster.kafka_bootstrap(), TOPIC, "read_uncommitted") == []
 
 
 def test_transactions_end_by_their_markers_and_read_committed_sees_only_commits(
@@ -252,8 +224,8 @@ def test_transactions_end_by_their_markers_and_read_committed_sees_only_commits(
     assert produce(leader, transactional_batch(ABORTED, 0, [b"a0"]), "tx-a").error_code == 0
     assert produce(leader, transactional_batch(COMMITTED, 2, [b"c2"]), "tx-c").error_code == 0
     # Open transactions hold the LSO at the first of them: nothing reads yet.
-    assert read_to_end(bootstrap, "read_committed") == []
-    assert read_to_end(bootstrap, "read_uncommitted") == [b"c0", b"c1", b"a0", b"c2"]
+    assert read_to_end(bootstrap, TOPIC, "read_committed") == []
+    assert read_to_end(bootstrap, TOPIC, "read_uncommitted") == [b"c0", b"c1", b"a0", b"c2"]
 
     # Only the leader writes markers; a stale producer epoch is fenced.
     assert end_by_kafka_api(follower, COMMITTED, True)[(TOPIC, 0)] == NotLeaderOrFollowerError.code
@@ -267,14 +239,14 @@ def test_transactions_end_by_their_markers_and_read_committed_sees_only_commits(
 
     assert end_by_kafka_api(leader, COMMITTED, True)[(TOPIC, 0)] == 0
     # The aborted producer's transaction, open since offset 2, still holds the LSO.
-    assert read_to_end(bootstrap, "read_committed") == [b"c0", b"c1"]
+    assert read_to_end(bootstrap, TOPIC, "read_committed") == [b"c0", b"c1"]
     assert end_by_inter_broker_api(leader, ABORTED, False) == {(TOPIC, 0): 0}
 
     committed = [b"c0", b"c1", b"c2"]
-    assert read_to_end(bootstrap, "read_committed") == committed
+    assert read_to_end(bootstrap, TOPIC, "read_committed") == committed
     # Offsets 0-3 hold data, 4 and 5 the markers: the LSO is the HW, 6.
     assert run(aiokafka_read_committed(bootstrap)) == (committed, 6)
-    assert read_to_end(bootstrap, "read_uncommitted") == [b"c0", b"c1", b"a0", b"c2"]
+    assert read_to_end(bootstrap, TOPIC, "read_uncommitted") == [b"c0", b"c1", b"a0", b"c2"]
 
 
 def test_a_coordinator_reaches_a_leader_on_another_broker_through_its_sender(
@@ -304,7 +276,7 @@ def test_a_coordinator_reaches_a_leader_on_another_broker_through_its_sender(
     assert sent == [{tp: None}]
     refused = unknown[0][tp]
     assert refused is not None and refused.retriable
-    assert read_to_end(bootstrap, "read_committed")[-1] == b"s0"
+    assert read_to_end(bootstrap, TOPIC, "read_committed")[-1] == b"s0"
 
 
 # --------------------------------------------------------------------------- offsets
@@ -409,33 +381,6 @@ def consume_some(consumer: Consumer, count: int) -> list[bytes]:
     return values
 
 
-def read_committed_values(bootstrap: str, topic: str) -> list[bytes]:
-    """Every value of partition 0 of `topic` a read_committed consumer reads to its end."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"g-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": "read_committed",
-        }
-    )
-    values: list[bytes] = []
-    try:
-        consumer.assign([KafkaTopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + CLIENT_TIMEOUT_S
-        while time.monotonic() < deadline:
-            for message in consumer.consume(num_messages=1000, timeout=POLL_S):
-                error = message.error()
-                if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                    return values
-                assert error is None, f"consumer error: {error}"
-                values.append(message.value())
-        raise AssertionError(f"no end of {topic} within {CLIENT_TIMEOUT_S} s")
-    finally:
-        consumer.close()
-
-
 def test_consume_transform_produce_commits_offsets_with_the_output(
     cluster: BrokerFactory,
 ) -> None:
@@ -494,7 +439,9 @@ def test_consume_transform_produce_commits_offsets_with_the_output(
             lambda: stable_offset(coordinator, CTP_GROUP, CTP_INPUT) == (0, offset),
             f"offset {offset} stable",
         )
-        eventually(lambda: read_committed_values(bootstrap, CTP_OUTPUT) == output, "the output")
+        eventually(
+            lambda: read_to_end(bootstrap, CTP_OUTPUT, "read_committed") == output, "the output"
+        )
 
     first = run_loop(commit_first=True)
     assert first == [f"in-{i}".encode() for i in range(half)]

@@ -20,15 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka import TopicPartition as AioTopicPartition
-from confluent_kafka import Consumer, KafkaError
-from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from brokerd.log import Log, LogConfig
 from brokerd.replication.partition import Partition, TxnMarker
@@ -38,11 +35,11 @@ from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.produce import ACKS_LEADER
 from tests.kafka.clients import (
     CLIENT_TIMEOUT_S,
-    POLL_S,
     Deliveries,
     flush,
     kafka_producer,
     make_topic,
+    read_to_end,
     wait_for_topic,
 )
 from tests.support import FAST_REPLICATION, BrokerFactory, leadership, module_brokers, run
@@ -82,34 +79,6 @@ def cluster(
         **FAST_REPLICATION,
     ) as brokers:
         yield brokers
-
-
-def read_to_end(bootstrap: str, topic: str, isolation: str) -> list[bytes]:
-    """Every value confluent-kafka's consumer reads from partition 0 until it reports the
-    end of the partition (for read_committed: the last stable offset)."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"g-{uuid.uuid4().hex[:8]}",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            "isolation.level": isolation,
-        }
-    )
-    values: list[bytes] = []
-    try:
-        consumer.assign([KafkaTopicPartition(topic, 0, 0)])
-        deadline = time.monotonic() + CLIENT_TIMEOUT_S
-        while time.monotonic() < deadline:
-            for message in consumer.consume(num_messages=1000, timeout=POLL_S):
-                error = message.error()
-                if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                    return values
-                assert error is None, f"consumer error: {error}"
-                values.append(message.value())
-        raise AssertionError(f"no end of partition within {CLIENT_TIMEOUT_S} s: {len(values)}")
-    finally:
-        consumer.close()
 
 
 async def aiokafka_read(bootstrap: str, topic: str, isolation: str) -> tuple[list[bytes], int]:
