@@ -10,6 +10,7 @@ answers, without trusting any of the code under test to build the question.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
 import time
@@ -19,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from aiokafka import AIOKafkaConsumer
+from aiokafka import TopicPartition as AioTopicPartition
 from confluent_kafka import (
     Consumer,
     KafkaError,
@@ -283,3 +286,27 @@ def read_to_end(bootstrap: str, topic: str, isolation: str, partition: int = 0) 
         raise AssertionError(f"no end of {topic} within {CLIENT_TIMEOUT_S} s: {len(values)}")
     finally:
         consumer.close()
+
+
+async def aiokafka_read(bootstrap: str, topic: str, isolation: str) -> tuple[list[bytes], int]:
+    """aiokafka's values of partition 0 up to its end offset under `isolation`, and that
+    end offset (ListOffsets LATEST: the LSO under read_committed)."""
+    consumer = AIOKafkaConsumer(
+        bootstrap_servers=bootstrap,
+        isolation_level=isolation,
+        enable_auto_commit=False,
+        auto_offset_reset="earliest",
+    )
+    await consumer.start()
+    try:
+        tp = AioTopicPartition(topic, 0)
+        consumer.assign([tp])
+        end = (await consumer.end_offsets([tp]))[tp]
+        values: list[bytes] = []
+        async with asyncio.timeout(CLIENT_TIMEOUT_S):
+            while await consumer.position(tp) < end:
+                fetched = await consumer.getmany(tp, timeout_ms=500)
+                values += [record.value for record in fetched.get(tp, [])]
+        return values, end
+    finally:
+        await consumer.stop()

@@ -16,13 +16,10 @@ bit); under read_uncommitted everything.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Iterator
 
 import pytest
-from aiokafka import AIOKafkaConsumer
-from aiokafka import TopicPartition as AioTopicPartition
 from aiokafka.record.default_records import DefaultRecordBatchBuilder
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
@@ -49,6 +46,7 @@ from spark_replica.wire.schema import Data
 from tests.kafka.clients import (
     CLIENT_TIMEOUT_S,
     POLL_S,
+    aiokafka_read,
     leader_of,
     make_topic,
     read_to_end,
@@ -175,29 +173,6 @@ def end_by_inter_broker_api(
     return run(send())
 
 
-async def aiokafka_read_committed(bootstrap: str) -> tuple[list[bytes], int]:
-    """aiokafka's read_committed values of partition 0 up to its end offset (the LSO)."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        isolation_level="read_committed",
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-    )
-    await consumer.start()
-    try:
-        tp = AioTopicPartition(TOPIC, 0)
-        consumer.assign([tp])
-        end = (await consumer.end_offsets([tp]))[tp]
-        values: list[bytes] = []
-        async with asyncio.timeout(CLIENT_TIMEOUT_S):
-            while await consumer.position(tp) < end:
-                fetched = await consumer.getmany(tp, timeout_ms=500)
-                values += [record.value for record in fetched.get(tp, [])]
-        return values, end
-    finally:
-        await consumer.stop()
-
-
 def test_produce_refuses_what_kafka_refuses(cluster: BrokerFactory) -> None:
     leader = cluster.brokers[leader_of(cluster.kafka_bootstrap(), TOPIC, 0)]
     batch = transactional_batch(OPEN, 0, [b"never"])
@@ -245,7 +220,7 @@ def test_transactions_end_by_their_markers_and_read_committed_sees_only_commits(
     committed = [b"c0", b"c1", b"c2"]
     assert read_to_end(bootstrap, TOPIC, "read_committed") == committed
     # Offsets 0-3 hold data, 4 and 5 the markers: the LSO is the HW, 6.
-    assert run(aiokafka_read_committed(bootstrap)) == (committed, 6)
+    assert run(aiokafka_read(bootstrap, TOPIC, "read_committed")) == (committed, 6)
     assert read_to_end(bootstrap, TOPIC, "read_uncommitted") == [b"c0", b"c1", b"a0", b"c2"]
 
 

@@ -18,14 +18,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from aiokafka import AIOKafkaConsumer
-from aiokafka import TopicPartition as AioTopicPartition
 
 from brokerd.log import Log, LogConfig
 from brokerd.replication.partition import Partition, TxnMarker
@@ -36,6 +33,7 @@ from spark_replica.wire.native.produce import ACKS_LEADER
 from tests.kafka.clients import (
     CLIENT_TIMEOUT_S,
     Deliveries,
+    aiokafka_read,
     flush,
     kafka_producer,
     make_topic,
@@ -79,30 +77,6 @@ def cluster(
         **FAST_REPLICATION,
     ) as brokers:
         yield brokers
-
-
-async def aiokafka_read(bootstrap: str, topic: str, isolation: str) -> tuple[list[bytes], int]:
-    """aiokafka's values of partition 0 up to its end offset under `isolation`, and that
-    end offset (ListOffsets LATEST: the LSO under read_committed)."""
-    consumer = AIOKafkaConsumer(
-        bootstrap_servers=bootstrap,
-        isolation_level=isolation,
-        enable_auto_commit=False,
-        auto_offset_reset="earliest",
-    )
-    await consumer.start()
-    try:
-        tp = AioTopicPartition(topic, 0)
-        consumer.assign([tp])
-        end = (await consumer.end_offsets([tp]))[tp]
-        values: list[bytes] = []
-        async with asyncio.timeout(CLIENT_TIMEOUT_S):
-            while await consumer.position(tp) < end:
-                fetched = await consumer.getmany(tp, timeout_ms=500)
-                values += [record.value for record in fetched.get(tp, [])]
-        return values, end
-    finally:
-        await consumer.stop()
 
 
 def test_a_topic_without_transactions_reads_whole_under_read_committed(
