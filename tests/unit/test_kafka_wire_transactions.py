@@ -83,3 +83,33 @@ def test_golden_list_transactions_v0_response() -> None:
         "00"  # tags
     )  # fmt: skip
     assert transactions.LIST_TRANSACTIONS_RESPONSE.to_bytes(0, response) == expected
+
+
+def test_golden_describe_transactions_v0_response() -> None:
+    """The producer epoch is an int16, as everywhere else in Kafka's protocol."""
+    response = Data(
+        throttle_time_ms=0,
+        transaction_states=[
+            Data(
+                error_code=0,
+                transactional_id="tx",
+                transaction_state="Ongoing",
+                transaction_timeout_ms=60_000,
+                transaction_start_time_ms=5,
+                producer_id=7,
+                producer_epoch=2,
+                topic_partitions=[Data(name="t", partition_indexes=[0, 3])],
+            )
+        ],
+    )
+    expected = bytes.fromhex(
+        "00000000"  # throttle
+        "02" "0000" "03" "7478" "08" "4f6e676f696e67"  # one state: error, "tx", "Ongoing"
+        "0000ea60" "0000000000000005"  # timeout 60000 ms, start time 5
+        "0000000000000007" "0002"  # producer id 7, epoch 2
+        "02" "0274" "03" "00000000" "00000003" "00"  # topic "t": [0, 3], tags
+        "00"  # the state's tags
+        "00"  # tags
+    )  # fmt: skip
+    assert transactions.DESCRIBE_TRANSACTIONS_RESPONSE.to_bytes(0, response) == expected
+    assert transactions.DESCRIBE_TRANSACTIONS_RESPONSE.from_bytes(0, expected) == response

@@ -157,8 +157,7 @@ DESCRIBE_TRANSACTIONS_REQUEST, DESCRIBE_TRANSACTIONS_RESPONSE = api(
                 Field("TransactionTimeoutMs", "int32", "0+"),
                 Field("TransactionStartTimeMs", "int64", "0+"),
                 Field("ProducerId", "int64", "0+"),
-                # int32 on the wire, though an epoch is an int16 everywhere else.
-                Field("ProducerEpoch", "int32", "0+"),
+                Field("ProducerEpoch", "int16", "0+"),
                 _topic_partitions("TopicPartitions"),
             ],
             "0+",
