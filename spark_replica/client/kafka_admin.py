@@ -52,12 +52,14 @@ DESCRIBE_GROUPS = (15, 4)
 LIST_GROUPS = (16, 2)
 DELETE_GROUPS = (42, 1)
 DESCRIBE_TRANSACTIONS = (65, 0)
-LIST_TRANSACTIONS = (66, 0)
+LIST_TRANSACTIONS = (66, 1)
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 GROUP_KEY_TYPE = 0
 TRANSACTION_KEY_TYPE = 1
+# ListTransactions' duration filter that filters nothing.
+NO_DURATION_FILTER = -1
 DEFAULT_TIMEOUT_S = 30.0
 # The answers of a coordinator that moved or is loading: find it again and retry.
 _COORDINATOR_ERRORS = (
@@ -232,12 +234,20 @@ class KafkaAdminClient:
         return [found[g] for g in sorted(found)]
 
     async def list_transactions(
-        self, states: Iterable[str] = (), producer_ids: Iterable[int] = ()
+        self,
+        states: Iterable[str] = (),
+        producer_ids: Iterable[int] = (),
+        min_duration_ms: int = NO_DURATION_FILTER,
     ) -> list[TransactionListing]:
         """Every transactional id of any broker (each coordinator lists only its own),
-        filtered by state and producer id as ListTransactions filters (none: all)."""
+        filtered by state, producer id and how long its transaction has run, as
+        ListTransactions filters (none, or a negative duration: all)."""
         await self.metadata([])
-        body = Data(state_filters=list(states), producer_id_filters=list(producer_ids))
+        body = Data(
+            state_filters=list(states),
+            producer_id_filters=list(producer_ids),
+            duration_filter=min_duration_ms,
+        )
         found: list[TransactionListing] = []
         for broker_id in sorted(self.brokers):
             answer = await self._call(broker_id, LIST_TRANSACTIONS, body)

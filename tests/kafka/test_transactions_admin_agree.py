@@ -8,7 +8,8 @@ meets: two open (Ongoing, on several partitions, coordinated by two different br
 one committed, one aborted, one initialised and never begun (Empty). The real CLI, run as
 a subprocess with `--json`, and kafka-python must then name the same ids, coordinators,
 states, producer ids and epochs, timeouts, start times and partitions, and filter by
-state and by producer id alike.
+state, by producer id and by duration (kafka-transactions' `--duration-filter`) alike; an
+unknown id is not found by either.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ TIMEOUT_MS = {"ongoing-a": 70_000, "ongoing-b": 80_000, "committed": 90_000, "ab
 EMPTY_TIMEOUT_MS = 110_000
 NO_START_TIME = -1
 ONGOING = ("ongoing-a", "ongoing-b")
+LONGER_THAN_THE_MODULE_MS = 600_000
 
 
 @dataclass(frozen=True)
@@ -287,3 +289,19 @@ def test_the_state_and_producer_id_filters_agree(
     by_producer = kafka_listing(kafka_admin.list_transactions(producer_id_filters=producers))
     filters = [arg for pid in producers for arg in ("--producer-id", str(pid))]
     assert cli_listing(cluster, *filters) == by_producer == by_state
+
+
+def test_the_duration_filter_agrees(
+    cluster: BrokerFactory, opened: Opened, kafka_admin: KafkaAdminClient
+) -> None:
+    """kafka-transactions' `--duration-filter` (ListTransactions v1): the open
+    transactions have run longer than nothing, and not longer than the module's bound."""
+    settled(kafka_admin, opened)
+    open_ids = {opened.ids[name] for name in ONGOING}
+    for duration_ms, expected in ((0, open_ids), (LONGER_THAN_THE_MODULE_MS, set())):
+        listed = kafka_listing(
+            kafka_admin.list_transactions(state_filters=["Ongoing"], duration_filter_ms=duration_ms)
+        )
+        by_cli = cli_listing(cluster, "--state", "Ongoing", "--duration-filter", str(duration_ms))
+        assert by_cli == listed
+        assert {tid for tid, *_ in listed} == expected

@@ -2,14 +2,16 @@
 
 Like `replog groups`, these speak Kafka's protocol to the brokers' Kafka listeners, where
 the transaction coordinators are (same connection options). `list` asks every broker
-(ListTransactions: each coordinator lists the transactional ids it owns), `describe`
-the coordinator of one transactional id (FindCoordinator, then DescribeTransactions).
+(ListTransactions: each coordinator lists the transactional ids it owns; v1 for
+kafka-transactions' `--duration-filter`), `describe` the coordinator of one transactional
+id (FindCoordinator, then DescribeTransactions).
 
 Tables have kafka-transactions' columns, or with `--json`:
 - list: `[{"transactional_id", "coordinator", "producer_id", "state"}, ...]`
 - describe: `{"transactional_id", "coordinator", "producer_id", "producer_epoch",
   "state", "timeout_ms", "start_time_ms", "duration_ms", "partitions": [{"topic",
-  "partition"}]}`; start time and duration are null when no transaction is open.
+  "partition"}]}`; start time and duration are null while the id has begun no
+  transaction (a completed one keeps its start time, as in Kafka).
 """
 
 from __future__ import annotations
@@ -19,7 +21,11 @@ import asyncio
 import time
 
 from spark_replica.client import listener_probe
-from spark_replica.client.kafka_admin import KafkaAdminClient, TransactionDescription
+from spark_replica.client.kafka_admin import (
+    NO_DURATION_FILTER,
+    KafkaAdminClient,
+    TransactionDescription,
+)
 from spark_replica.tools.cli.common import (
     CLIENT_ID,
     add_kafka_listener_options,
@@ -65,6 +71,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default=[],
         help="only this producer id (repeatable)",
     )
+    listing.add_argument(
+        "--duration-filter",
+        type=int,
+        default=NO_DURATION_FILTER,
+        metavar="MS",
+        help="only transactions running longer than MS milliseconds (negative: all)",
+    )
     add_json_flag(listing)
     add_kafka_listener_options(listing)
 
@@ -93,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _list(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
-    listed = await admin.list_transactions(args.state, args.producer_id)
+    listed = await admin.list_transactions(args.state, args.producer_id, args.duration_filter)
     rows = [[t.transactional_id, t.coordinator, t.producer_id, t.state] for t in listed]
     if args.json:
         print_json(
