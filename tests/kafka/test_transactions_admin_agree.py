@@ -45,8 +45,13 @@ TRANSACTION_PARTITIONS = 5
 TOPIC_PARTITIONS = 4
 # Distinct timeouts per id, so that a mix-up between ids shows; all far longer than the
 # module, so the open transactions stay open.
-TIMEOUT_MS = {"ongoing-a": 70_000, "ongoing-b": 80_000, "committed": 90_000, "aborted": 100_000}
-EMPTY_TIMEOUT_MS = 110_000
+TIMEOUT_MS = {
+    "ongoing-a": 300_000,
+    "ongoing-b": 310_000,
+    "committed": 320_000,
+    "aborted": 330_000,
+}
+EMPTY_TIMEOUT_MS = 340_000
 NO_START_TIME = -1
 ONGOING = ("ongoing-a", "ongoing-b")
 LONGER_THAN_THE_MODULE_MS = 600_000
@@ -96,11 +101,15 @@ def send(producer: Producer, topic: str, partitions: list[int]) -> None:
 def ids_on_two_coordinators(cluster: BrokerFactory, prefix: str) -> tuple[str, str]:
     """Two transactional ids whose `__transaction_state` partitions two different brokers
     lead (the topic exists once a first transactional producer has initialised)."""
-    leaders = [
-        int(p["leader"]) for p in run(leadership(cluster.bootstrap, TRANSACTION_STATE_TOPIC))
-    ]
+
+    def led() -> list[object] | None:
+        partitions = run(leadership(cluster.bootstrap, TRANSACTION_STATE_TOPIC))
+        leaders = [p["leader"] for p in partitions]
+        return leaders if all(isinstance(id_, int) and id_ >= 0 for id_ in leaders) else None
+
+    leaders = eventually(led, f"every partition of {TRANSACTION_STATE_TOPIC} has a leader")
     assert len(set(leaders)) >= 2, f"one broker leads all of {TRANSACTION_STATE_TOPIC}: {leaders}"
-    by_leader: dict[int, str] = {}
+    by_leader: dict[object, str] = {}
     for n in range(1_000):
         candidate = f"{prefix}-{n}"
         leader = leaders[transaction_partition_for(candidate, TRANSACTION_PARTITIONS)]
