@@ -251,7 +251,7 @@ class KafkaAdminClient:
         found: list[TransactionListing] = []
         for broker_id in sorted(self.brokers):
             answer = await self._call(broker_id, LIST_TRANSACTIONS, body)
-            raise_for_code(answer.error_code, f"listing transactions on broker {broker_id}")
+            raise_for_answer(answer.error_code, f"listing transactions on broker {broker_id}")
             if answer.unknown_state_filters:
                 raise ConfigError(
                     f"unknown transaction states: {', '.join(answer.unknown_state_filters)}"
@@ -272,7 +272,7 @@ class KafkaAdminClient:
             body = Data(transactional_ids=[transactional_id])
             answer = await self._call(coordinator, DESCRIBE_TRANSACTIONS, body)
             (state,) = answer.transaction_states
-            raise_for_code(state.error_code, f"transactional id {transactional_id!r}")
+            raise_for_answer(state.error_code, f"transactional id {transactional_id!r}")
             return TransactionDescription(
                 state.transactional_id,
                 coordinator,
@@ -421,6 +421,15 @@ class KafkaLeaders:
 
     async def connection(self, broker_id: int, purpose: str) -> int:
         return broker_id
+
+
+def raise_for_answer(code: int, subject: str) -> None:
+    """Raise the typed error of a non-zero code, naming its subject and what the code
+    means, on one line: these answers carry no message of their own, and an operator
+    reading `transactional id 'x'` alone would not know what went wrong."""
+    if code:
+        error = error_for_code(code)
+        raise type(error)(f"{subject}: {' '.join(str(error).split())}")
 
 
 def _by_topic(items: Iterable[tuple[TopicPartition, Any]]) -> dict[str, list[Any]]:
