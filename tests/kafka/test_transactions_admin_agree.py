@@ -170,22 +170,26 @@ def transactions_cli(cluster: BrokerFactory, *args: str) -> Any:
     return json.loads(done.stdout)
 
 
-def cli_listing(cluster: BrokerFactory, *filters: str) -> set[tuple[str, int, int, str]]:
-    """(id, coordinator, producer id, state) of each id `replog transactions list` shows."""
-    return {
+Listing = list[tuple[str, int, int, str]]
+
+
+def cli_listing(cluster: BrokerFactory, *filters: str) -> Listing:
+    """(id, coordinator, producer id, state) of each id `replog transactions list` shows,
+    sorted (an id listed twice shows)."""
+    return sorted(
         (listed["transactional_id"], listed["coordinator"], listed["producer_id"], listed["state"])
         for listed in transactions_cli(cluster, "list", *filters)
-    }
+    )
 
 
-def kafka_listing(listed: dict[int, list[Any]]) -> set[tuple[str, int, int, str]]:
+def kafka_listing(listed: dict[int, list[Any]]) -> Listing:
     """The same of kafka-python's list_transactions(): listings by the broker that listed
     them, which is the id's coordinator."""
-    return {
+    return sorted(
         (listing.transactional_id, broker, listing.producer_id, listing.state.value)
         for broker, listings in listed.items()
         for listing in listings
-    }
+    )
 
 
 def cli_description(cluster: BrokerFactory, transactional_id: str) -> dict[str, Any]:
@@ -240,7 +244,7 @@ def test_list_and_describe_agree_with_kafkas_admin_api(
     described = settled(kafka_admin, opened)
     listed = kafka_listing(kafka_admin.list_transactions())
     assert cli_listing(cluster) == listed
-    assert {tid for tid, *_ in listed} == set(opened.ids.values())
+    assert [tid for tid, *_ in listed] == sorted(opened.ids.values())
 
     by_kafka = {tid: kafka_description(described[tid]) for tid in opened.ids.values()}
     by_cli = {tid: cli_description(cluster, tid) for tid in opened.ids.values()}
