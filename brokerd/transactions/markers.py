@@ -12,6 +12,9 @@ A partition whose topic was deleted needs no marker (nothing will read it). A le
 that answers that the producer's epoch or the coordinator's epoch is stale says this
 coordinator was replaced: the markers stop and the transaction is left for the new
 coordinator to complete. Anything else is a bug and is raised.
+
+A Spark sink's transaction (many producers) ends with one marker per participant, each
+for its own producer id and epoch, in place of the driver's marker on their partitions.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ NO_LEADER = -1
 MARKER_RETRY_BACKOFF_S = 0.1
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, order=True)
 class Marker:
     tp: TopicPartition
     producer_id: int
@@ -46,14 +49,22 @@ class Marker:
 
 
 def markers_of(metadata: TransactionMetadata, coordinator_epoch: int) -> list[Marker]:
-    """The markers that end a prepared transaction, in partition order."""
+    """The markers that end a prepared transaction, in partition order: each
+    participant's, and the transactional producer's on the partitions none wrote to."""
     if metadata.state not in (TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT):
         raise ValueError(f"{metadata.transactional_id} is {metadata.state.kafka_name}")
     committed = metadata.state is TxnState.PREPARE_COMMIT
-    return [
-        Marker(tp, metadata.producer_id, metadata.producer_epoch, coordinator_epoch, committed)
-        for tp in sorted(metadata.partitions)
+    participants = metadata.participants
+    covered = {participant.tp for participant in participants}
+    markers = [
+        Marker(p.tp, p.producer_id, p.producer_epoch, coordinator_epoch, committed)
+        for p in participants
     ]
+    markers += [
+        Marker(tp, metadata.producer_id, metadata.producer_epoch, coordinator_epoch, committed)
+        for tp in metadata.partitions - covered
+    ]
+    return sorted(markers)
 
 
 def by_leader(markers: Iterable[Marker], leader_of: LeaderOf) -> dict[int, list[Marker]]:

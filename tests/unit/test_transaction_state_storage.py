@@ -24,14 +24,21 @@ from brokerd.core.context import BrokerContext
 from brokerd.replication.replica_fetcher import ReplicaFetcherManager
 from brokerd.replication.replica_manager import ReplicaManager
 from brokerd.transactions.decisions import (
+    ALREADY_COMMITTED,
     Reply,
     Store,
     add_partitions,
     end_transaction,
     init_producer_id,
+    register_participants,
 )
 from brokerd.transactions.state_manager import TransactionStateManager
-from brokerd.transactions.states import TransactionEntry, TransactionMetadata, TxnState
+from brokerd.transactions.states import (
+    Participant,
+    TransactionEntry,
+    TransactionMetadata,
+    TxnState,
+)
 from brokerd.transactions.stored_transactions import record_of
 from spark_replica.errors import (
     ConcurrentTransactionsError,
@@ -42,6 +49,7 @@ from spark_replica.errors import (
     NotLeaderOrFollowerError,
     ProducerFencedError,
 )
+from spark_replica.records import DERIVED_PRODUCER_ID_BASE
 from spark_replica.topics import TRANSACTION_STATE_TOPIC, TopicPartition, transaction_partition_for
 from spark_replica.wire.native.controller_requests import (
     ControllerHeader,
@@ -426,3 +434,55 @@ def test_markers_refused_for_good_leave_the_transaction_prepared_and_say_why(
     assert retry == Reply(ConcurrentTransactionsError)
     assert "could not be written: refused" in caplog.text
     assert "left prepared for the next load to finish" in caplog.text
+
+
+def test_a_sink_transaction_is_loaded_with_its_participants_by_the_next_coordinator(
+    tmp_path: Path, leaders: Leaders
+) -> None:
+    """A Spark sink's transaction, stored in replog's own value version: the coordinator
+    that loads the partition after a failover (a new leader epoch) has its participants
+    and micro-batches, ends it with a marker per participant, and answers a re-run of the
+    committed micro-batch `already_committed` after a second failover."""
+    task_a, task_b = DERIVED_PRODUCER_ID_BASE + 1, DERIVED_PRODUCER_ID_BASE + 2
+    joined = [Participant(OUT[0], task_a, 7), Participant(OUT[0], task_b, 7)]
+    joined.append(Participant(OUT[1], task_a, 7))
+
+    async def scenario() -> tuple[TransactionEntry | None, TransactionEntry | None, object]:
+        first = Broker(tmp_path, leaders)
+        await first.loaded()
+        manager = first.manager
+        init = init_producer_id(
+            None, TX, 60_000, None, 1, max_timeout_ms=900_000, allocate_producer_id=lambda: 4242
+        )
+        await manager.store(as_store(init))
+        for participants in (joined[:2], joined[2:]):
+            registration = register_participants(
+                manager.entry(TX), 4242, 0, 7, participants, first.now()
+            )
+            await manager.store(as_store(registration))
+        await first.close()
+        second = Broker(tmp_path, leaders, leader_epoch=9)
+        await second.loaded()
+        loaded = second.manager.entry(TX)
+        commit = end_transaction(loaded, 4242, 0, True, second.now())
+        await second.manager.store(as_store(commit))
+        await second.settled()
+        await second.close()
+        third = Broker(tmp_path, leaders, leader_epoch=10)
+        await third.loaded()
+        after = third.manager.entry(TX)
+        rerun = register_participants(after, 4242, 0, 7, joined[:1], third.now())
+        await third.close()
+        return loaded, after, rerun
+
+    loaded, after, rerun = run(scenario)
+    assert loaded is not None
+    assert loaded.metadata.state is TxnState.ONGOING
+    assert loaded.metadata.participants == set(joined)
+    assert (loaded.metadata.micro_batch, loaded.metadata.committed_micro_batch) == (7, -1)
+    assert sorted(leaders.written) == sorted((p.tp, p.producer_id, 7, 9, True) for p in joined), (
+        "one marker per participant, none for the driver"
+    )
+    assert after is not None and after.metadata.state is TxnState.COMPLETE_COMMIT
+    assert after.metadata.committed_micro_batch == 7
+    assert rerun == ALREADY_COMMITTED
