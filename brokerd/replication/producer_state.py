@@ -30,6 +30,14 @@ with a transaction open may not write outside it (INVALID_TXN_STATE), nor expire
 Snapshots carry each producer's coordinator epoch and open transaction's first offset
 (Kafka's CurrentTxnFirstOffset), so a restart keeps the transactions open.
 
+A run of markers (one coordinator request's markers for this partition, a Spark sink's
+transaction ending for each of its producers) is appended in one append, ordered by
+`plan_markers`: by descending first offset of each producer's open transaction, so that
+the transaction that began first ends last. Whatever prefix of the run a replica holds,
+the LSO stays at or below the first record of every transaction of the run still open
+there, and those that ended all began later than that: none of the run's records is
+visible under read_committed before the whole run is, on this partition.
+
 Pure logic, no I/O and no locking: the owning Partition runs on the broker's loop.
 """
 
@@ -37,7 +45,7 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from brokerd.replication.open_transactions import CompletedTransaction, OpenTransactions
@@ -59,8 +67,12 @@ READABLE_SNAPSHOT_VERSIONS = (2, 3)
 BATCH_FIELDS = 4  # base sequence, last sequence, base offset, last offset
 NO_COORDINATOR_EPOCH = -1
 NO_TXN_OFFSET = -1
+# Where a marker of a producer with no open transaction sorts in a run: first.
+_NO_OPEN_TXN = 2**63
 # A batch's header and, for a control batch, the marker it holds: what a replay reads.
 LoggedBatch = tuple[BatchHeader, ControlMarker | None]
+# A marker to append: (producer id, producer epoch, coordinator epoch).
+MarkerFor = tuple[int, int, int]
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
@@ -174,28 +186,52 @@ class ProducerStateManager:
         self, producer_id: int, producer_epoch: int, coordinator_epoch: int
     ) -> Verdict:
         """Decide whether a leader may append a marker ending `producer_id`'s transaction."""
-        if producer_id < 0 or producer_epoch < 0:
-            return Verdict(
-                Outcome.INVALID,
-                f"a transaction marker needs a producer id and epoch, not {producer_id} "
-                f"and {producer_epoch}",
-            )
         entry = self._producers.get(producer_id)
-        if entry is None:
-            return APPEND
-        if producer_epoch < entry.epoch:
-            return Verdict(
-                Outcome.FENCED,
-                f"marker for producer id {producer_id} epoch {producer_epoch}, older than "
-                f"{entry.epoch}",
-            )
-        if coordinator_epoch < entry.coordinator_epoch:
-            return Verdict(
-                Outcome.COORDINATOR_FENCED,
-                f"marker for producer id {producer_id} from coordinator epoch "
-                f"{coordinator_epoch}, older than {entry.coordinator_epoch}",
-            )
-        return APPEND
+        known = None if entry is None else (entry.epoch, entry.coordinator_epoch)
+        return _marker_verdict(producer_id, producer_epoch, coordinator_epoch, known)
+
+    def plan_markers(self, markers: Sequence[MarkerFor]) -> list[tuple[int, Verdict]]:
+        """The order to append a run of markers in, as indexes into `markers`, each with
+        its verdict; changes nothing.
+
+        Ordered by descending first offset of the producer's open transaction (markers of
+        producers with none first: they end an empty one), stably, so one producer's
+        markers keep their order. Each is checked as if those accepted before it were
+        recorded. Once a marker that would end an open transaction is refused, a later
+        one that would end another producer's is refused the same way (held back): it
+        began earlier, and ending it first would let readers past the refused one's
+        records' start into the run's.
+        """
+        open_firsts = self._transactions.open_first_offsets()
+        order = sorted(
+            range(len(markers)), key=lambda i: -open_firsts.get(markers[i][0], _NO_OPEN_TXN)
+        )
+        known = {
+            pid: (entry.epoch, entry.coordinator_epoch) for pid, entry in self._producers.items()
+        }
+        still_open = set(open_firsts)
+        blocker: tuple[int, Verdict] | None = None
+        plan = []
+        for index in order:
+            pid, epoch, coordinator_epoch = markers[index]
+            verdict = _marker_verdict(pid, epoch, coordinator_epoch, known.get(pid))
+            ends_open = pid in still_open
+            if verdict is APPEND and blocker is not None and ends_open and pid != blocker[0]:
+                blocked_pid, refusal = blocker
+                verdict = Verdict(
+                    refusal.outcome,
+                    f"marker for producer id {pid} held back: the marker before it in the "
+                    f"run, for producer id {blocked_pid}, was refused ({refusal.reason})",
+                )
+            if verdict is APPEND:
+                known[pid] = (epoch, coordinator_epoch)
+                still_open.discard(pid)
+                if blocker is not None and blocker[0] == pid:
+                    blocker = None
+            elif blocker is None and ends_open:
+                blocker = (pid, verdict)
+            plan.append((index, verdict))
+        return plan
 
     def check(self, header: BatchHeader) -> Verdict:
         """Decide whether a leader may append the batch of `header`; changes nothing."""
@@ -415,6 +451,36 @@ class ProducerStateManager:
         self._producers.update(restored)
         for pid, first_offset in open_txns.items():
             self._transactions.open(pid, first_offset)
+
+
+def _marker_verdict(
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int,
+    known: tuple[int, int] | None,
+) -> Verdict:
+    """A marker's verdict given the producer's (epoch, coordinator epoch), if known."""
+    if producer_id < 0 or producer_epoch < 0:
+        return Verdict(
+            Outcome.INVALID,
+            f"a transaction marker needs a producer id and epoch, not {producer_id} "
+            f"and {producer_epoch}",
+        )
+    if known is None:
+        return APPEND
+    epoch, known_coordinator_epoch = known
+    if producer_epoch < epoch:
+        return Verdict(
+            Outcome.FENCED,
+            f"marker for producer id {producer_id} epoch {producer_epoch}, older than {epoch}",
+        )
+    if coordinator_epoch < known_coordinator_epoch:
+        return Verdict(
+            Outcome.COORDINATOR_FENCED,
+            f"marker for producer id {producer_id} from coordinator epoch "
+            f"{coordinator_epoch}, older than {known_coordinator_epoch}",
+        )
+    return APPEND
 
 
 def _snapshot_version(first_line: str) -> int | None:

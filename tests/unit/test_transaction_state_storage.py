@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -32,6 +32,7 @@ from brokerd.transactions.decisions import (
     init_producer_id,
     register_participants,
 )
+from brokerd.transactions.markers import Marker
 from brokerd.transactions.state_manager import TransactionStateManager
 from brokerd.transactions.states import (
     Participant,
@@ -77,15 +78,16 @@ class Leaders:
     fail: int = 0
     refuse: Exception | None = None  # raised by every append, if set
 
-    async def write(
-        self, tp: TopicPartition, pid: int, epoch: int, coord: int, commit: bool
-    ) -> None:
+    async def write(self, tp: TopicPartition, markers: Sequence[Marker]) -> None:
         if self.refuse is not None:
             raise self.refuse
         if self.fail:
             self.fail -= 1
             raise NotLeaderOrFollowerError(f"{tp} moved")
-        self.written.append((tp, pid, epoch, coord, commit))
+        for m in markers:
+            self.written.append(
+                (tp, m.producer_id, m.producer_epoch, m.coordinator_epoch, m.committed)
+            )
 
 
 class Broker:
