@@ -30,6 +30,16 @@ with a transaction open may not write outside it (INVALID_TXN_STATE), nor expire
 Snapshots carry each producer's coordinator epoch and open transaction's first offset
 (Kafka's CurrentTxnFirstOffset), so a restart keeps the transactions open.
 
+A Spark sink task writes under a derived producer id (DERIVED_PRODUCER_ID_BASE and up)
+whose epoch serves one micro-batch; in a sink's transaction, once its marker ended the
+transaction here, a later transactional batch of that id and epoch can only come from a
+zombie attempt of the task, and would open a transaction no coordinator will ever end
+(holding the LSO for good). It is refused as fenced (INVALID_PRODUCER_EPOCH: the sink
+reads a fence as "already written") unless it repeats a batch by its sequences, answered
+as a duplicate as any. Allocated ids (Kafka's producers) reuse their epoch across
+transactions and are unaffected. Snapshots (version 4) keep the epoch of each producer's
+latest marker for it.
+
 A run of markers (one coordinator request's markers for this partition, a Spark sink's
 transaction ending for each of its producers) is appended in one append, ordered by
 `plan_markers`: by descending first offset of each producer's open transaction, so that
@@ -50,7 +60,13 @@ from dataclasses import dataclass, field
 
 from brokerd.replication.open_transactions import CompletedTransaction, OpenTransactions
 from spark_replica.errors import InvalidControlRecordError, ProtocolError
-from spark_replica.records import NO_PRODUCER_ID, BatchHeader, ControlMarker, ControlType
+from spark_replica.records import (
+    DERIVED_PRODUCER_ID_BASE,
+    NO_PRODUCER_ID,
+    BatchHeader,
+    ControlMarker,
+    ControlType,
+)
 
 MAX_BATCHES_PER_PRODUCER = 5
 MAX_SEQUENCE = 2**31 - 1
@@ -61,11 +77,15 @@ HALF_SEQUENCE_SPACE = SEQUENCE_SPACE // 2
 SNAPSHOT_MAGIC = "replog-producer-state"
 # 2: each producer line carries its last batch timestamp; 3: and its coordinator epoch
 # and open transaction's first offset (-1: none), and may hold no batch (a producer known
-# only from a marker).
-SNAPSHOT_VERSION = 3
-READABLE_SNAPSHOT_VERSIONS = (2, 3)
+# only from a marker); 4: and the epoch of its latest marker (-1: none).
+SNAPSHOT_VERSION = 4
+READABLE_SNAPSHOT_VERSIONS = (2, 3, 4)
 BATCH_FIELDS = 4  # base sequence, last sequence, base offset, last offset
+# Where each version's producer line's batches begin, and the fewest fields it has.
+_LINE_LAYOUTS = {2: (3, 3 + BATCH_FIELDS), 3: (5, 5), 4: (6, 6)}
 NO_COORDINATOR_EPOCH = -1
+NO_MARKER_EPOCH = -1
+# Where each version's producer line's batches begin, and the fewest fields it has.
 NO_TXN_OFFSET = -1
 # Where a marker of a producer with no open transaction sorts in a run: first.
 _NO_OPEN_TXN = 2**63
@@ -143,6 +163,9 @@ class ProducerEntry:
     last_timestamp: int = -1
     # The epoch of the coordinator that wrote this producer's latest marker.
     coordinator_epoch: int = NO_COORDINATOR_EPOCH
+    # The producer epoch of its latest marker: a derived id's transaction at that epoch
+    # has ended here, and a new one at the same epoch is a zombie's.
+    marker_epoch: int = NO_MARKER_EPOCH
 
 
 class ProducerStateManager:
@@ -280,10 +303,18 @@ class ProducerStateManager:
                     base_offset=batch.base_offset,
                     last_offset=batch.last_offset,
                 )
+        old_duplicate = bool(entry.batches) and precedes(last, entry.batches[0].base_sequence)
+        ended_here = self._transactions.first_offset(pid) is None
+        if not old_duplicate and ended_here and _is_zombie(header, entry):
+            return Verdict(
+                Outcome.FENCED,
+                f"producer id {pid} epoch {header.producer_epoch}: its transaction here ended "
+                "with a marker, and a sink task's epoch serves one transaction",
+            )
         expected = increment_sequence(entry.batches[-1].last_sequence, 1) if entry.batches else 0
         if header.base_sequence == expected:
             return APPEND
-        if entry.batches and precedes(last, entry.batches[0].base_sequence):
+        if old_duplicate:
             return Verdict(
                 Outcome.OLD_DUPLICATE,
                 f"producer id {pid} epoch {entry.epoch}: sequences {header.base_sequence}.."
@@ -329,6 +360,7 @@ class ProducerStateManager:
                     f"control batch at offset {base_offset} recorded without its marker"
                 )
             entry.coordinator_epoch = marker.coordinator_epoch
+            entry.marker_epoch = header.producer_epoch
             return self._transactions.complete(
                 pid, base_offset, aborted=marker.control_type is ControlType.ABORT
             )
@@ -387,9 +419,10 @@ class ProducerStateManager:
     def encode_snapshot(self) -> list[str]:
         """The whole state as text lines: a header line, a count, one line per producer.
 
-        Each producer line is its id, epoch, last batch timestamp, coordinator epoch and
-        open transaction's first offset (-1: none), then four numbers per remembered
-        batch: base sequence, last sequence, base offset, last offset, oldest first.
+        Each producer line is its id, epoch, last batch timestamp, coordinator epoch, open
+        transaction's first offset (-1: none) and latest marker's epoch (-1: none), then
+        four numbers per remembered batch: base sequence, last sequence, base offset, last
+        offset, oldest first.
         Transactions ended but not yet committed are not kept, as in Kafka.
         """
         lines = [f"{SNAPSHOT_MAGIC} {SNAPSHOT_VERSION}", str(len(self._producers))]
@@ -398,7 +431,7 @@ class ProducerStateManager:
             entry = self._producers[pid]
             txn_first_offset = open_txns.get(pid, NO_TXN_OFFSET)
             fields = [pid, entry.epoch, entry.last_timestamp, entry.coordinator_epoch]
-            fields.append(txn_first_offset)
+            fields += [txn_first_offset, entry.marker_epoch]
             for batch in entry.batches:
                 fields += [
                     batch.base_sequence,
@@ -429,8 +462,9 @@ class ProducerStateManager:
         restored: dict[int, ProducerEntry] = {}
         open_txns: dict[int, int] = {}
         # Version 2 lines lack the coordinator epoch and the transaction, and always name
-        # a batch (only markers make a producer known without one).
-        lead, fewest = (3, 3 + BATCH_FIELDS) if version == 2 else (5, 5)
+        # a batch (only markers make a producer known without one); version 3 lines lack
+        # the marker's epoch.
+        lead, fewest = _LINE_LAYOUTS[version]
         for number, row in enumerate(rows, start=3):
             if len(row) < fewest or (len(row) - lead) % BATCH_FIELDS:
                 raise ProtocolError(f"snapshot line {number} has {len(row)} fields")
@@ -440,17 +474,29 @@ class ProducerStateManager:
             ]
             pid, epoch, last_timestamp = row[:3]
             coordinator_epoch, txn_first_offset = row[3:5] if version > 2 else (-1, -1)
+            marker_epoch = row[5] if version > 3 else NO_MARKER_EPOCH
             restored[pid] = ProducerEntry(
                 epoch,
                 deque(batches, maxlen=MAX_BATCHES_PER_PRODUCER),
                 last_timestamp,
                 coordinator_epoch,
+                marker_epoch,
             )
             if txn_first_offset != NO_TXN_OFFSET:
                 open_txns[pid] = txn_first_offset
         self._producers.update(restored)
         for pid, first_offset in open_txns.items():
             self._transactions.open(pid, first_offset)
+
+
+def _is_zombie(header: BatchHeader, entry: ProducerEntry) -> bool:
+    """A sink task's transactional batch at the epoch of its latest marker here (the
+    caller checked that the epoch is the entry's and that no transaction is open)."""
+    return (
+        header.is_transactional
+        and header.producer_id >= DERIVED_PRODUCER_ID_BASE
+        and entry.marker_epoch == header.producer_epoch
+    )
 
 
 def _marker_verdict(

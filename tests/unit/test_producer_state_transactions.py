@@ -166,7 +166,7 @@ def test_a_version_2_snapshot_still_loads() -> None:
 @pytest.mark.parametrize(
     "lines",
     [
-        ["replog-producer-state 4", "0"],
+        ["replog-producer-state 5", "0"],
         ["replog-producer-state 2", "1", "5 1 700"],  # version 2 lines name a batch
         ["replog-producer-state 3", "1", "5 1 700 0"],
         ["replog-producer-state 3", "1", "5 1 700 0 -1 1 2"],
