@@ -23,6 +23,7 @@ from brokerd.coordination import internal_topic
 from brokerd.core.context import BrokerContext
 from brokerd.replication.replica_fetcher import ReplicaFetcherManager
 from brokerd.replication.replica_manager import ReplicaManager
+from brokerd.transactions.coordinator import TransactionCoordinator
 from brokerd.transactions.decisions import (
     ALREADY_COMMITTED,
     Reply,
@@ -488,3 +489,39 @@ def test_a_sink_transaction_is_loaded_with_its_participants_by_the_next_coordina
     assert after is not None and after.metadata.state is TxnState.COMPLETE_COMMIT
     assert after.metadata.committed_micro_batch == 7
     assert rerun == ALREADY_COMMITTED
+
+
+def test_the_coordinator_registers_a_sink_tasks_participants_and_stores_them(
+    tmp_path: Path, leaders: Leaders
+) -> None:
+    """TransactionCoordinator.register_participants, the one call a sink's registration
+    API makes: decided on the id's entry and stored, then answered."""
+    task = Participant(OUT[0], DERIVED_PRODUCER_ID_BASE + 3, 4)
+
+    async def allocate() -> int:
+        return 4242
+
+    async def scenario() -> list[Reply]:
+        broker = Broker(tmp_path, leaders)
+        await broker.loaded()
+        coordinator = TransactionCoordinator(broker.ctx, broker.manager, allocate, broker.now)
+        replies = [await coordinator.init_producer_id(TX, 60_000, None)]
+        replies.append(await coordinator.register_participants(TX, 4242, 0, 4, [task]))
+        stored = broker.manager.entry(TX)
+        assert stored is not None and stored.metadata.participants == {task}
+        replies.append(await coordinator.end_transaction(TX, 4242, 0, True))
+        await broker.settled()
+        replies.append(await coordinator.register_participants(TX, 4242, 0, 4, [task]))
+        replies.append(await coordinator.register_participants(TX, 4242, 1, 5, [task]))
+        await broker.close()
+        return replies
+
+    replies = run(scenario)
+    assert replies == [
+        Reply(None, 4242, 0),
+        Reply(),
+        Reply(),
+        ALREADY_COMMITTED,
+        Reply(ProducerFencedError),
+    ]
+    assert leaders.written == [(OUT[0], task.producer_id, 4, 5, True)]
