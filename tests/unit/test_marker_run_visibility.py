@@ -6,7 +6,8 @@ The property, on real logs: whatever prefix of that run of markers a follower co
 (the rest lost with a leader that died), and whatever its high watermark, read_committed
 readers of that replica see either none of the transaction's records on the partition
 or all of them; and the same after the replica restarts and rebuilds its producer state
-from the log. Then the run's order and its refusals, case by case."""
+from the log. Once it leads and the coordinator's retry sends the whole run again, all of
+them. Then the run's order and its refusals, case by case."""
 
 from __future__ import annotations
 
@@ -123,6 +124,11 @@ def test_no_prefix_of_a_marker_run_shows_part_of_a_transaction(
             follower.log.close()
             restarted = Partition(TP, Log.open(directory, LogConfig(), now_ms=0), 1)
             assert_all_or_none(records, restarted)
+            # It becomes the leader; the coordinator sends the whole run again.
+            restarted.make_leader(1, [1], [1], 0, 0, now_ms=0)
+            again = restarted.append_markers(commit_markers(sent), now_ms=0)
+            assert not [o for o in again if isinstance(o, Exception)]
+            assert restarted.last_stable_offset == restarted.log.log_end_offset
             restarted.log.close()
         source.log.close()
 
