@@ -389,7 +389,7 @@ class Partition:
         plan = self.producer_state.plan_markers(
             [(m.producer_id, m.producer_epoch, m.coordinator_epoch) for m in markers]
         )
-        outcomes: list[AppendInfo | BrokerResponseError | None] = [None] * len(markers)
+        outcomes: dict[int, AppendInfo | BrokerResponseError] = {}
         accepted: list[tuple[int, ControlMarker, bytes]] = []
         for index, verdict in plan:
             if verdict.outcome is not Outcome.APPEND:
@@ -417,7 +417,7 @@ class Partition:
                 outcomes[index] = AppendInfo(offset, offset, 1, now_ms, len(batch))
             self._maybe_advance_high_watermark()
             self._notify()
-        return [outcome for outcome in outcomes if outcome is not None]
+        return [outcomes[index] for index in range(len(markers))]
 
     def _record_marker(
         self, header: BatchHeader, offset: int, now_ms: int, marker: ControlMarker

@@ -85,7 +85,6 @@ BATCH_FIELDS = 4  # base sequence, last sequence, base offset, last offset
 _LINE_LAYOUTS = {2: (3, 3 + BATCH_FIELDS), 3: (5, 5), 4: (6, 6)}
 NO_COORDINATOR_EPOCH = -1
 NO_MARKER_EPOCH = -1
-# Where each version's producer line's batches begin, and the fewest fields it has.
 NO_TXN_OFFSET = -1
 # Where a marker of a producer with no open transaction sorts in a run: first.
 _NO_OPEN_TXN = 2**63
@@ -205,17 +204,10 @@ class ProducerStateManager:
         """The HW reached `high_watermark`: ended transactions below it are stable now."""
         self._transactions.forget_replicated(high_watermark)
 
-    def check_marker(
-        self, producer_id: int, producer_epoch: int, coordinator_epoch: int
-    ) -> Verdict:
-        """Decide whether a leader may append a marker ending `producer_id`'s transaction."""
-        entry = self._producers.get(producer_id)
-        known = None if entry is None else (entry.epoch, entry.coordinator_epoch)
-        return _marker_verdict(producer_id, producer_epoch, coordinator_epoch, known)
-
     def plan_markers(self, markers: Sequence[MarkerFor]) -> list[tuple[int, Verdict]]:
-        """The order to append a run of markers in, as indexes into `markers`, each with
-        its verdict; changes nothing.
+        """Decide whether a leader may append a run of markers, each ending its producer's
+        transaction, and in which order: indexes into `markers`, each with its verdict;
+        changes nothing.
 
         Ordered by descending first offset of the producer's open transaction (markers of
         producers with none first: they end an empty one), stably, so one producer's
