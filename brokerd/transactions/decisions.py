@@ -250,7 +250,7 @@ def register_participants(
     """A Spark sink task's producers joining micro-batch `micro_batch`'s transaction
     under the driver's id, producer id and epoch (rules 6 to 9)."""
     joining = frozenset(participants)
-    if micro_batch < 0 or not joining or not all(map(_is_derived, joining)):
+    if micro_batch < 0 or not joining or not all(map(_is_sink_participant, joining)):
         return Reply(InvalidRequestError)
     refused = _refuse_producer(entry, producer_id, producer_epoch)
     if refused is not None or entry is None:
@@ -420,7 +420,8 @@ def _refuse_producer(
     return None
 
 
-def _is_derived(participant: Participant) -> bool:
+def _is_sink_participant(participant: Participant) -> bool:
+    """A derived producer id (rule 6) with an int16 epoch, on a real partition number."""
     return (
         participant.producer_id >= DERIVED_PRODUCER_ID_BASE
         and 0 <= participant.producer_epoch <= MAX_PRODUCER_EPOCH
