@@ -67,6 +67,9 @@ BASE_OFFSET_FIELD = struct.Struct(">q")
 LEADER_EPOCH_FIELD = struct.Struct(">i")
 LEADER_EPOCH_FIELD_OFFSET = 12
 NO_PRODUCER_ID = -1
+# Producer ids from here up are derived by Spark sink tasks (connectors' sink identity),
+# never allocated by brokers, whose ids count up from 0.
+DERIVED_PRODUCER_ID_BASE = 2**62
 NO_SEQUENCE = -1
 TIMESTAMP_TYPE_LOG_APPEND = 0x08
 TRANSACTIONAL_FLAG = 0x10

@@ -24,8 +24,11 @@ Per partition of each marker, as Kafka's leader decides:
   again; a second marker for a transaction already ended is harmless (it ends an empty
   one, as in Kafka).
 
-Every marker is appended, in request order, before any wait: the markers of one
-partition keep the order the coordinator sent them in, and the waits run together.
+Every marker is appended before any wait, and the waits run together. The markers of
+one partition (several when a Spark sink's transaction ends for each of its producers)
+go in one append, ordered by the partition (`Partition.append_markers`: the transaction
+that began first ends last, so that no prefix of the run makes part of the transactions
+readable); one producer's markers keep the order they were sent in.
 Each marker once committed is told to the listeners (the group coordinator turns a
 marker on an offsets partition into committed or dropped offsets), as Kafka tells its
 group coordinator after the append completes: a marker lost in a failover is told when
@@ -93,28 +96,33 @@ def append_txn_markers(
     exists: Callable[[TopicPartition], bool],
     now_ms: int,
 ) -> tuple[MarkerErrors, list[AppendedMarker]]:
-    """Append each entry's marker to each of its partitions this broker leads, in order.
+    """Append the entries' markers to each of their partitions this broker leads: a
+    partition's markers (one per entry naming it) in one append, ordered there.
 
     `hosted`: the partitions this broker has a replica of; `exists`: whether the
     cluster has a partition at all. Returns every partition's error so far (None for an
     appended marker, whose wait is still to come) and the appended markers."""
-    errors: MarkerErrors = []
+    listed = list(entries)
+    errors: MarkerErrors = [dict.fromkeys(entry.partitions) for entry in listed]
+    naming: dict[TopicPartition, list[int]] = {}
+    for index, partitions in enumerate(errors):
+        for tp in partitions:
+            naming.setdefault(tp, []).append(index)
     appended: list[AppendedMarker] = []
-    for index, entry in enumerate(entries):
-        outcome: dict[TopicPartition, ReplogError | None] = {}
-        marker = entry.marker
-        for tp in entry.partitions:
-            if tp in outcome:
-                continue
-            try:
-                partition = _led(tp, hosted, exists)
-                [info] = partition.append_markers([marker], now_ms)
-            except BrokerResponseError as exc:
-                outcome[tp] = exc
+    for tp, indexes in naming.items():
+        try:
+            partition = _led(tp, hosted, exists)
+        except BrokerResponseError as exc:
+            for index in indexes:
+                errors[index][tp] = exc
+            continue
+        markers = [listed[index].marker for index in indexes]
+        outcomes = partition.append_markers(markers, now_ms)
+        for index, marker, outcome in zip(indexes, markers, outcomes, strict=True):
+            if isinstance(outcome, BrokerResponseError):
+                errors[index][tp] = outcome
             else:
-                outcome[tp] = None
-                appended.append(AppendedMarker(index, partition, marker, info.first_offset))
-        errors.append(outcome)
+                appended.append(AppendedMarker(index, partition, marker, outcome.first_offset))
     return errors, appended
 
 

@@ -370,24 +370,32 @@ class Partition:
         self._notify()
         return info
 
-    def append_markers(self, markers: Sequence[TxnMarker], now_ms: int) -> list[AppendInfo]:
-        """Append, as leader, the control batches ending the given transactions, in order;
-        what the transaction coordinator's WriteTxnMarkers calls. One AppendInfo per marker.
+    def append_markers(
+        self, markers: Sequence[TxnMarker], now_ms: int
+    ) -> list[AppendInfo | BrokerResponseError]:
+        """Append, as leader, the control batches ending the given transactions; what the
+        transaction coordinator's WriteTxnMarkers calls. Per marker, in the order given:
+        where it was appended, or the error refusing it.
 
-        Each marker is checked against its producer's state first (an older producer
-        epoch is INVALID_PRODUCER_EPOCH, an older coordinator epoch
-        TRANSACTION_COORDINATOR_FENCED); a refused marker stops the call, those before it
-        stay appended. An ABORT is indexed at once, so a read_committed fetch of the
-        transaction's range lists it as soon as the LSO lets it be read.
+        The markers accepted go in one append, in the producer state's order
+        (`ProducerStateManager.plan_markers`: the transaction that began first ends
+        last), so that no prefix of the run a replica may copy makes part of what the
+        run ends readable under read_committed. A marker of an older producer epoch is
+        INVALID_PRODUCER_EPOCH, of an older coordinator epoch
+        TRANSACTION_COORDINATOR_FENCED. An ABORT is indexed at once, so a read_committed
+        fetch of the transaction's range lists it as soon as the LSO lets it be read.
         """
         self.require_leader()
-        appended = []
-        for marker in markers:
-            verdict = self.producer_state.check_marker(
-                marker.producer_id, marker.producer_epoch, marker.coordinator_epoch
-            )
+        plan = self.producer_state.plan_markers(
+            [(m.producer_id, m.producer_epoch, m.coordinator_epoch) for m in markers]
+        )
+        outcomes: dict[int, AppendInfo | BrokerResponseError] = {}
+        accepted: list[tuple[int, ControlMarker, bytes]] = []
+        for index, verdict in plan:
             if verdict.outcome is not Outcome.APPEND:
-                raise VERDICT_ERRORS[verdict.outcome](f"{self.tp}: {verdict.reason}")
+                outcomes[index] = VERDICT_ERRORS[verdict.outcome](f"{self.tp}: {verdict.reason}")
+                continue
+            marker = markers[index]
             control = ControlMarker(marker.control_type, marker.coordinator_epoch)
             batch = build_control_batch(
                 control,
@@ -395,14 +403,21 @@ class Partition:
                 producer_epoch=marker.producer_epoch,
                 timestamp_ms=now_ms,
             )
+            accepted.append((index, control, batch))
+        if accepted:
             info = self.log.append(
-                batch, assign_offsets=True, leader_epoch=self.leader_epoch, now_ms=now_ms
+                b"".join(batch for _, _, batch in accepted),
+                assign_offsets=True,
+                leader_epoch=self.leader_epoch,
+                now_ms=now_ms,
             )
-            self._record_marker(BatchHeader.decode(batch), info.first_offset, now_ms, control)
-            appended.append(info)
-        self._maybe_advance_high_watermark()
-        self._notify()
-        return appended
+            for position, (index, control, batch) in enumerate(accepted):
+                offset = info.first_offset + position
+                self._record_marker(BatchHeader.decode(batch), offset, now_ms, control)
+                outcomes[index] = AppendInfo(offset, offset, 1, now_ms, len(batch))
+            self._maybe_advance_high_watermark()
+            self._notify()
+        return [outcomes[index] for index in range(len(markers))]
 
     def _record_marker(
         self, header: BatchHeader, offset: int, now_ms: int, marker: ControlMarker

@@ -30,6 +30,24 @@ with a transaction open may not write outside it (INVALID_TXN_STATE), nor expire
 Snapshots carry each producer's coordinator epoch and open transaction's first offset
 (Kafka's CurrentTxnFirstOffset), so a restart keeps the transactions open.
 
+A Spark sink task writes under a derived producer id (DERIVED_PRODUCER_ID_BASE and up)
+whose epoch serves one micro-batch; in a sink's transaction, once its marker ended the
+transaction here, a later transactional batch of that id and epoch can only come from a
+zombie attempt of the task, and would open a transaction no coordinator will ever end
+(holding the LSO for good). It is refused as fenced (INVALID_PRODUCER_EPOCH: the sink
+reads a fence as "already written") unless it repeats a batch by its sequences, answered
+as a duplicate as any. Allocated ids (Kafka's producers) reuse their epoch across
+transactions and are unaffected. Snapshots (version 4) keep the epoch of each producer's
+latest marker for it.
+
+A run of markers (one coordinator request's markers for this partition, a Spark sink's
+transaction ending for each of its producers) is appended in one append, ordered by
+`plan_markers`: by descending first offset of each producer's open transaction, so that
+the transaction that began first ends last. Whatever prefix of the run a replica holds,
+the LSO stays at or below the first record of every transaction of the run still open
+there, and those that ended all began later than that: none of the run's records is
+visible under read_committed before the whole run is, on this partition.
+
 Pure logic, no I/O and no locking: the owning Partition runs on the broker's loop.
 """
 
@@ -37,12 +55,18 @@ from __future__ import annotations
 
 import enum
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from brokerd.replication.open_transactions import CompletedTransaction, OpenTransactions
 from spark_replica.errors import InvalidControlRecordError, ProtocolError
-from spark_replica.records import NO_PRODUCER_ID, BatchHeader, ControlMarker, ControlType
+from spark_replica.records import (
+    DERIVED_PRODUCER_ID_BASE,
+    NO_PRODUCER_ID,
+    BatchHeader,
+    ControlMarker,
+    ControlType,
+)
 
 MAX_BATCHES_PER_PRODUCER = 5
 MAX_SEQUENCE = 2**31 - 1
@@ -53,14 +77,21 @@ HALF_SEQUENCE_SPACE = SEQUENCE_SPACE // 2
 SNAPSHOT_MAGIC = "replog-producer-state"
 # 2: each producer line carries its last batch timestamp; 3: and its coordinator epoch
 # and open transaction's first offset (-1: none), and may hold no batch (a producer known
-# only from a marker).
-SNAPSHOT_VERSION = 3
-READABLE_SNAPSHOT_VERSIONS = (2, 3)
+# only from a marker); 4: and the epoch of its latest marker (-1: none).
+SNAPSHOT_VERSION = 4
+READABLE_SNAPSHOT_VERSIONS = (2, 3, 4)
 BATCH_FIELDS = 4  # base sequence, last sequence, base offset, last offset
+# Where each version's producer line's batches begin, and the fewest fields it has.
+_LINE_LAYOUTS = {2: (3, 3 + BATCH_FIELDS), 3: (5, 5), 4: (6, 6)}
 NO_COORDINATOR_EPOCH = -1
+NO_MARKER_EPOCH = -1
 NO_TXN_OFFSET = -1
+# Where a marker of a producer with no open transaction sorts in a run: first.
+_NO_OPEN_TXN = 2**63
 # A batch's header and, for a control batch, the marker it holds: what a replay reads.
 LoggedBatch = tuple[BatchHeader, ControlMarker | None]
+# A marker to append: (producer id, producer epoch, coordinator epoch).
+MarkerFor = tuple[int, int, int]
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
@@ -131,6 +162,9 @@ class ProducerEntry:
     last_timestamp: int = -1
     # The epoch of the coordinator that wrote this producer's latest marker.
     coordinator_epoch: int = NO_COORDINATOR_EPOCH
+    # The producer epoch of its latest marker: a derived id's transaction at that epoch
+    # has ended here, and a new one at the same epoch is a zombie's.
+    marker_epoch: int = NO_MARKER_EPOCH
 
 
 class ProducerStateManager:
@@ -170,32 +204,49 @@ class ProducerStateManager:
         """The HW reached `high_watermark`: ended transactions below it are stable now."""
         self._transactions.forget_replicated(high_watermark)
 
-    def check_marker(
-        self, producer_id: int, producer_epoch: int, coordinator_epoch: int
-    ) -> Verdict:
-        """Decide whether a leader may append a marker ending `producer_id`'s transaction."""
-        if producer_id < 0 or producer_epoch < 0:
-            return Verdict(
-                Outcome.INVALID,
-                f"a transaction marker needs a producer id and epoch, not {producer_id} "
-                f"and {producer_epoch}",
-            )
-        entry = self._producers.get(producer_id)
-        if entry is None:
-            return APPEND
-        if producer_epoch < entry.epoch:
-            return Verdict(
-                Outcome.FENCED,
-                f"marker for producer id {producer_id} epoch {producer_epoch}, older than "
-                f"{entry.epoch}",
-            )
-        if coordinator_epoch < entry.coordinator_epoch:
-            return Verdict(
-                Outcome.COORDINATOR_FENCED,
-                f"marker for producer id {producer_id} from coordinator epoch "
-                f"{coordinator_epoch}, older than {entry.coordinator_epoch}",
-            )
-        return APPEND
+    def plan_markers(self, markers: Sequence[MarkerFor]) -> list[tuple[int, Verdict]]:
+        """Decide whether a leader may append a run of markers, each ending its producer's
+        transaction, and in which order: indexes into `markers`, each with its verdict;
+        changes nothing.
+
+        Ordered by descending first offset of the producer's open transaction (markers of
+        producers with none first: they end an empty one), stably, so one producer's
+        markers keep their order. Each is checked as if those accepted before it were
+        recorded. Once a marker that would end an open transaction is refused, a later
+        one that would end another producer's is refused the same way (held back): it
+        began earlier, and ending it first would let readers past the refused one's
+        records' start into the run's.
+        """
+        open_firsts = self._transactions.open_first_offsets()
+        order = sorted(
+            range(len(markers)), key=lambda i: -open_firsts.get(markers[i][0], _NO_OPEN_TXN)
+        )
+        known = {
+            pid: (entry.epoch, entry.coordinator_epoch) for pid, entry in self._producers.items()
+        }
+        still_open = set(open_firsts)
+        blocker: tuple[int, Verdict] | None = None
+        plan = []
+        for index in order:
+            pid, epoch, coordinator_epoch = markers[index]
+            verdict = _marker_verdict(pid, epoch, coordinator_epoch, known.get(pid))
+            ends_open = pid in still_open
+            if verdict is APPEND and blocker is not None and ends_open and pid != blocker[0]:
+                blocked_pid, refusal = blocker
+                verdict = Verdict(
+                    refusal.outcome,
+                    f"marker for producer id {pid} held back: the marker before it in the "
+                    f"run, for producer id {blocked_pid}, was refused ({refusal.reason})",
+                )
+            if verdict is APPEND:
+                known[pid] = (epoch, coordinator_epoch)
+                still_open.discard(pid)
+                if blocker is not None and blocker[0] == pid:
+                    blocker = None
+            elif blocker is None and ends_open:
+                blocker = (pid, verdict)
+            plan.append((index, verdict))
+        return plan
 
     def check(self, header: BatchHeader) -> Verdict:
         """Decide whether a leader may append the batch of `header`; changes nothing."""
@@ -244,10 +295,18 @@ class ProducerStateManager:
                     base_offset=batch.base_offset,
                     last_offset=batch.last_offset,
                 )
+        old_duplicate = bool(entry.batches) and precedes(last, entry.batches[0].base_sequence)
+        ended_here = self._transactions.first_offset(pid) is None
+        if not old_duplicate and ended_here and _is_zombie(header, entry):
+            return Verdict(
+                Outcome.FENCED,
+                f"producer id {pid} epoch {header.producer_epoch}: its transaction here ended "
+                "with a marker, and a sink task's epoch serves one transaction",
+            )
         expected = increment_sequence(entry.batches[-1].last_sequence, 1) if entry.batches else 0
         if header.base_sequence == expected:
             return APPEND
-        if entry.batches and precedes(last, entry.batches[0].base_sequence):
+        if old_duplicate:
             return Verdict(
                 Outcome.OLD_DUPLICATE,
                 f"producer id {pid} epoch {entry.epoch}: sequences {header.base_sequence}.."
@@ -293,6 +352,7 @@ class ProducerStateManager:
                     f"control batch at offset {base_offset} recorded without its marker"
                 )
             entry.coordinator_epoch = marker.coordinator_epoch
+            entry.marker_epoch = header.producer_epoch
             return self._transactions.complete(
                 pid, base_offset, aborted=marker.control_type is ControlType.ABORT
             )
@@ -351,9 +411,10 @@ class ProducerStateManager:
     def encode_snapshot(self) -> list[str]:
         """The whole state as text lines: a header line, a count, one line per producer.
 
-        Each producer line is its id, epoch, last batch timestamp, coordinator epoch and
-        open transaction's first offset (-1: none), then four numbers per remembered
-        batch: base sequence, last sequence, base offset, last offset, oldest first.
+        Each producer line is its id, epoch, last batch timestamp, coordinator epoch, open
+        transaction's first offset (-1: none) and latest marker's epoch (-1: none), then
+        four numbers per remembered batch: base sequence, last sequence, base offset, last
+        offset, oldest first.
         Transactions ended but not yet committed are not kept, as in Kafka.
         """
         lines = [f"{SNAPSHOT_MAGIC} {SNAPSHOT_VERSION}", str(len(self._producers))]
@@ -362,7 +423,7 @@ class ProducerStateManager:
             entry = self._producers[pid]
             txn_first_offset = open_txns.get(pid, NO_TXN_OFFSET)
             fields = [pid, entry.epoch, entry.last_timestamp, entry.coordinator_epoch]
-            fields.append(txn_first_offset)
+            fields += [txn_first_offset, entry.marker_epoch]
             for batch in entry.batches:
                 fields += [
                     batch.base_sequence,
@@ -393,8 +454,9 @@ class ProducerStateManager:
         restored: dict[int, ProducerEntry] = {}
         open_txns: dict[int, int] = {}
         # Version 2 lines lack the coordinator epoch and the transaction, and always name
-        # a batch (only markers make a producer known without one).
-        lead, fewest = (3, 3 + BATCH_FIELDS) if version == 2 else (5, 5)
+        # a batch (only markers make a producer known without one); version 3 lines lack
+        # the marker's epoch.
+        lead, fewest = _LINE_LAYOUTS[version]
         for number, row in enumerate(rows, start=3):
             if len(row) < fewest or (len(row) - lead) % BATCH_FIELDS:
                 raise ProtocolError(f"snapshot line {number} has {len(row)} fields")
@@ -404,17 +466,59 @@ class ProducerStateManager:
             ]
             pid, epoch, last_timestamp = row[:3]
             coordinator_epoch, txn_first_offset = row[3:5] if version > 2 else (-1, -1)
+            marker_epoch = row[5] if version > 3 else NO_MARKER_EPOCH
             restored[pid] = ProducerEntry(
                 epoch,
                 deque(batches, maxlen=MAX_BATCHES_PER_PRODUCER),
                 last_timestamp,
                 coordinator_epoch,
+                marker_epoch,
             )
             if txn_first_offset != NO_TXN_OFFSET:
                 open_txns[pid] = txn_first_offset
         self._producers.update(restored)
         for pid, first_offset in open_txns.items():
             self._transactions.open(pid, first_offset)
+
+
+def _is_zombie(header: BatchHeader, entry: ProducerEntry) -> bool:
+    """A sink task's transactional batch at the epoch of its latest marker here (the
+    caller checked that the epoch is the entry's and that no transaction is open)."""
+    return (
+        header.is_transactional
+        and header.producer_id >= DERIVED_PRODUCER_ID_BASE
+        and entry.marker_epoch == header.producer_epoch
+    )
+
+
+def _marker_verdict(
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int,
+    known: tuple[int, int] | None,
+) -> Verdict:
+    """A marker's verdict given the producer's (epoch, coordinator epoch), if known."""
+    if producer_id < 0 or producer_epoch < 0:
+        return Verdict(
+            Outcome.INVALID,
+            f"a transaction marker needs a producer id and epoch, not {producer_id} "
+            f"and {producer_epoch}",
+        )
+    if known is None:
+        return APPEND
+    epoch, known_coordinator_epoch = known
+    if producer_epoch < epoch:
+        return Verdict(
+            Outcome.FENCED,
+            f"marker for producer id {producer_id} epoch {producer_epoch}, older than {epoch}",
+        )
+    if coordinator_epoch < known_coordinator_epoch:
+        return Verdict(
+            Outcome.COORDINATOR_FENCED,
+            f"marker for producer id {producer_id} from coordinator epoch "
+            f"{coordinator_epoch}, older than {known_coordinator_epoch}",
+        )
+    return APPEND
 
 
 def _snapshot_version(first_line: str) -> int | None:

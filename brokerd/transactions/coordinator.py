@@ -32,9 +32,10 @@ from brokerd.transactions.decisions import (
     add_partitions,
     end_transaction,
     init_producer_id,
+    register_participants,
 )
 from brokerd.transactions.state_manager import TransactionStateManager
-from brokerd.transactions.states import TransactionEntry, is_epoch_exhausted
+from brokerd.transactions.states import Participant, TransactionEntry, is_epoch_exhausted
 from brokerd.transactions.views import (
     NO_DURATION_FILTER,
     DescribedTransaction,
@@ -145,6 +146,25 @@ class TransactionCoordinator:
         return await self._decide(
             transactional_id,
             lambda entry, now: add_partitions(entry, producer_id, producer_epoch, added, now),
+        )
+
+    async def register_participants(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        micro_batch: int,
+        participants: Iterable[Participant],
+    ) -> Reply:
+        """A Spark sink task's producers joining micro-batch `micro_batch`'s transaction
+        under the driver's id, producer id and epoch (decisions.py, rules 6 to 9). A reply
+        `already_committed` tells the task to write nothing: the micro-batch committed."""
+        joining = frozenset(participants)
+        return await self._decide(
+            transactional_id,
+            lambda entry, now: register_participants(
+                entry, producer_id, producer_epoch, micro_batch, joining, now
+            ),
         )
 
     async def end_transaction(

@@ -27,6 +27,28 @@ Kafka's rules carried over (its TransactionCoordinator and TransactionMetadata):
    CONCURRENT_TRANSACTIONS.
 5. The failed append of a fence still fences in memory, and the next fence does not
    bump again (no epoch handed out is ever skipped back over).
+
+replog's own, for a Spark sink's transactions (one per micro-batch, under the driver's
+transactional id, producer id and epoch; many producers, each task's derived identity):
+
+6. A task registers its participants (producer id and epoch, partition) before writing
+   to a partition, naming the micro-batch; the driver's producer is checked by rule 3,
+   so a stale driver epoch is PRODUCER_FENCED. Participants must be derived identities
+   (ids from DERIVED_PRODUCER_ID_BASE up): a partition leader refuses their late
+   batches once their transaction ended there, which an allocated id's Kafka producer,
+   reusing its epoch across transactions, must never be.
+7. A micro-batch at or below the last one committed is answered `already_committed`:
+   the task writes nothing (a query re-running a micro-batch whose EndTxn committed
+   before the driver could record it).
+8. The first registration of a micro-batch opens its transaction (Empty or Complete*
+   to Ongoing); later ones of the same micro-batch add their participants.
+9. A micro-batch other than the open one, at or below the last one ended (aborted), or
+   registering into a transaction a Kafka producer opened, is INVALID_TXN_STATE: a zombie
+   task of a finished micro-batch, or a driver that skipped an EndTxn.
+
+A committing EndTxn records the micro-batch as the last committed; InitProducerId
+forgets the micro-batch of the transaction last ended (the new driver epoch fences that
+driver's tasks by rule 6) but never the last committed.
 """
 
 from __future__ import annotations
@@ -38,8 +60,10 @@ from typing import Any
 from brokerd.transactions.states import (
     EXPIRABLE,
     MAX_PRODUCER_EPOCH,
+    NO_MICRO_BATCH,
     NO_PRODUCER_EPOCH,
     NO_TIMESTAMP,
+    Participant,
     TransactionEntry,
     TransactionMetadata,
     TxnState,
@@ -55,6 +79,7 @@ from spark_replica.errors import (
     InvalidTxnStateError,
     ProducerFencedError,
 )
+from spark_replica.records import DERIVED_PRODUCER_ID_BASE
 from spark_replica.topics import TopicPartition
 
 _PREPARE = frozenset({TxnState.PREPARE_COMMIT, TxnState.PREPARE_ABORT})
@@ -67,14 +92,22 @@ _ENDING = {
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """An answer: an error, or none with (for InitProducerId) the producer id and epoch."""
+    """An answer: an error, or none with (for InitProducerId) the producer id and epoch,
+    or (for a sink's registration) whether its micro-batch was committed before."""
 
     error: type[BrokerResponseError] | None = None
     producer_id: int = -1
     producer_epoch: int = NO_PRODUCER_EPOCH
+    already_committed: bool = False
 
 
 OK = Reply()
+ALREADY_COMMITTED = Reply(already_committed=True)
+# What InitProducerId leaves of a sink's transaction: the last micro-batch committed.
+_NO_SINK_TRANSACTION: dict[str, Any] = {
+    "participants": frozenset(),
+    "micro_batch": NO_MICRO_BATCH,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +190,7 @@ def init_producer_id(
             timeout_ms=timeout_ms,
             partitions=frozenset(),
             start_timestamp_ms=NO_TIMESTAMP,
+            **_NO_SINK_TRANSACTION,
         )
     else:
         epochs = _bumped_epochs(metadata, expected)
@@ -171,6 +205,7 @@ def init_producer_id(
             timeout_ms=timeout_ms,
             partitions=frozenset(),
             start_timestamp_ms=NO_TIMESTAMP,
+            **_NO_SINK_TRANSACTION,
         )
     return Store(entry, target, Reply(None, target.producer_id, target.producer_epoch))
 
@@ -199,6 +234,53 @@ def add_partitions(
         now_ms,
         partitions=metadata.partitions | added,
         start_timestamp_ms=now_ms if begins else metadata.start_timestamp_ms,
+        micro_batch=NO_MICRO_BATCH if begins else metadata.micro_batch,
+    )
+    return Store(entry, target, OK)
+
+
+def register_participants(
+    entry: TransactionEntry | None,
+    producer_id: int,
+    producer_epoch: int,
+    micro_batch: int,
+    participants: Iterable[Participant],
+    now_ms: int,
+) -> Decision:
+    """A Spark sink task's producers joining micro-batch `micro_batch`'s transaction
+    under the driver's id, producer id and epoch (rules 6 to 9)."""
+    joining = frozenset(participants)
+    if micro_batch < 0 or not joining or not all(map(_is_sink_participant, joining)):
+        return Reply(InvalidRequestError)
+    refused = _refuse_producer(entry, producer_id, producer_epoch)
+    if refused is not None or entry is None:
+        return refused or Reply(InvalidProducerIdMappingError)
+    metadata = entry.metadata
+    if micro_batch <= metadata.committed_micro_batch:
+        return ALREADY_COMMITTED
+    state = metadata.state
+    if state in _PREPARE:
+        return Reply(ConcurrentTransactionsError)
+    if state is TxnState.ONGOING:
+        if micro_batch != metadata.micro_batch:
+            return Reply(InvalidTxnStateError)
+        if joining <= metadata.participants:
+            return OK
+        joined = metadata.participants | joining
+        start_ms = metadata.start_timestamp_ms
+    else:
+        if micro_batch <= metadata.micro_batch:
+            return Reply(InvalidTxnStateError)
+        joined = joining
+        start_ms = now_ms
+    target = _transit(
+        metadata,
+        TxnState.ONGOING,
+        now_ms,
+        participants=joined,
+        partitions=metadata.partitions | {p.tp for p in joining},
+        micro_batch=micro_batch,
+        start_timestamp_ms=start_ms,
     )
     return Store(entry, target, OK)
 
@@ -218,7 +300,13 @@ def end_transaction(
     state = metadata.state
     completing, completed = _ENDING[commit]
     if state is TxnState.ONGOING:
-        return Store(entry, _transit(metadata, completing, now_ms), OK)
+        committed_micro_batch = (
+            max(metadata.committed_micro_batch, metadata.micro_batch)
+            if commit
+            else metadata.committed_micro_batch
+        )
+        target = _transit(metadata, completing, now_ms, committed_micro_batch=committed_micro_batch)
+        return Store(entry, target, OK)
     if state is completed:
         return OK  # a retry of an EndTxn that completed
     if state is completing:
@@ -227,14 +315,16 @@ def end_transaction(
 
 
 def complete(entry: TransactionEntry, now_ms: int) -> Store:
-    """Once every marker is written: CompleteCommit or CompleteAbort, partitions cleared."""
+    """Once every marker is written: CompleteCommit or CompleteAbort, partitions and
+    participants cleared (the micro-batch is kept: rule 9)."""
     metadata = entry.metadata
     done = (
         TxnState.COMPLETE_COMMIT
         if metadata.state is TxnState.PREPARE_COMMIT
         else TxnState.COMPLETE_ABORT
     )
-    return Store(entry, _transit(metadata, done, now_ms, partitions=frozenset()), OK)
+    target = _transit(metadata, done, now_ms, partitions=frozenset(), participants=frozenset())
+    return Store(entry, target, OK)
 
 
 def is_timed_out(entry: TransactionEntry, now_ms: int) -> bool:
@@ -328,6 +418,15 @@ def _refuse_producer(
     if entry.pending is not None:
         return Reply(ConcurrentTransactionsError)
     return None
+
+
+def _is_sink_participant(participant: Participant) -> bool:
+    """A derived producer id (rule 6) with an int16 epoch, on a real partition number."""
+    return (
+        participant.producer_id >= DERIVED_PRODUCER_ID_BASE
+        and 0 <= participant.producer_epoch <= MAX_PRODUCER_EPOCH
+        and participant.tp.partition >= 0
+    )
 
 
 def _may_continue(metadata: TransactionMetadata, expected: ExpectedProducer) -> bool:

@@ -40,7 +40,7 @@ from brokerd.transactions.decisions import (
 from brokerd.transactions.markers import (
     MARKER_RETRY_BACKOFF_S,
     NO_LEADER,
-    WriteMarker,
+    WriteMarkers,
     markers_of,
     write_markers,
 )
@@ -78,13 +78,13 @@ def transaction_state_topic(config: BrokerConfig) -> InternalTopic:
 
 class TransactionStateManager:
     def __init__(
-        self, ctx: BrokerContext, write_marker: WriteMarker, clock: Callable[[], int]
+        self, ctx: BrokerContext, append_markers: WriteMarkers, clock: Callable[[], int]
     ) -> None:
-        """`write_marker` appends one marker at a partition's leader; `clock` is the wall
+        """`append_markers` appends one partition's markers at its leader; `clock` is the wall
         time in ms that the stored timestamps use."""
         self.ctx = ctx
         self.topic = transaction_state_topic(ctx.config)
-        self._write_marker = write_marker
+        self._append_markers = append_markers
         self._clock = clock
         self._loads: PartitionLoads[StoredTransactions] = PartitionLoads(
             ctx, self.topic, StoredTransactions, self._on_ready, self._on_dropped
@@ -245,7 +245,7 @@ class TransactionStateManager:
         try:
             written = await write_markers(
                 markers_of(metadata, self._coordinator_epochs[load.index]),
-                self._write_marker,
+                self._append_markers,
                 self._leader_of,
                 lambda: self._loads.get(load.index) is load,
             )

@@ -14,6 +14,12 @@ Dead is an id being expired (written as a tombstone, never as a value); PrepareE
 is Kafka's step between Ongoing and PrepareAbort when a new producer (or the timeout)
 fences the old one, never stored: replog makes the bumped epoch part of the PrepareAbort
 record itself. The numbers are Kafka's state ids, which the records store.
+
+A Spark sink's transaction (replog's own, beside Kafka's) is one per micro-batch of a
+streaming query, written by many producers: each task registers its participants (its
+derived producer id and epoch, and the partition it writes) under the driver's
+transactional id, and the metadata keeps them with the micro-batch open and the last one
+committed, so that a re-run of a committed micro-batch writes nothing.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ NO_PRODUCER_EPOCH = -1
 NO_TIMESTAMP = -1
 # Epochs are int16; Kafka hands out at most 32766 so that one more bump (a fence) fits.
 MAX_PRODUCER_EPOCH = 2**15 - 1
+NO_MICRO_BATCH = -1
 
 
 class TxnState(IntEnum):
@@ -90,6 +97,17 @@ def is_epoch_exhausted(epoch: int) -> bool:
     return epoch >= MAX_PRODUCER_EPOCH - 1
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class Participant:
+    """One producer writing into a Spark sink's transaction on one partition: a task's
+    derived idempotent identity (never an allocated producer id), ended by its own
+    marker there."""
+
+    tp: TopicPartition
+    producer_id: int
+    producer_epoch: int
+
+
 @dataclass(frozen=True, slots=True)
 class TransactionMetadata:
     """A transactional id's state as stored, but for the last producer id and epoch:
@@ -106,6 +124,17 @@ class TransactionMetadata:
     last_update_timestamp_ms: int = NO_TIMESTAMP  # expiry counts from here
     last_producer_id: int = NO_PRODUCER_ID  # before the last rotation of the producer id
     last_producer_epoch: int = NO_PRODUCER_EPOCH
+    # A Spark sink's transaction: the producers registered in the open one (their
+    # partitions are in `partitions` too), its micro-batch (kept once it ended, so that a
+    # late task of it is refused), and the last micro-batch committed (kept for good).
+    participants: frozenset[Participant] = frozenset()
+    micro_batch: int = NO_MICRO_BATCH
+    committed_micro_batch: int = NO_MICRO_BATCH
+
+    @property
+    def is_sink(self) -> bool:
+        """Whether a Spark sink's transactions have used the id (its records say more)."""
+        return bool(self.participants) or max(self.micro_batch, self.committed_micro_batch) >= 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,21 +10,31 @@ marked pending while one is in flight), so requests are answered from memory.
 A record that does not decode, or that holds a state no record may hold (Dead, the
 epoch fence), is skipped and counted rather than failing the load: one damaged record
 must not leave every id of the partition without a coordinator for good.
+
+An id a Spark sink's transactions use is stored in replog's own value version (its
+participants and micro-batches: spark_replica.wire.kafka.transaction_records), every
+other id in Kafka's version 0; a load reads either.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from brokerd.transactions.states import (
     STORABLE,
+    Participant,
     TransactionEntry,
     TransactionMetadata,
     TxnState,
 )
 from spark_replica.errors import ProtocolError
 from spark_replica.wire.kafka.transaction_records import (
+    SINK_VALUE_VERSION,
+    VALUE_VERSION,
+    SinkParticipant,
+    SinkTransaction,
     TransactionLogValue,
     decode_key,
     decode_value,
@@ -49,8 +59,19 @@ def record_of(metadata: TransactionMetadata) -> Record:
         partitions=None if empty else tuple(sorted(metadata.partitions)),
         last_update_timestamp_ms=metadata.last_update_timestamp_ms,
         start_timestamp_ms=metadata.start_timestamp_ms,
+        sink=_sink_of(metadata),
     )
-    return key, encode_value(value)
+    return key, encode_value(value, SINK_VALUE_VERSION if metadata.is_sink else VALUE_VERSION)
+
+
+def _sink_of(metadata: TransactionMetadata) -> SinkTransaction | None:
+    if not metadata.is_sink:
+        return None
+    participants = tuple(
+        SinkParticipant(p.tp, p.producer_id, p.producer_epoch)
+        for p in sorted(metadata.participants)
+    )
+    return SinkTransaction(metadata.micro_batch, metadata.committed_micro_batch, participants)
 
 
 def metadata_of(transactional_id: str, value: TransactionLogValue) -> TransactionMetadata:
@@ -73,7 +94,21 @@ def metadata_of(transactional_id: str, value: TransactionLogValue) -> Transactio
         start_timestamp_ms=value.start_timestamp_ms,
         last_update_timestamp_ms=value.last_update_timestamp_ms,
         last_producer_id=value.previous_producer_id,
+        **_sink_fields(value.sink),
     )
+
+
+def _sink_fields(sink: SinkTransaction | None) -> dict[str, Any]:
+    """The metadata's sink fields as a stored value says them (none: the defaults)."""
+    if sink is None:
+        return {}
+    return {
+        "participants": frozenset(
+            Participant(p.tp, p.producer_id, p.producer_epoch) for p in sink.participants
+        ),
+        "micro_batch": sink.micro_batch,
+        "committed_micro_batch": sink.committed_micro_batch,
+    }
 
 
 @dataclass

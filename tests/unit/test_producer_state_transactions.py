@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from brokerd.replication.open_transactions import CompletedTransaction
-from brokerd.replication.producer_state import Outcome, ProducerStateManager
+from brokerd.replication.producer_state import Outcome, ProducerStateManager, Verdict
 from spark_replica.errors import InvalidControlRecordError, ProtocolError
 from spark_replica.records import (
     CONTROL_FLAG,
@@ -49,6 +49,12 @@ def control(offset: int, *, pid: int = 1, epoch: int = 0) -> BatchHeader:
             "attributes": CONTROL_FLAG | TRANSACTIONAL_FLAG,
         }
     )
+
+
+def check_marker(state: ProducerStateManager, pid: int, epoch: int, coordinator: int) -> Verdict:
+    """One marker's verdict: a run of one."""
+    [(_, verdict)] = state.plan_markers([(pid, epoch, coordinator)])
+    return verdict
 
 
 def test_a_transaction_opens_at_its_first_batch_and_a_marker_ends_it() -> None:
@@ -100,12 +106,12 @@ def test_markers_are_fenced_by_producer_and_coordinator_epochs() -> None:
     state = ProducerStateManager()
     state.record(data(0, 0, epoch=2), 0)
     state.record(control(1, epoch=2), 1, marker=ControlMarker(ControlType.COMMIT, 5))
-    assert state.check_marker(1, 1, 5).outcome is Outcome.FENCED
-    assert state.check_marker(1, 2, 4).outcome is Outcome.COORDINATOR_FENCED
-    assert state.check_marker(1, 2, 5).outcome is Outcome.APPEND
-    assert state.check_marker(1, 3, 6).outcome is Outcome.APPEND
-    assert state.check_marker(2, 0, 0).outcome is Outcome.APPEND  # an unknown producer
-    assert state.check_marker(-1, 0, 0).outcome is Outcome.INVALID
+    assert check_marker(state, 1, 1, 5).outcome is Outcome.FENCED
+    assert check_marker(state, 1, 2, 4).outcome is Outcome.COORDINATOR_FENCED
+    assert check_marker(state, 1, 2, 5).outcome is Outcome.APPEND
+    assert check_marker(state, 1, 3, 6).outcome is Outcome.APPEND
+    assert check_marker(state, 2, 0, 0).outcome is Outcome.APPEND  # an unknown producer
+    assert check_marker(state, -1, 0, 0).outcome is Outcome.INVALID
 
 
 def test_a_new_producer_epoch_keeps_the_coordinator_epoch() -> None:
@@ -113,7 +119,7 @@ def test_a_new_producer_epoch_keeps_the_coordinator_epoch() -> None:
     state.record(control(0), 0, marker=ControlMarker(ControlType.ABORT, 9))
     state.record(data(1, 0, epoch=1), 1)
     assert state.coordinator_epoch(1) == 9
-    assert state.check_marker(1, 1, 8).outcome is Outcome.COORDINATOR_FENCED
+    assert check_marker(state, 1, 1, 8).outcome is Outcome.COORDINATOR_FENCED
 
 
 def test_a_producer_may_not_write_outside_its_open_transaction() -> None:
@@ -150,7 +156,7 @@ def test_snapshots_keep_open_transactions_and_coordinator_epochs() -> None:
     assert restored.open_transactions() == {2: 2}
     assert restored.last_stable_offset(high_watermark=10) == 2
     assert [restored.coordinator_epoch(pid) for pid in (1, 2, 3)] == [6, -1, 3]
-    assert restored.check_marker(3, 1, 2).outcome is Outcome.COORDINATOR_FENCED
+    assert check_marker(restored, 3, 1, 2).outcome is Outcome.COORDINATOR_FENCED
 
 
 def test_a_version_2_snapshot_still_loads() -> None:
@@ -166,7 +172,7 @@ def test_a_version_2_snapshot_still_loads() -> None:
 @pytest.mark.parametrize(
     "lines",
     [
-        ["replog-producer-state 4", "0"],
+        ["replog-producer-state 5", "0"],
         ["replog-producer-state 2", "1", "5 1 700"],  # version 2 lines name a batch
         ["replog-producer-state 3", "1", "5 1 700 0"],
         ["replog-producer-state 3", "1", "5 1 700 0 -1 1 2"],

@@ -18,6 +18,7 @@ from brokerd.core.txn_markers import MarkerEntry, MarkerErrors
 from brokerd.replication.replica_fetcher import ReplicaFetcherManager
 from brokerd.replication.replica_manager import ReplicaManager
 from brokerd.transactions.marker_writer import MarkerWriter
+from brokerd.transactions.markers import Marker
 from spark_replica.errors import InvalidProducerEpochError, NotLeaderOrFollowerError, ReplogError
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.controller_requests import (
@@ -65,9 +66,8 @@ def context(log_dir: Path) -> BrokerContext:
 
 
 def write(writer: MarkerWriter, tp: TopicPartition, committed: bool = True) -> None:
-    asyncio.run(
-        asyncio.wait_for(writer(tp, PRODUCER_ID, EPOCH, COORDINATOR_EPOCH, committed), DEADLINE_S)
-    )
+    marker = Marker(tp, PRODUCER_ID, EPOCH, COORDINATOR_EPOCH, committed)
+    asyncio.run(asyncio.wait_for(writer(tp, [marker]), DEADLINE_S))
 
 
 def test_a_partition_led_here_gets_its_marker_appended_and_committed(tmp_path: Path) -> None:
@@ -102,5 +102,28 @@ def test_a_leaders_refusal_is_raised_and_no_leader_is_not_leader_or_follower(
             write(MarkerWriter(ctx, Sent(InvalidProducerEpochError("stale"))), THERE)
         with pytest.raises(NotLeaderOrFollowerError):
             write(MarkerWriter(ctx, Sent()), LEADERLESS)
+    finally:
+        ctx.replicas.close()
+
+
+def test_a_partitions_markers_go_in_one_request_and_a_fence_is_raised_first(
+    tmp_path: Path,
+) -> None:
+    ctx = context(tmp_path)
+    markers = [Marker(THERE, pid, EPOCH, COORDINATOR_EPOCH, True) for pid in (7, 8)]
+    sent = Sent()
+    fenced = Sent()
+
+    async def answer_mixed(leader_id: int, entries: Sequence[MarkerEntry]) -> MarkerErrors:
+        await fenced(leader_id, entries)
+        return [{THERE: NotLeaderOrFollowerError("moved")}, {THERE: InvalidProducerEpochError("x")}]
+
+    try:
+        asyncio.run(MarkerWriter(ctx, sent)(THERE, markers))
+        assert sent.calls == [
+            (2, [MarkerEntry(pid, EPOCH, True, COORDINATOR_EPOCH, (THERE,)) for pid in (7, 8)])
+        ]
+        with pytest.raises(InvalidProducerEpochError):
+            asyncio.run(MarkerWriter(ctx, answer_mixed)(THERE, markers))
     finally:
         ctx.replicas.close()

@@ -5,6 +5,7 @@ topics, stopped when the coordinator is replaced or no longer coordinates."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -52,15 +53,15 @@ class Leaders:
     def leader_of(self, tp: TopicPartition) -> int | None:
         return self.leaders.get(tp)
 
-    async def write(
-        self, tp: TopicPartition, pid: int, epoch: int, coord: int, commit: bool
-    ) -> None:
-        assert (pid, epoch, coord) == (9, 4, 3)
+    async def write(self, tp: TopicPartition, markers: Sequence[Marker]) -> None:
+        assert [(m.tp, m.producer_id, m.producer_epoch, m.coordinator_epoch) for m in markers] == [
+            (tp, 9, 4, 3)
+        ]
         self.attempts += 1
         pending = self.errors.get(tp)
         if pending:
             raise pending.pop(0)
-        self.written.append((self.leaders[tp], tp, commit))
+        self.written += [(self.leaders[tp], tp, m.committed) for m in markers]
 
 
 def write(leaders: Leaders, markers: list[Marker], still: bool = True) -> bool:
@@ -146,3 +147,19 @@ def test_an_error_that_cannot_pass_is_raised() -> None:
     leaders = Leaders({A0: 1}, errors={A0: [MessageTooLargeError("bad")]})
     with pytest.raises(MessageTooLargeError):
         write(leaders, markers_of(prepared(TxnState.PREPARE_COMMIT, A0), 3))
+
+
+def test_a_partitions_markers_go_to_its_leader_together() -> None:
+    """A Spark sink's transaction ends with a marker per producer: those of one partition
+    are written by one call, for its leader to append in one append."""
+    calls: list[tuple[TopicPartition, list[int]]] = []
+
+    async def write(tp: TopicPartition, markers: Sequence[Marker]) -> None:
+        calls.append((tp, [m.producer_id for m in markers]))
+
+    markers = [Marker(A0, 11, 0, 3, True), Marker(A1, 11, 0, 3, True), Marker(A0, 12, 0, 3, True)]
+    done = asyncio.run(
+        asyncio.wait_for(write_markers(markers, write, {A0: 1, A1: 1}.get, lambda: True), 10)
+    )
+    assert done
+    assert sorted(calls) == [(A0, [11, 12]), (A1, [11])]

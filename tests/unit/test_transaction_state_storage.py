@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -23,15 +23,24 @@ from brokerd.coordination import internal_topic
 from brokerd.core.context import BrokerContext
 from brokerd.replication.replica_fetcher import ReplicaFetcherManager
 from brokerd.replication.replica_manager import ReplicaManager
+from brokerd.transactions.coordinator import TransactionCoordinator
 from brokerd.transactions.decisions import (
+    ALREADY_COMMITTED,
     Reply,
     Store,
     add_partitions,
     end_transaction,
     init_producer_id,
+    register_participants,
 )
+from brokerd.transactions.markers import Marker
 from brokerd.transactions.state_manager import TransactionStateManager
-from brokerd.transactions.states import TransactionEntry, TransactionMetadata, TxnState
+from brokerd.transactions.states import (
+    Participant,
+    TransactionEntry,
+    TransactionMetadata,
+    TxnState,
+)
 from brokerd.transactions.stored_transactions import record_of
 from spark_replica.errors import (
     ConcurrentTransactionsError,
@@ -42,6 +51,7 @@ from spark_replica.errors import (
     NotLeaderOrFollowerError,
     ProducerFencedError,
 )
+from spark_replica.records import DERIVED_PRODUCER_ID_BASE
 from spark_replica.topics import TRANSACTION_STATE_TOPIC, TopicPartition, transaction_partition_for
 from spark_replica.wire.native.controller_requests import (
     ControllerHeader,
@@ -69,15 +79,16 @@ class Leaders:
     fail: int = 0
     refuse: Exception | None = None  # raised by every append, if set
 
-    async def write(
-        self, tp: TopicPartition, pid: int, epoch: int, coord: int, commit: bool
-    ) -> None:
+    async def write(self, tp: TopicPartition, markers: Sequence[Marker]) -> None:
         if self.refuse is not None:
             raise self.refuse
         if self.fail:
             self.fail -= 1
             raise NotLeaderOrFollowerError(f"{tp} moved")
-        self.written.append((tp, pid, epoch, coord, commit))
+        for m in markers:
+            self.written.append(
+                (tp, m.producer_id, m.producer_epoch, m.coordinator_epoch, m.committed)
+            )
 
 
 class Broker:
@@ -426,3 +437,91 @@ def test_markers_refused_for_good_leave_the_transaction_prepared_and_say_why(
     assert retry == Reply(ConcurrentTransactionsError)
     assert "could not be written: refused" in caplog.text
     assert "left prepared for the next load to finish" in caplog.text
+
+
+def test_a_sink_transaction_is_loaded_with_its_participants_by_the_next_coordinator(
+    tmp_path: Path, leaders: Leaders
+) -> None:
+    """A Spark sink's transaction, stored in replog's own value version: the coordinator
+    that loads the partition after a failover (a new leader epoch) has its participants
+    and micro-batches, ends it with a marker per participant, and answers a re-run of the
+    committed micro-batch `already_committed` after a second failover."""
+    task_a, task_b = DERIVED_PRODUCER_ID_BASE + 1, DERIVED_PRODUCER_ID_BASE + 2
+    joined = [Participant(OUT[0], task_a, 7), Participant(OUT[0], task_b, 7)]
+    joined.append(Participant(OUT[1], task_a, 7))
+
+    async def scenario() -> tuple[TransactionEntry | None, TransactionEntry | None, object]:
+        first = Broker(tmp_path, leaders)
+        await first.loaded()
+        manager = first.manager
+        init = init_producer_id(
+            None, TX, 60_000, None, 1, max_timeout_ms=900_000, allocate_producer_id=lambda: 4242
+        )
+        await manager.store(as_store(init))
+        for participants in (joined[:2], joined[2:]):
+            registration = register_participants(
+                manager.entry(TX), 4242, 0, 7, participants, first.now()
+            )
+            await manager.store(as_store(registration))
+        await first.close()
+        second = Broker(tmp_path, leaders, leader_epoch=9)
+        await second.loaded()
+        loaded = second.manager.entry(TX)
+        commit = end_transaction(loaded, 4242, 0, True, second.now())
+        await second.manager.store(as_store(commit))
+        await second.settled()
+        await second.close()
+        third = Broker(tmp_path, leaders, leader_epoch=10)
+        await third.loaded()
+        after = third.manager.entry(TX)
+        rerun = register_participants(after, 4242, 0, 7, joined[:1], third.now())
+        await third.close()
+        return loaded, after, rerun
+
+    loaded, after, rerun = run(scenario)
+    assert loaded is not None
+    assert loaded.metadata.state is TxnState.ONGOING
+    assert loaded.metadata.participants == set(joined)
+    assert (loaded.metadata.micro_batch, loaded.metadata.committed_micro_batch) == (7, -1)
+    assert sorted(leaders.written) == sorted((p.tp, p.producer_id, 7, 9, True) for p in joined), (
+        "one marker per participant, none for the driver"
+    )
+    assert after is not None and after.metadata.state is TxnState.COMPLETE_COMMIT
+    assert after.metadata.committed_micro_batch == 7
+    assert rerun == ALREADY_COMMITTED
+
+
+def test_the_coordinator_registers_a_sink_tasks_participants_and_stores_them(
+    tmp_path: Path, leaders: Leaders
+) -> None:
+    """TransactionCoordinator.register_participants, the one call a sink's registration
+    API makes: decided on the id's entry and stored, then answered."""
+    task = Participant(OUT[0], DERIVED_PRODUCER_ID_BASE + 3, 4)
+
+    async def allocate() -> int:
+        return 4242
+
+    async def scenario() -> list[Reply]:
+        broker = Broker(tmp_path, leaders)
+        await broker.loaded()
+        coordinator = TransactionCoordinator(broker.ctx, broker.manager, allocate, broker.now)
+        replies = [await coordinator.init_producer_id(TX, 60_000, None)]
+        replies.append(await coordinator.register_participants(TX, 4242, 0, 4, [task]))
+        stored = broker.manager.entry(TX)
+        assert stored is not None and stored.metadata.participants == {task}
+        replies.append(await coordinator.end_transaction(TX, 4242, 0, True))
+        await broker.settled()
+        replies.append(await coordinator.register_participants(TX, 4242, 0, 4, [task]))
+        replies.append(await coordinator.register_participants(TX, 4242, 1, 5, [task]))
+        await broker.close()
+        return replies
+
+    replies = run(scenario)
+    assert replies == [
+        Reply(None, 4242, 0),
+        Reply(),
+        Reply(),
+        ALREADY_COMMITTED,
+        Reply(ProducerFencedError),
+    ]
+    assert leaders.written == [(OUT[0], task.producer_id, 4, 5, True)]

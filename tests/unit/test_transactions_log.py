@@ -50,8 +50,10 @@ def produce(
 def end(
     partition: Partition, pid: int, kind: ControlType, *, epoch: int = 0, coordinator: int = 0
 ) -> int:
-    (info,) = partition.append_markers([TxnMarker(pid, epoch, coordinator, kind)], now_ms=1)
-    return info.first_offset
+    (outcome,) = partition.append_markers([TxnMarker(pid, epoch, coordinator, kind)], now_ms=1)
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome.first_offset
 
 
 def txnindex_files(directory: Path) -> list[Path]:

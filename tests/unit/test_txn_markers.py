@@ -259,3 +259,24 @@ def test_the_kafka_api_needs_cluster_action_on_the_cluster() -> None:
             [(0, ClusterAuthorizationFailedError.code), (1, ClusterAuthorizationFailedError.code)],
         )
     ]
+
+
+def test_one_partitions_markers_go_in_one_append_the_earliest_transaction_last(
+    tmp_path: Path,
+) -> None:
+    partition = leader(tmp_path, A)
+    open_transaction(partition)  # PID's transaction from offset 2
+    later = build_batch(
+        ["u0"],
+        timestamps=[0],
+        attributes=TRANSACTIONAL_FLAG,
+        producer_id=PID + 1,
+        producer_epoch=EPOCH,
+        base_sequence=0,
+    )
+    partition.append_as_leader(later, acks=1, now_ms=0)  # PID + 1's from offset 3
+    errors = write({A: partition}, entry(A), entry(A, producer_id=PID + 1))
+    assert errors == [{A: None}, {A: None}]
+    ends = [header.producer_id for header, _ in iter_batches(partition.log.read(4, 1 << 20))]
+    assert ends == [PID + 1, PID]
+    assert partition.last_stable_offset == partition.high_watermark == 6
