@@ -6,10 +6,13 @@ TxnOffsetCommit, EndTxn, Produce v1):
    confluent-kafka's read_committed consumer (the Kafka listener), an aborted one by
    neither; read_uncommitted sees both.
 2. Zombie fencing: a second producer with the same transactional id fences the first,
-   whose open transaction is aborted and whose next commit raises ProducerFencedError
-   (and every call after it).
+   whose open transaction is aborted (the successor's commit is read, which the zombie's
+   records before it, still open, would hold back) and whose next send and every call
+   after it raise ProducerFencedError.
 3. send_offsets_to_transaction: the group's offsets are committed with the transaction
    and not with an aborted one, as confluent-kafka's Consumer.committed() reads them.
+4. On the wire: every broker names the same coordinator, and the requests are decided
+   as on the Kafka listener (an unknown key type refused, partitions added all or none).
 """
 
 from __future__ import annotations
@@ -30,9 +33,18 @@ from spark_replica.client import (
     ProducerConfig,
     TransactionalProducer,
 )
+from spark_replica.client.connection import BrokerConnection
 from spark_replica.client.list_offsets import LATEST
-from spark_replica.errors import ProducerFencedError, TransactionStateError
+from spark_replica.errors import (
+    InvalidRequestError,
+    OperationNotAttemptedError,
+    ProducerFencedError,
+    TransactionStateError,
+    UnknownTopicOrPartitionError,
+)
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.add_partitions_to_txn import AddPartitionsToTxnRequest, TxnTopic
+from spark_replica.wire.native.find_coordinator import FindCoordinatorRequest
 from tests.kafka.clients import CLIENT_TIMEOUT_S, read_to_end, wait_for_topic
 from tests.support import FAST_REPLICATION, BrokerFactory, create, module_brokers, run
 
@@ -133,6 +145,10 @@ def test_a_second_producer_with_the_same_id_fences_the_first(cluster: BrokerFact
             await zombie.send_records(topic, [b"zombie-0", b"zombie-1"], partition=0)
             successor = TransactionalProducer(client, producer_config(transactional_id))
             await successor.init_transactions()
+            # Its next send to a partition new to the transaction asks the coordinator,
+            # which knows it fenced; from then on every call raises the same.
+            with pytest.raises(ProducerFencedError):
+                await zombie.send(topic, b"zombie-late", partition=1)
             with pytest.raises(ProducerFencedError):
                 await zombie.commit_transaction()
             with pytest.raises(ProducerFencedError):
@@ -189,3 +205,50 @@ def test_offsets_sent_to_a_transaction_are_committed_with_it_only(
     run(transact(9, commit=False))
     assert committed_offsets(cluster.kafka_bootstrap(), group, topic) == {0: 5, 1: 6}
     assert read_to_end(cluster.kafka_bootstrap(), topic, "read_committed") == [b"out-5"]
+
+
+def test_the_native_apis_answer_as_the_kafka_listener_decides(cluster: BrokerFactory) -> None:
+    """Wire level: every broker names the same coordinator, a key type Kafka does not
+    define is INVALID_REQUEST, and AddPartitionsToTxn adds all its partitions or none."""
+    topic = make_topic(cluster, partitions=1)
+    transactional_id = f"wire-{topic}"
+
+    async def ask() -> None:
+        connections = [BrokerConnection(host, port) for host, port in cluster.bootstrap]
+        try:
+            for conn in connections:
+                await conn.connect()
+            found = {
+                (await conn.send(FindCoordinatorRequest(transactional_id))).node_id
+                for conn in connections
+            }
+            assert len(found) == 1
+            with pytest.raises(InvalidRequestError, match="key type 7"):
+                await connections[0].send(FindCoordinatorRequest(transactional_id, 7))
+            client = Cluster(cluster.bootstrap)
+            try:
+                producer = TransactionalProducer(client, producer_config(transactional_id))
+                await producer.init_transactions()
+                assert producer.identity is not None
+                producer_id, epoch = producer.identity
+            finally:
+                await client.close()
+            coordinator = connections[list(cluster.brokers).index(found.pop())]
+            answer = await coordinator.send(
+                AddPartitionsToTxnRequest(
+                    transactional_id,
+                    producer_id,
+                    epoch,
+                    [TxnTopic(topic, [0, 5])],
+                )
+            )
+            codes = {p.partition: p.error_code for p in answer.topics[0].partitions}
+            assert codes == {
+                0: OperationNotAttemptedError.code,
+                5: UnknownTopicOrPartitionError.code,
+            }
+        finally:
+            for conn in connections:
+                await conn.close()
+
+    run(ask())
