@@ -36,6 +36,7 @@ from spark_replica.client import (
 from spark_replica.client.connection import BrokerConnection
 from spark_replica.client.list_offsets import LATEST
 from spark_replica.errors import (
+    CoordinatorNotAvailableError,
     InvalidRequestError,
     OperationNotAttemptedError,
     ProducerFencedError,
@@ -207,6 +208,17 @@ def test_offsets_sent_to_a_transaction_are_committed_with_it_only(
     assert read_to_end(cluster.kafka_bootstrap(), topic, "read_committed") == [b"out-5"]
 
 
+async def coordinator_named_by(conn: BrokerConnection, transactional_id: str) -> int:
+    """The coordinator `conn`'s broker names, once its metadata has the internal topic's
+    leaders (COORDINATOR_NOT_AVAILABLE until then)."""
+    async with asyncio.timeout(READ_WAIT_S):
+        while True:
+            try:
+                return int((await conn.send(FindCoordinatorRequest(transactional_id))).node_id)
+            except CoordinatorNotAvailableError:
+                await asyncio.sleep(0.1)
+
+
 def test_the_native_apis_answer_as_the_kafka_listener_decides(cluster: BrokerFactory) -> None:
     """Wire level: every broker names the same coordinator, a key type Kafka does not
     define is INVALID_REQUEST, and AddPartitionsToTxn adds all its partitions or none."""
@@ -218,21 +230,19 @@ def test_the_native_apis_answer_as_the_kafka_listener_decides(cluster: BrokerFac
         try:
             for conn in connections:
                 await conn.connect()
-            found = {
-                (await conn.send(FindCoordinatorRequest(transactional_id))).node_id
-                for conn in connections
-            }
-            assert len(found) == 1
-            with pytest.raises(InvalidRequestError, match="key type 7"):
-                await connections[0].send(FindCoordinatorRequest(transactional_id, 7))
             client = Cluster(cluster.bootstrap)
             try:
+                # Creates __transaction_state on a fresh cluster, retrying meanwhile.
                 producer = TransactionalProducer(client, producer_config(transactional_id))
                 await producer.init_transactions()
                 assert producer.identity is not None
                 producer_id, epoch = producer.identity
             finally:
                 await client.close()
+            found = {await coordinator_named_by(conn, transactional_id) for conn in connections}
+            assert len(found) == 1
+            with pytest.raises(InvalidRequestError, match="key type 7"):
+                await connections[0].send(FindCoordinatorRequest(transactional_id, 7))
             coordinator = connections[list(cluster.brokers).index(found.pop())]
             answer = await coordinator.send(
                 AddPartitionsToTxnRequest(
