@@ -61,7 +61,7 @@ from spark_replica.wire.native.metadata import TopicMetadata
 from .accumulator import RECORD_OVERHEAD_BYTES, Callback, Headers, estimate_record_bytes
 from .buffer_pool import BufferPool, exhausted_error
 from .cluster import Cluster
-from .partition_sender import PartitionSender, ProducerBatch
+from .partition_sender import IdentitySource, PartitionSender, ProducerBatch
 from .partitioner import partition_for_key
 from .producer_config import ProducerConfig
 
@@ -142,7 +142,7 @@ class Producer:
         self.config = config or ProducerConfig()
         self.pool = BufferPool(self.config.buffer_memory)
         self._batch_size = self.config.batch_size
-        self._identities = _Identities(cluster)
+        self._identities: IdentitySource = _Identities(cluster)
         self._routes: dict[str, _Route] = {}
         self._senders: dict[TopicPartition, PartitionSender] = {}
         self._connect_lock = asyncio.Lock()

@@ -108,7 +108,7 @@ class TransactionalProducer(Producer):
         self.transactional_id: str = config.transactional_id
         self.state = TransactionState(self.transactional_id)
         self.identity: tuple[int, int] | None = None
-        self._identities = _TransactionalIdentity(self)  # type: ignore[assignment]
+        self._identities = _TransactionalIdentity(self)
         self._partition_gate = self._join
         # Partitions of the open transaction: added, and asked for but not yet added.
         self._added: set[TopicPartition] = set()
@@ -239,8 +239,9 @@ class TransactionalProducer(Producer):
 
     def _finished(self, batch: ProducerBatch, result: asyncio.Future[int]) -> None:
         """A record that could not be written makes the transaction abortable."""
-        if not result.cancelled() and result.exception() is not None:
-            self.state.failed(result.exception())  # type: ignore[arg-type]
+        error = None if result.cancelled() else result.exception()
+        if error is not None:
+            self.state.failed(error)
         super()._finished(batch, result)
 
     async def send_arrow(
