@@ -13,6 +13,8 @@ TxnOffsetCommit, EndTxn, Produce v1):
    and not with an aborted one, as confluent-kafka's Consumer.committed() reads them.
 4. On the wire: every broker names the same coordinator, and the requests are decided
    as on the Kafka listener (an unknown key type refused, partitions added all or none).
+5. A record the leader refuses makes the transaction abortable: only the abort is
+   allowed, and the producer goes on with the next transaction.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from spark_replica.errors import (
     InvalidRequestError,
     OperationNotAttemptedError,
     ProducerFencedError,
+    TransactionAbortableError,
     TransactionStateError,
     UnknownTopicOrPartitionError,
 )
@@ -262,3 +265,36 @@ def test_the_native_apis_answer_as_the_kafka_listener_decides(cluster: BrokerFac
                 await conn.close()
 
     run(ask())
+
+
+def test_a_record_refused_inside_a_transaction_allows_only_an_abort(
+    cluster: BrokerFactory,
+) -> None:
+    """A batch the leader refuses (over the topic's max.message.bytes) makes the
+    transaction abortable: commit raises TransactionAbortableError, abort works, and the
+    next transaction commits."""
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    run(create(cluster.bootstrap, topic, 1, **{"max.message.bytes": "2000"}))
+
+    async def transact() -> None:
+        client = Cluster(cluster.bootstrap)
+        try:
+            producer = TransactionalProducer(client, producer_config(f"abortable-{topic}"))
+            await producer.init_transactions()
+            producer.begin_transaction()
+            await producer.send(topic, b"lost with the abort", partition=0)
+            await producer.flush()
+            await producer.send(topic, b"x" * 10_000, partition=0)
+            with pytest.raises(TransactionAbortableError, match="abort_transaction"):
+                await producer.commit_transaction()
+            with pytest.raises(TransactionAbortableError):
+                await producer.send(topic, b"refused", partition=0)
+            await producer.abort_transaction()
+            producer.begin_transaction()
+            await producer.send(topic, b"after the abort", partition=0)
+            await producer.commit_transaction()
+        finally:
+            await client.close()
+
+    run(transact())
+    assert run(read_native(cluster.bootstrap, topic, "read_committed")) == [b"after the abort"]
