@@ -90,20 +90,10 @@ class Broker:
             )
         self._acl_watcher: AclChangeWatcher | None = None
         self.logins = Logins(self.ctx, self.metrics.request_errors)
-        self.server = RequestServer(
-            self.ctx,
-            config.host,
-            config.port,
-            config.max_frame_bytes,
-            Dispatch(
-                NativeDialect(self.ctx, self.logins), self.logins, self.metrics.request_errors
-            ),
-            self.metrics.listener(REPLOG_LISTENER),
-        )
         binds = config.bind_endpoints()
         self.kafka_server: RequestServer | None = None
-        # The consumer groups and the transactional ids this broker coordinates; None
-        # while the Kafka listener is off.
+        # The consumer groups and the transactional ids this broker coordinates, for
+        # both listeners; None while the Kafka listener is off.
         self.groups: GroupCoordinator | None = None
         self.transactions: TransactionCoordinator | None = None
         # Sends the coordinator's markers to the leaders on other brokers.
@@ -111,6 +101,19 @@ class Broker:
         if KAFKA in binds:
             self.groups = GroupCoordinator(self.ctx)
             self.transactions = self._transaction_coordinator()
+        self.server = RequestServer(
+            self.ctx,
+            config.host,
+            config.port,
+            config.max_frame_bytes,
+            Dispatch(
+                NativeDialect(self.ctx, self.logins, self.groups, self.transactions),
+                self.logins,
+                self.metrics.request_errors,
+            ),
+            self.metrics.listener(REPLOG_LISTENER),
+        )
+        if KAFKA in binds:
             self.kafka_server = RequestServer(
                 self.ctx,
                 binds[KAFKA].host,

@@ -552,6 +552,16 @@ class ProducerFencedError(BrokerResponseError):
     code = 90
 
 
+class TransactionStateError(ReplogError):
+    """A transactional producer's call out of its order: a send or commit outside a
+    transaction, begin_transaction inside one, anything before init_transactions."""
+
+
+class TransactionAbortableError(ReplogError):
+    """The open transaction failed (the cause is attached) and can only be aborted:
+    call abort_transaction, then begin a new one and send its records again."""
+
+
 class OperationNotAttemptedError(BrokerResponseError):
     """Not tried because another part of the same request failed: an AddPartitionsToTxn
     adds all of its partitions or none."""

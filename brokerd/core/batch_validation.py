@@ -11,7 +11,9 @@ says:
   readable Arrow IPC stream (cut short, garbage, bytes after its end, a compressed
   buffer that does not decompress, buffers whose offsets point outside them).
 * INVALID_RECORD: the payload reads, but breaks a rule of the format: attribute bits
-  replog does not define (or a produced Kafka codec that is none of Kafka's), a schema
+  replog does not define (or a produced Kafka codec that is none of Kafka's), a control
+  batch (markers are the coordinator's alone), a transactional batch outside a request
+  that names its transactional id or without a producer id, a schema
   other than the payload schema, more than one Arrow record batch, a row count other
   than the header's record count, a null timestamp, or first/max timestamps that are not
   the first and largest of the payload.
@@ -79,16 +81,20 @@ def decompressed_payload_bytes(records: bytes | bytearray | memoryview, limit: i
     return total
 
 
-def validate_produced(records: bytes | bytearray | memoryview) -> None:
+def validate_produced(
+    records: bytes | bytearray | memoryview, transactional_id: str | None = None
+) -> None:
     """Raise CorruptMessageError or InvalidRecordError unless every batch is sound.
 
-    The CRC is checked first, so that a batch damaged in transit is always answered
-    CORRUPT_MESSAGE, whatever the damage makes its payload look like. Compressed
-    payloads are decompressed: bound them first (decompressed_payload_bytes).
+    Transactional batches are accepted only from a request that names the producer's
+    `transactional_id` (whose Write its listener has checked). The CRC is checked first,
+    so that a batch damaged in transit is always answered CORRUPT_MESSAGE, whatever the
+    damage makes its payload look like. Compressed payloads are decompressed: bound them
+    first (decompressed_payload_bytes).
     """
     for header, batch in iter_batches(records):
         verify_batch(batch, header)
-        _check_attributes(header)
+        _check_attributes(header, transactional_id)
         _check_payload(header, _read_payload(header, batch))
 
 
@@ -104,15 +110,23 @@ def require_keys(records: bytes | bytearray | memoryview, topic: str) -> None:
             )
 
 
-def _check_attributes(header: BatchHeader) -> None:
-    if header.attributes & (TRANSACTIONAL_FLAG | CONTROL_FLAG):
-        # Nothing would ever end such a transaction: the log's markers are written only
-        # by a transaction coordinator, which the partitions' leaders do not serve yet.
+def _check_attributes(header: BatchHeader, transactional_id: str | None) -> None:
+    if header.attributes & CONTROL_FLAG:
         raise InvalidRecordError(
-            "transactional and control batches are not accepted from producers: replog "
-            "serves no transactions to its clients"
+            "control batches are not accepted from producers: transaction markers are "
+            "written by the transaction coordinator"
         )
-    undefined = header.attributes & ~DEFINED_ATTRIBUTE_BITS
+    if header.attributes & TRANSACTIONAL_FLAG:
+        if transactional_id is None:
+            raise InvalidRecordError(
+                "a transactional batch needs its producer's transactional id in the "
+                "request (Produce version 1)"
+            )
+        if header.producer_id < 0:
+            raise InvalidRecordError(
+                "a transactional batch needs the producer id its InitProducerId gave"
+            )
+    undefined = header.attributes & ~DEFINED_ATTRIBUTE_BITS & ~TRANSACTIONAL_FLAG
     if undefined:
         raise InvalidRecordError(
             f"batch sets attribute bits {undefined:#06x}, which replog does not define"

@@ -21,19 +21,15 @@ from brokerd.core.context import BrokerContext
 from brokerd.groups.coordinator import GroupCoordinator
 from brokerd.kafka.request import KafkaRequest
 from brokerd.transactions.coordinator import TransactionCoordinator
-from spark_replica.errors import (
-    BrokerResponseError,
-    CoordinatorNotAvailableError,
-    InvalidRequestError,
-    code_of,
-    wire_message,
+from brokerd.transactions.producer_requests import (
+    GROUP_KEY_TYPE,
+    TRANSACTION_KEY_TYPE,
+    find_coordinator,
 )
+from spark_replica.errors import BrokerResponseError, code_of, wire_message
 from spark_replica.security.acl import Operation
 from spark_replica.wire.native.metadata import BrokerInfo
 from spark_replica.wire.schema import Data
-
-GROUP_KEY_TYPE = 0
-TRANSACTION_KEY_TYPE = 1
 
 
 async def handle_find_coordinator(
@@ -89,19 +85,10 @@ def _coordinator(
     key: str,
     key_type: int,
 ) -> BrokerInfo:
-    if key_type == GROUP_KEY_TYPE:
-        if not authorize_group(ctx, request, Operation.DESCRIBE, key):
-            raise group_denied(request, Operation.DESCRIBE, key)
-        if groups is None:
-            raise CoordinatorNotAvailableError("this broker runs no group coordinator")
-        return groups.coordinator(key)
-    if key_type == TRANSACTION_KEY_TYPE:
-        if not authorize_transactional_id(ctx, request, Operation.DESCRIBE, key):
-            raise transactional_id_denied(request, Operation.DESCRIBE, key)
-        if transactions is None:
-            raise CoordinatorNotAvailableError("this broker runs no transaction coordinator")
-        return transactions.coordinator_of(key)
-    raise InvalidRequestError(
-        f"coordinator key type {key_type}: use {GROUP_KEY_TYPE} (group) "
-        f"or {TRANSACTION_KEY_TYPE} (transaction)"
-    )
+    if key_type == GROUP_KEY_TYPE and not authorize_group(ctx, request, Operation.DESCRIBE, key):
+        raise group_denied(request, Operation.DESCRIBE, key)
+    if key_type == TRANSACTION_KEY_TYPE and not authorize_transactional_id(
+        ctx, request, Operation.DESCRIBE, key
+    ):
+        raise transactional_id_denied(request, Operation.DESCRIBE, key)
+    return find_coordinator(groups, transactions, key, key_type)

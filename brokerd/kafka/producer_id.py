@@ -20,9 +20,8 @@ from brokerd.core.producer_ids import init_producer
 from brokerd.kafka.request import KafkaRequest
 from brokerd.kafka.transaction_errors import answered_code
 from brokerd.transactions.coordinator import TransactionCoordinator
-from brokerd.transactions.decisions import ExpectedProducer
-from brokerd.transactions.states import NO_PRODUCER_ID
-from spark_replica.errors import BrokerResponseError, CoordinatorNotAvailableError, code_of
+from brokerd.transactions.producer_requests import init_transactional_producer
+from spark_replica.errors import BrokerResponseError, code_of
 from spark_replica.security.acl import Operation
 from spark_replica.wire.schema import Data
 
@@ -59,14 +58,10 @@ async def _init_transactional(
     transactional_id = body.transactional_id
     if not authorize_transactional_id(ctx, request, Operation.WRITE, transactional_id):
         raise transactional_id_denied(request, Operation.WRITE, transactional_id)
-    if transactions is None:
-        raise CoordinatorNotAvailableError("this broker runs no transaction coordinator")
-    expected = None
-    if body.producer_id != NO_PRODUCER_ID:
-        expected = ExpectedProducer(body.producer_id, body.producer_epoch)
-    reply = await transactions.init_producer_id(
-        transactional_id, body.transaction_timeout_ms, expected
+    return await init_transactional_producer(
+        transactions,
+        transactional_id,
+        body.transaction_timeout_ms,
+        body.producer_id,
+        body.producer_epoch,
     )
-    if reply.error is not None:
-        raise reply.error(f"InitProducerId for transactional id {transactional_id!r}")
-    return reply.producer_id, reply.producer_epoch

@@ -32,33 +32,22 @@ from brokerd.groups.coordinator import GroupCoordinator
 from brokerd.kafka.request import KafkaHandler, KafkaRequest
 from brokerd.kafka.transaction_errors import answered_code
 from brokerd.transactions.coordinator import TransactionCoordinator
-from brokerd.transactions.decisions import Reply
-from spark_replica.errors import (
-    BrokerResponseError,
-    CoordinatorNotAvailableError,
-    OperationNotAttemptedError,
-    UnknownTopicOrPartitionError,
-    code_of,
+from brokerd.transactions.producer_requests import (
+    add_offsets_to_txn,
+    add_partitions_to_txn,
+    end_transaction,
+    running_transactions,
+    unknown_partitions,
 )
+from spark_replica.errors import BrokerResponseError, OperationNotAttemptedError, code_of
 from spark_replica.security.acl import Operation
-from spark_replica.topics import OFFSETS_TOPIC, TopicPartition
+from spark_replica.topics import TopicPartition
 from spark_replica.wire.schema import Data
 
 # The first version of AddPartitionsToTxn, AddOffsetsToTxn and EndTxn that knows
 # PRODUCER_FENCED.
 FENCED_SINCE = 2
 NO_START_TIME = -1
-
-
-def _running(transactions: TransactionCoordinator | None) -> TransactionCoordinator:
-    if transactions is None:
-        raise CoordinatorNotAvailableError("this broker runs no transaction coordinator")
-    return transactions
-
-
-def _raise_for(reply: Reply, transactional_id: str) -> None:
-    if reply.error is not None:
-        raise reply.error(f"transactional id {transactional_id!r}")
 
 
 # -- AddPartitionsToTxn, AddOffsetsToTxn, EndTxn ----------------------------------------
@@ -79,13 +68,13 @@ async def handle_add_partitions_to_txn(
     errors = _refused_partitions(ctx, request, transactional_id, asked)
     if not errors:
         try:
-            reply = await _running(transactions).add_partitions(
+            await add_partitions_to_txn(
+                transactions,
                 transactional_id,
                 body.v3_and_below_producer_id,
                 body.v3_and_below_producer_epoch,
                 asked,
             )
-            _raise_for(reply, transactional_id)
             code = 0
         except BrokerResponseError as exc:
             code = answered_code(exc, request.version, FENCED_SINCE)
@@ -114,12 +103,13 @@ def _refused_partitions(
     if not authorize_transactional_id(ctx, request, Operation.WRITE, transactional_id):
         denied = transactional_id_denied(request, Operation.WRITE, transactional_id)
         return dict.fromkeys(asked, denied.code)
+    unknown = unknown_partitions(ctx, asked)
     refused: dict[TopicPartition, int] = {}
     for tp in asked:
         if not authorize_topic(ctx, request, Operation.WRITE, tp.topic):
             refused[tp] = topic_denied(request, Operation.WRITE, tp.topic).code
-        elif tp not in ctx.metadata.partitions:
-            refused[tp] = UnknownTopicOrPartitionError.code
+        elif tp in unknown:
+            refused[tp] = unknown[tp].code
     if not refused:
         return {}
     return {tp: refused.get(tp, OperationNotAttemptedError.code) for tp in asked}
@@ -140,13 +130,9 @@ async def handle_add_offsets_to_txn(
             raise transactional_id_denied(request, Operation.WRITE, transactional_id)
         if not authorize_group(ctx, request, Operation.READ, group_id):
             raise group_denied(request, Operation.READ, group_id)
-        if groups is None:
-            raise CoordinatorNotAvailableError("this broker runs no group coordinator")
-        offsets = TopicPartition(OFFSETS_TOPIC, groups.offsets_partition(group_id))
-        reply = await _running(transactions).add_partitions(
-            transactional_id, body.producer_id, body.producer_epoch, [offsets]
+        await add_offsets_to_txn(
+            groups, transactions, transactional_id, body.producer_id, body.producer_epoch, group_id
         )
-        _raise_for(reply, transactional_id)
     except BrokerResponseError as exc:
         return Data(
             throttle_time_ms=0, error_code=answered_code(exc, request.version, FENCED_SINCE)
@@ -162,10 +148,9 @@ async def handle_end_txn(
     try:
         if not authorize_transactional_id(ctx, request, Operation.WRITE, transactional_id):
             raise transactional_id_denied(request, Operation.WRITE, transactional_id)
-        reply = await _running(transactions).end_transaction(
-            transactional_id, body.producer_id, body.producer_epoch, body.committed
+        await end_transaction(
+            transactions, transactional_id, body.producer_id, body.producer_epoch, body.committed
         )
-        _raise_for(reply, transactional_id)
     except BrokerResponseError as exc:
         return Data(
             throttle_time_ms=0, error_code=answered_code(exc, request.version, FENCED_SINCE)
@@ -207,7 +192,7 @@ def _described(
     try:
         if not authorize_transactional_id(ctx, request, Operation.DESCRIBE, transactional_id):
             raise transactional_id_denied(request, Operation.DESCRIBE, transactional_id)
-        described = _running(transactions).describe_transaction(transactional_id)
+        described = running_transactions(transactions).describe_transaction(transactional_id)
     except BrokerResponseError as exc:
         answer.error_code = code_of(exc)
         return answer
@@ -229,7 +214,7 @@ async def handle_list_transactions(
     body = request.body
     answer = Data(throttle_time_ms=0, error_code=0, unknown_state_filters=[], transaction_states=[])
     try:
-        listing = _running(transactions).list_transactions(
+        listing = running_transactions(transactions).list_transactions(
             body.state_filters, body.producer_id_filters, body.duration_filter
         )
     except BrokerResponseError as exc:

@@ -31,13 +31,8 @@ from brokerd.core.authorization import (
 from brokerd.core.context import BrokerContext
 from brokerd.groups.coordinator import GroupCoordinator
 from brokerd.kafka.request import KafkaRequest
-from spark_replica.errors import (
-    BrokerResponseError,
-    CoordinatorNotAvailableError,
-    OffsetMetadataTooLargeError,
-    UnknownTopicOrPartitionError,
-    code_of,
-)
+from brokerd.transactions.producer_requests import commit_offsets_in_transaction, offset_refused
+from spark_replica.errors import BrokerResponseError, code_of
 from spark_replica.security.acl import Operation
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.kafka.offsets_records import OffsetValue
@@ -61,7 +56,6 @@ async def handle_txn_offset_commit(
     body = request.body
     denied = request_denied(ctx, request)
     now_ms = int(time.time() * 1000)
-    max_metadata = ctx.config.offset_metadata_max_bytes
     accepted: list[Data] = []  # answered by the commit's outcome
     commits: dict[TopicPartition, OffsetValue] = {}
     topics = []
@@ -74,12 +68,8 @@ async def handle_txn_offset_commit(
             error: BrokerResponseError | None = denied
             if error is None and not topic_allowed:
                 error = topic_denied(request, Operation.READ, topic.name)
-            elif error is None and tp not in ctx.metadata.partitions:
-                error = UnknownTopicOrPartitionError(f"{tp} does not exist")
-            elif error is None and len(metadata.encode("utf-8", "surrogateescape")) > max_metadata:
-                error = OffsetMetadataTooLargeError(
-                    f"metadata over offset.metadata.max.bytes={max_metadata}"
-                )
+            elif error is None:
+                error = offset_refused(ctx, tp, metadata)
             partition = Data(partition_index=entry.partition_index, error_code=0)
             if error is None:
                 commits[tp] = OffsetValue(
@@ -92,9 +82,8 @@ async def handle_txn_offset_commit(
         topics.append(answer)
     if accepted:
         try:
-            if coordinator is None:
-                raise CoordinatorNotAvailableError("this broker runs no group coordinator")
-            await coordinator.commit_in_transaction(
+            await commit_offsets_in_transaction(
+                coordinator,
                 body.group_id,
                 TxnProducer(body.producer_id, body.producer_epoch),
                 body.member_id,

@@ -10,6 +10,12 @@ which only the brokers' own principal holds, so a client cannot move the HW, poi
 controller epoch, stop replicas or end transactions. ACL and user administration needs
 Describe or Alter on the cluster.
 
+A transactional producer's requests need Kafka's rights on the TransactionalId and the
+group (checked before the topics): Write on the id for InitProducerId with one,
+AddPartitionsToTxn (and Write on its topics), AddOffsetsToTxn (and Read on the group),
+EndTxn, TxnOffsetCommit (and Read on the group and on its topics) and a Produce naming
+it; FindCoordinator needs Describe on the group or the transactional id it asks about.
+
 A request that names several topics is refused whole, naming the topics it may not
 touch, rather than answered per partition: replog's clients send one topic per request
 in practice, and a whole refusal cannot be mistaken for partial success.
@@ -30,11 +36,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from spark_replica.errors import (
+    BrokerResponseError,
     ClusterAuthorizationFailedError,
+    GroupAuthorizationFailedError,
     TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
 )
 from spark_replica.security.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
 from spark_replica.wire.native.apis import ApiKey
+from spark_replica.wire.native.find_coordinator import GROUP_KEY_TYPE, TRANSACTION_KEY_TYPE
 from spark_replica.wire.native.metadata import MetadataResponse, TopicMetadata
 
 # Fetches and epoch queries from consumers carry a negative replica id.
@@ -50,6 +60,8 @@ class Needs:
     topic: Operation | None = None
     topics: tuple[str, ...] = ()
     either: bool = False  # cluster OR topics suffice; otherwise whichever is set is needed
+    # (resource type, operation, name): each needed too, checked first
+    resources: tuple[tuple[ResourceType, Operation, str], ...] = ()
 
 
 Rule = Callable[[Any], Needs]
@@ -72,8 +84,42 @@ def _cluster(operation: Operation) -> Rule:
     return lambda request: Needs(cluster=operation)
 
 
+def _transactional_write(request: Any) -> tuple[ResourceType, Operation, str]:
+    return (ResourceType.TRANSACTIONAL_ID, Operation.WRITE, request.transactional_id)
+
+
+def _produce(request: Any) -> Needs:
+    resources = () if request.transactional_id is None else (_transactional_write(request),)
+    return Needs(topic=Operation.WRITE, topics=_topics(request), resources=resources)
+
+
+def _init_producer_id(request: Any) -> Needs:
+    if request.transactional_id is None:
+        return Needs()
+    return Needs(resources=(_transactional_write(request),))
+
+
+def _find_coordinator(request: Any) -> Needs:
+    resource = {
+        GROUP_KEY_TYPE: ResourceType.GROUP,
+        TRANSACTION_KEY_TYPE: ResourceType.TRANSACTIONAL_ID,
+    }.get(request.key_type)
+    if resource is None:  # refused by the handler (INVALID_REQUEST)
+        return Needs()
+    return Needs(resources=((resource, Operation.DESCRIBE, request.key),))
+
+
+def _with_group(topic: Operation | None) -> Rule:
+    def rule(request: Any) -> Needs:
+        group = (ResourceType.GROUP, Operation.READ, request.group_id)
+        topics = _topics(request) if topic is not None else ()
+        return Needs(topic=topic, topics=topics, resources=(_transactional_write(request), group))
+
+    return rule
+
+
 _RULES: dict[int, Rule] = {
-    ApiKey.PRODUCE: lambda r: Needs(topic=Operation.WRITE, topics=_topics(r)),
+    ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _replica_or(Operation.READ),
     ApiKey.LIST_OFFSETS: _replica_or(Operation.DESCRIBE),
     ApiKey.OFFSETS_FOR_LEADER_EPOCH: _replica_or(Operation.DESCRIBE),
@@ -85,7 +131,15 @@ _RULES: dict[int, Rule] = {
     # a principal Kafka would refuse could only hold ids it may not use: every produce is
     # checked for Write. Refusing here would turn a producer's missing Write into a
     # producer-id failure instead of the TOPIC_AUTHORIZATION_FAILED that names the topic.
-    ApiKey.INIT_PRODUCER_ID: lambda r: Needs(),
+    # With a transactional id: Write on it (below).
+    ApiKey.INIT_PRODUCER_ID: _init_producer_id,
+    ApiKey.FIND_COORDINATOR: _find_coordinator,
+    ApiKey.ADD_PARTITIONS_TO_TXN: lambda r: Needs(
+        topic=Operation.WRITE, topics=_topics(r), resources=(_transactional_write(r),)
+    ),
+    ApiKey.ADD_OFFSETS_TO_TXN: _with_group(None),
+    ApiKey.END_TXN: lambda r: Needs(resources=(_transactional_write(r),)),
+    ApiKey.TXN_OFFSET_COMMIT: _with_group(Operation.READ),
     ApiKey.CREATE_TOPICS: lambda r: Needs(
         cluster=Operation.CREATE,
         topic=Operation.CREATE,
@@ -132,6 +186,9 @@ def check(authorizer: Authorizer, principal: str, host: str, api_key: int, reque
             if not authorizer.authorize(principal, host, needs.topic, ResourceType.TOPIC, name)
         ]
 
+    for resource_type, operation, name in needs.resources:
+        if not authorizer.authorize(principal, host, operation, resource_type, name):
+            raise _resource_error(principal, resource_type, operation, name)
     if needs.either:
         if cluster_allowed():
             return
@@ -156,6 +213,18 @@ def _topic_error(principal: str, needs: Needs, denied: Iterable[str]) -> Excepti
     return TopicAuthorizationFailedError(
         f"{principal} is not authorized to {needs.topic.value} topic(s) {names}"
     )
+
+
+def _resource_error(
+    principal: str, resource_type: ResourceType, operation: Operation, name: str
+) -> BrokerResponseError:
+    error = (
+        GroupAuthorizationFailedError
+        if resource_type is ResourceType.GROUP
+        else TransactionalIdAuthorizationFailedError
+    )
+    kind = "group" if resource_type is ResourceType.GROUP else "transactional id"
+    return error(f"{principal} is not authorized to {operation.value} {kind} {name!r}")
 
 
 def filter_metadata(

@@ -20,12 +20,14 @@ from functools import partial
 from typing import Any
 
 from brokerd.core.context import BrokerContext
+from brokerd.groups.coordinator import GroupCoordinator
 from brokerd.native.authorization import check, filter_metadata
-from brokerd.native.registry import HANDLERS, VERSIONS
+from brokerd.native.registry import VERSIONS, native_handlers
 from brokerd.serving.answer import CLOSE, Answer
 from brokerd.serving.authentication import SaslSession
 from brokerd.serving.connection_state import Phase
 from brokerd.serving.server import Connection, LoginRefused, Logins
+from brokerd.transactions.coordinator import TransactionCoordinator
 from spark_replica.errors import (
     BrokerResponseError,
     IllegalSaslStateError,
@@ -57,9 +59,16 @@ class NativeDialect:
 
     versions = VERSIONS
 
-    def __init__(self, ctx: BrokerContext, logins: Logins) -> None:
+    def __init__(
+        self,
+        ctx: BrokerContext,
+        logins: Logins,
+        groups: GroupCoordinator | None,
+        transactions: TransactionCoordinator | None,
+    ) -> None:
         self.ctx = ctx
         self.logins = logins
+        self.handlers = native_handlers(groups, transactions)
 
     def oversized_answer(self, frame: OversizedFrame, limit: int) -> list[Chunk]:
         header = Reader(frame.head)
@@ -121,9 +130,9 @@ class NativeDialect:
         api_key = header.api_key
         authorizer = self.ctx.authorizer
         if authorizer is None:
-            return await HANDLERS[api_key](self.ctx, body)
+            return await self.handlers[api_key](self.ctx, body)
         check(authorizer, connection.principal, connection.ip, ApiKey(api_key), body)
-        response = await HANDLERS[api_key](self.ctx, body)
+        response = await self.handlers[api_key](self.ctx, body)
         if api_key == ApiKey.METADATA and response is not None:
             response = filter_metadata(
                 authorizer, connection.principal, connection.ip, response, body.topics is None

@@ -3,9 +3,14 @@
 What is replog's own is the preparing: the stored batches a client sends are validated
 (brokerd/core/batch_validation.py) before they are appended, on the loop when cheap and
 on a produce worker when a payload declares more than INLINE_DECOMPRESSED_BYTES.
+Transactional batches come in a version 1 request naming their transactional id, whose
+Write the dialect has checked (brokerd/native/authorization.py); the partition's producer
+state opens the transaction at the first of them, as for the Kafka listener's.
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 from brokerd.core.batch_validation import decompressed_payload_bytes, validate_produced
 from brokerd.core.context import BrokerContext
@@ -37,15 +42,15 @@ from spark_replica.wire.native.produce import (
 INLINE_DECOMPRESSED_BYTES = 1024 * 1024
 
 
-async def _validated(entry: Accepted) -> Records:
+async def _validated(transactional_id: str | None, entry: Accepted) -> Records:
     """Validation runs on the loop where it is cheap: uncompressed payloads are read in
     place, small compressed ones decompress in well under a millisecond. Payloads
     declaring more (up to max.message.bytes) decompress on a produce worker."""
     records, limit = entry.records, entry.max_records_bytes
     if decompressed_payload_bytes(records, limit) <= INLINE_DECOMPRESSED_BYTES:
-        validate_produced(records)
+        validate_produced(records, transactional_id)
         return records
-    await on_produce_worker(validate_produced, records)
+    await on_produce_worker(validate_produced, records, transactional_id)
     return records
 
 
@@ -66,7 +71,8 @@ async def handle_produce(
     topics = answer_each_partition(
         request.topics, ProduceTopicResult, ProducePartitionResult, check
     )
-    appended = await prepare_and_append(ctx, accepted, request.acks, now, _validated)
+    validated = partial(_validated, request.transactional_id)
+    appended = await prepare_and_append(ctx, accepted, request.acks, now, validated)
     if request.acks == ACKS_NONE:
         close_if_unanswered_failed(
             request.acks, (result for topic in topics for result in topic.partitions)

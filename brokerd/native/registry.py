@@ -1,14 +1,13 @@
-"""The replog listener's API registry: the handler of each api key, and the versions it
-serves (the codec's, spark_replica/wire/native/apis.py) of those and of the SASL steps the
-dialect answers itself. ApiVersions answers from it, so what is advertised is what is
-served."""
+"""The replog listener's API registry: the handler of each api key (the transactional
+producer's bound to the broker's coordinators, brokerd/native/transactions.py), and the
+versions it serves (the codec's, spark_replica/wire/native/apis.py) of those and of the
+SASL steps the dialect answers itself. ApiVersions answers from it, so what is advertised
+is what is served."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import Any
-
 from brokerd.core.context import BrokerContext
+from brokerd.groups.coordinator import GroupCoordinator
 from brokerd.native.controller_requests import (
     handle_controlled_shutdown,
     handle_leader_and_isr,
@@ -18,7 +17,6 @@ from brokerd.native.controller_requests import (
 )
 from brokerd.native.delete_records import handle_delete_records
 from brokerd.native.fetch import handle_fetch
-from brokerd.native.init_producer_id import handle_init_producer_id
 from brokerd.native.list_offsets import handle_list_offsets
 from brokerd.native.metadata import handle_metadata
 from brokerd.native.produce import handle_produce
@@ -34,16 +32,16 @@ from brokerd.native.topic_admin import (
     handle_create_topics,
     handle_delete_topics,
 )
+from brokerd.native.transactions import NativeHandler, transaction_handlers
 from brokerd.native.write_txn_markers import handle_write_txn_markers
 from brokerd.serving.connection_state import SASL_STEPS
+from brokerd.transactions.coordinator import TransactionCoordinator
 from spark_replica.wire.native.api_versions import (
     ApiVersionRange,
     ApiVersionsRequest,
     ApiVersionsResponse,
 )
 from spark_replica.wire.native.apis import SUPPORTED_VERSIONS, ApiKey
-
-Handler = Callable[[BrokerContext, Any], Awaitable[Any]]
 
 
 async def handle_api_versions(
@@ -52,7 +50,7 @@ async def handle_api_versions(
     return _API_VERSIONS
 
 
-HANDLERS: dict[int, Handler] = {
+_DATA_HANDLERS: dict[int, NativeHandler] = {
     ApiKey.PRODUCE: handle_produce,
     ApiKey.FETCH: handle_fetch,
     ApiKey.LIST_OFFSETS: handle_list_offsets,
@@ -64,7 +62,6 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.LEADER_AND_ISR: handle_leader_and_isr,
     ApiKey.UPDATE_METADATA: handle_update_metadata,
     ApiKey.OFFSETS_FOR_LEADER_EPOCH: handle_offsets_for_leader_epoch,
-    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
     ApiKey.STOP_REPLICA: handle_stop_replica,
     ApiKey.CONTROLLED_SHUTDOWN: handle_controlled_shutdown,
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
@@ -76,12 +73,24 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
 }
 
+# Served whether or not this broker runs coordinators (without them:
+# COORDINATOR_NOT_AVAILABLE, and InitProducerId serves idempotent producers).
+_TRANSACTION_APIS = transaction_handlers(None, None).keys()
+
 # api key -> (lowest, highest) version served: every handler's, and the SASL steps'.
 VERSIONS: dict[int, tuple[int, int]] = {
     int(key): versions
     for key, versions in SUPPORTED_VERSIONS.items()
-    if key in HANDLERS or key in SASL_STEPS
+    if key in _DATA_HANDLERS or key in _TRANSACTION_APIS or key in SASL_STEPS
 }
 _API_VERSIONS = ApiVersionsResponse(
     [ApiVersionRange(key, low, high) for key, (low, high) in VERSIONS.items()]
 )
+
+
+def native_handlers(
+    groups: GroupCoordinator | None, transactions: TransactionCoordinator | None
+) -> dict[int, NativeHandler]:
+    """Every handler of the replog listener, the transaction APIs bound to the broker's
+    coordinators (None: it runs none)."""
+    return {**_DATA_HANDLERS, **transaction_handlers(groups, transactions)}

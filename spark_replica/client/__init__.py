@@ -17,6 +17,7 @@ from spark_replica.client.retry import DEFAULT_RETRY_POLICY, Attempts, RetryPoli
 from spark_replica.client.sequenced_producer import SendOutcome, SequencedProducer
 from spark_replica.client.sync import SyncProducer
 from spark_replica.client.sync_consumer import SyncConsumer
+from spark_replica.client.transactional_producer import TransactionalProducer
 from spark_replica.wire.native.isolation import IsolationLevel
 from spark_replica.wire.native.produce import ACKS_ALL, ACKS_LEADER, ACKS_NONE
 
@@ -51,6 +52,7 @@ __all__ = [
     "SequencedProducer",
     "SyncConsumer",
     "SyncProducer",
+    "TransactionalProducer",
     "bootstrap_from_zookeeper",
     "list_offsets",
     "murmur2",

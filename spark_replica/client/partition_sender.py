@@ -62,6 +62,7 @@ from spark_replica.records import (
     HEADER_TYPE,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
+    TRANSACTIONAL_FLAG,
     encode_batch,
     stamp_producer,
 )
@@ -132,8 +133,10 @@ class ProducerBatch:
         producer_id: int = NO_PRODUCER_ID,
         epoch: int = NO_PRODUCER_EPOCH,
         sequence: int = NO_SEQUENCE,
+        attributes: int = 0,
     ) -> None:
-        """Encode the records once, stamped with this identity and sequence if given.
+        """Encode the records once, stamped with this identity and sequence if given
+        (and with `attributes`: a transactional producer's flag).
 
         Stamping while encoding spares the copy (and second CRC pass) that stamping an
         encoded batch costs; `stamped` copies only if the numbers change later.
@@ -144,12 +147,15 @@ class ProducerBatch:
             encoded = encode_batch(
                 self.records,
                 compression=compression,
+                attributes=attributes,
                 producer_id=producer_id,
                 producer_epoch=epoch,
                 base_sequence=sequence,
             )
         else:
-            encoded = encode_columns(self.records, compression, producer_id, epoch, sequence)
+            encoded = encode_columns(
+                self.records, compression, producer_id, epoch, sequence, attributes
+            )
         self.encoded = encoded
         self.records = None
         if producer_id != NO_PRODUCER_ID:
@@ -165,7 +171,12 @@ class ProducerBatch:
 
 
 def encode_columns(
-    records: OpenBatch, compression: str, producer_id: int, epoch: int, sequence: int
+    records: OpenBatch,
+    compression: str,
+    producer_id: int,
+    epoch: int,
+    sequence: int,
+    attributes: int = 0,
 ) -> memoryview:
     """One batch of an open batch's columns; the values and keys are bytes or None."""
     arrays = [
@@ -188,6 +199,7 @@ def encode_columns(
     return encode_batch(
         pa.RecordBatch.from_arrays(arrays, names=names),
         compression=compression,
+        attributes=attributes,
         producer_id=producer_id,
         producer_epoch=epoch,
         base_sequence=sequence,
@@ -389,7 +401,12 @@ class PartitionSender:
                 return True
         try:
             if self.identity is not None and self.config.idempotent:
-                batch.encode(self.config.compression, *self.identity, self.window.next_sequence)
+                batch.encode(
+                    self.config.compression,
+                    *self.identity,
+                    self.window.next_sequence,
+                    TRANSACTIONAL_FLAG if self.config.transactional_id is not None else 0,
+                )
             else:
                 batch.encode(self.config.compression)
         except (ValueError, TypeError, pa.ArrowException, ReplogError) as exc:
@@ -435,7 +452,12 @@ class PartitionSender:
             self._on_error(entry, exc, sent=False)
             return
         sending = send_produce(
-            conn, self.tp, data, self.config.acks, self._attempt_timeout_ms(entry)
+            conn,
+            self.tp,
+            data,
+            self.config.acks,
+            self._attempt_timeout_ms(entry),
+            self.config.transactional_id,
         )
         task = asyncio.ensure_future(sending)
         self._requests.add(task)

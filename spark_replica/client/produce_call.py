@@ -34,11 +34,16 @@ def send_produce(
     batch: bytes | memoryview,
     acks: int,
     timeout_ms: int,
+    transactional_id: str | None = None,
 ) -> Awaitable[Any]:
     """Write `batch` to `tp`'s leader on `conn`: awaiting it gives the answer (None with
-    acks=0, which has none), or raises the connection's error."""
+    acks=0, which has none), or raises the connection's error. A transactional producer's
+    batch goes with its `transactional_id`."""
     request = ProduceRequest(
-        acks, timeout_ms, [ProduceTopic(tp.topic, [ProducePartition(tp.partition, batch)])]
+        acks,
+        timeout_ms,
+        [ProduceTopic(tp.topic, [ProducePartition(tp.partition, batch)])],
+        transactional_id,
     )
     if acks == ACKS_NONE:
         return conn.send(request, expect_response=False)

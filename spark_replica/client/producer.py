@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from time import time_ns
 from types import TracebackType
@@ -61,7 +61,7 @@ from spark_replica.wire.native.metadata import TopicMetadata
 from .accumulator import RECORD_OVERHEAD_BYTES, Callback, Headers, estimate_record_bytes
 from .buffer_pool import BufferPool, exhausted_error
 from .cluster import Cluster
-from .partition_sender import PartitionSender, ProducerBatch
+from .partition_sender import IdentitySource, PartitionSender, ProducerBatch
 from .partitioner import partition_for_key
 from .producer_config import ProducerConfig
 
@@ -142,12 +142,15 @@ class Producer:
         self.config = config or ProducerConfig()
         self.pool = BufferPool(self.config.buffer_memory)
         self._batch_size = self.config.batch_size
-        self._identities = _Identities(cluster)
+        self._identities: IdentitySource = _Identities(cluster)
         self._routes: dict[str, _Route] = {}
         self._senders: dict[TopicPartition, PartitionSender] = {}
         self._connect_lock = asyncio.Lock()
         self._unfinished: set[asyncio.Future[int]] = set()
         self._closed = False
+        # A transactional producer's: awaited before a record joins its partition, so
+        # that the partition is in the transaction before its first batch is sent.
+        self._partition_gate: Callable[[TopicPartition], Awaitable[None]] | None = None
 
     async def __aenter__(self) -> Producer:
         return self
@@ -206,6 +209,12 @@ class Producer:
                 raise
         else:
             sender = route.sticky_sender(size, self._batch_size)
+        if self._partition_gate is not None:
+            try:
+                await self._partition_gate(sender.tp)
+            except BaseException:
+                self.pool.release(size)
+                raise
         timestamp = time_ns() // 1_000_000 if timestamp_ms is None else timestamp_ms
         sender.append(data, key_data, timestamp, headers, size, on_delivery)
 

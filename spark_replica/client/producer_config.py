@@ -57,6 +57,10 @@ class ProducerConfig:
     buffer_memory: int = DEFAULT_BUFFER_MEMORY
     # How long a send waits for room in buffer_memory (or for metadata) before failing.
     max_block_ms: int = 60_000
+    # Kafka's transactional.id: set only by a TransactionalProducer, whose batches it flags.
+    transactional_id: str | None = None
+    # Kafka's transaction.timeout.ms: the coordinator aborts a transaction open longer.
+    transaction_timeout_ms: int = 60_000
 
     @property
     def retry_policy(self) -> RetryPolicy:
@@ -82,6 +86,7 @@ class ProducerConfig:
             "batch_size",
             "max_in_flight_per_partition",
             "buffer_memory",
+            "transaction_timeout_ms",
         )
         for name in positive:
             if getattr(self, name) <= 0:
@@ -94,4 +99,8 @@ class ProducerConfig:
                 f"max_in_flight_per_partition={self.max_in_flight_per_partition}: an "
                 f"idempotent producer allows at most {MAX_IDEMPOTENT_IN_FLIGHT}"
             )
+        if self.transactional_id is not None and not self.idempotent:
+            raise ConfigError("a transactional producer is idempotent: it needs acks=all")
+        if self.transactional_id == "":
+            raise ConfigError("transactional_id must not be empty")
         object.__setattr__(self, "compression", parse_compression(self.compression))

@@ -44,6 +44,7 @@ from spark_replica.wire.native.acls import (
     DescribeAclsRequest,
     WireAclBinding,
 )
+from spark_replica.wire.native.add_partitions_to_txn import AddPartitionsToTxnRequest, TxnTopic
 from spark_replica.wire.native.controller_requests import (
     ControllerHeader,
     PartitionLeaderState,
@@ -55,7 +56,9 @@ from spark_replica.wire.native.delete_records import (
     DeleteRecordsRequest,
     DeleteRecordsTopic,
 )
+from spark_replica.wire.native.end_txn import AddOffsetsToTxnRequest, EndTxnRequest
 from spark_replica.wire.native.fetch import FetchPartition, FetchTopic
+from spark_replica.wire.native.find_coordinator import FindCoordinatorRequest
 from spark_replica.wire.native.frames import SIZE, RequestHeader
 from spark_replica.wire.native.list_offsets import ListOffsetsPartition, ListOffsetsTopic
 from spark_replica.wire.native.metadata import BrokerInfo
@@ -69,6 +72,11 @@ from spark_replica.wire.native.scram_credentials import (
     ScramUpsertion,
 )
 from spark_replica.wire.native.topic_admin import NewTopic, PartitionCount
+from spark_replica.wire.native.txn_offset_commit import (
+    TxnOffset,
+    TxnOffsetCommitRequest,
+    TxnOffsetTopic,
+)
 from spark_replica.wire.native.write_txn_markers import (
     MarkerTopic,
     TxnMarkerRequestEntry,
@@ -439,6 +447,65 @@ def _write_txn_markers(g: RequestGenerator) -> WriteTxnMarkersRequest:
     return WriteTxnMarkersRequest(markers, g.int32(0, 1000))
 
 
+# The transactional ids and group of fuzzed transaction requests: never another test's.
+FUZZ_TRANSACTIONAL_IDS = ("fuzz-txn", "fuzz-txn-other")
+HOSTILE_TRANSACTIONAL_IDS = ("", "\udcff", "x" * 300)
+FUZZ_GROUP = "fuzz-group"
+
+
+def _transactional_id(g: RequestGenerator) -> str:
+    return g.rng.choice(HOSTILE_TRANSACTIONAL_IDS if g.is_hostile() else FUZZ_TRANSACTIONAL_IDS)
+
+
+def _txn_producer(g: RequestGenerator) -> tuple[str, int, int]:
+    epoch = g.rng.choice([-1, 0, INT16_MAX]) if g.is_hostile() else 0
+    return _transactional_id(g), g.int64(-1, 2**40), epoch
+
+
+def _scratch_partitions(g: RequestGenerator) -> list[tuple[str, list[int]]]:
+    """Scratch or unknown topics only: a fuzzed transaction never marks another test's."""
+    return [
+        (
+            g.rng.choice([*SCRATCH_TOPICS, *UNKNOWN_TOPICS]),
+            [g.int32(-1, MAX_SCRATCH_PARTITIONS) for _ in range(g.rng.randint(0, 2))],
+        )
+        for _ in range(g.rng.randint(0, 2))
+    ]
+
+
+def _find_coordinator(g: RequestGenerator) -> FindCoordinatorRequest:
+    key_type = g.rng.choice([0, 1, 2, -1]) if g.is_hostile() else g.rng.choice([0, 1])
+    key = FUZZ_GROUP if key_type == 0 else _transactional_id(g)
+    return FindCoordinatorRequest(key, key_type)
+
+
+def _add_partitions_to_txn(g: RequestGenerator) -> AddPartitionsToTxnRequest:
+    topics = [TxnTopic(name, partitions) for name, partitions in _scratch_partitions(g)]
+    return AddPartitionsToTxnRequest(*_txn_producer(g), topics)
+
+
+def _add_offsets_to_txn(g: RequestGenerator) -> AddOffsetsToTxnRequest:
+    return AddOffsetsToTxnRequest(*_txn_producer(g), FUZZ_GROUP)
+
+
+def _end_txn(g: RequestGenerator) -> EndTxnRequest:
+    return EndTxnRequest(*_txn_producer(g), g.rng.random() < 0.5)
+
+
+def _txn_offset_commit(g: RequestGenerator) -> TxnOffsetCommitRequest:
+    transactional_id, producer_id, epoch = _txn_producer(g)
+    topics = [
+        TxnOffsetTopic(
+            name,
+            [TxnOffset(p, g.int64(-1, 100), g.epoch(), "m" * g.rng.choice([0, 5])) for p in parts],
+        )
+        for name, parts in _scratch_partitions(g)
+    ]
+    return TxnOffsetCommitRequest(
+        transactional_id, FUZZ_GROUP, producer_id, epoch, topics, g.int32(-1, 3)
+    )
+
+
 REQUEST_GENERATORS: dict[ApiKey, Callable[[RequestGenerator], Any]] = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
@@ -463,6 +530,11 @@ REQUEST_GENERATORS: dict[ApiKey, Callable[[RequestGenerator], Any]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: _alter_user_scram_credentials,
     ApiKey.WRITE_TXN_MARKERS: _write_txn_markers,
+    ApiKey.FIND_COORDINATOR: _find_coordinator,
+    ApiKey.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: _add_offsets_to_txn,
+    ApiKey.END_TXN: _end_txn,
+    ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
 }
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from spark_replica.client import BrokerConnection, Cluster, Consumer, Producer, ProducerConfig
 from spark_replica.errors import (
+    CoordinatorNotAvailableError,
     DuplicateSequenceNumberError,
     InvalidProducerEpochError,
     InvalidRequestError,
@@ -93,7 +94,9 @@ def test_producer_ids_never_repeat_across_brokers(brokers: BrokerFactory) -> Non
     assert abs(ids[1] - ids[0]) >= 1000, "each broker claims its own block of 1000"
 
 
-def test_init_producer_id_bumps_the_epoch_and_refuses_transactions(broker: BrokerProcess) -> None:
+def test_init_producer_id_bumps_the_epoch_and_leaves_transactional_ids_to_the_coordinator(
+    broker: BrokerProcess,
+) -> None:
     async def scenario() -> None:
         fresh = await init_producer_id(broker)
         assert fresh.producer_epoch == 0
@@ -104,7 +107,9 @@ def test_init_producer_id_bumps_the_epoch_and_refuses_transactions(broker: Broke
         conn = BrokerConnection(broker.host, broker.port)
         await conn.connect()
         try:
-            with pytest.raises(InvalidRequestError):
+            # No allocation from the idempotent producers' path: the id's transaction
+            # coordinator answers, and its internal topic does not exist yet.
+            with pytest.raises(CoordinatorNotAvailableError):
                 await conn.send(InitProducerIdRequest("txn"), timeout_s=TIMEOUT_S)
         finally:
             await conn.close()

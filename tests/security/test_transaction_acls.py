@@ -1,8 +1,9 @@
-"""TransactionalId ACLs on the Kafka listener, against a real secured broker: a
+"""TransactionalId ACLs on both listeners, against a real secured broker: a
 transactional producer needs Write on its TransactionalId (else its init_transactions
 fails with TRANSACTIONAL_ID_AUTHORIZATION_FAILED, at FindCoordinator without Describe and
-at InitProducerId with Describe only), and ListTransactions, through
-`replog transactions list`, shows a principal only the ids it may describe."""
+at InitProducerId with Describe only), whether it is confluent-kafka's on the Kafka
+listener or replog's TransactionalProducer on the replog listener, and ListTransactions,
+through `replog transactions list`, shows a principal only the ids it may describe."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
 
+from spark_replica.client import Cluster, ProducerConfig, TransactionalProducer
+from spark_replica.errors import TransactionalIdAuthorizationFailedError
 from spark_replica.security.acl import (
     AclEntry,
     Operation,
@@ -23,7 +26,7 @@ from spark_replica.security.acl import (
 from spark_replica.zk.security_store import add_acls
 from spark_replica.zk.session import connect
 from tests.security.conftest import PASSWORDS, ZK_DIGEST, SecureSetup, jaas
-from tests.support import replog
+from tests.support import replog, run
 
 pytestmark = pytest.mark.slow
 
@@ -73,6 +76,20 @@ def _listed(setup: SecureSetup, user: str) -> set[str]:
     return {entry["transactional_id"] for entry in json.loads(done.stdout)}
 
 
+async def _native_inits(setup: SecureSetup) -> None:
+    """alice's native producers: refused for the ids she may not write, served for hers."""
+    cluster = Cluster(setup.brokers.bootstrap, security=setup.client("alice"))
+    try:
+        for refused_id in (ADMIN_ID, SEEN_ID):
+            refused = TransactionalProducer(cluster, ProducerConfig(transactional_id=refused_id))
+            with pytest.raises(TransactionalIdAuthorizationFailedError):
+                await refused.init_transactions()
+        allowed = TransactionalProducer(cluster, ProducerConfig(transactional_id=ALICE_ID))
+        await allowed.init_transactions()
+    finally:
+        await cluster.close()
+
+
 def test_transactional_ids_need_write_and_are_listed_only_to_who_may_describe_them(
     secure: SecureSetup,
 ) -> None:
@@ -99,6 +116,7 @@ def test_transactional_ids_need_write_and_are_listed_only_to_who_may_describe_th
         assert raised.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
 
     _producer(secure, "alice", ALICE_ID).init_transactions(DEADLINE_S)
+    run(_native_inits(secure), DEADLINE_S)
     _producer(secure, "admin", ADMIN_ID).init_transactions(DEADLINE_S)
     assert _listed(secure, "admin") >= {ALICE_ID, ADMIN_ID}
     assert _listed(secure, "alice") == {ALICE_ID}

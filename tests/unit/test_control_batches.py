@@ -133,7 +133,18 @@ def test_a_transactional_data_batch_reaches_kafka_consumers_as_transactional() -
     assert [r.value for r in kafka] == [b"a", b"b"]
 
 
-@pytest.mark.parametrize("flags", [TRANSACTIONAL_FLAG, CONTROL_FLAG | TRANSACTIONAL_FLAG])
-def test_producers_cannot_append_transactional_or_control_batches(flags: int) -> None:
+@pytest.mark.parametrize("transactional_id", [None, "txn"])
+def test_producers_cannot_append_control_batches(transactional_id: str | None) -> None:
+    batch = build_batch([b"v"], attributes=CONTROL_FLAG | TRANSACTIONAL_FLAG, producer_id=7)
     with pytest.raises(InvalidRecordError, match="not accepted from producers"):
-        validate_produced(build_batch([b"v"], attributes=flags))
+        validate_produced(batch, transactional_id)
+
+
+def test_a_transactional_batch_needs_the_requests_transactional_id_and_a_producer_id() -> None:
+    batch = build_batch([b"v"], attributes=TRANSACTIONAL_FLAG, producer_id=7, producer_epoch=0)
+    with pytest.raises(InvalidRecordError, match="Produce version 1"):
+        validate_produced(batch)
+    validate_produced(batch, "txn")
+    anonymous = build_batch([b"v"], attributes=TRANSACTIONAL_FLAG)
+    with pytest.raises(InvalidRecordError, match="needs the producer id"):
+        validate_produced(anonymous, "txn")

@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from brokerd.native.authorization import check, filter_metadata, rule_for
-from spark_replica.errors import ClusterAuthorizationFailedError, TopicAuthorizationFailedError
+from spark_replica.errors import (
+    ClusterAuthorizationFailedError,
+    GroupAuthorizationFailedError,
+    TopicAuthorizationFailedError,
+    TransactionalIdAuthorizationFailedError,
+)
 from spark_replica.security.acl import (
     CLUSTER_NAME,
     AclBinding,
@@ -19,11 +24,20 @@ from spark_replica.security.acl import (
     ResourceType,
 )
 from spark_replica.wire.native import REQUEST_TYPES, ApiKey
+from spark_replica.wire.native.add_partitions_to_txn import AddPartitionsToTxnRequest, TxnTopic
 from spark_replica.wire.native.controller_requests import ControllerHeader, UpdateMetadataRequest
+from spark_replica.wire.native.end_txn import AddOffsetsToTxnRequest, EndTxnRequest
 from spark_replica.wire.native.fetch import FetchPartition, FetchRequest, FetchTopic
+from spark_replica.wire.native.find_coordinator import GROUP_KEY_TYPE, FindCoordinatorRequest
+from spark_replica.wire.native.init_producer_id import InitProducerIdRequest
 from spark_replica.wire.native.metadata import MetadataResponse, TopicMetadata
 from spark_replica.wire.native.produce import ProducePartition, ProduceRequest, ProduceTopic
 from spark_replica.wire.native.topic_admin import CreateTopicsRequest, NewTopic
+from spark_replica.wire.native.txn_offset_commit import (
+    TxnOffset,
+    TxnOffsetCommitRequest,
+    TxnOffsetTopic,
+)
 
 ALICE = "User:alice"
 
@@ -111,3 +125,66 @@ def test_metadata_hides_topics_when_listing_and_refuses_them_when_named() -> Non
         ("t", 0),
         ("secret", TopicAuthorizationFailedError.code),
     ]
+
+
+# -- a transactional producer's requests: Kafka's rules on TransactionalId and Group -------
+
+TXN = (ResourceType.TRANSACTIONAL_ID, "orders", Operation.WRITE)
+TOPIC_WRITE = (ResourceType.TOPIC, "t", Operation.WRITE)
+GROUP_READ = (ResourceType.GROUP, "g", Operation.READ)
+
+
+def _transactional_produce() -> ProduceRequest:
+    return ProduceRequest(-1, 100, [ProduceTopic("t", [ProducePartition(0, b"")])], "orders")
+
+
+@pytest.mark.parametrize(
+    ("api_key", "request_", "needed"),
+    [
+        (ApiKey.PRODUCE, _transactional_produce(), [TXN, TOPIC_WRITE]),
+        (ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest("orders"), [TXN]),
+        (
+            ApiKey.ADD_PARTITIONS_TO_TXN,
+            AddPartitionsToTxnRequest("orders", 7, 0, [TxnTopic("t", [0])]),
+            [TXN, TOPIC_WRITE],
+        ),
+        (ApiKey.ADD_OFFSETS_TO_TXN, AddOffsetsToTxnRequest("orders", 7, 0, "g"), [TXN, GROUP_READ]),
+        (ApiKey.END_TXN, EndTxnRequest("orders", 7, 0, True), [TXN]),
+        (
+            ApiKey.TXN_OFFSET_COMMIT,
+            TxnOffsetCommitRequest("orders", "g", 7, 0, [TxnOffsetTopic("t", [TxnOffset(0, 1)])]),
+            [TXN, GROUP_READ, (ResourceType.TOPIC, "t", Operation.READ)],
+        ),
+        (
+            ApiKey.FIND_COORDINATOR,
+            FindCoordinatorRequest("orders"),
+            [(ResourceType.TRANSACTIONAL_ID, "orders", Operation.DESCRIBE)],
+        ),
+        (
+            ApiKey.FIND_COORDINATOR,
+            FindCoordinatorRequest("g", GROUP_KEY_TYPE),
+            [(ResourceType.GROUP, "g", Operation.DESCRIBE)],
+        ),
+    ],
+)
+def test_transaction_requests_need_kafkas_acls_each_of_them(
+    api_key: ApiKey, request_: object, needed: list[tuple[ResourceType, str, Operation]]
+) -> None:
+    check(_authorizer(*needed), ALICE, "127.0.0.1", api_key, request_)
+    for missing in needed:
+        allowed = [binding for binding in needed if binding != missing]
+        with pytest.raises(
+            (
+                TransactionalIdAuthorizationFailedError,
+                GroupAuthorizationFailedError,
+                TopicAuthorizationFailedError,
+            ),
+            match=f"{missing[2].value} .*{missing[1]!r}",
+        ):
+            check(_authorizer(*allowed), ALICE, "127.0.0.1", api_key, request_)
+
+
+def test_an_idempotent_producer_needs_no_transactional_id_acl() -> None:
+    check(_authorizer(), ALICE, "127.0.0.1", ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest())
+    plain = ProduceRequest(-1, 100, [ProduceTopic("t", [ProducePartition(0, b"")])])
+    check(_authorizer(TOPIC_WRITE), ALICE, "127.0.0.1", ApiKey.PRODUCE, plain)

@@ -16,6 +16,10 @@ from spark_replica.wire.native.acls import (
     DescribeAclsRequest,
     DescribeAclsResponse,
 )
+from spark_replica.wire.native.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+)
 from spark_replica.wire.native.api_versions import ApiVersionsRequest, ApiVersionsResponse
 from spark_replica.wire.native.apis import SUPPORTED_VERSIONS, ApiKey, is_supported
 from spark_replica.wire.native.controlled_shutdown import (
@@ -30,7 +34,12 @@ from spark_replica.wire.native.controller_requests import (
     UpdateMetadataRequest,
 )
 from spark_replica.wire.native.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
+from spark_replica.wire.native.end_txn import AddOffsetsToTxnRequest, EndTxnRequest
 from spark_replica.wire.native.fetch import FetchRequest, FetchResponse
+from spark_replica.wire.native.find_coordinator import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
 from spark_replica.wire.native.init_producer_id import (
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -59,6 +68,10 @@ from spark_replica.wire.native.topic_admin import (
     CreateTopicsRequest,
     DeleteTopicsRequest,
     TopicResultsResponse,
+)
+from spark_replica.wire.native.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 from spark_replica.wire.native.write_txn_markers import (
     WriteTxnMarkersRequest,
@@ -101,6 +114,11 @@ RESPONSE_TYPES: dict[ApiKey, MessageType] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DescribeUserScramCredentialsResponse,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AlterUserScramCredentialsResponse,
     ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersResponse,
+    ApiKey.FIND_COORDINATOR: FindCoordinatorResponse,
+    ApiKey.ADD_PARTITIONS_TO_TXN: AddPartitionsToTxnResponse,
+    ApiKey.ADD_OFFSETS_TO_TXN: EmptyResponse,
+    ApiKey.END_TXN: EmptyResponse,
+    ApiKey.TXN_OFFSET_COMMIT: TxnOffsetCommitResponse,
 }
 
 # The request type of each API key.
@@ -128,12 +146,20 @@ REQUEST_TYPES: dict[ApiKey, MessageType] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: DescribeUserScramCredentialsRequest,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: AlterUserScramCredentialsRequest,
     ApiKey.WRITE_TXN_MARKERS: WriteTxnMarkersRequest,
+    ApiKey.FIND_COORDINATOR: FindCoordinatorRequest,
+    ApiKey.ADD_PARTITIONS_TO_TXN: AddPartitionsToTxnRequest,
+    ApiKey.ADD_OFFSETS_TO_TXN: AddOffsetsToTxnRequest,
+    ApiKey.END_TXN: EndTxnRequest,
+    ApiKey.TXN_OFFSET_COMMIT: TxnOffsetCommitRequest,
 }
 
 __all__ = [
     "REQUEST_TYPES",
     "RESPONSE_TYPES",
     "SUPPORTED_VERSIONS",
+    "AddOffsetsToTxnRequest",
+    "AddPartitionsToTxnRequest",
+    "AddPartitionsToTxnResponse",
     "AlterUserScramCredentialsRequest",
     "AlterUserScramCredentialsResponse",
     "ApiKey",
@@ -155,8 +181,11 @@ __all__ = [
     "DescribeUserScramCredentialsRequest",
     "DescribeUserScramCredentialsResponse",
     "EmptyResponse",
+    "EndTxnRequest",
     "FetchRequest",
     "FetchResponse",
+    "FindCoordinatorRequest",
+    "FindCoordinatorResponse",
     "InitProducerIdRequest",
     "InitProducerIdResponse",
     "LeaderAndIsrRequest",
@@ -175,6 +204,8 @@ __all__ = [
     "SaslHandshakeResponse",
     "StopReplicaRequest",
     "TopicResultsResponse",
+    "TxnOffsetCommitRequest",
+    "TxnOffsetCommitResponse",
     "UpdateMetadataRequest",
     "WriteTxnMarkersRequest",
     "WriteTxnMarkersResponse",

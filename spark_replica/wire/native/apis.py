@@ -20,6 +20,7 @@ class ApiKey(IntEnum):
     STOP_REPLICA = 5
     CONTROLLED_SHUTDOWN = 7
     UPDATE_METADATA = 6
+    FIND_COORDINATOR = 10
     SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
@@ -27,7 +28,11 @@ class ApiKey(IntEnum):
     DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSETS_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
     WRITE_TXN_MARKERS = 27
+    TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
     DELETE_ACLS = 31
@@ -39,7 +44,7 @@ class ApiKey(IntEnum):
 
 # api key -> (min version, max version) this build serves
 SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
-    ApiKey.PRODUCE: (0, 0),
+    ApiKey.PRODUCE: (0, 1),
     ApiKey.FETCH: (0, 1),
     ApiKey.LIST_OFFSETS: (0, 1),
     ApiKey.METADATA: (0, 0),
@@ -50,7 +55,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.LEADER_AND_ISR: (0, 0),
     ApiKey.UPDATE_METADATA: (0, 0),
     ApiKey.OFFSETS_FOR_LEADER_EPOCH: (0, 0),
-    ApiKey.INIT_PRODUCER_ID: (0, 0),
+    ApiKey.INIT_PRODUCER_ID: (0, 1),
     ApiKey.STOP_REPLICA: (0, 0),
     ApiKey.CONTROLLED_SHUTDOWN: (0, 0),
     ApiKey.CREATE_PARTITIONS: (0, 0),
@@ -62,6 +67,11 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     ApiKey.WRITE_TXN_MARKERS: (0, 0),
+    ApiKey.FIND_COORDINATOR: (0, 0),
+    ApiKey.ADD_PARTITIONS_TO_TXN: (0, 0),
+    ApiKey.ADD_OFFSETS_TO_TXN: (0, 0),
+    ApiKey.END_TXN: (0, 0),
+    ApiKey.TXN_OFFSET_COMMIT: (0, 0),
 }
 
 

@@ -6,6 +6,10 @@ end to end). With acks=0 the broker sends no response at all.
 
 Response: per topic, per partition: error code and message, the base offset assigned to
 the first batch, and the log start offset.
+
+Version 1 (transactions): the request's transactional id (nullable string, first), which
+a transactional producer's batches (attribute bit 4) need; the response is unchanged.
+Version 0 carries none, so a leader refuses transactional batches sent at it.
 """
 
 from __future__ import annotations
@@ -33,7 +37,12 @@ class ProduceTopic:
     partitions: list[ProducePartition]
 
 
+# The version that carries the transactional id.
+TRANSACTIONS_VERSION = 1
+
+
 @tabled(
+    wire_field("transactional_id", "string", nullable=True, since=TRANSACTIONS_VERSION),
     wire_field("acks", "int16"),
     wire_field("timeout_ms", "int32"),
     per_topic(
@@ -43,6 +52,7 @@ class ProduceTopic:
         wire_field("partition", "int32"),
         wire_field("records", "records", empty_if_null=True),
     ),
+    latest=TRANSACTIONS_VERSION,
 )
 @dataclass(slots=True)
 class ProduceRequest(Tabled):
@@ -50,6 +60,11 @@ class ProduceRequest(Tabled):
     acks: int
     timeout_ms: int
     topics: list[ProduceTopic]
+    transactional_id: str | None = None
+
+    def lowest_version(self) -> int:
+        """A transactional producer's request needs version 1, which names its id."""
+        return 0 if self.transactional_id is None else TRANSACTIONS_VERSION
 
 
 @dataclass(slots=True)
@@ -76,7 +91,8 @@ class ProduceTopicResult:
         *ERROR,
         wire_field("base_offset", "int64"),
         wire_field("log_start_offset", "int64"),
-    )
+    ),
+    latest=TRANSACTIONS_VERSION,
 )
 @dataclass(slots=True)
 class ProduceResponse(Tabled):

@@ -29,8 +29,8 @@ def wire_field(
 ) -> Field:
     """A scalar or scalar-array field, on the wire from version `since`; `nullable` ones
     read and write null (-1). `default` is its value where it is not on the wire (None:
-    its type's zero)."""
-    extra = {} if default is None else {"default": default}
+    null for a nullable field, else its type's zero)."""
+    extra = {} if default is None and not nullable else {"default": default}
     return Field(
         name,
         type,

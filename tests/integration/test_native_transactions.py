@@ -1,0 +1,300 @@
+"""The native client's TransactionalProducer through three real brokers, over replog's
+own protocol (FindCoordinator, InitProducerId v1, AddPartitionsToTxn, AddOffsetsToTxn,
+TxnOffsetCommit, EndTxn, Produce v1):
+
+1. A committed transaction is read by a read_committed native consumer and by
+   confluent-kafka's read_committed consumer (the Kafka listener), an aborted one by
+   neither; read_uncommitted sees both.
+2. Zombie fencing: a second producer with the same transactional id fences the first,
+   whose open transaction is aborted (the successor's commit is read, which the zombie's
+   records before it, still open, would hold back) and whose next send and every call
+   after it raise ProducerFencedError.
+3. send_offsets_to_transaction: the group's offsets are committed with the transaction
+   and not with an aborted one, as confluent-kafka's Consumer.committed() reads them.
+4. On the wire: every broker names the same coordinator, and the requests are decided
+   as on the Kafka listener (an unknown key type refused, partitions added all or none).
+5. A record the leader refuses makes the transaction abortable: only the abort is
+   allowed, and the producer goes on with the next transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer as KafkaConsumer
+from confluent_kafka import TopicPartition as KafkaTopicPartition
+
+from spark_replica.client import (
+    Cluster,
+    Consumer,
+    ConsumerConfig,
+    ProducerConfig,
+    TransactionalProducer,
+)
+from spark_replica.client.connection import BrokerConnection
+from spark_replica.client.list_offsets import LATEST
+from spark_replica.errors import (
+    CoordinatorNotAvailableError,
+    InvalidRequestError,
+    OperationNotAttemptedError,
+    ProducerFencedError,
+    TransactionAbortableError,
+    TransactionStateError,
+    UnknownTopicOrPartitionError,
+)
+from spark_replica.topics import TopicPartition
+from spark_replica.wire.native.add_partitions_to_txn import AddPartitionsToTxnRequest, TxnTopic
+from spark_replica.wire.native.find_coordinator import FindCoordinatorRequest
+from tests.kafka.clients import CLIENT_TIMEOUT_S, read_to_end, wait_for_topic
+from tests.support import FAST_REPLICATION, BrokerFactory, create, module_brokers, run
+
+pytestmark = pytest.mark.slow
+
+# Few partitions keep the internal topics' creation and loads quick.
+INTERNAL_PARTITIONS = 3
+READ_WAIT_S = 30.0
+RECORDS = 20
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerFactory]:
+    with module_brokers(
+        zookeeper.connect_string,
+        tmp_path_factory.mktemp("native-transactions"),
+        3,
+        **FAST_REPLICATION,
+        **{
+            "transaction.state.log.num.partitions": str(INTERNAL_PARTITIONS),
+            "offsets.topic.num.partitions": str(INTERNAL_PARTITIONS),
+        },
+    ) as brokers:
+        yield brokers
+
+
+def make_topic(cluster: BrokerFactory, partitions: int = 2) -> str:
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    run(create(cluster.bootstrap, topic, partitions))
+    wait_for_topic(cluster.kafka_bootstrap(), topic, partitions)
+    return topic
+
+
+def producer_config(transactional_id: str) -> ProducerConfig:
+    return ProducerConfig(transactional_id=transactional_id, max_block_ms=30_000)
+
+
+async def read_native(bootstrap: list[tuple[str, int]], topic: str, isolation: str) -> list[bytes]:
+    """Every value of partition 0 up to its end (the LSO under read_committed)."""
+    cluster = Cluster(bootstrap)
+    try:
+        consumer = Consumer(cluster, ConsumerConfig(isolation_level=isolation))
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning()
+        end, _ = (await consumer.list_offsets([tp], LATEST))[tp]
+        values: list[bytes] = []
+        async with asyncio.timeout(READ_WAIT_S):
+            while consumer.position(tp) < end:
+                for chunk in await consumer.poll(max_wait_ms=200):
+                    values += chunk.records.column("value").to_pylist()
+        return values
+    finally:
+        await cluster.close()
+
+
+def test_committed_records_are_read_committed_and_aborted_ones_never(
+    cluster: BrokerFactory,
+) -> None:
+    topic = make_topic(cluster)
+    committed = [f"c{i}".encode() for i in range(RECORDS)]
+    aborted = [f"a{i}".encode() for i in range(RECORDS)]
+
+    async def produce() -> None:
+        client = Cluster(cluster.bootstrap)
+        try:
+            producer = TransactionalProducer(client, producer_config(f"commit-{topic}"))
+            await producer.init_transactions()
+            producer.begin_transaction()
+            await producer.send_records(topic, aborted, partition=0)
+            await producer.send(topic, b"other partition", partition=1)
+            await producer.abort_transaction()
+            producer.begin_transaction()
+            for value in committed:
+                await producer.send(topic, value, partition=0)
+            await producer.commit_transaction()
+            with pytest.raises(TransactionStateError, match="begin_transaction first"):
+                await producer.send(topic, b"outside", partition=0)
+        finally:
+            await client.close()
+
+    run(produce())
+    assert run(read_native(cluster.bootstrap, topic, "read_committed")) == committed
+    assert read_to_end(cluster.kafka_bootstrap(), topic, "read_committed") == committed
+    assert run(read_native(cluster.bootstrap, topic, "read_uncommitted")) == aborted + committed
+
+
+def test_a_second_producer_with_the_same_id_fences_the_first(cluster: BrokerFactory) -> None:
+    topic = make_topic(cluster)
+    transactional_id = f"zombie-{topic}"
+
+    async def fence() -> None:
+        client = Cluster(cluster.bootstrap)
+        try:
+            zombie = TransactionalProducer(client, producer_config(transactional_id))
+            await zombie.init_transactions()
+            zombie.begin_transaction()
+            await zombie.send_records(topic, [b"zombie-0", b"zombie-1"], partition=0)
+            successor = TransactionalProducer(client, producer_config(transactional_id))
+            await successor.init_transactions()
+            # Its next send to a partition new to the transaction asks the coordinator,
+            # which knows it fenced; from then on every call raises the same.
+            with pytest.raises(ProducerFencedError):
+                await zombie.send(topic, b"zombie-late", partition=1)
+            with pytest.raises(ProducerFencedError):
+                await zombie.commit_transaction()
+            with pytest.raises(ProducerFencedError):
+                zombie.begin_transaction()
+            successor.begin_transaction()
+            await successor.send(topic, b"successor", partition=0)
+            await successor.commit_transaction()
+        finally:
+            await client.close()
+
+    run(fence())
+    assert run(read_native(cluster.bootstrap, topic, "read_committed")) == [b"successor"]
+    assert read_to_end(cluster.kafka_bootstrap(), topic, "read_committed") == [b"successor"]
+
+
+def committed_offsets(bootstrap: str, group: str, topic: str) -> dict[int, int]:
+    consumer = KafkaConsumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}
+    )
+    try:
+        asked = [KafkaTopicPartition(topic, p) for p in range(2)]
+        return {
+            tp.partition: tp.offset for tp in consumer.committed(asked, timeout=CLIENT_TIMEOUT_S)
+        }
+    finally:
+        consumer.close()
+
+
+def test_offsets_sent_to_a_transaction_are_committed_with_it_only(
+    cluster: BrokerFactory,
+) -> None:
+    topic = make_topic(cluster)
+    group = f"g-{topic}"
+
+    async def transact(offset: int, commit: bool) -> None:
+        client = Cluster(cluster.bootstrap)
+        try:
+            producer = TransactionalProducer(client, producer_config(f"offsets-{topic}"))
+            await producer.init_transactions()
+            producer.begin_transaction()
+            await producer.send(topic, f"out-{offset}".encode(), partition=0)
+            await producer.send_offsets_to_transaction(
+                {TopicPartition(topic, 0): offset, TopicPartition(topic, 1): offset + 1}, group
+            )
+            if commit:
+                await producer.commit_transaction()
+            else:
+                await producer.abort_transaction()
+        finally:
+            await client.close()
+
+    run(transact(5, commit=True))
+    assert committed_offsets(cluster.kafka_bootstrap(), group, topic) == {0: 5, 1: 6}
+    run(transact(9, commit=False))
+    assert committed_offsets(cluster.kafka_bootstrap(), group, topic) == {0: 5, 1: 6}
+    assert read_to_end(cluster.kafka_bootstrap(), topic, "read_committed") == [b"out-5"]
+
+
+async def coordinator_named_by(conn: BrokerConnection, transactional_id: str) -> int:
+    """The coordinator `conn`'s broker names, once its metadata has the internal topic's
+    leaders (COORDINATOR_NOT_AVAILABLE until then)."""
+    async with asyncio.timeout(READ_WAIT_S):
+        while True:
+            try:
+                return int((await conn.send(FindCoordinatorRequest(transactional_id))).node_id)
+            except CoordinatorNotAvailableError:
+                await asyncio.sleep(0.1)
+
+
+def test_the_native_apis_answer_as_the_kafka_listener_decides(cluster: BrokerFactory) -> None:
+    """Wire level: every broker names the same coordinator, a key type Kafka does not
+    define is INVALID_REQUEST, and AddPartitionsToTxn adds all its partitions or none."""
+    topic = make_topic(cluster, partitions=1)
+    transactional_id = f"wire-{topic}"
+
+    async def ask() -> None:
+        connections = [BrokerConnection(host, port) for host, port in cluster.bootstrap]
+        try:
+            for conn in connections:
+                await conn.connect()
+            client = Cluster(cluster.bootstrap)
+            try:
+                # Creates __transaction_state on a fresh cluster, retrying meanwhile.
+                producer = TransactionalProducer(client, producer_config(transactional_id))
+                await producer.init_transactions()
+                assert producer.identity is not None
+                producer_id, epoch = producer.identity
+            finally:
+                await client.close()
+            found = {await coordinator_named_by(conn, transactional_id) for conn in connections}
+            assert len(found) == 1
+            with pytest.raises(InvalidRequestError, match="key type 7"):
+                await connections[0].send(FindCoordinatorRequest(transactional_id, 7))
+            coordinator = connections[list(cluster.brokers).index(found.pop())]
+            answer = await coordinator.send(
+                AddPartitionsToTxnRequest(
+                    transactional_id,
+                    producer_id,
+                    epoch,
+                    [TxnTopic(topic, [0, 5])],
+                )
+            )
+            codes = {p.partition: p.error_code for p in answer.topics[0].partitions}
+            assert codes == {
+                0: OperationNotAttemptedError.code,
+                5: UnknownTopicOrPartitionError.code,
+            }
+        finally:
+            for conn in connections:
+                await conn.close()
+
+    run(ask())
+
+
+def test_a_record_refused_inside_a_transaction_allows_only_an_abort(
+    cluster: BrokerFactory,
+) -> None:
+    """A batch the leader refuses (over the topic's max.message.bytes) makes the
+    transaction abortable: commit raises TransactionAbortableError, abort works, and the
+    next transaction commits."""
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    run(create(cluster.bootstrap, topic, 1, **{"max.message.bytes": "2000"}))
+
+    async def transact() -> None:
+        client = Cluster(cluster.bootstrap)
+        try:
+            producer = TransactionalProducer(client, producer_config(f"abortable-{topic}"))
+            await producer.init_transactions()
+            producer.begin_transaction()
+            await producer.send(topic, b"lost with the abort", partition=0)
+            await producer.flush()
+            await producer.send(topic, b"x" * 10_000, partition=0)
+            with pytest.raises(TransactionAbortableError, match="abort_transaction"):
+                await producer.commit_transaction()
+            with pytest.raises(TransactionAbortableError):
+                await producer.send(topic, b"refused", partition=0)
+            await producer.abort_transaction()
+            producer.begin_transaction()
+            await producer.send(topic, b"after the abort", partition=0)
+            await producer.commit_transaction()
+        finally:
+            await client.close()
+
+    run(transact())
+    assert run(read_native(cluster.bootstrap, topic, "read_committed")) == [b"after the abort"]
