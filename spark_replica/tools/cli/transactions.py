@@ -76,7 +76,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         type=int,
         default=NO_DURATION_FILTER,
         metavar="MS",
-        help="only transactions running longer than MS milliseconds (negative: all)",
+        help="only transactions running longer than MS milliseconds (default -1: all)",
     )
     add_json_flag(listing)
     add_kafka_listener_options(listing)
