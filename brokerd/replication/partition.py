@@ -522,9 +522,9 @@ class Partition:
         nothing here, so the wait also looks again every LIVE_BROKERS_RECHECK_S."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        epoch = self.leader_epoch
+        term = self.leadership_term
         while True:
-            if not self.is_leader or self.leader_epoch != epoch:
+            if not self.is_leader or self.leadership_term != term:
                 raise NotLeaderOrFollowerError(
                     f"{self.tp}: leadership moved while waiting for the replicas to delete "
                     f"the records below {offset}"
@@ -714,12 +714,18 @@ class Partition:
         fewer copies than min.insync.replicas: that is NOT_ENOUGH_REPLICAS_AFTER_APPEND,
         never success (the records stay; an idempotent retry is answered as a duplicate
         once the ISR has grown back).
+
+        A new leader epoch while this broker stays leader (the controller took a dead
+        follower out of the ISR) leaves the log and the append as they were, so the wait
+        goes on, as Kafka's does; only losing leadership (`leadership_term`) ends it. Ending
+        it on the epoch made an acks=all write, and with it a coordinator's EndTxn, fail
+        whenever a follower's session expired while the write waited for it.
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
-        epoch = self.leader_epoch
+        term = self.leadership_term
         while True:
-            if not self.is_leader or self.leader_epoch != epoch:
+            if not self.is_leader or self.leadership_term != term:
                 raise NotLeaderOrFollowerError(
                     f"{self.tp}: leadership moved while waiting for offset {offset} to commit"
                 )

@@ -3,6 +3,7 @@ applying them to a real log in a temporary folder, and the caps on request value
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ from brokerd.replication.rules import (
     may_join_isr,
     truncation_point,
 )
-from spark_replica.errors import OffsetOutOfRangeError
+from spark_replica.errors import NotLeaderOrFollowerError, OffsetOutOfRangeError
 from spark_replica.records import build_batch
 from spark_replica.topics import TopicPartition
 
@@ -207,3 +208,40 @@ def test_the_produce_wait_is_capped_and_never_negative() -> None:
     assert produce_wait_s(1_500) == 1.5
     assert produce_wait_s(-5) == 0
     assert produce_wait_s(2**31 - 1) == MAX_PRODUCE_TIMEOUT_MS / 1000
+
+
+def test_an_acks_all_wait_outlives_a_new_epoch_that_keeps_this_broker_leader(
+    tmp_path: Path,
+) -> None:
+    """The controller takes a dead follower out of the ISR with a new leader epoch; the
+    write waiting for that follower commits over the ISR left, as in Kafka."""
+    partition = leader_partition(tmp_path, [1, 2, 3], [1, 2, 3], epoch=1)
+    append(partition, 5)
+    partition.record_follower_fetch(3, 5, now_ms=10)
+
+    async def scenario() -> None:
+        wait = asyncio.create_task(partition.wait_for_high_watermark(4, timeout_s=5.0))
+        await asyncio.sleep(0)
+        partition.make_leader(2, [1, 3], [1, 2, 3], zk_version=1, controller_epoch=2, now_ms=20)
+        partition.record_follower_fetch(3, 5, now_ms=30)
+        await asyncio.wait_for(wait, 5.0)
+
+    asyncio.run(scenario())
+    assert partition.high_watermark == 5
+    partition.log.close()
+
+
+def test_an_acks_all_wait_ends_when_leadership_moves_away_and_back(tmp_path: Path) -> None:
+    partition = leader_partition(tmp_path, [1, 2], [1, 2], epoch=1)
+    append(partition, 5)
+
+    async def scenario() -> None:
+        wait = asyncio.create_task(partition.wait_for_high_watermark(4, timeout_s=5.0))
+        await asyncio.sleep(0)
+        partition.make_follower(2, 2, [1, 2], controller_epoch=2)
+        partition.make_leader(3, [1, 2], [1, 2], zk_version=2, controller_epoch=3, now_ms=20)
+        await asyncio.wait_for(wait, 5.0)
+
+    with pytest.raises(NotLeaderOrFollowerError):
+        asyncio.run(scenario())
+    partition.log.close()
