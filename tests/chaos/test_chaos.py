@@ -9,6 +9,7 @@ catch the grossest regressions. A failure names the seed to replay with
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,10 +28,19 @@ SHORT = ScheduleSettings(window_s=4.0, min_faults=2, max_faults=2)
 # meanwhile the controller cut from the other brokers.
 NETNS_SEED = 26
 NETNS_SHORT = ScheduleSettings(window_s=4.0, min_faults=2, max_faults=2, netns=True)
+# Seed 23 again, with transactional producers and read_committed readers among the clients.
+TRANSACTIONS_SHORT = replace(SHORT, transactions=True)
 
 
 def test_two_short_schedules_keep_every_promise(tmp_path: Path) -> None:
     assert_clean(run_schedules(FIRST_SEED, 2, tmp_path, SHORT).as_json(), 2)
+
+
+def test_a_short_schedule_with_transactions_keeps_every_promise(tmp_path: Path) -> None:
+    line = run_schedules(FIRST_SEED, 1, tmp_path, TRANSACTIONS_SHORT).as_json()
+    assert_clean(line, 1)
+    transactions = line["transactions"]
+    assert isinstance(transactions, int) and transactions > 0, line
 
 
 @pytest.mark.skipif(
@@ -48,6 +58,8 @@ def assert_clean(line: dict[str, object], schedules: int) -> None:
     for name in (
         "lost",
         "duplicated",
+        "aborted_seen",
+        "uncommitted_seen",
         "reordered",
         "phantom_reads",
         "misplaced",

@@ -11,7 +11,7 @@ from tests.chaos.transaction_checker import (
     check_transactions,
 )
 
-COMMITTED = Transaction((b"c1", b"c2"), Outcome.COMMITTED, committed_at=10.0)
+COMMITTED = Transaction((b"c1", b"c2"), Outcome.COMMITTED, commit_asked_at=10.0)
 ABORTED = Transaction((b"a1", b"a2"), Outcome.ABORTED)
 UNKNOWN = Transaction((b"u1", b"u2"), Outcome.UNKNOWN)
 
@@ -38,7 +38,7 @@ def test_aborted_records_read_during_the_run_or_at_the_end_are_seen_aborted() ->
     assert counts == TransactionCounts(aborted_seen=2)
 
 
-def test_a_record_read_before_its_commit_was_answered_is_uncommitted_seen() -> None:
+def test_a_record_read_before_its_commit_was_asked_is_uncommitted_seen() -> None:
     reads = [Read(b"c1", 9.0), Read(b"c2", 10.5)]
     counts = check_transactions([COMMITTED], reads, [b"c1", b"c2"])
     assert counts == TransactionCounts(uncommitted_seen=1)

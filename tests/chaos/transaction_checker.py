@@ -8,9 +8,11 @@ once the cluster has healed, and counts the broken promises:
 - a committed transaction's record is in the final read exactly once (else *lost* or
   *duplicated*);
 - no reader ever returns a record of an aborted transaction (*aborted_seen*);
-- no reader returns a record before its transaction's commit was answered, nor one of a
-  transaction whose commit never was and which is not in the final read
-  (*uncommitted_seen*).
+- no reader returns a record before its producer asked to commit it, nor one of a
+  transaction that is not in the final read (*uncommitted_seen*). A record read after the
+  commit was asked but before the producer heard the answer is fine: the coordinator
+  writes the markers after answering, but the answer can reach the producer later than
+  a marker reaches a reader.
 
 A transaction whose end was never answered (its commit failed or the schedule stopped
 it) may have committed or not; it is judged by the final read: whole there, it
@@ -35,8 +37,8 @@ class Outcome(Enum):
 class Transaction:
     values: tuple[bytes, ...]
     outcome: Outcome
-    # When (monotonic seconds) the answer to the commit came; None unless committed.
-    committed_at: float | None = None
+    # When (monotonic seconds) the producer asked to commit; None if it never did.
+    commit_asked_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,4 +99,4 @@ def _committed(transaction: Transaction, copies: Counter[bytes]) -> bool:
 
 
 def _too_early(transaction: Transaction, read: Read) -> bool:
-    return transaction.committed_at is not None and read.at < transaction.committed_at
+    return transaction.commit_asked_at is not None and read.at < transaction.commit_asked_at
