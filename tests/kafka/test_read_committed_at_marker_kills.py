@@ -31,8 +31,7 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from spark_replica.client import Cluster, Consumer, ConsumerConfig
-from tests.kafka.clients import CLIENT_TIMEOUT_S, POLL_S, leader_of, make_topic
-from tests.kafka.test_transaction_coordinator import coordinator_of
+from tests.kafka.clients import CLIENT_TIMEOUT_S, POLL_S, coordinator_of, leader_of, make_topic
 from tests.support import FAST_REPLICATION, BrokerFactory, module_brokers, rows_of
 
 pytestmark = pytest.mark.slow

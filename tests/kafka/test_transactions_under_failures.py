@@ -27,8 +27,14 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from tests.kafka.clients import CLIENT_TIMEOUT_S, POLL_S, flush, leader_of, make_topic
-from tests.kafka.test_transaction_coordinator import coordinator_of
+from tests.kafka.clients import (
+    CLIENT_TIMEOUT_S,
+    POLL_S,
+    coordinator_of,
+    flush,
+    leader_of,
+    make_topic,
+)
 from tests.support import FAST_REPLICATION, BrokerFactory, leadership, module_brokers, run
 
 pytestmark = pytest.mark.slow
