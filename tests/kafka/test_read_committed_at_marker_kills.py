@@ -31,8 +31,9 @@ from confluent_kafka import KafkaError, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from spark_replica.client import Cluster, Consumer, ConsumerConfig
+from spark_replica.topics import TRANSACTION_STATE_TOPIC
 from tests.kafka.clients import CLIENT_TIMEOUT_S, POLL_S, coordinator_of, leader_of, make_topic
-from tests.support import FAST_REPLICATION, BrokerFactory, module_brokers, rows_of
+from tests.support import FAST_REPLICATION, BrokerFactory, leadership, module_brokers, rows_of, run
 
 pytestmark = pytest.mark.slow
 
@@ -140,6 +141,24 @@ def transactional_id_away_from(cluster: BrokerFactory, leader: int) -> str:
     raise AssertionError(f"every transactional id tried is coordinated by broker {leader}")
 
 
+def wait_fully_in_sync(cluster: BrokerFactory, topics: list[str]) -> None:
+    """Until every replica of the topics is in its partition's ISR. A broker restarted by
+    an earlier case may still be catching up; pausing another one then would leave a
+    partition below min.insync.replicas, and EndTxn would wait on that, not on markers."""
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    while True:
+        lagging = [
+            (topic, p["partition"])
+            for topic in topics
+            for p in run(leadership(cluster.bootstrap, topic))
+            if sorted(p["isr"]) != sorted(p["replicas"])
+        ]
+        if not lagging:
+            return
+        assert time.monotonic() < deadline, f"replicas never back in sync: {lagging}"
+        time.sleep(POLL_S)
+
+
 def write(producer: Producer, topic: str, name: str) -> list[bytes]:
     values = [f"{name}-{i:03}".encode() for i in range(RECORDS_PER_TRANSACTION)]
     producer.begin_transaction()
@@ -188,6 +207,7 @@ def test_read_committed_never_returns_open_or_aborted_records(
         leader = cluster.brokers[leader_of(bootstrap, topic, 0)]
         coordinator = coordinator_of(cluster, transactional_id)
         inside = write(producer, topic, "inside")
+        wait_fully_in_sync(cluster, [topic, TRANSACTION_STATE_TOPIC])
         leader.pause()
         try:
             if case == "leader-after-abort":
