@@ -75,6 +75,7 @@ class ChaosCluster:
             root / f"broker-{broker_id}",
             self.zk_connect,
             overrides=dict(BROKER_OVERRIDES),
+            kafka_port=free_port(),
         )
         if self.topology is not None:
             broker.host = self.topology.address(broker_host(broker_id))
@@ -84,6 +85,11 @@ class ChaosCluster:
     @property
     def bootstrap(self) -> list[tuple[str, int]]:
         return [(b.host, b.port) for b in self.brokers.values()]
+
+    @property
+    def kafka_bootstrap(self) -> str:
+        """The Kafka listeners, as Kafka clients take bootstrap.servers."""
+        return ",".join(f"{b.reachable_host}:{b.kafka_port}" for b in self.brokers.values())
 
     def start(self) -> None:
         for broker in self.brokers.values():

@@ -2,10 +2,13 @@
 
     .venv/bin/python tests/chaos/run.py --schedules 10 --seed 1
     .venv/bin/python tests/chaos/run.py --netns --schedules 10   # as root
+    .venv/bin/python tests/chaos/run.py --transactions --schedules 20
 
 With --netns, ZooKeeper and each broker run on a host of their own (a network namespace)
 and network partitions join the faults; where namespaces cannot be made it exits (2)
-saying why.
+saying why. With --transactions, confluent-kafka transactional producers and
+read_committed readers join the clients, and the line counts aborted_seen and
+uncommitted_seen too (their lost and duplicated records are in lost and duplicated).
 
 Schedule i runs with seed S + i; a seed in `problem_seeds` replays alone with
 `--seed <it> --schedules 1`. One line per schedule goes to stderr, with the story of
@@ -15,6 +18,7 @@ each one that found a problem and where its brokers' logs were kept.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import random
@@ -45,6 +49,11 @@ def main() -> None:
         help="ZooKeeper and each broker on a host of their own (network namespaces, root), "
         "network partitions among the faults",
     )
+    parser.add_argument(
+        "--transactions",
+        action="store_true",
+        help="transactional producers and read_committed readers (Kafka listener) too",
+    )
     args = parser.parse_args()
     if args.schedules < 1:
         parser.error("--schedules must be 1 or more")
@@ -64,6 +73,7 @@ def main() -> None:
     logging.getLogger("kazoo").setLevel(logging.ERROR)
     root = Path(tempfile.mkdtemp(prefix="replog-chaos-"))
     settings = NETNS_SETTINGS if args.netns else ScheduleSettings()
+    settings = dataclasses.replace(settings, transactions=args.transactions)
     summary = run_schedules(seed, args.schedules, root, settings, verbose=args.verbose)
     line = summary.as_json()
     if not line["problem_seeds"]:

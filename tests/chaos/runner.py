@@ -24,6 +24,7 @@ import contextlib
 import json
 import shutil
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -44,6 +45,12 @@ from tests.chaos.checker import Counts, Send, Stored, check
 from tests.chaos.cluster import ChaosCluster
 from tests.chaos.partitions import plan_cuts
 from tests.chaos.schedule import Fault, FaultKind, Schedule, ScheduleSettings, Target, generate
+from tests.chaos.transaction_checker import TransactionCounts, check_transactions
+from tests.chaos.transaction_workload import (
+    ReadCommittedLoad,
+    TransactionalProducerLoad,
+    read_committed_all,
+)
 from tests.chaos.workload import (
     PRODUCER_CONFIG,
     ConsumerLoad,
@@ -57,13 +64,17 @@ from tests.chaos.workload import (
 T = TypeVar("T")
 
 TOPIC = "chaos"
+TRANSACTIONS_TOPIC = "chaos-transactions"
 PRODUCERS = 3
+TRANSACTIONAL_PRODUCERS = 2
+READ_COMMITTED_READERS = 2
 WARMUP_S = 1.0
 DRAIN_S = PRODUCER_CONFIG.delivery_timeout_ms / 1000 + 2.0
 HEAL_TIMEOUT_S = 30.0
 FINAL_READ_TIMEOUT_S = 30.0
 METADATA_TIMEOUT_S = 3.0
 SCHEDULE_DEADLINE_S = 150.0
+THREAD_JOIN_S = 30.0
 HISTORY_FILE = "history.jsonl"
 
 
@@ -71,6 +82,8 @@ HISTORY_FILE = "history.jsonl"
 class ScheduleResult:
     seed: int
     counts: Counts = field(default_factory=Counts)
+    transaction_counts: TransactionCounts = field(default_factory=TransactionCounts)
+    transactions: int = 0
     acknowledged: int = 0
     unacknowledged: int = 0
     replicas_diverged: int = 0
@@ -86,6 +99,7 @@ class ScheduleResult:
     def problem(self) -> bool:
         return (
             not self.counts.clean
+            or not self.transaction_counts.clean
             or self.replicas_diverged > 0
             or not self.healed
             or bool(self.hung_brokers)
@@ -109,6 +123,11 @@ class _ScheduleRun:
         self.producers = [ProducerLoad(n, schedule.seed * 1000 + n) for n in range(PRODUCERS)]
         self.consumer = ConsumerLoad()
         self.final: FinalRead | None = None
+        on = settings.transactions
+        producers, readers = (TRANSACTIONAL_PRODUCERS, READ_COMMITTED_READERS) if on else (0, 0)
+        self.transactional = [TransactionalProducerLoad(n) for n in range(producers)]
+        self.committed_readers = [ReadCommittedLoad() for _ in range(readers)]
+        self.threads: list[threading.Thread] = []
 
     def note(self, text: str) -> None:
         self.result.events.append(f"{time.monotonic() - self.started:6.2f}s {text}")
@@ -126,6 +145,12 @@ class _ScheduleRun:
             for p in self.producers
         ]
         reading = asyncio.create_task(self.consumer.run(cluster.bootstrap, TOPIC, stop_reading))
+        stop_transactions, stop_committed_reads = threading.Event(), threading.Event()
+        if settings.transactions:
+            await create_topic(
+                cluster.bootstrap, TRANSACTIONS_TOPIC, settings.partitions, settings.brokers
+            )
+            self.start_threads(stop_transactions, stop_committed_reads)
         self.tasks = [*sending, reading]
         await asyncio.sleep(WARMUP_S)
         window_start = asyncio.get_running_loop().time()
@@ -137,14 +162,20 @@ class _ScheduleRun:
         if self.result.hung_brokers:
             self.note(f"brokers {self.result.hung_brokers} were running unregistered; restarted")
         stop_sending.set()
+        stop_transactions.set()
         await asyncio.gather(*sending)
+        await self.blocking(self.join_threads, self.threads[: len(self.transactional)])
         self.note("producers stopped")
         self.result.healed = await wait_healthy(
             cluster.bootstrap, TOPIC, settings.brokers, HEAL_TIMEOUT_S
         )
         self.note(f"healed: {self.result.healed}")
         stop_reading.set()
+        stop_committed_reads.set()
         await reading
+        await self.blocking(self.join_threads, self.threads)
+        if settings.transactions:
+            await self.check_transactions()
         final = await read_all(cluster.bootstrap, TOPIC, FINAL_READ_TIMEOUT_S)
         if not final.complete:
             self.result.error = f"the final read did not reach the HWs {final.high_watermarks}"
@@ -155,6 +186,41 @@ class _ScheduleRun:
         self.result.counts = check(
             [p.sends() for p in self.producers], self.consumer.observed, final.records
         )
+
+    def start_threads(self, stop_producing: threading.Event, stop_reading: threading.Event) -> None:
+        """The transactional producers first, then the readers: the order join_threads
+        relies on."""
+        bootstrap, partitions = self.cluster.kafka_bootstrap, self.settings.partitions
+        for producer in self.transactional:
+            args = (bootstrap, TRANSACTIONS_TOPIC, partitions, stop_producing)
+            self.threads.append(threading.Thread(target=producer.run, args=args, daemon=True))
+        for reader in self.committed_readers:
+            args = (bootstrap, TRANSACTIONS_TOPIC, partitions, stop_reading)
+            self.threads.append(threading.Thread(target=reader.run, args=args, daemon=True))
+        for thread in self.threads:
+            thread.start()
+
+    def join_threads(self, threads: list[threading.Thread]) -> None:
+        for thread in threads:
+            thread.join(THREAD_JOIN_S)
+            if thread.is_alive():
+                raise RuntimeError(f"{thread.name} did not stop within {THREAD_JOIN_S} s")
+
+    async def check_transactions(self) -> None:
+        final = await self.blocking(
+            read_committed_all,
+            self.cluster.kafka_bootstrap,
+            TRANSACTIONS_TOPIC,
+            self.settings.partitions,
+            FINAL_READ_TIMEOUT_S,
+        )
+        if final is None:
+            self.result.error = "the final read_committed read did not reach the LSOs"
+            return
+        transactions = [t for p in self.transactional for t in p.transactions]
+        reads = [read for reader in self.committed_readers for read in reader.reads]
+        self.result.transactions = len(transactions)
+        self.result.transaction_counts = check_transactions(transactions, reads, final)
 
     async def apply(self, fault: Fault, window_start: float) -> None:
         loop = asyncio.get_running_loop()
@@ -360,11 +426,17 @@ class Summary:
 
     def as_json(self) -> dict[str, object]:
         counts = self.counts
+        transaction_counts = TransactionCounts()
+        for result in self.results:
+            transaction_counts += result.transaction_counts
         return {
             "schedules": len(self.results),
             "seed": self.first_seed,
-            "lost": counts.lost,
-            "duplicated": counts.duplicated,
+            "lost": counts.lost + transaction_counts.lost,
+            "duplicated": counts.duplicated + transaction_counts.duplicated,
+            "aborted_seen": transaction_counts.aborted_seen,
+            "uncommitted_seen": transaction_counts.uncommitted_seen,
+            "transactions": sum(r.transactions for r in self.results),
             "reordered": counts.reordered,
             "phantom_reads": counts.phantom_reads,
             "misplaced": counts.misplaced,
@@ -382,7 +454,11 @@ class Summary:
 def report(result: ScheduleResult, schedule: Schedule, root: Path, verbose: bool) -> None:
     """One line per schedule on stderr; the story of one that found a problem (or of
     every one, verbose)."""
-    counts = {name: n for name, n in asdict(result.counts).items() if n}
+    counts = {
+        name: n
+        for name, n in {**asdict(result.counts), **asdict(result.transaction_counts)}.items()
+        if n
+    }
     print(
         f"seed {result.seed}: {'PROBLEM' if result.problem else 'ok'} {counts or ''} "
         f"acked {result.acknowledged} unacked {result.unacknowledged} "

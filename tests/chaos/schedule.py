@@ -138,6 +138,7 @@ class ScheduleSettings:
     min_faults: int = 2
     max_faults: int = 5
     netns: bool = False  # separate hosts: network partitions mixed in
+    transactions: bool = False  # transactional producers and read_committed readers too
 
 
 @dataclass(frozen=True, slots=True)

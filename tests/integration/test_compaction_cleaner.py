@@ -190,7 +190,7 @@ def test_a_record_without_a_key_is_refused_by_a_compacted_topic(broker: BrokerPr
         run(produce_keyless())
 
 
-CRASH_ROUNDS = 6
+CRASH_ROUNDS = 3
 CRASH_KEYS = 200
 
 

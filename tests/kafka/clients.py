@@ -32,6 +32,8 @@ from confluent_kafka import (
 )
 from confluent_kafka.admin import AdminClient, ClusterMetadata
 
+from spark_replica.wire.kafka.headers import decode_response, encode_request
+from spark_replica.wire.schema import Data
 from tests.support import BrokerFactory, create, run
 
 CLIENT_TIMEOUT_S = 60.0
@@ -39,6 +41,8 @@ POLL_S = 0.5
 SOCKET_TIMEOUT_S = 10.0
 API_VERSIONS_KEY = 18
 UNSUPPORTED_VERSION = 35
+FIND_COORDINATOR, TRANSACTION_KEY_TYPE = 10, 1
+COORDINATOR_NOT_AVAILABLE = 15
 
 Headers = list[tuple[str, bytes | None]]
 
@@ -310,3 +314,32 @@ async def aiokafka_read(bootstrap: str, topic: str, isolation: str) -> tuple[lis
         return values, end
     finally:
         await consumer.stop()
+
+
+def ask(cluster: BrokerFactory, broker_id: int, api_key: int, version: int, body: Data) -> Data:
+    """One raw request to a broker's Kafka listener, and its decoded answer."""
+    broker = cluster.brokers[broker_id]
+    request = encode_request(api_key, version, 1, "transactions-probe", body)
+    with socket.create_connection((broker.host, broker.kafka_port), SOCKET_TIMEOUT_S) as sock:
+        sock.settimeout(SOCKET_TIMEOUT_S)
+        sock.sendall(b"".join(bytes(part) for part in request))
+        _, answer = decode_response(api_key, version, read_frame(sock))
+    return answer
+
+
+def coordinator_of(cluster: BrokerFactory, transactional_id: str) -> int:
+    """The broker FindCoordinator (v3) names for the id, once one names it (a broker
+    that is down is skipped)."""
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    body = Data(key=transactional_id, key_type=TRANSACTION_KEY_TYPE)
+    while True:
+        for broker_id in cluster.brokers:
+            try:
+                answer = ask(cluster, broker_id, FIND_COORDINATOR, 3, body)
+            except OSError:
+                continue
+            if answer.error_code == 0:
+                return int(answer.node_id)
+            assert answer.error_code == COORDINATOR_NOT_AVAILABLE, answer
+        assert time.monotonic() < deadline, f"no coordinator for {transactional_id}"
+        time.sleep(POLL_S)

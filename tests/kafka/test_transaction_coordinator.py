@@ -34,7 +34,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -46,14 +45,14 @@ from aiokafka.errors import InvalidProducerEpoch, ProducerFenced
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
-from spark_replica.wire.kafka.headers import decode_response, encode_request
 from spark_replica.wire.schema import Data
 from tests.kafka.clients import (
     CLIENT_TIMEOUT_S,
     POLL_S,
     SOCKET_TIMEOUT_S,
+    ask,
+    coordinator_of,
     make_topic,
-    read_frame,
     wait_for_topic,
 )
 from tests.support import FAST_REPLICATION, BrokerFactory, eventually, module_brokers, replog, run
@@ -63,9 +62,8 @@ pytestmark = pytest.mark.slow
 # Few partitions keep the topic's creation and loads quick; Kafka's rule is the same.
 TRANSACTION_PARTITIONS = 5
 TRANSACTION_TIMEOUT_MS = 60_000
-FIND_COORDINATOR, TRANSACTION_KEY_TYPE = 10, 1
 INIT_PRODUCER_ID, END_TXN = 22, 26
-COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR = 15, 16
+NOT_COORDINATOR = 16
 INVALID_PRODUCER_EPOCH, INVALID_TRANSACTION_TIMEOUT, PRODUCER_FENCED = 47, 50, 90
 ADD_PARTITIONS_TO_TXN = 24
 # transaction.max.timeout.ms's default.
@@ -110,35 +108,6 @@ def transactions_cli(cluster: BrokerFactory, *args: str) -> Any:
     done = replog("transactions", *args, "--bootstrap-server", cluster.kafka_bootstrap(), "--json")
     assert done.returncode == 0, done.stderr.decode()
     return json.loads(done.stdout)
-
-
-def ask(cluster: BrokerFactory, broker_id: int, api_key: int, version: int, body: Data) -> Data:
-    """One raw request to a broker's Kafka listener, and its decoded answer."""
-    broker = cluster.brokers[broker_id]
-    request = encode_request(api_key, version, 1, "transactions-probe", body)
-    with socket.create_connection((broker.host, broker.kafka_port), SOCKET_TIMEOUT_S) as sock:
-        sock.settimeout(SOCKET_TIMEOUT_S)
-        sock.sendall(b"".join(bytes(part) for part in request))
-        _, answer = decode_response(api_key, version, read_frame(sock))
-    return answer
-
-
-def coordinator_of(cluster: BrokerFactory, transactional_id: str) -> int:
-    """The broker FindCoordinator (v3) names for the id, once one names it (a broker
-    that is down is skipped)."""
-    deadline = time.monotonic() + CLIENT_TIMEOUT_S
-    body = Data(key=transactional_id, key_type=TRANSACTION_KEY_TYPE)
-    while True:
-        for broker_id in cluster.brokers:
-            try:
-                answer = ask(cluster, broker_id, FIND_COORDINATOR, 3, body)
-            except OSError:
-                continue
-            if answer.error_code == 0:
-                return int(answer.node_id)
-            assert answer.error_code == COORDINATOR_NOT_AVAILABLE, answer
-        assert time.monotonic() < deadline, f"no coordinator for {transactional_id}"
-        time.sleep(POLL_S)
 
 
 def init_producer_id(
