@@ -24,18 +24,20 @@ from spark_replica.client import (
     Admin,
     Cluster,
     Consumer,
+    ConsumerConfig,
     FetchedRecords,
     Producer,
     ProducerConfig,
     parse_bootstrap,
 )
+from spark_replica.client.list_offsets import LATEST
 from spark_replica.errors import ReplogError
 from spark_replica.records import BatchHeader, decode_payload, iter_batches
 from spark_replica.security.settings import SecurityConfig, load_properties
 from spark_replica.tools.launcher import cluster_dir
 from spark_replica.tools.launcher.brokers import BrokerProcess, PortInUseError, free_port
 from spark_replica.tools.launcher.port_plan import PortPlan
-from spark_replica.topics import OFFSETS_TOPIC, offsets_partition_for
+from spark_replica.topics import OFFSETS_TOPIC, TopicPartition, offsets_partition_for
 
 T = TypeVar("T")
 
@@ -296,6 +298,28 @@ def rows_of(fetched: list[FetchedRecords]) -> list[dict[str, object]]:
             row["partition"] = chunk.tp.partition
             rows.append(row)
     return rows
+
+
+async def native_read_to_end(
+    bootstrap: list[tuple[str, int]], topic: str, isolation: str, wait_s: float = 30.0
+) -> tuple[list[bytes], int]:
+    """Every value the native consumer reads of partition 0 up to its end offset under
+    `isolation`, and that end offset (the LSO under read_committed)."""
+    cluster = Cluster(bootstrap)
+    try:
+        consumer = Consumer(cluster, ConsumerConfig(isolation_level=isolation))
+        tp = TopicPartition(topic, 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning()
+        end, _ = (await consumer.list_offsets([tp], LATEST))[tp]
+        values: list[bytes] = []
+        async with asyncio.timeout(wait_s):
+            while consumer.position(tp) < end:
+                for chunk in await consumer.poll(max_wait_ms=200):
+                    values += chunk.records.column("value").to_pylist()
+        return values, end
+    finally:
+        await cluster.close()
 
 
 async def read_everything(

@@ -13,15 +13,12 @@ version 0 clients, through a real broker.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 
 import pytest
 
-from spark_replica.client import Cluster, Consumer, ConsumerConfig, Producer
-from spark_replica.client.list_offsets import LATEST
+from spark_replica.client import Cluster, Producer
 from spark_replica.records import iter_batches
-from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.fetch import FetchPartition, FetchRequest, FetchTopic
 from spark_replica.wire.native.list_offsets import (
     LATEST_TIMESTAMP,
@@ -30,7 +27,14 @@ from spark_replica.wire.native.list_offsets import (
     ListOffsetsTopic,
 )
 from tests.kafka.test_read_committed import transactions, write_offline
-from tests.support import BrokerFactory, create_topic, module_brokers, replog, run
+from tests.support import (
+    BrokerFactory,
+    create_topic,
+    module_brokers,
+    native_read_to_end,
+    replog,
+    run,
+)
 from tests.support_wire import RawConnection
 
 pytestmark = pytest.mark.slow
@@ -49,7 +53,6 @@ EVERYTHING = [
     b"plain-3",
 ]
 LAST_STABLE_OFFSET, HIGH_WATERMARK = 9, 11
-READ_WAIT_S = 30.0
 
 
 @pytest.fixture(scope="module")
@@ -61,28 +64,6 @@ def one_broker(
         tmp_path_factory.mktemp("native-read-committed"),
     ) as brokers:
         yield brokers
-
-
-async def read_to_end(
-    bootstrap: list[tuple[str, int]], topic: str, isolation: str
-) -> tuple[list[bytes], int]:
-    """Every value the native consumer reads of partition 0 up to its end offset under
-    `isolation`, and that end offset (the LSO under read_committed)."""
-    cluster = Cluster(bootstrap)
-    try:
-        consumer = Consumer(cluster, ConsumerConfig(isolation_level=isolation))
-        tp = TopicPartition(topic, 0)
-        consumer.assign([tp])
-        await consumer.seek_to_beginning()
-        end, _ = (await consumer.list_offsets([tp], LATEST))[tp]
-        values: list[bytes] = []
-        async with asyncio.timeout(READ_WAIT_S):
-            while consumer.position(tp) < end:
-                for chunk in await consumer.poll(max_wait_ms=200):
-                    values += chunk.records.column("value").to_pylist()
-        return values, end
-    finally:
-        await cluster.close()
 
 
 def consume_cli(broker: str, topic: str, isolation: str, count: int) -> list[bytes]:
@@ -118,8 +99,8 @@ def test_a_topic_without_transactions_reads_whole_under_read_committed(
             await cluster.close()
 
     run(produce())
-    assert run(read_to_end(bootstrap, "plain", "read_committed")) == (sent, PLAIN_RECORDS)
-    assert run(read_to_end(bootstrap, "plain", "read_uncommitted")) == (sent, PLAIN_RECORDS)
+    assert run(native_read_to_end(bootstrap, "plain", "read_committed")) == (sent, PLAIN_RECORDS)
+    assert run(native_read_to_end(bootstrap, "plain", "read_uncommitted")) == (sent, PLAIN_RECORDS)
     address = one_broker.brokers[1].address
     assert consume_cli(address, "plain", "read_committed", PLAIN_RECORDS) == sent
 
@@ -133,7 +114,7 @@ def transactions_topic(one_broker: BrokerFactory) -> str:
     broker.kill()
     write_offline(broker.log_dir / f"{topic}-0", transactions)
     broker.start()
-    run(read_to_end(one_broker.bootstrap, topic, "read_uncommitted"))  # served again
+    run(native_read_to_end(one_broker.bootstrap, topic, "read_uncommitted"))  # served again
     return topic
 
 
@@ -143,9 +124,9 @@ def test_read_committed_stops_at_the_lso_and_drops_aborted_records(
     topic = transactions_topic
     broker = one_broker.brokers[1]
     bootstrap = one_broker.bootstrap
-    committed = run(read_to_end(bootstrap, topic, "read_committed"))
+    committed = run(native_read_to_end(bootstrap, topic, "read_committed"))
     assert committed == (COMMITTED, LAST_STABLE_OFFSET)
-    everything = run(read_to_end(bootstrap, topic, "read_uncommitted"))
+    everything = run(native_read_to_end(bootstrap, topic, "read_uncommitted"))
     assert everything == (EVERYTHING, HIGH_WATERMARK)
     assert consume_cli(broker.address, topic, "read_committed", 100) == COMMITTED
     assert consume_cli(broker.address, topic, "read_uncommitted", 100) == EVERYTHING

@@ -30,13 +30,10 @@ from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from spark_replica.client import (
     Cluster,
-    Consumer,
-    ConsumerConfig,
     ProducerConfig,
     TransactionalProducer,
 )
 from spark_replica.client.connection import BrokerConnection
-from spark_replica.client.list_offsets import LATEST
 from spark_replica.errors import (
     CoordinatorNotAvailableError,
     InvalidRequestError,
@@ -50,7 +47,14 @@ from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.add_partitions_to_txn import AddPartitionsToTxnRequest, TxnTopic
 from spark_replica.wire.native.find_coordinator import FindCoordinatorRequest
 from tests.kafka.clients import CLIENT_TIMEOUT_S, read_to_end, wait_for_topic
-from tests.support import FAST_REPLICATION, BrokerFactory, create, module_brokers, run
+from tests.support import (
+    FAST_REPLICATION,
+    BrokerFactory,
+    create,
+    module_brokers,
+    native_read_to_end,
+    run,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -82,27 +86,12 @@ def make_topic(cluster: BrokerFactory, partitions: int = 2) -> str:
     return topic
 
 
+def native_values(cluster: BrokerFactory, topic: str, isolation: str) -> list[bytes]:
+    return run(native_read_to_end(cluster.bootstrap, topic, isolation, READ_WAIT_S))[0]
+
+
 def producer_config(transactional_id: str) -> ProducerConfig:
     return ProducerConfig(transactional_id=transactional_id, max_block_ms=30_000)
-
-
-async def read_native(bootstrap: list[tuple[str, int]], topic: str, isolation: str) -> list[bytes]:
-    """Every value of partition 0 up to its end (the LSO under read_committed)."""
-    cluster = Cluster(bootstrap)
-    try:
-        consumer = Consumer(cluster, ConsumerConfig(isolation_level=isolation))
-        tp = TopicPartition(topic, 0)
-        consumer.assign([tp])
-        await consumer.seek_to_beginning()
-        end, _ = (await consumer.list_offsets([tp], LATEST))[tp]
-        values: list[bytes] = []
-        async with asyncio.timeout(READ_WAIT_S):
-            while consumer.position(tp) < end:
-                for chunk in await consumer.poll(max_wait_ms=200):
-                    values += chunk.records.column("value").to_pylist()
-        return values
-    finally:
-        await cluster.close()
 
 
 def test_committed_records_are_read_committed_and_aborted_ones_never(
@@ -131,9 +120,9 @@ def test_committed_records_are_read_committed_and_aborted_ones_never(
             await client.close()
 
     run(produce())
-    assert run(read_native(cluster.bootstrap, topic, "read_committed")) == committed
+    assert native_values(cluster, topic, "read_committed") == committed
     assert read_to_end(cluster.kafka_bootstrap(), topic, "read_committed") == committed
-    assert run(read_native(cluster.bootstrap, topic, "read_uncommitted")) == aborted + committed
+    assert native_values(cluster, topic, "read_uncommitted") == aborted + committed
 
 
 def test_a_second_producer_with_the_same_id_fences_the_first(cluster: BrokerFactory) -> None:
@@ -164,7 +153,7 @@ def test_a_second_producer_with_the_same_id_fences_the_first(cluster: BrokerFact
             await client.close()
 
     run(fence())
-    assert run(read_native(cluster.bootstrap, topic, "read_committed")) == [b"successor"]
+    assert native_values(cluster, topic, "read_committed") == [b"successor"]
     assert read_to_end(cluster.kafka_bootstrap(), topic, "read_committed") == [b"successor"]
 
 
@@ -297,4 +286,4 @@ def test_a_record_refused_inside_a_transaction_allows_only_an_abort(
             await client.close()
 
     run(transact())
-    assert run(read_native(cluster.bootstrap, topic, "read_committed")) == [b"after the abort"]
+    assert native_values(cluster, topic, "read_committed") == [b"after the abort"]
