@@ -16,6 +16,11 @@ the format name and the connection option:
   spark_replica.security.settings: one that replog does not support fails by name, since
   ignoring it would send in plaintext what the pipeline meant to secure.
 
+replog's own: `transactional` (true or false, the default) makes a streaming query's
+micro-batches visible to read_committed readers whole or not at all, under the
+transactional id `transactional.id`, or one derived from `checkpointLocation`
+(`sink_transactional_id`; docs/spark-sink.md).
+
 Kafka's settings kept: acks, batch.size (bytes of record data per batch),
 compression.type (none, lz4, zstd), max.in.flight.requests.per.connection (per
 partition here), request.timeout.ms, delivery.timeout.ms, retry.backoff.ms and
@@ -28,6 +33,7 @@ are) is pure, so it is unit tested without Spark or a cluster.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -51,6 +57,11 @@ from spark_replica.topics import validate_topic_name
 log = logging.getLogger(__name__)
 
 TOPIC_OPTION = "topic"
+TRANSACTIONAL_OPTION = "transactional"
+TRANSACTIONAL_ID_OPTION = "transactional.id"
+CHECKPOINT_OPTION = "checkpointlocation"  # Spark's checkpointLocation, lower-cased
+SINK_TRANSACTIONAL_ID_PREFIX = "replog-sink-"
+_BOOLEANS = {"true": True, "false": False}
 REPLOG_PREFIX = "replog."
 KAFKA_PREFIX = "kafka."
 
@@ -136,6 +147,7 @@ class SinkOptions:
     producer: ProducerSettings
     avro: AvroCodec | None = None  # encodes a struct value column when valueFormat=avro
     security: SecurityConfig = field(default_factory=SecurityConfig)
+    transactional: bool = False  # micro-batches in transactions (streaming only)
 
 
 def _setting(options: Mapping[str, str], name: str) -> tuple[str, str] | None:
@@ -238,6 +250,40 @@ def topic_option(options: Mapping[str, str]) -> str | None:
         raise ConfigError(f"option {TOPIC_OPTION}: {exc}") from exc
 
 
+def transactional_option(options: Mapping[str, str]) -> bool:
+    """The `transactional` option: true or false (any case), false when not given."""
+    text = options.get(TRANSACTIONAL_OPTION, "false")
+    value = _BOOLEANS.get(text.strip().lower())
+    if value is None:
+        raise ConfigError(f"option {TRANSACTIONAL_OPTION}={text!r}: use true or false")
+    return value
+
+
+def sink_transactional_id(options: Mapping[str, str]) -> str:
+    """The transactional id of a transactional stream write: `transactional.id` if given,
+    else one derived from the query's checkpoint location.
+
+    Spark shows the stream writer its options only, not the query id (a task-local
+    property), and the checkpoint location is what stays the same across the query's
+    restarts, as the id must: a restarted driver's InitProducerId with the same id is
+    what aborts the transaction its predecessor left open.
+    """
+    given = options.get(TRANSACTIONAL_ID_OPTION)
+    if given is not None:
+        if not given.strip():
+            raise ConfigError(f"option {TRANSACTIONAL_ID_OPTION} must not be empty")
+        return given.strip()
+    checkpoint = options.get(CHECKPOINT_OPTION)
+    if not checkpoint:
+        raise ConfigError(
+            f"{TRANSACTIONAL_OPTION}=true needs a transactional id that survives restarts: "
+            f"set the option {TRANSACTIONAL_ID_OPTION}, or the checkpointLocation option "
+            "(the id is then derived from it)"
+        )
+    digest = hashlib.blake2b(checkpoint.encode(), digest_size=10).hexdigest()
+    return SINK_TRANSACTIONAL_ID_PREFIX + digest
+
+
 def _is_binary_or_string(data_type: object) -> bool:
     return isinstance(data_type, BinaryType | StringType)
 
@@ -333,4 +379,12 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType) -> SinkOp
     avro = codec_from_options(options)
     columns = validate_sink_schema(schema, topic, avro)
     producer = parse_producer_settings(options)
-    return SinkOptions(bootstrap_servers(options), topic, columns, producer, avro, security)
+    transactional = transactional_option(options)
+    if transactional and producer.acks != ACKS_ALL:
+        raise ConfigError(
+            f"{TRANSACTIONAL_OPTION}=true needs acks=all: transactions are written by "
+            "idempotent producers"
+        )
+    return SinkOptions(
+        bootstrap_servers(options), topic, columns, producer, avro, security, transactional
+    )
