@@ -23,8 +23,8 @@ transactional id `transactional.id`, or one derived from `checkpointLocation`
 
 Kafka's settings kept: acks, batch.size (bytes of record data per batch),
 compression.type (none, lz4, zstd), max.in.flight.requests.per.connection (per
-partition here), request.timeout.ms, delivery.timeout.ms, retry.backoff.ms and
-buffer.memory; replog adds batch.max.records.
+partition here), request.timeout.ms, delivery.timeout.ms, retry.backoff.ms,
+buffer.memory and transaction.timeout.ms; replog adds batch.max.records.
 
 Spark lower-cases option keys, so every lookup here uses lower-case names. Everything
 in this module except `parse_sink_options` (which may ask ZooKeeper where the brokers
@@ -75,6 +75,7 @@ DELIVERY_TIMEOUT_MS = "delivery.timeout.ms"
 RETRY_BACKOFF_MS = "retry.backoff.ms"
 COMPRESSION_TYPE = "compression.type"
 MAX_IN_FLIGHT = "max.in.flight.requests.per.connection"
+TRANSACTION_TIMEOUT_MS = "transaction.timeout.ms"
 MAX_IDEMPOTENT_IN_FLIGHT = 5
 
 _INTEGER_SETTINGS = (
@@ -85,6 +86,7 @@ _INTEGER_SETTINGS = (
     DELIVERY_TIMEOUT_MS,
     RETRY_BACKOFF_MS,
     MAX_IN_FLIGHT,
+    TRANSACTION_TIMEOUT_MS,
 )
 # Only this one may be zero.
 _MAY_BE_ZERO = {RETRY_BACKOFF_MS}
@@ -112,6 +114,9 @@ class ProducerSettings:
     retry_backoff_ms: int = 100
     compression_type: str = "none"
     max_in_flight_requests_per_connection: int = MAX_IDEMPOTENT_IN_FLIGHT  # per partition
+    # How long a micro-batch's transaction may stay open (transactional=true) before
+    # the coordinator aborts it.
+    transaction_timeout_ms: int = 60_000
 
     def producer_config(self) -> ProducerConfig:
         """The client's config: idempotent exactly when acks=all, the client's default."""

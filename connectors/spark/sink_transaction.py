@@ -55,6 +55,7 @@ def _coordinator_config(options: SinkOptions, transactional_id: str) -> Producer
         request_timeout_ms=settings.request_timeout_ms,
         retry_backoff_ms=settings.retry_backoff_ms,
         max_block_ms=settings.delivery_timeout_ms,
+        transaction_timeout_ms=settings.transaction_timeout_ms,
     )
 
 

@@ -62,7 +62,11 @@ def test_the_transactional_id_is_given_or_derived_from_the_checkpoint() -> None:
 
 def test_transactional_writes_need_acks_all_and_a_stream() -> None:
     transactional = {**OPTIONS, "transactional": "true", "transactional.id": "q"}
-    assert parse_sink_options(transactional, SCHEMA).transactional
+    parsed = parse_sink_options(transactional, SCHEMA)
+    assert parsed.transactional
+    assert parsed.producer.transaction_timeout_ms == 60_000
+    longer = {**transactional, "kafka.transaction.timeout.ms": "300000"}
+    assert parse_sink_options(longer, SCHEMA).producer.transaction_timeout_ms == 300_000
     assert not parse_sink_options(OPTIONS, SCHEMA).transactional
     with pytest.raises(ConfigError, match="needs acks=all"):
         parse_sink_options({**transactional, "kafka.acks": "1"}, SCHEMA)
