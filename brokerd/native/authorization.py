@@ -13,8 +13,10 @@ Describe or Alter on the cluster.
 A transactional producer's requests need Kafka's rights on the TransactionalId and the
 group (checked before the topics): Write on the id for InitProducerId with one,
 AddPartitionsToTxn (and Write on its topics), AddOffsetsToTxn (and Read on the group),
-EndTxn, TxnOffsetCommit (and Read on the group and on its topics) and a Produce naming
-it; FindCoordinator needs Describe on the group or the transactional id it asks about.
+EndTxn, TxnOffsetCommit (and Read on the group and on its topics), a Produce naming
+it, and a Spark sink task's RegisterSinkParticipants (and Write on its topics, as
+AddPartitionsToTxn); FindCoordinator needs Describe on the group or the transactional id
+it asks about.
 
 A request that names several topics is refused whole, naming the topics it may not
 touch, rather than answered per partition: replog's clients send one topic per request
@@ -135,6 +137,9 @@ _RULES: dict[int, Rule] = {
     ApiKey.INIT_PRODUCER_ID: _init_producer_id,
     ApiKey.FIND_COORDINATOR: _find_coordinator,
     ApiKey.ADD_PARTITIONS_TO_TXN: lambda r: Needs(
+        topic=Operation.WRITE, topics=_topics(r), resources=(_transactional_write(r),)
+    ),
+    ApiKey.REGISTER_SINK_PARTICIPANTS: lambda r: Needs(
         topic=Operation.WRITE, topics=_topics(r), resources=(_transactional_write(r),)
     ),
     ApiKey.ADD_OFFSETS_TO_TXN: _with_group(None),

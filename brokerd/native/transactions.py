@@ -1,6 +1,7 @@
 """Serving a transactional producer's replog requests: FindCoordinator, InitProducerId,
-AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit, each a decode and an
-encode around the decisions both listeners share (brokerd/transactions/producer_requests.py).
+AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and TxnOffsetCommit, and a Spark sink task's
+RegisterSinkParticipants (replog's own), each a decode and an encode around the
+decisions both listeners share (brokerd/transactions/producer_requests.py).
 
 The authorization is the dialect's, before a handler runs (brokerd/native/authorization.py:
 Kafka's rules, the request refused whole). Errors that concern the whole request travel in
@@ -33,8 +34,10 @@ from brokerd.transactions.producer_requests import (
     find_coordinator,
     init_transactional_producer,
     offset_refused,
+    register_sink_participants,
     unknown_partitions,
 )
+from brokerd.transactions.states import Participant
 from spark_replica.errors import (
     BrokerResponseError,
     OperationNotAttemptedError,
@@ -59,6 +62,10 @@ from spark_replica.wire.native.find_coordinator import (
 from spark_replica.wire.native.init_producer_id import (
     InitProducerIdRequest,
     InitProducerIdResponse,
+)
+from spark_replica.wire.native.register_sink_participants import (
+    RegisterSinkParticipantsRequest,
+    RegisterSinkParticipantsResponse,
 )
 from spark_replica.wire.native.txn_offset_commit import (
     TxnOffsetCommitRequest,
@@ -145,6 +152,29 @@ async def handle_end_txn(
     return EmptyResponse()
 
 
+async def handle_register_sink_participants(
+    transactions: Transactions, ctx: BrokerContext, request: RegisterSinkParticipantsRequest
+) -> RegisterSinkParticipantsResponse:
+    """A partition the cluster does not have refuses the whole registration, unasked."""
+    participants = [
+        Participant(TopicPartition(topic.topic, p.partition), p.producer_id, p.producer_epoch)
+        for topic in request.topics
+        for p in topic.partitions
+    ]
+    unknown = unknown_partitions(ctx, [p.tp for p in participants])
+    if unknown:
+        raise next(iter(unknown.values()))
+    already_committed = await register_sink_participants(
+        transactions,
+        request.transactional_id,
+        request.producer_id,
+        request.producer_epoch,
+        request.micro_batch,
+        participants,
+    )
+    return RegisterSinkParticipantsResponse(already_committed)
+
+
 async def handle_txn_offset_commit(
     groups: Groups, ctx: BrokerContext, request: TxnOffsetCommitRequest
 ) -> TxnOffsetCommitResponse:
@@ -197,4 +227,5 @@ def transaction_handlers(groups: Groups, transactions: Transactions) -> dict[int
         ApiKey.ADD_OFFSETS_TO_TXN: partial(handle_add_offsets_to_txn, groups, transactions),
         ApiKey.END_TXN: partial(handle_end_txn, transactions),
         ApiKey.TXN_OFFSET_COMMIT: partial(handle_txn_offset_commit, groups),
+        ApiKey.REGISTER_SINK_PARTICIPANTS: partial(handle_register_sink_participants, transactions),
     }

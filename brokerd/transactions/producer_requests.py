@@ -1,7 +1,9 @@
 """A transactional producer's requests as both listeners serve them: InitProducerId with
 a transactional id, FindCoordinator, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn and
-TxnOffsetCommit, decided here once so that the Kafka and the replog dialects differ only
-in how they decode the request and where their layouts put the error.
+TxnOffsetCommit, decided here once (and a Spark sink task's registration of its
+participants, which only the replog listener serves) so that the Kafka and the replog
+dialects differ only in how they decode the request and where their layouts put the
+error.
 
 Each function raises the BrokerResponseError that answers the request (or returns the
 errors per partition where a request has one per partition); the dialects translate codes
@@ -17,14 +19,14 @@ transaction coordinators) answers COORDINATOR_NOT_AVAILABLE.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from brokerd.coordination.internal_topic import TxnProducer
 from brokerd.core.context import BrokerContext
 from brokerd.groups.coordinator import GroupCoordinator
 from brokerd.transactions.coordinator import TransactionCoordinator
 from brokerd.transactions.decisions import ExpectedProducer, Reply
-from brokerd.transactions.states import NO_PRODUCER_ID
+from brokerd.transactions.states import NO_PRODUCER_ID, Participant
 from spark_replica.errors import (
     BrokerResponseError,
     CoordinatorNotAvailableError,
@@ -153,6 +155,24 @@ async def end_transaction(
         transactional_id, producer_id, producer_epoch, committed
     )
     _raise_for(reply, f"transactional id {transactional_id!r}")
+
+
+async def register_sink_participants(
+    transactions: TransactionCoordinator | None,
+    transactional_id: str,
+    producer_id: int,
+    producer_epoch: int,
+    micro_batch: int,
+    participants: Iterable[Participant],
+) -> bool:
+    """A Spark sink task's producers join its micro-batch's transaction under the
+    driver's id, producer id and epoch; True if the micro-batch was committed before (the
+    task writes nothing). The caller has refused the request if a partition is unknown."""
+    reply = await running_transactions(transactions).register_participants(
+        transactional_id, producer_id, producer_epoch, micro_batch, participants
+    )
+    _raise_for(reply, f"micro-batch {micro_batch} of transactional id {transactional_id!r}")
+    return reply.already_committed
 
 
 def offset_refused(

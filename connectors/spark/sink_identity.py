@@ -14,7 +14,16 @@ keeps stable across retries and restarts can:
 producer id = 2**62 + a 62-bit hash of (query id, task partition, batch id // 32768),
 epoch = batch id % 32768. Epochs are int16, so each block of 32768 micro-batches moves
 to a fresh producer id. Ids allocated by brokers count up from 0, so the top half of the
-id space (>= 2**62) never meets them.
+id space (>= 2**62, DERIVED_PRODUCER_ID_BASE) never meets them.
+
+In transactional mode (`transactional=true`) the hash also covers the driver's producer
+id and epoch (`DriverEpoch`, from InitProducerId on the driver). A micro-batch whose
+transaction was aborted (its driver died, or its tasks failed) is run again under a new
+driver epoch, so its tasks write under fresh ids: under the aborted identity their
+batches would be answered as duplicates of aborted records, or fenced once its abort
+marker is in (docs/design-notes.md, "A Spark sink's transactions"). Retries of a task
+within one driver epoch keep one identity, answered as duplicates inside the open
+transaction as without transactions.
 
 Within a block, a later micro-batch writes with a higher epoch, and a partition leader
 keeps only a producer's latest epoch: an older one is fenced (INVALID_PRODUCER_EPOCH).
@@ -33,8 +42,8 @@ import hashlib
 from dataclasses import dataclass
 
 from spark_replica.errors import ConfigError
+from spark_replica.records import DERIVED_PRODUCER_ID_BASE
 
-DERIVED_ID_BASE = 2**62
 EPOCHS_PER_PRODUCER_ID = 32768  # producer epochs are int16: 0..32767
 _HASH_MASK = 2**62 - 1
 
@@ -49,8 +58,19 @@ class ProducerIdentity:
     micro_batch: int  # the batch id it was derived from; routing uses it too
 
 
-def stream_task_identity(query_id: str, task_partition: int, batch_id: int) -> ProducerIdentity:
-    """The identity every attempt of this task uses, in this run or after a restart."""
+@dataclass(frozen=True, slots=True)
+class DriverEpoch:
+    """The driver's producer id and epoch for its transactional id (transactional mode)."""
+
+    producer_id: int
+    epoch: int
+
+
+def stream_task_identity(
+    query_id: str, task_partition: int, batch_id: int, driver: DriverEpoch | None = None
+) -> ProducerIdentity:
+    """The identity every attempt of this task uses, in this run or after a restart (in
+    transactional mode: under this driver epoch)."""
     if not query_id:
         raise ConfigError("a streaming write needs the query id of the task's query")
     if task_partition < 0 or batch_id < 0:
@@ -58,17 +78,23 @@ def stream_task_identity(query_id: str, task_partition: int, batch_id: int) -> P
             f"task partition ({task_partition}) and batch id ({batch_id}) must be 0 or more"
         )
     block, epoch = divmod(batch_id, EPOCHS_PER_PRODUCER_ID)
+    seed = f"{query_id}\x00{task_partition}\x00{block}"
+    if driver is not None:
+        seed += f"\x00{driver.producer_id}\x00{driver.epoch}"
     digest = hashlib.blake2b(
-        f"{query_id}\x00{task_partition}\x00{block}".encode(),
+        seed.encode(),
         digest_size=8,
         person=b"replog-sink",
     ).digest()
-    producer_id = DERIVED_ID_BASE + (int.from_bytes(digest, "big") & _HASH_MASK)
+    producer_id = DERIVED_PRODUCER_ID_BASE + (int.from_bytes(digest, "big") & _HASH_MASK)
     return ProducerIdentity(producer_id, epoch, batch_id)
 
 
 def identity_from_properties(
-    query_id: str | None, batch_id: str | None, task_partition: int
+    query_id: str | None,
+    batch_id: str | None,
+    task_partition: int,
+    driver: DriverEpoch | None = None,
 ) -> ProducerIdentity:
     """The identity from a task context's local properties; fail clearly if they are gone."""
     if not query_id or batch_id is None:
@@ -80,4 +106,4 @@ def identity_from_properties(
         batch = int(batch_id)
     except ValueError:
         raise ConfigError(f"{BATCH_ID_PROPERTY}={batch_id!r} is not a micro-batch id") from None
-    return stream_task_identity(query_id, task_partition, batch)
+    return stream_task_identity(query_id, task_partition, batch, driver)

@@ -16,10 +16,15 @@ the format name and the connection option:
   spark_replica.security.settings: one that replog does not support fails by name, since
   ignoring it would send in plaintext what the pipeline meant to secure.
 
+replog's own: `transactional` (true or false, the default) makes a streaming query's
+micro-batches visible to read_committed readers whole or not at all, under the
+transactional id `transactional.id`, or one derived from `checkpointLocation`
+(`sink_transactional_id`; docs/spark-sink.md).
+
 Kafka's settings kept: acks, batch.size (bytes of record data per batch),
 compression.type (none, lz4, zstd), max.in.flight.requests.per.connection (per
-partition here), request.timeout.ms, delivery.timeout.ms, retry.backoff.ms and
-buffer.memory; replog adds batch.max.records.
+partition here), request.timeout.ms, delivery.timeout.ms, retry.backoff.ms,
+buffer.memory and transaction.timeout.ms; replog adds batch.max.records.
 
 Spark lower-cases option keys, so every lookup here uses lower-case names. Everything
 in this module except `parse_sink_options` (which may ask ZooKeeper where the brokers
@@ -28,6 +33,7 @@ are) is pure, so it is unit tested without Spark or a cluster.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -51,6 +57,11 @@ from spark_replica.topics import validate_topic_name
 log = logging.getLogger(__name__)
 
 TOPIC_OPTION = "topic"
+TRANSACTIONAL_OPTION = "transactional"
+TRANSACTIONAL_ID_OPTION = "transactional.id"
+CHECKPOINT_OPTION = "checkpointlocation"  # Spark's checkpointLocation, lower-cased
+SINK_TRANSACTIONAL_ID_PREFIX = "replog-sink-"
+_BOOLEANS = {"true": True, "false": False}
 REPLOG_PREFIX = "replog."
 KAFKA_PREFIX = "kafka."
 
@@ -64,6 +75,7 @@ DELIVERY_TIMEOUT_MS = "delivery.timeout.ms"
 RETRY_BACKOFF_MS = "retry.backoff.ms"
 COMPRESSION_TYPE = "compression.type"
 MAX_IN_FLIGHT = "max.in.flight.requests.per.connection"
+TRANSACTION_TIMEOUT_MS = "transaction.timeout.ms"
 MAX_IDEMPOTENT_IN_FLIGHT = 5
 
 _INTEGER_SETTINGS = (
@@ -74,6 +86,7 @@ _INTEGER_SETTINGS = (
     DELIVERY_TIMEOUT_MS,
     RETRY_BACKOFF_MS,
     MAX_IN_FLIGHT,
+    TRANSACTION_TIMEOUT_MS,
 )
 # Only this one may be zero.
 _MAY_BE_ZERO = {RETRY_BACKOFF_MS}
@@ -101,6 +114,9 @@ class ProducerSettings:
     retry_backoff_ms: int = 100
     compression_type: str = "none"
     max_in_flight_requests_per_connection: int = MAX_IDEMPOTENT_IN_FLIGHT  # per partition
+    # How long a micro-batch's transaction may stay open (transactional=true) before
+    # the coordinator aborts it.
+    transaction_timeout_ms: int = 60_000
 
     def producer_config(self) -> ProducerConfig:
         """The client's config: idempotent exactly when acks=all, the client's default."""
@@ -136,6 +152,7 @@ class SinkOptions:
     producer: ProducerSettings
     avro: AvroCodec | None = None  # encodes a struct value column when valueFormat=avro
     security: SecurityConfig = field(default_factory=SecurityConfig)
+    transactional: bool = False  # micro-batches in transactions (streaming only)
 
 
 def _setting(options: Mapping[str, str], name: str) -> tuple[str, str] | None:
@@ -238,6 +255,40 @@ def topic_option(options: Mapping[str, str]) -> str | None:
         raise ConfigError(f"option {TOPIC_OPTION}: {exc}") from exc
 
 
+def transactional_option(options: Mapping[str, str]) -> bool:
+    """The `transactional` option: true or false (any case), false when not given."""
+    text = options.get(TRANSACTIONAL_OPTION, "false")
+    value = _BOOLEANS.get(text.strip().lower())
+    if value is None:
+        raise ConfigError(f"option {TRANSACTIONAL_OPTION}={text!r}: use true or false")
+    return value
+
+
+def sink_transactional_id(options: Mapping[str, str]) -> str:
+    """The transactional id of a transactional stream write: `transactional.id` if given,
+    else one derived from the query's checkpoint location.
+
+    Spark shows the stream writer its options only, not the query id (a task-local
+    property), and the checkpoint location is what stays the same across the query's
+    restarts, as the id must: a restarted driver's InitProducerId with the same id is
+    what aborts the transaction its predecessor left open.
+    """
+    given = options.get(TRANSACTIONAL_ID_OPTION)
+    if given is not None:
+        if not given.strip():
+            raise ConfigError(f"option {TRANSACTIONAL_ID_OPTION} must not be empty")
+        return given.strip()
+    checkpoint = options.get(CHECKPOINT_OPTION)
+    if not checkpoint:
+        raise ConfigError(
+            f"{TRANSACTIONAL_OPTION}=true needs a transactional id that survives restarts: "
+            f"set the option {TRANSACTIONAL_ID_OPTION}, or the checkpointLocation option "
+            "(the id is then derived from it)"
+        )
+    digest = hashlib.blake2b(checkpoint.encode(), digest_size=10).hexdigest()
+    return SINK_TRANSACTIONAL_ID_PREFIX + digest
+
+
 def _is_binary_or_string(data_type: object) -> bool:
     return isinstance(data_type, BinaryType | StringType)
 
@@ -333,4 +384,12 @@ def parse_sink_options(options: Mapping[str, str], schema: StructType) -> SinkOp
     avro = codec_from_options(options)
     columns = validate_sink_schema(schema, topic, avro)
     producer = parse_producer_settings(options)
-    return SinkOptions(bootstrap_servers(options), topic, columns, producer, avro, security)
+    transactional = transactional_option(options)
+    if transactional and producer.acks != ACKS_ALL:
+        raise ConfigError(
+            f"{TRANSACTIONAL_OPTION}=true needs acks=all: transactions are written by "
+            "idempotent producers"
+        )
+    return SinkOptions(
+        bootstrap_servers(options), topic, columns, producer, avro, security, transactional
+    )

@@ -22,7 +22,19 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
-from connectors.spark.sink_options import SinkOptions, check_batch_save_mode, parse_sink_options
+from connectors.spark.sink_options import (
+    TRANSACTIONAL_OPTION,
+    SinkOptions,
+    check_batch_save_mode,
+    parse_sink_options,
+    sink_transactional_id,
+)
+from connectors.spark.sink_transaction import (
+    SinkTransaction,
+    begin_driver_epoch,
+    end_micro_batch,
+)
+from spark_replica.errors import ConfigError, ReplogError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -35,13 +47,29 @@ class ReplogCommitMessage(WriterCommitMessage):
     """What one task wrote: records per (topic, partition), and the identity it used.
 
     `producer_id` and `epoch` are -1 for a batch write, whose producer gets its id from
-    a broker.
+    a broker. `transaction` is the micro-batch's transaction in transactional mode: the
+    driver's commit or abort reads it from here, since Spark commits through a writer
+    it builds anew from the options, which never saw the driver's epoch.
     """
 
     task_partition: int
     records: dict[tuple[str, int], int] = field(default_factory=dict)
     producer_id: int = -1
     epoch: int = -1
+    transaction: SinkTransaction | None = None
+
+
+def open_transaction(messages: Sequence[WriterCommitMessage | None]) -> SinkTransaction | None:
+    """The micro-batch's transaction if some task wrote into it; None if no task wrote
+    (nothing to end) or the micro-batch was committed before (its tasks wrote nothing)."""
+    for message in messages:
+        if (
+            isinstance(message, ReplogCommitMessage)
+            and message.records
+            and message.transaction is not None
+        ):
+            return message.transaction
+    return None
 
 
 def _total(messages: Sequence[WriterCommitMessage | None]) -> tuple[int, int]:
@@ -76,6 +104,11 @@ class ReplogBatchWriter(DataSourceArrowWriter):
     def __init__(self, options: dict[str, str], schema: StructType, overwrite: bool) -> None:
         check_batch_save_mode(overwrite)
         self.sink: SinkOptions = parse_sink_options(options, schema)
+        if self.sink.transactional:
+            raise ConfigError(
+                f"{TRANSACTIONAL_OPTION}=true applies to writeStream (one transaction per "
+                "micro-batch); df.write has no micro-batches to commit"
+            )
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> ReplogCommitMessage:
         from pyspark import TaskContext
@@ -124,10 +157,34 @@ class ReplogStreamWriter(DataSourceStreamArrowWriter):
 
     Every output mode is accepted, as by Spark's Kafka sink; in complete mode each
     micro-batch appends the whole result table again.
+
+    With `transactional=true` each micro-batch is one transaction under the query's
+    transactional id (sink_transaction): read_committed readers see a micro-batch's
+    records on a partition all at once, when the driver's commit ends it, or never.
+    Spark builds this writer on the driver for every micro-batch twice: once to ship to
+    the tasks (pickled), once to commit or abort (never pickled, in another process).
+    Only the first may begin a driver epoch, since InitProducerId aborts the open
+    transaction: so the epoch is begun when the writer is first pickled, once per
+    writer, and the commit finds it in the tasks' commit messages. Were Spark to build
+    the writer once per query run instead, the one epoch would serve every micro-batch,
+    which the coordinator allows.
     """
 
     def __init__(self, options: dict[str, str], schema: StructType, overwrite: bool) -> None:
         self.sink: SinkOptions = parse_sink_options(options, schema)
+        self.transactional_id = sink_transactional_id(options) if self.sink.transactional else None
+        self.transaction: SinkTransaction | None = None
+
+    def __getstate__(self) -> dict[str, object]:
+        """Begin the driver epoch before the writer goes to the tasks (see the class)."""
+        if self.transactional_id is not None and self.transaction is None:
+            self.transaction = begin_driver_epoch(self.sink, self.transactional_id)
+            log.info(
+                "transactional id %s: driver epoch %s",
+                self.transactional_id,
+                self.transaction.driver,
+            )
+        return dict(self.__dict__)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> ReplogCommitMessage:
         from pyspark import TaskContext
@@ -141,15 +198,22 @@ class ReplogStreamWriter(DataSourceStreamArrowWriter):
 
         context = TaskContext.get()
         task_partition = context.partitionId() if context is not None else 0
+        transaction = self.transaction
         identity = identity_from_properties(
             context.getLocalProperty(QUERY_ID_PROPERTY) if context is not None else None,
             context.getLocalProperty(BATCH_ID_PROPERTY) if context is not None else None,
             task_partition,
+            transaction.driver if transaction is not None else None,
         )
-        written = write_task(iterator, self.sink, identity, task_partition)
-        return ReplogCommitMessage(task_partition, written, identity.producer_id, identity.epoch)
+        written = write_task(iterator, self.sink, identity, task_partition, transaction)
+        return ReplogCommitMessage(
+            task_partition, written, identity.producer_id, identity.epoch, transaction
+        )
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        transaction = open_transaction(messages)
+        if transaction is not None:
+            end_micro_batch(self.sink, transaction, commit=True)
         records, partitions = _total(messages)
         log.info(
             "micro-batch %d: wrote %d records to %d topic-partitions",
@@ -159,6 +223,18 @@ class ReplogStreamWriter(DataSourceStreamArrowWriter):
         )
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        transaction = open_transaction(messages)
+        if transaction is not None:
+            try:
+                end_micro_batch(self.sink, transaction, commit=False)
+            except ReplogError as exc:
+                log.warning(
+                    "micro-batch %d: its transaction could not be aborted (%s); the next "
+                    "driver epoch of %s aborts it",
+                    batchId,
+                    exc,
+                    transaction.transactional_id,
+                )
         records, partitions = _total(messages)
         log.warning(
             "micro-batch %d aborted; its finished tasks wrote %d records to %d "

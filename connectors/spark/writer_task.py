@@ -12,7 +12,9 @@ client's BufferPool, as the client's producer does):
   per partition in flight;
 - an exactly-once stream write goes through one PartitionSender per partition, on
   the client's SequencedProducer with the task's derived identity (sink_identity,
-  sink_sender).
+  sink_sender); in transactional mode its batches are transactional, and each
+  partition's first one waits for the task's registration there (sink_transaction). A
+  micro-batch the coordinator says was committed before is not written at all.
 
 The task returns only when every batch is acknowledged; any failure (a non-retriable
 error, or retries exhausted at the delivery timeout) fails the task with the error.
@@ -32,6 +34,7 @@ from connectors.spark.sink_identity import ProducerIdentity
 from connectors.spark.sink_options import ProducerSettings, SinkOptions
 from connectors.spark.sink_routing import Router, sink_payload
 from connectors.spark.sink_sender import PartitionSender
+from connectors.spark.sink_transaction import SinkTransaction, TaskRegistration
 from spark_replica.client import (
     ACKS_ALL,
     BufferPool,
@@ -106,10 +109,17 @@ class PartitionSenders:
 
     Same contract as BatchSender: `submit` waits while `buffer_bytes` are queued or in
     flight, and raises once any partition has failed; `close` waits for everything.
+    With a `registration` (transactional mode) each partition's sender registers before
+    its first batch; once the coordinator answers that the micro-batch was committed
+    before, `already_committed` is set and no sender writes anything more.
     """
 
     def __init__(
-        self, cluster: Cluster, identity: ProducerIdentity, settings: ProducerSettings
+        self,
+        cluster: Cluster,
+        identity: ProducerIdentity,
+        settings: ProducerSettings,
+        registration: TaskRegistration | None = None,
     ) -> None:
         self._producer = SequencedProducer(
             cluster,
@@ -120,7 +130,12 @@ class PartitionSenders:
             delivery_timeout_ms=settings.delivery_timeout_ms,
             compression=settings.compression_type,
             policy=RetryPolicy.from_ms(settings.retry_backoff_ms),
+            transactional_id=(
+                registration.transaction.transactional_id if registration is not None else None
+            ),
         )
+        self._registration = registration
+        self.already_committed = False
         self._identity = identity
         self._settings = settings
         self._queues: dict[TopicPartition, asyncio.Queue[pa.RecordBatch | None]] = {}
@@ -146,9 +161,15 @@ class PartitionSenders:
     async def _send_all(
         self, sender: PartitionSender, queue: asyncio.Queue[pa.RecordBatch | None]
     ) -> None:
+        registered = self._registration is None
         while (records := await queue.get()) is not None:
             try:
-                await sender.send(records)
+                if not registered and not self.already_committed:
+                    assert self._registration is not None
+                    self.already_committed = await self._registration.register(sender.tp)
+                    registered = True
+                if not self.already_committed:
+                    await sender.send(records)
             except Exception as exc:
                 self._error = self._error or exc
                 self._pool.interrupt()
@@ -181,6 +202,7 @@ class WriteTask:
         options: SinkOptions,
         identity: ProducerIdentity | None,
         task_partition: int,
+        transaction: SinkTransaction | None = None,
     ) -> None:
         self.options = options
         settings = options.producer
@@ -193,7 +215,10 @@ class WriteTask:
         self.exactly_once = identity is not None and config.idempotent
         self.senders: BatchSender | PartitionSenders
         if identity is not None and self.exactly_once:
-            self.senders = PartitionSenders(self.cluster, identity, settings)
+            registration = None
+            if transaction is not None:
+                registration = TaskRegistration(self.cluster, options, transaction, identity)
+            self.senders = PartitionSenders(self.cluster, identity, settings, registration)
         else:
             self.senders = BatchSender(Producer(self.cluster, config), settings.buffer_memory)
         # Keyless runs start at the task's partition, moved on by one per micro-batch,
@@ -251,17 +276,25 @@ class WriteTask:
                 await self._send(tp, batch)
         await self.senders.close()
 
+    def written(self) -> dict[tuple[str, int], int]:
+        """The records written per partition: none if the micro-batch was committed
+        before (transactional mode), whose records are all there already."""
+        if isinstance(self.senders, PartitionSenders) and self.senders.already_committed:
+            return {}
+        return dict(self.records)
+
 
 def write_task(
     chunks: Iterator[pa.RecordBatch],
     options: SinkOptions,
     identity: ProducerIdentity | None,
     task_partition: int,
+    transaction: SinkTransaction | None = None,
 ) -> dict[tuple[str, int], int]:
     """Write one task's input; return the records written per (topic, partition)."""
 
     async def run() -> dict[tuple[str, int], int]:
-        task = WriteTask(options, identity, task_partition)
+        task = WriteTask(options, identity, task_partition, transaction)
         try:
             while (chunk := await asyncio.to_thread(next, chunks, None)) is not None:
                 await task.add(chunk)
@@ -271,7 +304,7 @@ def write_task(
             raise
         finally:
             await task.cluster.close()
-        return dict(task.records)
+        return task.written()
 
     written = asyncio.run(run())
     log.info(

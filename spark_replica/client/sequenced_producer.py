@@ -14,6 +14,11 @@ needs the leader's verdict on each batch rather than an error:
 * FENCED: a higher epoch of this producer id has written the partition
   (INVALID_PRODUCER_EPOCH).
 
+With a `transactional_id` (the Spark sink's transactional mode) the batches carry the
+transactional flag and go in Produce v1 with the id: the producer's records on a
+partition then stay invisible to read_committed readers until the coordinator of the id
+writes the producer's marker there.
+
 Each batch goes through the Producer's own path for a partition (partition_sender.py
 and its window, in_flight.py, in the mode where the caller chooses the sequences): the
 same leader routing, metadata refreshes and retries, with the same sequence after a
@@ -34,7 +39,7 @@ from spark_replica.errors import (
     InvalidProducerEpochError,
     OutOfOrderSequenceError,
 )
-from spark_replica.records import encode_batch
+from spark_replica.records import TRANSACTIONAL_FLAG, encode_batch
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.produce import ACKS_ALL
 
@@ -79,6 +84,7 @@ class SequencedProducer:
         delivery_timeout_ms: int = 120_000,
         compression: str = "none",
         policy: RetryPolicy | None = None,
+        transactional_id: str | None = None,
     ) -> None:
         self.cluster = cluster
         self.producer_id = producer_id
@@ -94,7 +100,9 @@ class SequencedProducer:
             compression=compression,
             max_in_flight_per_partition=1,
             enable_idempotence=True,
+            transactional_id=transactional_id,
         )
+        self._attributes = TRANSACTIONAL_FLAG if transactional_id is not None else 0
         self._identity = FixedIdentity(producer_id, producer_epoch)
         self._connect_lock = asyncio.Lock()
         self._senders: dict[TopicPartition, PartitionSender] = {}
@@ -114,6 +122,7 @@ class SequencedProducer:
             producer_epoch=self.producer_epoch,
             base_sequence=sequence,
             compression=self.config.compression,
+            attributes=self._attributes,
         )
         loop = asyncio.get_running_loop()
         result: asyncio.Future[int] = loop.create_future()

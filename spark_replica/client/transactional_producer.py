@@ -19,10 +19,9 @@ commits only if every record of the transaction was written.
 
 The rules for errors are Kafka's, kept in transaction_state.py: fenced is fatal
 (ProducerFencedError from every call), a failure inside a transaction is abortable
-(TransactionAbortableError until abort_transaction). Requests to a coordinator find it
-with FindCoordinator and are retried, the coordinator found again, on NOT_COORDINATOR,
-COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS and CONCURRENT_TRANSACTIONS,
-until `max_block_ms` (Kafka's bound on these calls) has passed.
+(TransactionAbortableError until abort_transaction). Requests to a coordinator go through
+CoordinatorCalls (coordinator_calls.py), which finds it and retries them until
+`max_block_ms` (Kafka's bound on these calls) has passed.
 
 Ownership: like the Producer, it lives on one event loop.
 """
@@ -36,25 +35,19 @@ from typing import Any
 import pyarrow as pa
 
 from spark_replica.errors import (
-    BrokerResponseError,
     ConfigError,
-    OperationNotAttemptedError,
     ReplogError,
-    TimeoutExpiredError,
-    error_for_code,
 )
 from spark_replica.topics import TopicPartition
 from spark_replica.transport import Buffer
 from spark_replica.wire.native.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
     TxnTopic,
-    TxnTopicResult,
 )
 from spark_replica.wire.native.end_txn import AddOffsetsToTxnRequest, EndTxnRequest
 from spark_replica.wire.native.find_coordinator import (
     GROUP_KEY_TYPE,
     TRANSACTION_KEY_TYPE,
-    FindCoordinatorRequest,
 )
 from spark_replica.wire.native.init_producer_id import (
     NO_PRODUCER_EPOCH,
@@ -68,14 +61,11 @@ from spark_replica.wire.native.txn_offset_commit import (
 )
 
 from .cluster import Cluster
+from .coordinator_calls import CoordinatorCalls
 from .partition_sender import ProducerBatch
 from .producer import Producer
 from .producer_config import ProducerConfig
-from .retry import Attempts, is_retriable
 from .transaction_state import TransactionState
-
-# The connection purpose of coordinator requests, apart from the produce connections.
-COORDINATOR_PURPOSE = "transactions"
 
 
 class _TransactionalIdentity:
@@ -115,7 +105,7 @@ class TransactionalProducer(Producer):
         self._pending: set[TopicPartition] = set()
         self._adding: asyncio.Task[None] | None = None
         self._has_offsets = False
-        self._coordinators: dict[tuple[int, str], int] = {}
+        self._calls = CoordinatorCalls(cluster, config)
 
     # ------------------------------------------------------------------ transactions
 
@@ -259,52 +249,7 @@ class TransactionalProducer(Producer):
     # ------------------------------------------------------------------ coordinators
 
     async def _to_coordinator(self, request: Any, key_type: int, key: str | None = None) -> Any:
-        """Send `request` to the coordinator of the transactional id (or of group `key`)
-        and return its answer; retriable coordinator errors, per partition ones included,
-        are retried with the coordinator found again, until max_block_ms has passed."""
-        coordinator_key = (key_type, self.transactional_id if key is None else key)
-        loop = asyncio.get_running_loop()
-        attempts = Attempts(self.config.retry_policy, loop.time() + self.config.max_block_ms / 1000)
-        while True:
-            try:
-                node = await self._coordinator(coordinator_key)
-                conn = await self.cluster.connection(node, COORDINATOR_PURPOSE)
-                response = await conn.send(request, timeout_s=self.config.request_timeout_ms / 1000)
-                _raise_partition_error(response)
-                return response
-            except ReplogError as exc:
-                self._coordinators.pop(coordinator_key, None)
-                delay = attempts.next_delay(exc, loop.time())
-                if delay is None and not is_retriable(exc):
-                    raise
-                if delay is None:
-                    raise TimeoutExpiredError(
-                        f"{type(request).__name__} for {coordinator_key[1]!r}: no "
-                        f"coordinator answered within max_block_ms={self.config.max_block_ms}"
-                        f" ({exc})"
-                    ) from exc
-                await asyncio.sleep(delay)
-
-    async def _coordinator(self, coordinator_key: tuple[int, str]) -> int:
-        node = self._coordinators.get(coordinator_key)
-        if node is None:
-            key_type, key = coordinator_key
-            found = await self.cluster.send_to_any(FindCoordinatorRequest(key, key_type))
-            if found.node_id not in self.cluster.brokers:
-                await self.cluster.refresh([])
-            node = self._coordinators[coordinator_key] = found.node_id
-        return node
-
-
-def _raise_partition_error(response: Any) -> None:
-    """The first per-partition error of an AddPartitionsToTxn or TxnOffsetCommit answer,
-    raised typed; a partition only not attempted yields to the one that caused it."""
-    topics: list[TxnTopicResult] = getattr(response, "topics", None) or []
-    failed = [p for topic in topics for p in topic.partitions if p.error_code]
-    if not failed:
-        return
-    failed.sort(key=lambda p: p.error_code == OperationNotAttemptedError.code)
-    first = failed[0]
-    error = error_for_code(first.error_code, first.error_message or "")
-    assert isinstance(error, BrokerResponseError)
-    raise error
+        """Send `request` to the coordinator of the transactional id (or of group `key`)."""
+        return await self._calls.send(
+            request, key_type, self.transactional_id if key is None else key
+        )

@@ -64,6 +64,11 @@ from spark_replica.wire.native.list_offsets import ListOffsetsPartition, ListOff
 from spark_replica.wire.native.metadata import BrokerInfo
 from spark_replica.wire.native.offsets_for_leader_epoch import EpochQuery, EpochQueryTopic
 from spark_replica.wire.native.produce import ProducePartition, ProduceTopic
+from spark_replica.wire.native.register_sink_participants import (
+    RegisterSinkParticipantsRequest,
+    SinkParticipant,
+    SinkParticipantTopic,
+)
 from spark_replica.wire.native.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from spark_replica.wire.native.scram_credentials import (
     AlterUserScramCredentialsRequest,
@@ -506,6 +511,17 @@ def _txn_offset_commit(g: RequestGenerator) -> TxnOffsetCommitRequest:
     )
 
 
+def _register_sink_participants(g: RequestGenerator) -> RegisterSinkParticipantsRequest:
+    """Participants with derived ids (2**62 up) or not, on scratch or unknown topics."""
+    topics = [
+        SinkParticipantTopic(
+            name, [SinkParticipant(p, g.int64(2**62, 2**63 - 1), 0) for p in partitions]
+        )
+        for name, partitions in _scratch_partitions(g)
+    ]
+    return RegisterSinkParticipantsRequest(*_txn_producer(g), g.int64(-1, 5), topics)
+
+
 REQUEST_GENERATORS: dict[ApiKey, Callable[[RequestGenerator], Any]] = {
     ApiKey.PRODUCE: _produce,
     ApiKey.FETCH: _fetch,
@@ -535,6 +551,7 @@ REQUEST_GENERATORS: dict[ApiKey, Callable[[RequestGenerator], Any]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: _add_offsets_to_txn,
     ApiKey.END_TXN: _end_txn,
     ApiKey.TXN_OFFSET_COMMIT: _txn_offset_commit,
+    ApiKey.REGISTER_SINK_PARTICIPANTS: _register_sink_participants,
 }
 
 

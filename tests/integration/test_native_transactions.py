@@ -15,11 +15,16 @@ TxnOffsetCommit, EndTxn, Produce v1):
    as on the Kafka listener (an unknown key type refused, partitions added all or none).
 5. A record the leader refuses makes the transaction abortable: only the abort is
    allowed, and the producer goes on with the next transaction.
+6. replog's own RegisterSinkParticipants (a Spark sink task joining its micro-batch's
+   transaction) on the wire: advertised, decided by the coordinator (registered, then
+   already committed once the driver's EndTxn committed; a stale driver epoch fenced; an
+   allocated producer id or an unknown partition refused).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -35,17 +40,28 @@ from spark_replica.client import (
 )
 from spark_replica.client.connection import BrokerConnection
 from spark_replica.errors import (
+    ConcurrentTransactionsError,
     CoordinatorNotAvailableError,
     InvalidRequestError,
+    InvalidTxnStateError,
     OperationNotAttemptedError,
     ProducerFencedError,
     TransactionAbortableError,
     TransactionStateError,
     UnknownTopicOrPartitionError,
 )
+from spark_replica.records import DERIVED_PRODUCER_ID_BASE
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.native.add_partitions_to_txn import AddPartitionsToTxnRequest, TxnTopic
+from spark_replica.wire.native.api_versions import ApiVersionsRequest
+from spark_replica.wire.native.apis import ApiKey
+from spark_replica.wire.native.end_txn import EndTxnRequest
 from spark_replica.wire.native.find_coordinator import FindCoordinatorRequest
+from spark_replica.wire.native.register_sink_participants import (
+    RegisterSinkParticipantsRequest,
+    SinkParticipant,
+    SinkParticipantTopic,
+)
 from tests.kafka.clients import CLIENT_TIMEOUT_S, read_to_end, wait_for_topic
 from tests.support import (
     FAST_REPLICATION,
@@ -287,3 +303,68 @@ def test_a_record_refused_inside_a_transaction_allows_only_an_abort(
 
     run(transact())
     assert native_values(cluster, topic, "read_committed") == [b"after the abort"]
+
+
+def test_a_sink_task_registers_its_participants_on_the_wire(cluster: BrokerFactory) -> None:
+    """RegisterSinkParticipants through the driver's coordinator: advertised at (0, 0);
+    the first registration of micro-batch 3 opens its transaction, a zombie's older
+    micro-batch is INVALID_TXN_STATE, an allocated producer id INVALID_REQUEST, an
+    unknown partition UNKNOWN_TOPIC_OR_PARTITION; once the driver's EndTxn committed, a
+    rerun of micro-batch 3 is answered already_committed, and after a new driver epoch
+    the old one is fenced."""
+    topic = make_topic(cluster)
+    transactional_id = f"replog-sink-{topic}"
+    task = DERIVED_PRODUCER_ID_BASE + 17
+
+    def register(
+        producer: tuple[int, int], micro_batch: int, *participants: SinkParticipant
+    ) -> RegisterSinkParticipantsRequest:
+        return RegisterSinkParticipantsRequest(
+            transactional_id,
+            *producer,
+            micro_batch,
+            [SinkParticipantTopic(topic, list(participants))],
+        )
+
+    async def ask() -> None:
+        client = Cluster(cluster.bootstrap)
+        try:
+            driver = TransactionalProducer(client, producer_config(transactional_id))
+            await driver.init_transactions()
+            assert driver.identity is not None
+            first = driver.identity
+            coordinator = await client.connection(
+                await coordinator_named_by(await client.connection(1), transactional_id)
+            )
+            versions = (await coordinator.send(ApiVersionsRequest())).versions
+            advertised = {v.api_key: (v.min_version, v.max_version) for v in versions}
+            assert advertised[ApiKey.REGISTER_SINK_PARTICIPANTS] == (0, 0)
+
+            answer = await coordinator.send(register(first, 3, SinkParticipant(0, task, 3)))
+            assert answer.already_committed is False
+            answer = await coordinator.send(register(first, 3, SinkParticipant(1, task, 3)))
+            assert answer.already_committed is False
+            with pytest.raises(InvalidTxnStateError):
+                await coordinator.send(register(first, 2, SinkParticipant(0, task, 2)))
+            with pytest.raises(InvalidRequestError):
+                await coordinator.send(register(first, 3, SinkParticipant(0, 5, 0)))
+            with pytest.raises(UnknownTopicOrPartitionError):
+                await coordinator.send(register(first, 3, SinkParticipant(9, task, 3)))
+            await coordinator.send(EndTxnRequest(transactional_id, *first, True))
+            rerun = register(first, 3, SinkParticipant(0, task, 3))
+            async with asyncio.timeout(READ_WAIT_S):
+                while True:  # CONCURRENT_TRANSACTIONS while the markers are written
+                    with contextlib.suppress(ConcurrentTransactionsError):
+                        answer = await coordinator.send(rerun)
+                        break
+                    await asyncio.sleep(0.05)
+            assert answer.already_committed is True
+
+            successor = TransactionalProducer(client, producer_config(transactional_id))
+            await successor.init_transactions()
+            with pytest.raises(ProducerFencedError):
+                await coordinator.send(register(first, 4, SinkParticipant(0, task + 1, 4)))
+        finally:
+            await client.close()
+
+    run(ask())

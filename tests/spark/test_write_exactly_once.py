@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -88,6 +88,7 @@ def start_query(
     bootstrap: str,
     topic: str,
     transform: Callable[[DataFrame], DataFrame] = lambda df: df,
+    options: Mapping[str, str] = SINK_OPTIONS,
 ) -> StreamingQuery:
     rows = (
         spark.readStream.schema(INPUT_SCHEMA).option("maxFilesPerTrigger", 1).json(str(input_dir))
@@ -98,7 +99,7 @@ def start_query(
         .writeStream.format("replog")
         .option("replog.bootstrap.servers", bootstrap)
         .option("topic", topic)
-        .options(**SINK_OPTIONS)
+        .options(**options)
         .option("checkpointLocation", str(checkpoint))
         .start()
     )

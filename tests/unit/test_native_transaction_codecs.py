@@ -1,5 +1,6 @@
 """The replog protocol's transaction messages (FindCoordinator, InitProducerId v1,
-AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit, Produce v1) round-trip at
+AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit, Produce v1, and replog's own
+RegisterSinkParticipants) round-trip at
 every version they have, refuse truncated input, and refuse hostile counts and lengths
 before sizing anything from them."""
 
@@ -33,6 +34,12 @@ from spark_replica.wire.native.init_producer_id import (
 )
 from spark_replica.wire.native.negotiation import BrokerVersions, request_version
 from spark_replica.wire.native.produce import ProducePartition, ProduceRequest, ProduceTopic
+from spark_replica.wire.native.register_sink_participants import (
+    RegisterSinkParticipantsRequest,
+    RegisterSinkParticipantsResponse,
+    SinkParticipant,
+    SinkParticipantTopic,
+)
 from spark_replica.wire.native.txn_offset_commit import (
     TxnOffset,
     TxnOffsetCommitRequest,
@@ -71,6 +78,20 @@ MESSAGES: list[Any] = [
     TxnOffsetCommitRequest("txn-a", "group-a", 7, 4, []),
     TxnOffsetCommitResponse([TxnTopicResult("t", [TxnPartitionResult(0, 47, "fenced")])]),
     ProduceRequest(-1, 1000, [ProduceTopic("t", [ProducePartition(0, b"abc")])], "txn-a"),
+    RegisterSinkParticipantsRequest(
+        "replog-sink-q",
+        7,
+        4,
+        2**40,
+        [
+            SinkParticipantTopic(
+                "t", [SinkParticipant(0, 2**62 + 5, 3), SinkParticipant(2, 2**63 - 1, 0)]
+            ),
+            SinkParticipantTopic("u", []),
+        ],
+    ),
+    RegisterSinkParticipantsResponse(True),
+    RegisterSinkParticipantsResponse(False),
 ]
 
 
@@ -130,6 +151,13 @@ def test_the_new_apis_have_kafkas_numbers_and_both_codecs() -> None:
     assert SUPPORTED_VERSIONS[ApiKey.PRODUCE] == (0, 1)
 
 
+def test_replogs_own_registration_has_a_key_kafka_will_not_take() -> None:
+    key = ApiKey.REGISTER_SINK_PARTICIPANTS
+    assert int(key) == 1000
+    assert key in REQUEST_TYPES and key in RESPONSE_TYPES
+    assert SUPPORTED_VERSIONS[key] == (0, 0)
+
+
 def test_produce_v0_keeps_its_bytes_and_v1_leads_with_the_transactional_id() -> None:
     plain = ProduceRequest(-1, 1000, [ProduceTopic("t", [ProducePartition(0, b"abc")])])
     v0 = _encoded(plain, 0)
@@ -180,6 +208,16 @@ HOSTILE: list[tuple[str, Any, bytes]] = [
             + struct.pack(">qhi", 7, 4, -1)
             + struct.pack(">hh", 0, -1)
         ),
+    ),
+    (
+        "RegisterSinkParticipants topics",
+        RegisterSinkParticipantsRequest,
+        _hostile(_producer() + struct.pack(">q", 3)),
+    ),
+    (
+        "RegisterSinkParticipants participants",
+        RegisterSinkParticipantsRequest,
+        _hostile(_producer() + struct.pack(">qih", 3, 1, 1) + b"t"),
     ),
     ("AddPartitionsToTxn results", AddPartitionsToTxnResponse, _hostile(b"")),
     ("TxnOffsetCommit results", TxnOffsetCommitResponse, _hostile(b"")),

@@ -32,6 +32,11 @@ from spark_replica.wire.native.find_coordinator import GROUP_KEY_TYPE, FindCoord
 from spark_replica.wire.native.init_producer_id import InitProducerIdRequest
 from spark_replica.wire.native.metadata import MetadataResponse, TopicMetadata
 from spark_replica.wire.native.produce import ProducePartition, ProduceRequest, ProduceTopic
+from spark_replica.wire.native.register_sink_participants import (
+    RegisterSinkParticipantsRequest,
+    SinkParticipant,
+    SinkParticipantTopic,
+)
 from spark_replica.wire.native.topic_admin import CreateTopicsRequest, NewTopic
 from spark_replica.wire.native.txn_offset_commit import (
     TxnOffset,
@@ -150,6 +155,13 @@ def _transactional_produce() -> ProduceRequest:
         ),
         (ApiKey.ADD_OFFSETS_TO_TXN, AddOffsetsToTxnRequest("orders", 7, 0, "g"), [TXN, GROUP_READ]),
         (ApiKey.END_TXN, EndTxnRequest("orders", 7, 0, True), [TXN]),
+        (
+            ApiKey.REGISTER_SINK_PARTICIPANTS,
+            RegisterSinkParticipantsRequest(
+                "orders", 7, 0, 3, [SinkParticipantTopic("t", [SinkParticipant(0, 2**62, 3)])]
+            ),
+            [TXN, TOPIC_WRITE],
+        ),
         (
             ApiKey.TXN_OFFSET_COMMIT,
             TxnOffsetCommitRequest("orders", "g", 7, 0, [TxnOffsetTopic("t", [TxnOffset(0, 1)])]),

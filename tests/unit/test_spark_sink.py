@@ -26,7 +26,6 @@ from brokerd.replication.producer_state import ProducerStateManager
 from connectors.spark.schema import HEADERS_TYPE
 from connectors.spark.sink_batching import BatchCutter, cut_points, power_of_two_pieces
 from connectors.spark.sink_identity import (
-    DERIVED_ID_BASE,
     EPOCHS_PER_PRODUCER_ID,
     ProducerIdentity,
     identity_from_properties,
@@ -52,7 +51,7 @@ from connectors.spark.sink_sender import Outcome, aligned_blocks, write_batch
 from connectors.spark.writer import ReplogBatchWriter, ReplogStreamWriter
 from spark_replica.client.partitioner import murmur2, partition_for_key
 from spark_replica.errors import ConfigError, OutOfOrderSequenceError
-from spark_replica.records import HEADER_TYPE, BatchHeader
+from spark_replica.records import DERIVED_PRODUCER_ID_BASE, HEADER_TYPE, BatchHeader
 from spark_replica.wire.native.produce import ACKS_ALL, ACKS_LEADER
 
 QUERY = "3f1c9a52-7d7e-4a38-9b55-0d3c8b1f6e21"
@@ -245,7 +244,7 @@ def test_overwrite_is_rejected_naming_the_mode() -> None:
 def test_identity_is_stable_and_in_the_derived_range() -> None:
     first = stream_task_identity(QUERY, 3, 17)
     assert first == stream_task_identity(QUERY, 3, 17)
-    assert DERIVED_ID_BASE <= first.producer_id < 2**63
+    assert DERIVED_PRODUCER_ID_BASE <= first.producer_id < 2**63
     assert first.epoch == 17
 
 

@@ -51,6 +51,10 @@ from spark_replica.wire.native.offsets_for_leader_epoch import (
     OffsetsForLeaderEpochResponse,
 )
 from spark_replica.wire.native.produce import ProduceRequest, ProduceResponse
+from spark_replica.wire.native.register_sink_participants import (
+    RegisterSinkParticipantsRequest,
+    RegisterSinkParticipantsResponse,
+)
 from spark_replica.wire.native.sasl import (
     SaslAuthenticateRequest,
     SaslAuthenticateResponse,
@@ -119,6 +123,7 @@ RESPONSE_TYPES: dict[ApiKey, MessageType] = {
     ApiKey.ADD_OFFSETS_TO_TXN: EmptyResponse,
     ApiKey.END_TXN: EmptyResponse,
     ApiKey.TXN_OFFSET_COMMIT: TxnOffsetCommitResponse,
+    ApiKey.REGISTER_SINK_PARTICIPANTS: RegisterSinkParticipantsResponse,
 }
 
 # The request type of each API key.
@@ -151,6 +156,7 @@ REQUEST_TYPES: dict[ApiKey, MessageType] = {
     ApiKey.ADD_OFFSETS_TO_TXN: AddOffsetsToTxnRequest,
     ApiKey.END_TXN: EndTxnRequest,
     ApiKey.TXN_OFFSET_COMMIT: TxnOffsetCommitRequest,
+    ApiKey.REGISTER_SINK_PARTICIPANTS: RegisterSinkParticipantsRequest,
 }
 
 __all__ = [
@@ -198,6 +204,8 @@ __all__ = [
     "OffsetsForLeaderEpochResponse",
     "ProduceRequest",
     "ProduceResponse",
+    "RegisterSinkParticipantsRequest",
+    "RegisterSinkParticipantsResponse",
     "SaslAuthenticateRequest",
     "SaslAuthenticateResponse",
     "SaslHandshakeRequest",

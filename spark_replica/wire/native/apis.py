@@ -1,9 +1,10 @@
 """The API keys replog speaks and the versions of each that this build supports.
 
 Numbers follow Kafka's so that a packet capture reads familiarly; layouts are replog's
-own (see each message module). A version added here is one its tables hold (a test
-checks it); clients send the highest version their broker also serves
-(spark_replica/wire/native/negotiation.py).
+own (see each message module). Keys from 1000 up are replog's own APIs, which Kafka has
+no counterpart of, numbered far from Kafka's so that no Kafka API will ever take them.
+A version added here is one its tables hold (a test checks it); clients send the highest
+version their broker also serves (spark_replica/wire/native/negotiation.py).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class ApiKey(IntEnum):
     CREATE_PARTITIONS = 37
     DESCRIBE_USER_SCRAM_CREDENTIALS = 50
     ALTER_USER_SCRAM_CREDENTIALS = 51
+    # replog's own, from 1000 up
+    REGISTER_SINK_PARTICIPANTS = 1000
 
 
 # api key -> (min version, max version) this build serves
@@ -72,6 +75,7 @@ SUPPORTED_VERSIONS: dict[ApiKey, tuple[int, int]] = {
     ApiKey.ADD_OFFSETS_TO_TXN: (0, 0),
     ApiKey.END_TXN: (0, 0),
     ApiKey.TXN_OFFSET_COMMIT: (0, 0),
+    ApiKey.REGISTER_SINK_PARTICIPANTS: (0, 0),
 }
 
 
