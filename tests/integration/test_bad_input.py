@@ -43,6 +43,7 @@ from spark_replica.errors import (
 )
 from spark_replica.records import (
     CRC_FIELD_OFFSET,
+    DERIVED_PRODUCER_ID_BASE,
     HEADER_SIZE,
     build_batch,
 )
@@ -67,6 +68,7 @@ from spark_replica.wire.native.acls import (
     DescribeAclsRequest,
     WireAclBinding,
 )
+from spark_replica.wire.native.add_partitions_to_txn import AddPartitionsToTxnRequest, TxnTopic
 from spark_replica.wire.native.controlled_shutdown import ControlledShutdownRequest
 from spark_replica.wire.native.controller_requests import (
     ControllerHeader,
@@ -82,7 +84,9 @@ from spark_replica.wire.native.delete_records import (
     DeleteRecordsRequest,
     DeleteRecordsTopic,
 )
+from spark_replica.wire.native.end_txn import AddOffsetsToTxnRequest, EndTxnRequest
 from spark_replica.wire.native.fetch import FetchResponse
+from spark_replica.wire.native.find_coordinator import FindCoordinatorRequest
 from spark_replica.wire.native.frames import SIZE
 from spark_replica.wire.native.list_offsets import (
     ListOffsetsPartition,
@@ -96,6 +100,11 @@ from spark_replica.wire.native.offsets_for_leader_epoch import (
     OffsetsForLeaderEpochRequest,
 )
 from spark_replica.wire.native.produce import ProducePartition, ProduceResponse, ProduceTopic
+from spark_replica.wire.native.register_sink_participants import (
+    RegisterSinkParticipantsRequest,
+    SinkParticipant,
+    SinkParticipantTopic,
+)
 from spark_replica.wire.native.sasl import SaslAuthenticateRequest, SaslHandshakeRequest
 from spark_replica.wire.native.scram_credentials import (
     AlterUserScramCredentialsRequest,
@@ -107,6 +116,11 @@ from spark_replica.wire.native.topic_admin import (
     NewTopic,
     PartitionCount,
     TopicResultsResponse,
+)
+from spark_replica.wire.native.txn_offset_commit import (
+    TxnOffset,
+    TxnOffsetCommitRequest,
+    TxnOffsetTopic,
 )
 from spark_replica.wire.native.write_txn_markers import (
     MarkerTopic,
@@ -148,6 +162,9 @@ def seeded(
         tmp_path_factory.mktemp("bad-input"),
     )
     yield from start_seeded_broker(factory, **{"socket.request.max.bytes": str(MAX_FRAME_BYTES)})
+
+
+SINK_PRODUCER_ID = DERIVED_PRODUCER_ID_BASE + 1
 
 
 def valid_bodies() -> dict[ApiKey, bytes]:
@@ -215,6 +232,29 @@ def valid_bodies() -> dict[ApiKey, bytes]:
             WriteTxnMarkersRequest(
                 [TxnMarkerRequestEntry(99, 0, False, 0, [MarkerTopic("never-created", [0])])],
                 1000,
+            )
+        ),
+        # A key type no coordinator has: INVALID_REQUEST, no internal topic created.
+        ApiKey.FIND_COORDINATOR: body_of(FindCoordinatorRequest("never-begun", key_type=7)),
+        # A transactional id no coordinator holds (its topic does not exist yet): refused,
+        # nothing stored.
+        ApiKey.ADD_PARTITIONS_TO_TXN: body_of(
+            AddPartitionsToTxnRequest("never-begun", 99, 0, [TxnTopic(SEED_TOPIC, [0])])
+        ),
+        ApiKey.ADD_OFFSETS_TO_TXN: body_of(AddOffsetsToTxnRequest("never-begun", 99, 0, "g")),
+        ApiKey.END_TXN: body_of(EndTxnRequest("never-begun", 99, 0, True)),
+        ApiKey.TXN_OFFSET_COMMIT: body_of(
+            TxnOffsetCommitRequest(
+                "never-begun", "g", 99, 0, [TxnOffsetTopic(SEED_TOPIC, [TxnOffset(0, 1)])]
+            )
+        ),
+        ApiKey.REGISTER_SINK_PARTICIPANTS: body_of(
+            RegisterSinkParticipantsRequest(
+                "never-begun",
+                99,
+                0,
+                1,
+                [SinkParticipantTopic(SEED_TOPIC, [SinkParticipant(0, SINK_PRODUCER_ID, 1)])],
             )
         ),
     }
