@@ -40,8 +40,12 @@ transactional id, producer id and epoch; many producers, each task's derived ide
 7. A micro-batch at or below the last one committed is answered `already_committed`:
    the task writes nothing (a query re-running a micro-batch whose EndTxn committed
    before the driver could record it).
-8. The first registration of a micro-batch opens its transaction (Empty or Complete*
-   to Ongoing); later ones of the same micro-batch add their participants.
+8. The first registration of a micro-batch opens its transaction (Empty to Ongoing);
+   later ones of the same micro-batch add their participants. Each micro-batch needs a
+   driver epoch of its own (InitProducerId: Complete* to Empty): a task's producer takes
+   the driver's epoch, so a second transaction under one epoch would meet the leaders'
+   refusal of a producer's batches after its marker (rule 6) and be lost as "already
+   written"; it is INVALID_TXN_STATE instead.
 9. A micro-batch other than the open one, at or below the last one ended (aborted), or
    registering into a transaction a Kafka producer opened, is INVALID_TXN_STATE: a zombie
    task of a finished micro-batch, or a driver that skipped an EndTxn.
@@ -269,7 +273,7 @@ def register_participants(
         joined = metadata.participants | joining
         start_ms = metadata.start_timestamp_ms
     else:
-        if micro_batch <= metadata.micro_batch:
+        if state is not TxnState.EMPTY or micro_batch <= metadata.micro_batch:
             return Reply(InvalidTxnStateError)
         joined = joining
         start_ms = now_ms

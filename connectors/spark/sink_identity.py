@@ -16,14 +16,18 @@ epoch = batch id % 32768. Epochs are int16, so each block of 32768 micro-batches
 to a fresh producer id. Ids allocated by brokers count up from 0, so the top half of the
 id space (>= 2**62, DERIVED_PRODUCER_ID_BASE) never meets them.
 
-In transactional mode (`transactional=true`) the hash also covers the driver's producer
-id and epoch (`DriverEpoch`, from InitProducerId on the driver). A micro-batch whose
-transaction was aborted (its driver died, or its tasks failed) is run again under a new
-driver epoch, so its tasks write under fresh ids: under the aborted identity their
-batches would be answered as duplicates of aborted records, or fenced once its abort
-marker is in (docs/design-notes.md, "A Spark sink's transactions"). Retries of a task
-within one driver epoch keep one identity, answered as duplicates inside the open
-transaction as without transactions.
+In transactional mode (`transactional=true`) the identity follows the driver's producer
+id and epoch instead (`DriverEpoch`, from InitProducerId on the driver, bumped for every
+micro-batch): producer id = 2**62 + a 62-bit hash of (query id, task partition, driver
+producer id), epoch = the driver's epoch. A micro-batch whose transaction was aborted (its
+driver died, or its tasks failed) runs again under a new driver epoch, so its tasks write
+as a new epoch of their producers: under the aborted identity their batches would be
+answered as duplicates of aborted records, or fenced once its abort marker is in
+(docs/design-notes.md, "A Spark sink's transactions"). Retries of a task within one
+driver epoch keep one identity, answered as duplicates inside the open transaction as
+without transactions. A partition keeps one producer per task partition, as without
+transactions, not one per micro-batch; when the driver's epochs run out, the coordinator
+gives it a new producer id, and the tasks' ids move with it.
 
 Within a block, a later micro-batch writes with a higher epoch, and a partition leader
 keeps only a producer's latest epoch: an older one is fenced (INVALID_PRODUCER_EPOCH).
@@ -77,10 +81,12 @@ def stream_task_identity(
         raise ConfigError(
             f"task partition ({task_partition}) and batch id ({batch_id}) must be 0 or more"
         )
-    block, epoch = divmod(batch_id, EPOCHS_PER_PRODUCER_ID)
-    seed = f"{query_id}\x00{task_partition}\x00{block}"
-    if driver is not None:
-        seed += f"\x00{driver.producer_id}\x00{driver.epoch}"
+    if driver is None:
+        block, epoch = divmod(batch_id, EPOCHS_PER_PRODUCER_ID)
+        seed = f"{query_id}\x00{task_partition}\x00{block}"
+    else:
+        epoch = driver.epoch
+        seed = f"{query_id}\x00{task_partition}\x00driver\x00{driver.producer_id}"
     digest = hashlib.blake2b(
         seed.encode(),
         digest_size=8,

@@ -12,10 +12,11 @@ transaction per micro-batch under the query's transactional id, written by many 
 - The driver's commit of the micro-batch is EndTxn(commit), its abort EndTxn(abort)
   (`end_micro_batch`); the coordinator writes every participant's marker.
 
-Every request goes through CoordinatorCalls: retried on the coordinator's retriable
-errors (NOT_COORDINATOR, CONCURRENT_TRANSACTIONS while the previous micro-batch's markers
-are written, ...) until `max.block.ms`. Fenced (PRODUCER_FENCED: a newer driver epoch)
-and INVALID_TXN_STATE (a zombie task of a finished micro-batch) are raised, typed.
+Every request goes through the client's SinkTransactionCalls: retried on the
+coordinator's retriable errors (NOT_COORDINATOR, CONCURRENT_TRANSACTIONS while the
+previous micro-batch's markers are written, ...) until `max.block.ms`. Fenced
+(PRODUCER_FENCED: a newer driver epoch) and INVALID_TXN_STATE (a zombie task of a
+finished micro-batch) are raised, typed.
 """
 
 from __future__ import annotations
@@ -25,17 +26,14 @@ from dataclasses import dataclass
 
 from connectors.spark.sink_identity import DriverEpoch, ProducerIdentity
 from connectors.spark.sink_options import SinkOptions
-from spark_replica.client import Cluster, ProducerConfig, parse_bootstrap
-from spark_replica.client.coordinator_calls import CoordinatorCalls
-from spark_replica.topics import TopicPartition
-from spark_replica.wire.native.end_txn import EndTxnRequest
-from spark_replica.wire.native.find_coordinator import TRANSACTION_KEY_TYPE
-from spark_replica.wire.native.init_producer_id import InitProducerIdRequest
-from spark_replica.wire.native.register_sink_participants import (
-    RegisterSinkParticipantsRequest,
+from spark_replica.client import (
+    Cluster,
+    ProducerConfig,
     SinkParticipant,
-    SinkParticipantTopic,
+    SinkTransactionCalls,
+    parse_bootstrap,
 )
+from spark_replica.topics import TopicPartition
 
 CLIENT_ID = "replog-spark-sink"
 
@@ -70,16 +68,11 @@ def begin_driver_epoch(options: SinkOptions, transactional_id: str) -> SinkTrans
     async def init() -> SinkTransaction:
         cluster = _cluster(options)
         try:
-            config = _coordinator_config(options, transactional_id)
-            request = InitProducerIdRequest(transactional_id, config.transaction_timeout_ms)
-            answer = await CoordinatorCalls(cluster, config).send(
-                request, TRANSACTION_KEY_TYPE, transactional_id
-            )
+            calls = SinkTransactionCalls(cluster, _coordinator_config(options, transactional_id))
+            producer_id, epoch = await calls.begin_driver_epoch()
         finally:
             await cluster.close()
-        return SinkTransaction(
-            transactional_id, DriverEpoch(answer.producer_id, answer.producer_epoch)
-        )
+        return SinkTransaction(transactional_id, DriverEpoch(producer_id, epoch))
 
     return asyncio.run(init())
 
@@ -92,13 +85,10 @@ def end_micro_batch(options: SinkOptions, transaction: SinkTransaction, commit: 
         cluster = _cluster(options)
         try:
             driver = transaction.driver
-            request = EndTxnRequest(
-                transaction.transactional_id, driver.producer_id, driver.epoch, commit
+            calls = SinkTransactionCalls(
+                cluster, _coordinator_config(options, transaction.transactional_id)
             )
-            config = _coordinator_config(options, transaction.transactional_id)
-            await CoordinatorCalls(cluster, config).send(
-                request, TRANSACTION_KEY_TYPE, transaction.transactional_id
-            )
+            await calls.end(driver.producer_id, driver.epoch, commit)
         finally:
             await cluster.close()
 
@@ -121,7 +111,7 @@ class TaskRegistration:
         self.transaction = transaction
         self.identity = identity
         self.already_committed = False
-        self._calls = CoordinatorCalls(
+        self._calls = SinkTransactionCalls(
             cluster, _coordinator_config(options, transaction.transactional_id)
         )
         self._registered: set[TopicPartition] = set()
@@ -144,17 +134,10 @@ class TaskRegistration:
         if not partitions:
             return
         transaction, identity = self.transaction, self.identity
-        by_topic: dict[str, list[SinkParticipant]] = {}
-        for tp in partitions:
-            participant = SinkParticipant(tp.partition, identity.producer_id, identity.epoch)
-            by_topic.setdefault(tp.topic, []).append(participant)
-        request = RegisterSinkParticipantsRequest(
-            transaction.transactional_id,
+        self.already_committed = await self._calls.register(
             transaction.driver.producer_id,
             transaction.driver.epoch,
             identity.micro_batch,
-            [SinkParticipantTopic(topic, joining) for topic, joining in by_topic.items()],
+            [SinkParticipant(tp, identity.producer_id, identity.epoch) for tp in partitions],
         )
-        answer = await self._calls.send(request, TRANSACTION_KEY_TYPE, transaction.transactional_id)
-        self.already_committed = bool(answer.already_committed)
         self._registered.update(partitions)

@@ -15,6 +15,8 @@ from spark_replica.client.producer_config import ProducerConfig, parse_acks
 from spark_replica.client.range_reader import RangeReader
 from spark_replica.client.retry import DEFAULT_RETRY_POLICY, Attempts, RetryPolicy
 from spark_replica.client.sequenced_producer import SendOutcome, SequencedProducer
+from spark_replica.client.sink_transactions import Participant as SinkParticipant
+from spark_replica.client.sink_transactions import SinkTransactionCalls
 from spark_replica.client.sync import SyncProducer
 from spark_replica.client.sync_consumer import SyncConsumer
 from spark_replica.client.transactional_producer import TransactionalProducer
@@ -50,6 +52,8 @@ __all__ = [
     "RetryPolicy",
     "SendOutcome",
     "SequencedProducer",
+    "SinkParticipant",
+    "SinkTransactionCalls",
     "SyncConsumer",
     "SyncProducer",
     "TransactionalProducer",

@@ -88,14 +88,21 @@ def stored_target(decision: Reply | Store) -> TransactionMetadata:
     return decision.target
 
 
-@pytest.mark.parametrize("state", [S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT])
-def test_the_first_registration_of_a_micro_batch_opens_its_transaction(state: TxnState) -> None:
-    target = stored_target(register(entry(state, micro_batch=6, committed=6), 7, A0, A1))
+def test_the_first_registration_of_a_micro_batch_opens_its_transaction() -> None:
+    target = stored_target(register(entry(S.EMPTY, micro_batch=6, committed=6), 7, A0, A1))
     assert target.state is S.ONGOING
     assert target.micro_batch == 7 and target.committed_micro_batch == 6
     assert target.participants == {A0, A1}
     assert target.partitions == {OUT_0, OUT_1}
     assert target.start_timestamp_ms == 100
+
+
+@pytest.mark.parametrize("state", [S.COMPLETE_COMMIT, S.COMPLETE_ABORT])
+def test_a_micro_batch_under_the_epoch_of_an_ended_one_is_refused(state: TxnState) -> None:
+    """A task's producer takes the driver's epoch: a second transaction under one epoch
+    would be refused at the leaders after the first one's markers, and lost."""
+    ended = entry(state, micro_batch=6, committed=6 if state is S.COMPLETE_COMMIT else 5)
+    assert register(ended, 7, A0) == Reply(InvalidTxnStateError)
 
 
 def test_a_fresh_id_opens_its_first_micro_batch() -> None:

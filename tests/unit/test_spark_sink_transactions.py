@@ -79,16 +79,25 @@ def test_transactional_writes_need_acks_all_and_a_stream() -> None:
 
 
 def test_task_identities_move_on_with_the_driver_epoch() -> None:
+    """A task's producer keeps its id across micro-batches and takes the driver's epoch:
+    a re-run after an abort writes as a new epoch; the driver's next producer id (its
+    epochs ran out) gives every task a new id."""
     plain = stream_task_identity(QUERY, 2, 9)
     under = stream_task_identity(QUERY, 2, 9, DRIVER)
     assert under == stream_task_identity(QUERY, 2, 9, DRIVER)  # retries of the task
     assert under == identity_from_properties(QUERY, "9", 2, DRIVER)
     rerun = stream_task_identity(QUERY, 2, 9, DriverEpoch(4000, 8))
-    other_id = stream_task_identity(QUERY, 2, 9, DriverEpoch(4001, 7))
-    assert len({plain.producer_id, under.producer_id, rerun.producer_id, other_id.producer_id}) == 4
-    for identity in (under, rerun, other_id):
+    next_batch = stream_task_identity(QUERY, 2, 10, DriverEpoch(4000, 9))
+    other_task = stream_task_identity(QUERY, 3, 9, DRIVER)
+    other_id = stream_task_identity(QUERY, 2, 9, DriverEpoch(4001, 0))
+    assert under.producer_id == rerun.producer_id == next_batch.producer_id
+    assert (under.epoch, rerun.epoch, next_batch.epoch) == (7, 8, 9)
+    ids = {plain.producer_id, under.producer_id, other_task.producer_id, other_id.producer_id}
+    assert len(ids) == 4
+    for identity in (under, rerun, other_task, other_id):
         assert DERIVED_PRODUCER_ID_BASE <= identity.producer_id < 2**63
-        assert (identity.epoch, identity.micro_batch) == (9, 9)
+        assert identity.micro_batch == 9
+    assert other_id.epoch == 0
 
 
 def test_the_commit_ends_the_transaction_a_task_wrote_into() -> None:
