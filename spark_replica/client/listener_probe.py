@@ -3,9 +3,9 @@
 A broker has two listeners on two ports, and people paste one where the other was
 meant. Both listeners answer ApiVersions v0 alike (a request header both read, and the
 same answer layout: an error code and (api key, min, max) triples), so one request tells
-them apart by what they list: the Kafka listener serves the consumer-group APIs
-(FindCoordinator), the replog listener the controller's (LeaderAndIsr) and neither
-serves both. Anything else (no answer, another layout, another service) is UNKNOWN:
+them apart by what they list: the Kafka listener serves the consumer-group membership
+APIs (JoinGroup), the replog listener the controller's (LeaderAndIsr) and neither serves
+both. (FindCoordinator tells nothing: both serve it, for transactional producers.) Anything else (no answer, another layout, another service) is UNKNOWN:
 the caller goes on as if it had not asked, so a probe never makes a working command fail.
 
 The probe speaks before any SASL login (ApiVersions needs none on Kafka's listeners),
@@ -36,8 +36,8 @@ REPLOG = "replog"
 KAFKA = "kafka"
 UNKNOWN = "unknown"
 
-# Kafka's FindCoordinator: only a Kafka listener coordinates consumer groups.
-KAFKA_ONLY_API = 10
+# Kafka's JoinGroup: only a Kafka listener runs consumer-group membership.
+KAFKA_ONLY_API = 11
 PROBE_TIMEOUT_S = 5.0
 # An ApiVersions answer lists a few dozen APIs; anything much larger is not one.
 MAX_ANSWER_BYTES = 64 * 1024

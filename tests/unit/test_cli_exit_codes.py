@@ -17,6 +17,7 @@ from spark_replica.errors import (
 from spark_replica.tools.cli.exit_codes import BAD_INPUT, FAILED, exit_code_of
 from spark_replica.tools.cli.output import plural
 from spark_replica.tools.cli.record_format import LineFormat, parse_producer_properties
+from spark_replica.wire.native.apis import SUPPORTED_VERSIONS
 
 
 @pytest.mark.parametrize(
@@ -59,7 +60,7 @@ def test_counts_read_as_english() -> None:
 
 
 def test_a_listener_is_known_by_the_apis_it_serves() -> None:
-    replog_keys = {0, 1, 2, 3, 4, 5, 6, 7, 17, 18, 19, 20}
+    replog_keys = {int(key) for key in SUPPORTED_VERSIONS}
     kafka_keys = {0, 1, 2, 3, 8, 9, 10, 11, 12, 18, 19}
     assert protocol_of(replog_keys) == REPLOG
     assert protocol_of(kafka_keys) == KAFKA
