@@ -5,8 +5,9 @@ meant. Both listeners answer ApiVersions v0 alike (a request header both read, a
 same answer layout: an error code and (api key, min, max) triples), so one request tells
 them apart by what they list: the Kafka listener serves the consumer-group membership
 APIs (JoinGroup), the replog listener the controller's (LeaderAndIsr) and neither serves
-both. (FindCoordinator tells nothing: both serve it, for transactional producers.) Anything else (no answer, another layout, another service) is UNKNOWN:
-the caller goes on as if it had not asked, so a probe never makes a working command fail.
+both. (FindCoordinator tells nothing: both serve it, for transactional producers.)
+Anything else (no answer, another layout, another service) is UNKNOWN: the caller goes
+on as if it had not asked, so a probe never makes a working command fail.
 
 The probe speaks before any SASL login (ApiVersions needs none on Kafka's listeners),
 over TLS when the client's settings use it.
