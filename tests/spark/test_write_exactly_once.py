@@ -260,6 +260,20 @@ def partly_written(
     return check
 
 
+def fail_mid_micro_batch(query: StreamingQuery, markers: Path, written: Callable[[], bool]) -> None:
+    """Let a query running `fail_once_at` reach its failing row, wait until `written`
+    (part of the micro-batch is in the topic), then let the task fail and the query end
+    with it."""
+    try:
+        wait_for(lambda: (markers / "reached").exists(), "the failing row", query)
+        wait_for(written, "part of the failing micro-batch in the topic", query)
+        (markers / "go").touch()
+        with pytest.raises(StreamingQueryException, match="planned failure"):
+            query.awaitTermination(QUERY_TIMEOUT_S)
+    finally:
+        stop(query)
+
+
 def test_task_failing_once_then_restart_writes_each_record_once(
     spark: SparkSession,
     spark_cluster: BrokerFactory,
@@ -281,18 +295,11 @@ def test_task_failing_once_then_restart_writes_each_record_once(
     query = start_query(
         spark, files.directory, checkpoint, bootstrap_servers, topic_name, transform
     )
-    try:
-        wait_for(lambda: (markers / "reached").exists(), "the failing row", query)
-        wait_for(
-            partly_written(stored_records, spark_cluster.bootstrap, topic_name, interrupted),
-            "part of micro-batch 2 in the topic",
-            query,
-        )
-        (markers / "go").touch()
-        with pytest.raises(StreamingQueryException, match="planned failure"):
-            query.awaitTermination(QUERY_TIMEOUT_S)
-    finally:
-        stop(query)
+    fail_mid_micro_batch(
+        query,
+        markers,
+        partly_written(stored_records, spark_cluster.bootstrap, topic_name, interrupted),
+    )
     assert not committed(checkpoint, 2)
 
     restarted = start_query(

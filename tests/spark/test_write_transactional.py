@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pyspark.errors import StreamingQueryException
 from pyspark.sql import SparkSession
 
 from spark_replica.client import Cluster, Consumer, ConsumerConfig
@@ -40,6 +39,7 @@ from tests.spark.test_write_exactly_once import (  # noqa: F401 (small_arrow_bat
     InputFiles,
     assert_exactly_once,
     committed,
+    fail_mid_micro_batch,
     fail_once_at,
     partly_written,
     small_arrow_batches,
@@ -170,18 +170,11 @@ def test_a_read_committed_reader_never_sees_part_of_a_micro_batch(
     query = start_query(
         spark, files.directory, checkpoint, bootstrap_servers, topic_name, transform, TRANSACTIONAL
     )
-    try:
-        wait_for(lambda: (markers / "reached").exists(), "the failing row", query)
-        wait_for(
-            partly_written(stored_records, spark_cluster.bootstrap, topic_name, interrupted),
-            "part of micro-batch 2 written (uncommitted)",
-            query,
-        )
-        (markers / "go").touch()
-        with pytest.raises(StreamingQueryException, match="planned failure"):
-            query.awaitTermination(QUERY_TIMEOUT_S)
-    finally:
-        stop(query)
+    fail_mid_micro_batch(
+        query,
+        markers,
+        partly_written(stored_records, spark_cluster.bootstrap, topic_name, interrupted),
+    )
     assert not committed(checkpoint, 2)
 
     restarted = start_query(
