@@ -56,15 +56,17 @@ class TxnTopicResult:
     partitions: list[TxnPartitionResult] = field(default_factory=list)
 
 
-@tabled(
-    per_topic(
-        "topics",
-        TxnTopicResult,
-        TxnPartitionResult,
-        wire_field("partition", "int32"),
-        *ERROR,
-    )
+# An error per partition, per topic: AddPartitionsToTxn's answer and TxnOffsetCommit's.
+PARTITION_RESULTS = per_topic(
+    "topics",
+    TxnTopicResult,
+    TxnPartitionResult,
+    wire_field("partition", "int32"),
+    *ERROR,
 )
+
+
+@tabled(PARTITION_RESULTS)
 @dataclass(slots=True)
 class AddPartitionsToTxnResponse(Tabled):
     topics: list[TxnTopicResult]

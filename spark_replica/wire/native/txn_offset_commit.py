@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from spark_replica.wire.native.add_partitions_to_txn import TxnPartitionResult, TxnTopicResult
+from spark_replica.wire.native.add_partitions_to_txn import PARTITION_RESULTS, TxnTopicResult
 from spark_replica.wire.native.apis import ApiKey
-from spark_replica.wire.native.table import ERROR, per_topic, wire_field
+from spark_replica.wire.native.table import per_topic, wire_field
 from spark_replica.wire.schema import Tabled, tabled
 
 NO_GENERATION = -1
@@ -66,15 +66,7 @@ class TxnOffsetCommitRequest(Tabled):
     group_instance_id: str | None = None
 
 
-@tabled(
-    per_topic(
-        "topics",
-        TxnTopicResult,
-        TxnPartitionResult,
-        wire_field("partition", "int32"),
-        *ERROR,
-    )
-)
+@tabled(PARTITION_RESULTS)
 @dataclass(slots=True)
 class TxnOffsetCommitResponse(Tabled):
     topics: list[TxnTopicResult]
