@@ -74,11 +74,22 @@ def record_of(message: Message) -> KafkaRecord:
 def wait_for_topic(
     bootstrap: str, topic: str, partitions: int, timeout_s: float = CLIENT_TIMEOUT_S
 ) -> ClusterMetadata:
-    """Metadata from the Kafka listener once it names a leader for every partition of
-    `topic`: a topic made through the replog listener reaches every broker's metadata
-    a moment later."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    """Metadata from the Kafka listener once every broker of `bootstrap` names a leader
+    for every partition of `topic`: a topic made through the replog listener reaches each
+    broker's metadata cache a moment later, one broker at a time, and a client asks
+    whichever broker it likes."""
     deadline = time.monotonic() + timeout_s
+    metadata: ClusterMetadata | None = None
+    for address in bootstrap.split(","):
+        metadata = _wait_for_topic_on(address, topic, partitions, deadline)
+    assert metadata is not None, f"empty bootstrap list {bootstrap!r}"
+    return metadata
+
+
+def _wait_for_topic_on(
+    address: str, topic: str, partitions: int, deadline: float
+) -> ClusterMetadata:
+    admin = AdminClient({"bootstrap.servers": address})
     last: object = None
     while time.monotonic() < deadline:
         try:
@@ -96,12 +107,29 @@ def wait_for_topic(
             ):
                 return metadata
         time.sleep(0.2)
-    raise AssertionError(f"topic {topic} not served within {timeout_s} s (last: {last!r})")
+    raise AssertionError(f"topic {topic} not served by {address} in time (last: {last!r})")
 
 
-def leader_of(bootstrap: str, topic: str, partition: int) -> int:
-    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic=topic, timeout=10)
-    return metadata.topics[topic].partitions[partition].leader
+def leader_of(
+    bootstrap: str, topic: str, partition: int, timeout_s: float = CLIENT_TIMEOUT_S
+) -> int:
+    """The leader one broker names for `partition`, asked again until it names one."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    deadline = time.monotonic() + timeout_s
+    last: object = None
+    while time.monotonic() < deadline:
+        try:
+            metadata = admin.list_topics(topic=topic, timeout=5)
+        except KafkaException as exc:
+            last = exc
+        else:
+            found = metadata.topics.get(topic)
+            state = None if found is None else found.partitions.get(partition)
+            last = state
+            if state is not None and state.leader >= 0:
+                return state.leader
+        time.sleep(0.2)
+    raise AssertionError(f"no leader named for {topic}/{partition} in time (last: {last!r})")
 
 
 def produce_all(
