@@ -74,16 +74,10 @@ def record_of(message: Message) -> KafkaRecord:
 def wait_for_topic(
     bootstrap: str, topic: str, partitions: int, timeout_s: float = CLIENT_TIMEOUT_S
 ) -> ClusterMetadata:
-    """Metadata from the Kafka listener once every broker of `bootstrap` names a leader
-    for every partition of `topic`: a topic made through the replog listener reaches each
-    broker's metadata cache a moment later, one broker at a time, and a client asks
-    whichever broker it likes."""
-    deadline = time.monotonic() + timeout_s
-    metadata: ClusterMetadata | None = None
-    for address in bootstrap.split(","):
-        metadata = _wait_for_topic_on(address, topic, partitions, deadline)
-    assert metadata is not None, f"empty bootstrap list {bootstrap!r}"
-    return metadata
+    """Metadata from the Kafka listener once a broker of `bootstrap` names a leader for
+    every partition of `topic`: a topic made through the replog listener reaches every
+    broker's metadata a moment later."""
+    return _wait_for_topic_on(bootstrap, topic, partitions, time.monotonic() + timeout_s)
 
 
 def _wait_for_topic_on(
@@ -286,10 +280,13 @@ def served_versions(address: tuple[str, int]) -> dict[int, tuple[int, int]]:
 def make_topic(
     brokers: BrokerFactory, topic: str, partitions: int, rf: int = 3, **configs: str
 ) -> None:
-    """Create `topic` through the replog listener and wait until the Kafka listener serves
-    it: the topics both worlds share are the same topics."""
+    """Create `topic` through the replog listener and wait until every broker's Kafka
+    listener serves it: the topics both worlds share are the same topics."""
     run(create(brokers.bootstrap, topic, partitions, rf, **configs))
-    wait_for_topic(brokers.kafka_bootstrap(), topic, partitions)
+    # Each broker's metadata cache fills on its own, and a client asks whichever it likes.
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    for address in brokers.kafka_bootstrap().split(","):
+        _wait_for_topic_on(address, topic, partitions, deadline)
 
 
 def read_to_end(bootstrap: str, topic: str, isolation: str, partition: int = 0) -> list[bytes]:
