@@ -331,6 +331,7 @@ def run_query_until_killed(arguments: dict[str, Any]) -> None:
         arguments["bootstrap"],
         arguments["topic"],
         through(block_at(arguments["blocking_id"], Path(arguments["markers"]))),
+        arguments["options"],
     )
     query.awaitTermination(QUERY_TIMEOUT_S)
 
@@ -367,31 +368,30 @@ def kill_query_process(process: subprocess.Popen[bytes], timeout_s: float = 30.0
     process.wait(timeout=timeout_s)
 
 
-def test_query_killed_mid_batch_and_restarted_writes_each_record_once(
-    spark: SparkSession,
-    spark_cluster: BrokerFactory,
-    bootstrap_servers: str,
-    topics: Any,
-    topic_name: str,
-    stored_records: Callable[..., list[Any]],
-    tmp_path: Path,
-    small_arrow_batches: None,
+def kill_query_mid_micro_batch(
+    files: InputFiles,
+    checkpoint: Path,
+    bootstrap: str,
+    topic: str,
+    interrupted: range,
+    written: Callable[[], bool],
+    options: Mapping[str, str] = SINK_OPTIONS,
 ) -> None:
-    topics.create(topic_name, 3)
-    checkpoint, markers = tmp_path / "checkpoint", tmp_path
-    files = InputFiles(tmp_path / "input")
-    files.add(400)
-    interrupted = files.add(BIG_FILE_ROWS, BIG_FILE_PAD)  # micro-batch 1
-    files.add(400)
+    """Run the query in a process of its own (this module as a script) until the UDF
+    holds back the last row of `interrupted` and `written` holds (part of that
+    micro-batch is in the topic), then SIGKILL the process and all it started."""
+    markers = checkpoint.parent / "kill-markers"
+    markers.mkdir()
     arguments = {
         "input": str(files.directory),
         "checkpoint": str(checkpoint),
-        "bootstrap": bootstrap_servers,
-        "topic": topic_name,
+        "bootstrap": bootstrap,
+        "topic": topic,
         "markers": str(markers),
         "blocking_id": interrupted[-1],
+        "options": dict(options),
     }
-    log_path = tmp_path / "query.log"
+    log_path = markers / "query.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "tests.spark.test_write_exactly_once", json.dumps(arguments)],
@@ -407,12 +407,31 @@ def test_query_killed_mid_batch_and_restarted_writes_each_record_once(
             "the blocking row",
         )
         assert process.poll() is None, log_path.read_text()[-3000:]
-        wait_for(
-            partly_written(stored_records, spark_cluster.bootstrap, topic_name, interrupted),
-            "part of micro-batch 1 in the topic",
-        )
+        wait_for(written, "part of the interrupted micro-batch in the topic")
     finally:
         kill_query_process(process)
+
+
+def test_query_killed_mid_batch_and_restarted_writes_each_record_once(
+    spark: SparkSession,
+    spark_cluster: BrokerFactory,
+    bootstrap_servers: str,
+    topics: Any,
+    topic_name: str,
+    stored_records: Callable[..., list[Any]],
+    tmp_path: Path,
+    small_arrow_batches: None,
+) -> None:
+    topics.create(topic_name, 3)
+    checkpoint = tmp_path / "checkpoint"
+    files = InputFiles(tmp_path / "input")
+    files.add(400)
+    interrupted = files.add(BIG_FILE_ROWS, BIG_FILE_PAD)  # micro-batch 1
+    files.add(400)
+    written = partly_written(stored_records, spark_cluster.bootstrap, topic_name, interrupted)
+    kill_query_mid_micro_batch(
+        files, checkpoint, bootstrap_servers, topic_name, interrupted, written
+    )
     assert committed(checkpoint, 0)
     assert not committed(checkpoint, 1)
 

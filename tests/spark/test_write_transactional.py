@@ -3,8 +3,9 @@ the query runs never sees part of a micro-batch on a partition, through a task t
 fails mid-micro-batch (the query fails, its transaction is left open) and the query's
 restart from its checkpoint (the new driver epoch aborts it; the micro-batch is written
 again under fresh producer ids), and a rerun of a micro-batch whose transaction committed
-before Spark recorded it (its tasks are told so and write nothing); at the end each
-input record is there exactly once.
+before Spark recorded it (its tasks are told so and write nothing); and through the
+query's process SIGKILLed mid-micro-batch, driver and all. At the end each input record
+is there exactly once.
 
 Each input file is one micro-batch (maxFilesPerTrigger=1), so a record's id in its value
 says which micro-batch wrote it. The reader reads, at every round, up to the last stable
@@ -41,6 +42,7 @@ from tests.spark.test_write_exactly_once import (  # noqa: F401 (small_arrow_bat
     committed,
     fail_mid_micro_batch,
     fail_once_at,
+    kill_query_mid_micro_batch,
     partly_written,
     small_arrow_batches,
     start_query,
@@ -143,6 +145,42 @@ def reader_thread() -> Iterator[list[tuple[CommittedReader, threading.Thread]]]:
         thread.join(READ_ROUND_TIMEOUT_S * 2)
 
 
+def start_reader(
+    bootstrap: list[tuple[str, int]],
+    topic: str,
+    batches: list[range],
+    started: list[tuple[CommittedReader, threading.Thread]],
+) -> None:
+    """A CommittedReader of `topic` polling in its own thread (stopped by reader_thread)."""
+    batch_of = {i: batch for batch, ids in enumerate(batches) for i in ids}
+    reader = CommittedReader(bootstrap, topic, batch_of)
+    thread = threading.Thread(target=reader.run, daemon=True)
+    started.append((reader, thread))
+    thread.start()
+
+
+def check_what_was_read(
+    spark: SparkSession,
+    started: list[tuple[CommittedReader, threading.Thread]],
+    files: InputFiles,
+    in_log: list[StoredRecord],
+) -> None:
+    """Stop the reader; at no round did it see part of a (partition, micro-batch), and
+    in the end it read every input record once, while the log (`in_log`, read
+    uncommitted) holds more: the aborted attempt's records."""
+    ((reader, thread),) = started
+    reader.stop()
+    thread.join(READ_ROUND_TIMEOUT_S * 2)
+    assert reader.error is None, reader.error
+    final = reader.rounds[-1]
+    assert sum(final.values()) == len(files.rows), "every record is read in the end"
+    for number, seen in enumerate(reader.rounds):
+        partial = {key: (n, final[key]) for key, n in seen.items() if n != final[key]}
+        assert not partial, f"round {number}: (partition, micro-batch): (seen, all) {partial}"
+    assert_exactly_once(spark, files.rows, reader.records)
+    assert len(in_log) > len(reader.records), "the aborted attempt's records stay unread"
+
+
 def test_a_read_committed_reader_never_sees_part_of_a_micro_batch(
     spark: SparkSession,
     spark_cluster: BrokerFactory,
@@ -160,11 +198,7 @@ def test_a_read_committed_reader_never_sees_part_of_a_micro_batch(
     batches = [files.add(300), files.add(300)]
     interrupted = files.add(INTERRUPTED_ROWS, INTERRUPTED_PAD)  # micro-batch 2
     batches += [interrupted, files.add(300)]
-    batch_of = {i: batch for batch, ids in enumerate(batches) for i in ids}
-    reader = CommittedReader(spark_cluster.bootstrap, topic_name, batch_of)
-    thread = threading.Thread(target=reader.run, daemon=True)
-    reader_thread.append((reader, thread))
-    thread.start()
+    start_reader(spark_cluster.bootstrap, topic_name, batches, reader_thread)
 
     transform = through(fail_once_at(interrupted[-1], markers))
     query = start_query(
@@ -194,15 +228,47 @@ def test_a_read_committed_reader_never_sees_part_of_a_micro_batch(
         wait_for(lambda: committed(checkpoint, 3), "micro-batch 3 again", rerun)
     finally:
         stop(rerun)
-    reader.stop()
-    thread.join(READ_ROUND_TIMEOUT_S * 2)
-    assert reader.error is None, reader.error
+    check_what_was_read(
+        spark, reader_thread, files, stored_records(spark_cluster.bootstrap, topic_name)
+    )
 
-    final = reader.rounds[-1]
-    assert sum(final.values()) == len(files.rows), "every record is read in the end"
-    for number, seen in enumerate(reader.rounds):
-        partial = {key: (n, final[key]) for key, n in seen.items() if n != final[key]}
-        assert not partial, f"round {number}: (partition, micro-batch): (seen, all) {partial}"
-    assert_exactly_once(spark, files.rows, reader.records)
-    in_log = stored_records(spark_cluster.bootstrap, topic_name)  # read_uncommitted
-    assert len(in_log) > len(reader.records), "the failed attempt's records, aborted, stay unread"
+
+def test_a_killed_driver_leaves_its_micro_batch_unread_and_the_restart_writes_it_once(
+    spark: SparkSession,
+    spark_cluster: BrokerFactory,
+    bootstrap_servers: str,
+    topics: Any,
+    topic_name: str,
+    stored_records: Any,
+    tmp_path: Path,
+    small_arrow_batches: None,  # noqa: F811
+    reader_thread: list[tuple[CommittedReader, threading.Thread]],
+) -> None:
+    """The query's process, its driver with it, is SIGKILLed while micro-batch 1 is
+    partly in the log: its transaction stays open, so read_committed readers see none of
+    it; the restart's new driver epoch aborts it and writes the micro-batch again.
+    Without transactions the reader would see the killed run's records, then the
+    rewritten ones."""
+    topics.create(topic_name, PARTITIONS, 3)
+    checkpoint = tmp_path / "checkpoint"
+    files = InputFiles(tmp_path / "input")
+    batches = [files.add(300), files.add(INTERRUPTED_ROWS, INTERRUPTED_PAD), files.add(300)]
+    start_reader(spark_cluster.bootstrap, topic_name, batches, reader_thread)
+
+    written = partly_written(stored_records, spark_cluster.bootstrap, topic_name, batches[1])
+    kill_query_mid_micro_batch(
+        files, checkpoint, bootstrap_servers, topic_name, batches[1], written, TRANSACTIONAL
+    )
+    assert committed(checkpoint, 0)
+    assert not committed(checkpoint, 1)
+
+    restarted = start_query(
+        spark, files.directory, checkpoint, bootstrap_servers, topic_name, options=TRANSACTIONAL
+    )
+    try:
+        wait_for(lambda: committed(checkpoint, 2), "every micro-batch", restarted)
+    finally:
+        stop(restarted)
+    check_what_was_read(
+        spark, reader_thread, files, stored_records(spark_cluster.bootstrap, topic_name)
+    )
