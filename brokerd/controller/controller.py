@@ -115,6 +115,10 @@ class Controller:
         self.rebalance = rebalance or RebalanceSettings()
         self._rebalance_timer: asyncio.Task[None] | None = None
         self._shutdown_requests: list[ShutdownRequest] = []
+        # Every ControlledShutdown request not answered yet, queued or in a handler's hands:
+        # refused when this broker stops being the controller, so no asker waits out its
+        # timeout for an answer nobody will give.
+        self._unanswered: set[asyncio.Future[list[TopicPartition]]] = set()
         # Reports of dead processes, taken by the BROKERS_DIED / CONTROLLER_DIED events.
         self._dead_brokers: list[WatchedBroker] = []
         self._dead_controllers: list[WatchedBroker] = []
@@ -155,6 +159,9 @@ class Controller:
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+        self.ops = None
+        self._watches = None
+        self._refuse_unanswered("the controller stopped")
         await self._brokers_liveness.close()
         await self._controller_liveness.close()
         await self.channel.close()
@@ -168,8 +175,18 @@ class Controller:
             broker_id, broker_epoch, asyncio.get_running_loop().create_future()
         )
         self._shutdown_requests.append(request)
+        self._unanswered.add(request.done)
         self._enqueue(Event.CONTROLLED_SHUTDOWN)
-        return await request.done
+        try:
+            return await request.done
+        finally:
+            self._unanswered.discard(request.done)
+
+    def _refuse_unanswered(self, reason: str) -> None:
+        self._shutdown_requests = []
+        for done in self._unanswered:
+            if not done.done():
+                done.set_exception(NotControllerError(reason))
 
     def _enqueue(self, event: Event) -> None:
         """Safe from any thread: watches and listeners only ever call this."""
@@ -276,10 +293,7 @@ class Controller:
         self._generation += 1
         self.ops = None
         self._watches = None
-        pending, self._shutdown_requests = self._shutdown_requests, []
-        for request in pending:
-            if not request.done.done():
-                request.done.set_exception(NotControllerError("the controller moved"))
+        self._refuse_unanswered("the controller moved")
         await self.channel.close()
 
     def _release_controller_znode(self) -> None:
