@@ -30,7 +30,7 @@ from confluent_kafka import (
     Producer,
     TopicPartition,
 )
-from confluent_kafka.admin import AdminClient, ClusterMetadata
+from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
 
 from spark_replica.wire.kafka.headers import decode_response, encode_request
 from spark_replica.wire.schema import Data
@@ -83,33 +83,36 @@ def wait_for_topic(
 def _wait_for_topic_on(
     address: str, topic: str, partitions: int, deadline: float
 ) -> ClusterMetadata:
-    admin = AdminClient({"bootstrap.servers": address})
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            metadata = admin.list_topics(topic=topic, timeout=5)
-        except KafkaException as exc:
-            last = exc
-        else:
-            found = metadata.topics.get(topic)
-            last = found
-            if (
-                found is not None
-                and found.error is None
-                and len(found.partitions) == partitions
-                and all(p.leader >= 0 for p in found.partitions.values())
-            ):
-                return metadata
-        time.sleep(0.2)
-    raise AssertionError(f"topic {topic} not served by {address} in time (last: {last!r})")
+    return _metadata_once(
+        address,
+        topic,
+        lambda found: (
+            found.error is None
+            and len(found.partitions) == partitions
+            and all(p.leader >= 0 for p in found.partitions.values())
+        ),
+        deadline,
+    )
 
 
 def leader_of(
     bootstrap: str, topic: str, partition: int, timeout_s: float = CLIENT_TIMEOUT_S
 ) -> int:
-    """The leader one broker names for `partition`, asked again until it names one."""
+    """The leader a broker names for `partition`, asked again until it names one."""
+    metadata = _metadata_once(
+        bootstrap,
+        topic,
+        lambda found: partition in found.partitions and found.partitions[partition].leader >= 0,
+        time.monotonic() + timeout_s,
+    )
+    return metadata.topics[topic].partitions[partition].leader
+
+
+def _metadata_once(
+    bootstrap: str, topic: str, ready: Callable[[TopicMetadata], bool], deadline: float
+) -> ClusterMetadata:
+    """Ask for `topic`'s metadata until what a broker answers is `ready`."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    deadline = time.monotonic() + timeout_s
     last: object = None
     while time.monotonic() < deadline:
         try:
@@ -117,13 +120,11 @@ def leader_of(
         except KafkaException as exc:
             last = exc
         else:
-            found = metadata.topics.get(topic)
-            state = None if found is None else found.partitions.get(partition)
-            last = state
-            if state is not None and state.leader >= 0:
-                return state.leader
+            last = found = metadata.topics.get(topic)
+            if found is not None and ready(found):
+                return metadata
         time.sleep(0.2)
-    raise AssertionError(f"no leader named for {topic}/{partition} in time (last: {last!r})")
+    raise AssertionError(f"metadata of {topic} from {bootstrap} not as awaited (last: {last!r})")
 
 
 def produce_all(
