@@ -62,6 +62,7 @@ KAFKA_API_NAMES: dict[int, str] = {
     49: "AlterClientQuotas",
     50: "DescribeUserScramCredentials",
     51: "AlterUserScramCredentials",
+    61: "DescribeProducers",
 }
 
 
