@@ -63,6 +63,8 @@ KAFKA_API_NAMES: dict[int, str] = {
     50: "DescribeUserScramCredentials",
     51: "AlterUserScramCredentials",
     61: "DescribeProducers",
+    65: "DescribeTransactions",
+    66: "ListTransactions",
 }
 
 
