@@ -201,7 +201,7 @@ class KafkaAdminClient:
         self.brokers = {b.node_id: (b.host, b.port) for b in answer.brokers}
         leaders: dict[str, dict[int, int]] = {}
         for topic in answer.topics:
-            raise_for_code(topic.error_code, f"topic {topic.name}")
+            raise_for_answer(topic.error_code, f"topic {topic.name!r}")
             leaders[topic.name] = {p.partition_index: p.leader_id for p in topic.partitions}
         return leaders
 
@@ -310,7 +310,9 @@ class KafkaAdminClient:
         asked again of the new leader while leadership moves, until the deadline."""
         view = KafkaLeaders(self, await self.metadata([tp.topic]))
         if tp.partition not in view.topics.get(tp.topic, {}):
-            raise UnknownTopicOrPartitionError(f"{tp} does not exist")
+            raise UnknownTopicOrPartitionError(
+                f"{tp}: topic {tp.topic!r} has no partition {tp.partition}"
+            )
         body = Data(topics=[Data(name=tp.topic, partition_indexes=[tp.partition])])
 
         async def ask(leader: int) -> list[ProducerDescription] | ReplogError:
