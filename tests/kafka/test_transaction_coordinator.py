@@ -64,6 +64,7 @@ from tests.kafka.clients import (
     coordinator_of,
     leader_of,
     make_topic,
+    served_versions,
     wait_for_topic,
 )
 from tests.support import FAST_REPLICATION, BrokerFactory, eventually, module_brokers, replog, run
@@ -615,6 +616,8 @@ def test_describe_producers_is_answered_by_the_leader_alone(cluster: BrokerFacto
     topic = f"producers-{uuid.uuid4().hex[:8]}"
     make_topic(cluster, topic, 1)
     leader = leader_of(cluster.kafka_bootstrap(), topic, 0)
+    broker = cluster.brokers[leader]
+    assert served_versions((broker.host, broker.kafka_port))[DESCRIBE_PRODUCERS] == (0, 0)
     assert producers_of(cluster, leader, topic, 0).error_code == 0
     for broker in cluster.brokers:
         if broker != leader:
