@@ -96,7 +96,7 @@ def hosted_partition(ctx: BrokerContext, tp: TopicPartition) -> Partition:
     if partition is None:
         if tp in ctx.metadata.partitions:
             raise NotLeaderOrFollowerError(
-                f"broker {ctx.replicas.config.broker_id} does not lead {tp}"
+                f"broker {ctx.replicas.config.broker_id} holds no replica of {tp}"
             )
         raise UnknownTopicOrPartitionError(f"{tp} does not exist")
     return partition

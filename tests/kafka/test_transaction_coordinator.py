@@ -29,13 +29,13 @@
 7. The coordinator SIGKILLed with a transaction open: the new one loads the id, a new
    producer fences the old one (the open transaction aborted) and commits its own, and
    read_committed reads exactly the committed transactions.
-8. DescribeProducers (kafka-transactions describe-producers): a partition's leader names
+8. DescribeProducers (kafka-transactions describe-producers): a partition's replicas name
    an idempotent producer and a transactional one, with their ids, epochs and last
    sequences, and where the open transaction began (-1 for the idempotent one, and for
    the transactional one once its commit's marker is in); raw, through
    `replog transactions describe-producers --json` and kafka-python's describe_producers
-   alike. A follower answers NOT_LEADER_OR_FOLLOWER, an unknown partition
-   UNKNOWN_TOPIC_OR_PARTITION.
+   alike. Followers answer as the leader does (as in Kafka); a broker holding no replica
+   answers NOT_LEADER_OR_FOLLOWER, an unknown partition UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
@@ -53,7 +53,6 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KafkaPythonTopicPartition
-from kafka.errors import NotLeaderForPartitionError
 
 from spark_replica.wire.schema import Data
 from tests.kafka.clients import (
@@ -592,9 +591,13 @@ def test_describe_producers_names_idempotent_and_transactional_producers(
             )
             for p in by_kafka
         } == found
-        follower = next(broker for broker in cluster.brokers if broker != leader)
-        with pytest.raises(NotLeaderForPartitionError):
-            admin.describe_producers([tp], broker_id=follower)
+        for follower in (broker for broker in cluster.brokers if broker != leader):
+            eventually(
+                lambda follower=follower: (
+                    producers_by_id(producers_of(cluster, follower, topic, 0)) == found
+                ),
+                f"follower {follower} knows the producers the leader knows",
+            )
     finally:
         admin.close()
 
@@ -612,17 +615,19 @@ def test_describe_producers_names_idempotent_and_transactional_producers(
     transactional.close()
 
 
-def test_describe_producers_is_answered_by_the_leader_alone(cluster: BrokerFactory) -> None:
+def test_describe_producers_is_answered_by_every_replica_alone(cluster: BrokerFactory) -> None:
     topic = f"producers-{uuid.uuid4().hex[:8]}"
-    make_topic(cluster, topic, 1)
+    make_topic(cluster, topic, 1, rf=2)
     leader = leader_of(cluster.kafka_bootstrap(), topic, 0)
     broker = cluster.brokers[leader]
     assert served_versions((broker.host, broker.kafka_port))[DESCRIBE_PRODUCERS] == (0, 0)
-    assert producers_of(cluster, leader, topic, 0).error_code == 0
-    for broker in cluster.brokers:
-        if broker != leader:
-            answered = producers_of(cluster, broker, topic, 0)
-            assert (answered.error_code, answered.active_producers) == (NOT_LEADER_OR_FOLLOWER, [])
+    metadata = wait_for_topic(cluster.kafka_bootstrap(), topic, 1)
+    holders = set(metadata.topics[topic].partitions[0].replicas)
+    assert len(holders) == 2 and leader in holders
+    for broker_id in cluster.brokers:
+        answered = producers_of(cluster, broker_id, topic, 0)
+        expected = 0 if broker_id in holders else NOT_LEADER_OR_FOLLOWER
+        assert (answered.error_code, answered.active_producers) == (expected, []), broker_id
     for unknown_topic, partition in ((topic, 5), (f"never-made-{uuid.uuid4().hex[:8]}", 0)):
         answered = producers_of(cluster, leader, unknown_topic, partition)
         assert answered.error_code == UNKNOWN_TOPIC_OR_PARTITION, answered

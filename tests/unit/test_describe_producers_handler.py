@@ -1,9 +1,9 @@
 """The Kafka listener's DescribeProducers handler over a stand-in broker: Read on the topic
 is needed (Describe is not enough: TOPIC_AUTHORIZATION_FAILED for every partition of a
 refused topic, the other topics served), and each partition gets its own answer: the
-leader's producers, NOT_LEADER_OR_FOLLOWER from a follower or a broker without a replica,
-UNKNOWN_TOPIC_OR_PARTITION for what the cluster does not have. Through real brokers:
-tests/kafka/test_transaction_coordinator.py."""
+producers a replica (leader or follower) knows, NOT_LEADER_OR_FOLLOWER from a broker
+without a replica, UNKNOWN_TOPIC_OR_PARTITION for what the cluster does not have.
+Through real brokers: tests/kafka/test_transaction_coordinator.py."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ from typing import Any
 from brokerd.kafka.describe_producers import handle_describe_producers
 from brokerd.kafka.request import KafkaRequest
 from brokerd.replication.producer_state import ProducerStateManager
-from spark_replica.errors import NotLeaderOrFollowerError
 from spark_replica.records import TRANSACTIONAL_FLAG, BatchHeader
 from spark_replica.security.acl import (
     AclBinding,
@@ -34,15 +33,10 @@ APP = "User:app"
 
 
 class StandInPartition:
-    """What the handler asks of a replica: whether it leads, and its producer state."""
+    """What the handler asks of a replica, leader or follower: its producer state."""
 
-    def __init__(self, leads: bool) -> None:
-        self.leads = leads
+    def __init__(self) -> None:
         self.producer_state = ProducerStateManager()
-
-    def require_leader(self) -> None:
-        if not self.leads:
-            raise NotLeaderOrFollowerError("a follower")
 
 
 def batch(producer_id: int, sequence: int, count: int, transactional: bool) -> BatchHeader:
@@ -64,9 +58,10 @@ def batch(producer_id: int, sequence: int, count: int, transactional: bool) -> B
 
 
 def broker(authorizer: Authorizer | None) -> Any:
-    led, followed = StandInPartition(leads=True), StandInPartition(leads=False)
+    led, followed = StandInPartition(), StandInPartition()
     led.producer_state.record(batch(7, 0, 3, transactional=False), 0)
     led.producer_state.record(batch(8, 0, 2, transactional=True), 3)
+    followed.producer_state.record(batch(7, 0, 3, transactional=False), 0)
     hosted = {TopicPartition("t", 0): led, TopicPartition("t", 1): followed}
     known = {*hosted, TopicPartition("t", 2), TopicPartition("u", 0)}
     return SimpleNamespace(
@@ -98,9 +93,13 @@ def test_each_partition_is_answered_on_its_own() -> None:
         (p.producer_id, p.producer_epoch, p.last_sequence, p.current_txn_start_offset)
         for p in leader.active_producers
     ] == [(7, 1, 2, -1), (8, 1, 1, 3)]
-    codes = {where: p.error_code for where, p in answered.items() if where != ("t", 0)}
+    follower = answered["t", 1]  # answers from its own copy of the state, as in Kafka
+    assert [(p.producer_id, p.last_sequence) for p in follower.active_producers] == [(7, 2)]
+    assert follower.error_code == 0
+    codes = {
+        where: p.error_code for where, p in answered.items() if where not in (("t", 0), ("t", 1))
+    }
     assert codes == {
-        ("t", 1): NOT_LEADER_OR_FOLLOWER,  # a follower
         ("t", 2): NOT_LEADER_OR_FOLLOWER,  # hosted elsewhere
         ("t", 9): UNKNOWN_TOPIC_OR_PARTITION,
         ("u", 0): NOT_LEADER_OR_FOLLOWER,
