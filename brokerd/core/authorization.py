@@ -12,9 +12,10 @@ TOPIC_AUTHORIZATION_FAILED for that topic's partitions and is served for the oth
 So the Kafka handlers ask here, resource by resource, and put the error where the
 response layout has room for it. The rules are Kafka's:
 
-- Produce: Write on the topic. Fetch: Read. ListOffsets, OffsetForLeaderEpoch, Metadata:
-  Describe (Metadata for every topic leaves out the ones the principal may not
-  describe, so that names are not disclosed to whoever can connect).
+- Produce: Write on the topic. Fetch and DescribeProducers: Read. ListOffsets,
+  OffsetForLeaderEpoch, Metadata: Describe (Metadata for every topic leaves out the ones
+  the principal may not describe, so that names are not disclosed to whoever can
+  connect).
 - CreateTopics: Create on the cluster, or else on the topic. DeleteTopics: Delete.
   CreatePartitions: Alter. DescribeConfigs: DescribeConfigs on the topic or cluster.
 - InitProducerId without a transactional id: any authenticated principal (producer ids

@@ -26,13 +26,9 @@ from typing import Any, TypeVar
 
 from brokerd.core.context import BrokerContext
 from brokerd.core.deferred import Deferred
-from brokerd.core.partitions import set_error
+from brokerd.core.partitions import hosted_partition, set_error
 from brokerd.replication.partition import Partition
-from spark_replica.errors import (
-    BrokerResponseError,
-    NotLeaderOrFollowerError,
-    UnknownTopicOrPartitionError,
-)
+from spark_replica.errors import BrokerResponseError
 from spark_replica.topics import TopicPartition
 
 R = TypeVar("R")
@@ -58,13 +54,7 @@ def delete_records_before(
 ) -> Deletion:
     """Delete the records of `tp` below `offset` on this leader; the wait still to do
     before `result` gets its low watermark."""
-    partition = ctx.replicas.partitions.get(tp)
-    if partition is None:
-        if tp in ctx.metadata.partitions:
-            raise NotLeaderOrFollowerError(
-                f"broker {ctx.replicas.config.broker_id} does not lead {tp}"
-            )
-        raise UnknownTopicOrPartitionError(f"{tp} does not exist")
+    partition = hosted_partition(ctx, tp)
     return Deletion(partition, partition.delete_records_before(offset), result)
 
 

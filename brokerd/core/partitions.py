@@ -4,16 +4,29 @@
 name checked, then the work); `answer_each_partition` runs it over a request whose topics
 and partitions have the native layout. A typed error raised while serving one partition
 becomes that partition's error code and message and never affects the others.
+`hosted_partition` is this broker's replica of a partition, or the error Kafka answers
+for one it does not host.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from spark_replica.errors import BrokerResponseError, ProtocolError, code_of, wire_message
+from spark_replica.errors import (
+    BrokerResponseError,
+    NotLeaderOrFollowerError,
+    ProtocolError,
+    UnknownTopicOrPartitionError,
+    code_of,
+    wire_message,
+)
 from spark_replica.topics import TopicPartition, validate_topic_name
+
+if TYPE_CHECKING:
+    from brokerd.core.context import BrokerContext
+    from brokerd.replication.partition import Partition
 
 # A typed error raised while serving one partition is that partition's answer.
 SERVING_ERRORS = (BrokerResponseError, ProtocolError)
@@ -73,3 +86,17 @@ def _serve_entry(
     serve: Callable[[TopicPartition, Any, Any], None], entry: Any, result: Any, tp: TopicPartition
 ) -> None:
     serve(tp, entry, result)
+
+
+def hosted_partition(ctx: BrokerContext, tp: TopicPartition) -> Partition:
+    """This broker's replica of `tp`. One it does not host is NOT_LEADER_OR_FOLLOWER when
+    the cluster has it elsewhere (the client's metadata is stale) and
+    UNKNOWN_TOPIC_OR_PARTITION when the cluster has no such partition."""
+    partition = ctx.replicas.partitions.get(tp)
+    if partition is None:
+        if tp in ctx.metadata.partitions:
+            raise NotLeaderOrFollowerError(
+                f"broker {ctx.replicas.config.broker_id} holds no replica of {tp}"
+            )
+        raise UnknownTopicOrPartitionError(f"{tp} does not exist")
+    return partition

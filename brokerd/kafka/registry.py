@@ -15,6 +15,7 @@ from brokerd.groups.coordinator import GroupCoordinator
 from brokerd.kafka.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
 from brokerd.kafka.delete_records import handle_delete_records
 from brokerd.kafka.describe_configs import handle_describe_configs
+from brokerd.kafka.describe_producers import handle_describe_producers
 from brokerd.kafka.fetch import handle_fetch
 from brokerd.kafka.find_coordinator import handle_find_coordinator
 from brokerd.kafka.groups import group_handlers
@@ -52,6 +53,7 @@ DATA_HANDLERS: dict[int, KafkaHandler] = {
     31: handle_delete_acls,
     32: handle_describe_configs,
     37: handle_create_partitions,
+    61: handle_describe_producers,
 }
 
 

@@ -62,6 +62,9 @@ KAFKA_API_NAMES: dict[int, str] = {
     49: "AlterClientQuotas",
     50: "DescribeUserScramCredentials",
     51: "AlterUserScramCredentials",
+    61: "DescribeProducers",
+    65: "DescribeTransactions",
+    66: "ListTransactions",
 }
 
 

@@ -63,6 +63,7 @@ from spark_replica.errors import InvalidControlRecordError, ProtocolError
 from spark_replica.records import (
     DERIVED_PRODUCER_ID_BASE,
     NO_PRODUCER_ID,
+    NO_SEQUENCE,
     BatchHeader,
     ControlMarker,
     ControlType,
@@ -167,6 +168,22 @@ class ProducerEntry:
     marker_epoch: int = NO_MARKER_EPOCH
 
 
+@dataclass(frozen=True, slots=True)
+class ActiveProducer:
+    """What the state knows of one producer: Kafka's DescribeProducers entry.
+
+    `last_sequence` is that of its latest batch (-1: known only from a marker),
+    `current_txn_start_offset` the first offset of its open transaction (-1: none).
+    """
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+
+
 class ProducerStateManager:
     """Per producer id: epoch and the last few batches, as the log's headers say."""
 
@@ -181,6 +198,22 @@ class ProducerStateManager:
     def open_transactions(self) -> dict[int, int]:
         """The open transactions as producer id -> first offset."""
         return self._transactions.open_first_offsets()
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """Every producer the state holds, by producer id: what DescribeProducers answers
+        (Kafka's `activeProducers`: those not expired, with or without a transaction)."""
+        open_txns = self._transactions.open_first_offsets()
+        return [
+            ActiveProducer(
+                pid,
+                entry.epoch,
+                entry.batches[-1].last_sequence if entry.batches else NO_SEQUENCE,
+                entry.last_timestamp,
+                entry.coordinator_epoch,
+                open_txns.get(pid, NO_TXN_OFFSET),
+            )
+            for pid, entry in sorted(self._producers.items())
+        ]
 
     def coordinator_epoch(self, producer_id: int) -> int:
         """The coordinator epoch of the producer's latest marker, -1 if none is known."""

@@ -6,10 +6,10 @@ broker, one request at a time on it. Group requests go to the group's coordinato
 DescribeTransactions to the transactional id's),
 found with FindCoordinator and found again after NOT_COORDINATOR /
 COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS or a lost connection, waiting
-as the client's retry policy says (retry.py), until a deadline; ListOffsets goes to
-each partition's leader through the client's one leader-call layer (leader_call.py),
-which routes, refreshes and retries as it does for replog's listeners. Broker errors
-surface as the typed errors of spark_replica.errors.
+as the client's retry policy says (retry.py), until a deadline; ListOffsets and
+DescribeProducers go to each partition's leader through the client's one leader-call
+layer (leader_call.py), which routes, refreshes and retries as it does for replog's
+listeners. Broker errors surface as the typed errors of spark_replica.errors.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ from spark_replica.errors import (
     CoordinatorNotAvailableError,
     LeaderNotAvailableError,
     NotCoordinatorError,
+    ReplogError,
     TimeoutExpiredError,
+    UnknownTopicOrPartitionError,
     error_for_code,
     raise_for_code,
 )
@@ -52,6 +54,7 @@ DESCRIBE_GROUPS = (15, 4)
 LIST_GROUPS = (16, 2)
 DELETE_GROUPS = (42, 1)
 DESCRIBE_TRANSACTIONS = (65, 0)
+DESCRIBE_PRODUCERS = (61, 0)
 LIST_TRANSACTIONS = (66, 1)
 
 EARLIEST_TIMESTAMP = -2
@@ -114,6 +117,18 @@ class TransactionDescription:
     timeout_ms: int
     start_time_ms: int  # -1 when no transaction is open
     partitions: list[TopicPartition] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerDescription:
+    """One active producer of a partition, as its leader's DescribeProducers names it."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int  # -1: no batch known (only a marker)
+    last_timestamp: int
+    coordinator_epoch: int  # of its latest marker; -1: none
+    current_txn_start_offset: int  # where its open transaction began; -1: none
 
 
 class KafkaAdminClient:
@@ -186,7 +201,7 @@ class KafkaAdminClient:
         self.brokers = {b.node_id: (b.host, b.port) for b in answer.brokers}
         leaders: dict[str, dict[int, int]] = {}
         for topic in answer.topics:
-            raise_for_code(topic.error_code, f"topic {topic.name}")
+            raise_for_answer(topic.error_code, f"topic {topic.name!r}")
             leaders[topic.name] = {p.partition_index: p.leader_id for p in topic.partitions}
         return leaders
 
@@ -289,6 +304,44 @@ class KafkaAdminClient:
             )
 
         return await self._with_coordinator(transactional_id, describe, TRANSACTION_KEY_TYPE)
+
+    async def describe_producers(self, tp: TopicPartition) -> list[ProducerDescription]:
+        """The active producers of `tp`, as its leader knows them (DescribeProducers),
+        asked again of the new leader while leadership moves, until the deadline."""
+        view = KafkaLeaders(self, await self.metadata([tp.topic]))
+        if tp.partition not in view.topics.get(tp.topic, {}):
+            raise UnknownTopicOrPartitionError(
+                f"{tp}: topic {tp.topic!r} has no partition {tp.partition}"
+            )
+        body = Data(topics=[Data(name=tp.topic, partition_indexes=[tp.partition])])
+
+        async def ask(leader: int) -> list[ProducerDescription] | ReplogError:
+            answer = await self._call(leader, DESCRIBE_PRODUCERS, body)
+            (topic,) = answer.topics
+            (partition,) = topic.partitions
+            if partition.error_code:
+                return error_for_code(partition.error_code, partition.error_message or str(tp))
+            return [
+                ProducerDescription(
+                    p.producer_id,
+                    p.producer_epoch,
+                    p.last_sequence,
+                    p.last_timestamp,
+                    p.coordinator_epoch,
+                    p.current_txn_start_offset,
+                )
+                for p in partition.active_producers
+            ]
+
+        async def ask_group(
+            leader: int, _: list[TopicPartition]
+        ) -> dict[TopicPartition, list[ProducerDescription] | ReplogError]:
+            return {tp: await ask(leader)}
+
+        found = await call_leaders(
+            view, [tp], ask_group, timeout_s=self.timeout_s, purpose="producers", policy=self.policy
+        )
+        return found[tp]
 
     async def describe_group(self, group: str) -> GroupDescription:
         async def describe(coordinator: int) -> GroupDescription:

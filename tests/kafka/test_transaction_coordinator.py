@@ -29,6 +29,13 @@
 7. The coordinator SIGKILLed with a transaction open: the new one loads the id, a new
    producer fences the old one (the open transaction aborted) and commits its own, and
    read_committed reads exactly the committed transactions.
+8. DescribeProducers (kafka-transactions describe-producers): a partition's replicas name
+   an idempotent producer and a transactional one, with their ids, epochs and last
+   sequences, and where the open transaction began (-1 for the idempotent one, and for
+   the transactional one once its commit's marker is in); raw, through
+   `replog transactions describe-producers --json` and kafka-python's describe_producers
+   alike. Followers answer as the leader does (as in Kafka); a broker holding no replica
+   answers NOT_LEADER_OR_FOLLOWER, an unknown partition UNKNOWN_TOPIC_OR_PARTITION.
 """
 
 from __future__ import annotations
@@ -44,6 +51,8 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.errors import InvalidProducerEpoch, ProducerFenced
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from kafka import KafkaAdminClient
+from kafka import TopicPartition as KafkaPythonTopicPartition
 
 from spark_replica.wire.schema import Data
 from tests.kafka.clients import (
@@ -52,7 +61,9 @@ from tests.kafka.clients import (
     SOCKET_TIMEOUT_S,
     ask,
     coordinator_of,
+    leader_of,
     make_topic,
+    served_versions,
     wait_for_topic,
 )
 from tests.support import FAST_REPLICATION, BrokerFactory, eventually, module_brokers, replog, run
@@ -66,6 +77,9 @@ INIT_PRODUCER_ID, END_TXN = 22, 26
 NOT_COORDINATOR = 16
 INVALID_PRODUCER_EPOCH, INVALID_TRANSACTION_TIMEOUT, PRODUCER_FENCED = 47, 50, 90
 ADD_PARTITIONS_TO_TXN = 24
+DESCRIBE_PRODUCERS = 61
+UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER = 3, 6
+NO_TXN_OFFSET = -1
 # transaction.max.timeout.ms's default.
 MAX_TIMEOUT_MS = 900_000
 # How often the coordinators look for transactions past their timeout, and the timeout of
@@ -476,6 +490,147 @@ def test_consume_transform_produce_commits_its_offsets_in_its_transactions(
     assert read_values(cluster, sink, "read_committed", len(expected)) == expected
     ends = [CTP_RECORDS // SPREAD_PARTITIONS] * SPREAD_PARTITIONS
     assert [tp.offset for tp in sorted(committed, key=lambda tp: tp.partition)] == ends
+
+
+def producers_of(cluster: BrokerFactory, broker_id: int, topic: str, partition: int) -> Data:
+    """The partition's DescribeProducers answer from one broker, by a raw request."""
+    body = Data(topics=[Data(name=topic, partition_indexes=[partition])])
+    answer = ask(cluster, broker_id, DESCRIBE_PRODUCERS, 0, body)
+    ((answered,),) = [topic_answer.partitions for topic_answer in answer.topics]
+    assert answered.partition_index == partition
+    return answered
+
+
+Producers = dict[int, tuple[int, int, int, int]]
+
+
+def producers_by_id(answered: Data) -> Producers:
+    """(epoch, last sequence, coordinator epoch, open transaction's first offset) per
+    producer id of a partition's answer."""
+    assert answered.error_code == 0, answered
+    return {
+        p.producer_id: (
+            p.producer_epoch,
+            p.last_sequence,
+            p.coordinator_epoch,
+            p.current_txn_start_offset,
+        )
+        for p in answered.active_producers
+    }
+
+
+def test_describe_producers_names_idempotent_and_transactional_producers(
+    cluster: BrokerFactory,
+) -> None:
+    topic = f"producers-{uuid.uuid4().hex[:8]}"
+    transactional_id = f"described-{uuid.uuid4().hex[:8]}"
+    make_topic(cluster, topic, 1)
+    started_ms = int(time.time() * 1000)
+    idempotent = Producer(
+        {"bootstrap.servers": cluster.kafka_bootstrap(), "enable.idempotence": True}
+    )
+    for i in range(3):
+        idempotent.produce(topic, f"plain-{i}".encode(), partition=0)
+    assert idempotent.flush(CLIENT_TIMEOUT_S) == 0
+    transactional = transactional_producer(cluster, transactional_id)
+    transactional.init_transactions(CLIENT_TIMEOUT_S)
+    transactional.begin_transaction()
+    offsets: list[int] = []
+    for i in range(2):
+        transactional.produce(
+            topic,
+            f"open-{i}".encode(),
+            partition=0,
+            on_delivery=lambda error, message: offsets.append(message.offset()),
+        )
+    assert transactional.flush(CLIENT_TIMEOUT_S) == 0
+    assert sorted(offsets) == [3, 4]  # after the idempotent producer's three
+
+    admin = KafkaAdminClient(
+        bootstrap_servers=cluster.kafka_bootstrap(), request_timeout_ms=int(CLIENT_TIMEOUT_S * 1000)
+    )
+    try:
+        described = admin.describe_transactions([transactional_id])[transactional_id]
+        txn_pid = described.producer_id
+        leader = leader_of(cluster.kafka_bootstrap(), topic, 0)
+        answered = producers_of(cluster, leader, topic, 0)
+        found = producers_by_id(answered)
+        assert len(found) == 2, found
+        (idempotent_pid,) = set(found) - {txn_pid}
+        assert found == {txn_pid: (0, 1, -1, 3), idempotent_pid: (0, 2, -1, NO_TXN_OFFSET)}
+        assert all(p.last_timestamp >= started_ms for p in answered.active_producers)
+
+        by_cli = replog(
+            "transactions", "describe-producers", "--topic", topic, "--partition", "0",
+            "--bootstrap-server", cluster.kafka_bootstrap(), "--json",
+        )  # fmt: skip
+        assert by_cli.returncode == 0, by_cli.stderr.decode()
+        assert json.loads(by_cli.stdout) == [
+            {
+                "producer_id": p.producer_id,
+                "producer_epoch": p.producer_epoch,
+                "latest_coordinator_epoch": p.coordinator_epoch,
+                "last_sequence": p.last_sequence,
+                "last_timestamp": p.last_timestamp,
+                "current_transaction_start_offset": (
+                    None
+                    if p.current_txn_start_offset == NO_TXN_OFFSET
+                    else p.current_txn_start_offset
+                ),
+            }
+            for p in sorted(answered.active_producers, key=lambda p: p.producer_id)
+        ]
+        tp = KafkaPythonTopicPartition(topic, 0)
+        by_kafka = admin.describe_producers([tp])[tp].active_producers
+        assert {
+            p.producer_id: (
+                p.producer_epoch,
+                p.last_sequence,
+                p.coordinator_epoch,
+                p.current_transaction_start_offset,
+            )
+            for p in by_kafka
+        } == found
+        for follower in (broker for broker in cluster.brokers if broker != leader):
+            eventually(
+                lambda follower=follower: (
+                    producers_by_id(producers_of(cluster, follower, topic, 0)) == found
+                ),
+                f"follower {follower} knows the producers the leader knows",
+            )
+    finally:
+        admin.close()
+
+    transactional.commit_transaction(CLIENT_TIMEOUT_S)
+
+    def committed() -> Producers | None:
+        now = producers_by_id(producers_of(cluster, leader, topic, 0))
+        return now if now[txn_pid][3] == NO_TXN_OFFSET else None
+
+    after = eventually(committed, "the commit's marker ends the open transaction")
+    epoch, last_sequence, coordinator_epoch, _ = after[txn_pid]
+    assert (epoch, last_sequence) == (0, 1) and coordinator_epoch >= 0
+    assert after[idempotent_pid] == found[idempotent_pid]
+    idempotent.close()
+    transactional.close()
+
+
+def test_describe_producers_is_answered_by_every_replica_alone(cluster: BrokerFactory) -> None:
+    topic = f"producers-{uuid.uuid4().hex[:8]}"
+    make_topic(cluster, topic, 1, rf=2)
+    leader = leader_of(cluster.kafka_bootstrap(), topic, 0)
+    broker = cluster.brokers[leader]
+    assert served_versions((broker.host, broker.kafka_port))[DESCRIBE_PRODUCERS] == (0, 0)
+    metadata = wait_for_topic(cluster.kafka_bootstrap(), topic, 1)
+    holders = set(metadata.topics[topic].partitions[0].replicas)
+    assert len(holders) == 2 and leader in holders
+    for broker_id in cluster.brokers:
+        answered = producers_of(cluster, broker_id, topic, 0)
+        expected = 0 if broker_id in holders else NOT_LEADER_OR_FOLLOWER
+        assert (answered.error_code, answered.active_producers) == (expected, []), broker_id
+    for unknown_topic, partition in ((topic, 5), (f"never-made-{uuid.uuid4().hex[:8]}", 0)):
+        answered = producers_of(cluster, leader, unknown_topic, partition)
+        assert answered.error_code == UNKNOWN_TOPIC_OR_PARTITION, answered
 
 
 def test_a_new_coordinator_aborts_the_open_transaction_of_a_killed_one(

@@ -1,10 +1,16 @@
 """`replog transactions describe --json`'s document, reckoned from DescribeTransactions'
-answer (the commands themselves run against real brokers in the integration tests)."""
+answer, and `describe-producers --json`'s from DescribeProducers' (the commands
+themselves run against real brokers in the integration tests)."""
 
 from __future__ import annotations
 
-from spark_replica.client.kafka_admin import TransactionDescription
-from spark_replica.tools.cli.transactions import NO_START_TIME, description_json
+from spark_replica.client.kafka_admin import ProducerDescription, TransactionDescription
+from spark_replica.tools.cli.transactions import (
+    NO_START_TIME,
+    PRODUCERS_COLUMNS,
+    description_json,
+    producer_json,
+)
 from spark_replica.topics import TopicPartition
 
 
@@ -32,4 +38,22 @@ def test_a_transactional_id_without_a_transaction_has_neither() -> None:
         None,
         None,
         [],
+    )
+
+
+def test_a_producer_without_an_open_transaction_has_no_start_offset() -> None:
+    open_one = producer_json(ProducerDescription(7, 2, 9, 1_000, 3, 40))
+    assert open_one == {
+        "producer_id": 7,
+        "producer_epoch": 2,
+        "latest_coordinator_epoch": 3,
+        "last_sequence": 9,
+        "last_timestamp": 1_000,
+        "current_transaction_start_offset": 40,
+    }
+    assert len(open_one) == len(PRODUCERS_COLUMNS)  # a table row is the document's values
+    idle = producer_json(ProducerDescription(8, 0, 4, 1_000, -1, -1))
+    assert (idle["latest_coordinator_epoch"], idle["current_transaction_start_offset"]) == (
+        -1,
+        None,
     )

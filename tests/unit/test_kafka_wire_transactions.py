@@ -1,11 +1,20 @@
 """The transaction APIs' tables: their keys and versions, and golden bytes laid out by
 hand from Kafka's message definitions, one per shape the tables compose (round trips and
-malformed input: test_kafka_wire_messages.py, which covers every served table)."""
+malformed input: test_kafka_wire_messages.py, which covers every served table), and
+hostile counts refused before anything is sized from them."""
 
 from __future__ import annotations
 
+import tracemalloc
+
+import pytest
+
+from spark_replica.errors import ProtocolError
 from spark_replica.wire.kafka.messages import transactions
-from spark_replica.wire.schema import Data
+from spark_replica.wire.schema import Data, Message
+
+# Far below what sizing a list from a hostile count would take.
+ALLOCATION_CEILING = 1 << 20
 
 
 def test_each_api_has_its_kafka_key_and_versions() -> None:
@@ -18,6 +27,7 @@ def test_each_api_has_its_kafka_key_and_versions() -> None:
         28: ("TxnOffsetCommitRequest", (0, 3), 3),
         65: ("DescribeTransactionsRequest", (0, 0), 0),
         66: ("ListTransactionsRequest", (0, 1), 0),
+        61: ("DescribeProducersRequest", (0, 0), 0),
     }
     for request, response in zip(transactions.REQUESTS, transactions.RESPONSES, strict=True):
         assert (request.api_key, request.versions) == (response.api_key, response.versions)
@@ -113,3 +123,92 @@ def test_golden_describe_transactions_v0_response() -> None:
     )  # fmt: skip
     assert transactions.DESCRIBE_TRANSACTIONS_RESPONSE.to_bytes(0, response) == expected
     assert transactions.DESCRIBE_TRANSACTIONS_RESPONSE.from_bytes(0, expected) == response
+
+
+def test_golden_describe_producers_v0() -> None:
+    """The producer epoch is an int32 here, unlike everywhere else in Kafka's protocol."""
+    request = bytes.fromhex(
+        "02" "0274" "03" "00000000" "00000003" "00"  # topic "t": [0, 3], tags
+        "00"  # tags
+    )  # fmt: skip
+    decoded = transactions.DESCRIBE_PRODUCERS_REQUEST.from_bytes(0, request)
+    assert [(t.name, t.partition_indexes) for t in decoded.topics] == [("t", [0, 3])]
+    response = Data(
+        throttle_time_ms=0,
+        topics=[
+            Data(
+                name="t",
+                partitions=[
+                    Data(
+                        partition_index=0,
+                        error_code=0,
+                        error_message=None,
+                        active_producers=[
+                            Data(
+                                producer_id=7,
+                                producer_epoch=2,
+                                last_sequence=9,
+                                last_timestamp=5,
+                                coordinator_epoch=-1,
+                                current_txn_start_offset=40,
+                            )
+                        ],
+                    ),
+                    Data(
+                        partition_index=3,
+                        error_code=6,
+                        error_message="x",
+                        active_producers=[],
+                    ),
+                ],
+            )
+        ],
+    )
+    expected = bytes.fromhex(
+        "00000000"  # throttle
+        "02" "0274" "03"  # one topic "t", two partitions
+        "00000000" "0000" "00"  # partition 0, no error, null message
+        "02" "0000000000000007" "00000002" "00000009"  # producer 7, epoch 2, last seq 9
+        "0000000000000005" "ffffffff" "0000000000000028" "00"  # time 5, coord -1, start 40
+        "00"  # the partition's tags
+        "00000003" "0006" "0278" "01" "00"  # partition 3: NOT_LEADER_OR_FOLLOWER, "x"
+        "00"  # the topic's tags
+        "00"  # tags
+    )  # fmt: skip
+    assert transactions.DESCRIBE_PRODUCERS_RESPONSE.to_bytes(0, response) == expected
+    assert transactions.DESCRIBE_PRODUCERS_RESPONSE.from_bytes(0, expected) == response
+
+
+# A compact array's length is the varint of its count + 1: here 2**32 - 1, whose count
+# no frame can hold.
+HUGE_COMPACT_COUNT = b"\xff\xff\xff\xff\x0f"
+HOSTILE_DESCRIBE_PRODUCERS = [
+    ("topics", transactions.DESCRIBE_PRODUCERS_REQUEST, b""),
+    ("partition indexes", transactions.DESCRIBE_PRODUCERS_REQUEST, bytes.fromhex("02" "0274")),
+    (
+        "active producers",
+        transactions.DESCRIBE_PRODUCERS_RESPONSE,
+        bytes.fromhex("00000000" "02" "0274" "02" "00000000" "0000" "00"),
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("message", "prefix"),
+    [case[1:] for case in HOSTILE_DESCRIBE_PRODUCERS],
+    ids=[case[0] for case in HOSTILE_DESCRIBE_PRODUCERS],
+)
+def test_describe_producers_hostile_counts_are_refused_before_allocating(
+    message: Message, prefix: bytes
+) -> None:
+    """Each array of DescribeProducers, claiming more entries than the frame holds, is
+    refused by the codec's bounds before a list is sized from the count."""
+    data = prefix + HUGE_COMPACT_COUNT + bytes(16)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ProtocolError, match="count"):
+            message.from_bytes(0, data)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < ALLOCATION_CEILING

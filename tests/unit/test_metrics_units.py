@@ -21,6 +21,7 @@ from brokerd.replication.replica_fetcher import ReplicaFetcherManager
 from brokerd.replication.replica_manager import ReplicaManager
 from spark_replica.http_head import RequestLine, parse_request_line
 from spark_replica.topics import TopicPartition
+from spark_replica.wire.kafka.versions import SERVED
 from spark_replica.wire.native.controller_requests import PartitionLeaderState
 from spark_replica.zk import znodes
 
@@ -61,6 +62,11 @@ def test_api_names_are_kafkas() -> None:
         "OffsetForLeaderEpoch",
     ]
     assert api_name(999) == api_name(-1) == UNKNOWN_API
+
+
+def test_every_api_the_kafka_listener_serves_has_its_name() -> None:
+    """A served API left out of the table would be counted as Unknown."""
+    assert [key for key in SERVED if api_name(key) == UNKNOWN_API] == []
 
 
 def sample(metrics: BrokerMetrics, name: str, **labels: str) -> float | None:

@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from brokerd.replication.open_transactions import CompletedTransaction
-from brokerd.replication.producer_state import Outcome, ProducerStateManager, Verdict
+from brokerd.replication.producer_state import (
+    ActiveProducer,
+    Outcome,
+    ProducerStateManager,
+    Verdict,
+)
 from spark_replica.errors import InvalidControlRecordError, ProtocolError
 from spark_replica.records import (
     CONTROL_FLAG,
@@ -181,3 +186,20 @@ def test_a_version_2_snapshot_still_loads() -> None:
 def test_malformed_snapshots_are_refused(lines: list[str]) -> None:
     with pytest.raises(ProtocolError):
         ProducerStateManager().restore(lines)
+
+
+def test_active_producers_are_what_describe_producers_answers() -> None:
+    """Per producer id: its epoch, the last sequence and time it wrote, its latest
+    marker's coordinator epoch and its open transaction's first offset (-1: none)."""
+    state = ProducerStateManager()
+    state.record(data(0, 0, 3, pid=7, txn=False), 0, seen_ms=1_000)
+    state.record(data(3, 0, 2, pid=5, epoch=2), 3, seen_ms=2_000)
+    state.record(data(5, 2, 4, pid=5, epoch=2), 5, seen_ms=3_000)
+    state.record(control(9, pid=9), 9, seen_ms=4_000, marker=COMMIT)  # a marker, no batch
+    assert state.active_producers() == [
+        ActiveProducer(5, 2, 5, 3_000, -1, 3),
+        ActiveProducer(7, 0, 2, 1_000, -1, -1),
+        ActiveProducer(9, 0, -1, 4_000, 3, -1),
+    ]
+    state.record(control(10, pid=5, epoch=2), 10, seen_ms=5_000, marker=ABORT)
+    assert state.active_producers()[0] == ActiveProducer(5, 2, 5, 5_000, 3, -1)

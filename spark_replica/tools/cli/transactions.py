@@ -1,10 +1,13 @@
-"""`replog transactions list|describe`: Kafka transactions, as kafka-transactions shows them.
+"""`replog transactions list|describe|describe-producers`: Kafka transactions, as
+kafka-transactions shows them.
 
 Like `replog groups`, these speak Kafka's protocol to the brokers' Kafka listeners, where
 the transaction coordinators are (same connection options). `list` asks every broker
 (ListTransactions: each coordinator lists the transactional ids it owns; v1 for
 kafka-transactions' `--duration-filter`), `describe` the coordinator of one transactional
-id (FindCoordinator, then DescribeTransactions).
+id (FindCoordinator, then DescribeTransactions), `describe-producers` the leader of one
+partition (DescribeProducers: the producers it knows, and where each one's open
+transaction began).
 
 Tables have kafka-transactions' columns, or with `--json`:
 - list: `[{"transactional_id", "coordinator", "producer_id", "state"}, ...]`
@@ -12,6 +15,11 @@ Tables have kafka-transactions' columns, or with `--json`:
   "state", "timeout_ms", "start_time_ms", "duration_ms", "partitions": [{"topic",
   "partition"}]}`; start time and duration are null while the id has begun no
   transaction (a completed one keeps its start time, as in Kafka).
+- describe-producers: `[{"producer_id", "producer_epoch", "latest_coordinator_epoch",
+  "last_sequence", "last_timestamp", "current_transaction_start_offset"}, ...]`, by
+  producer id; the start offset is null while the producer has no transaction open, and
+  the coordinator epoch and last sequence -1 where none is known (as kafka-transactions
+  prints them).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from spark_replica.client import listener_probe
 from spark_replica.client.kafka_admin import (
     NO_DURATION_FILTER,
     KafkaAdminClient,
+    ProducerDescription,
     TransactionDescription,
 )
 from spark_replica.tools.cli.common import (
@@ -34,6 +43,7 @@ from spark_replica.tools.cli.common import (
     require_listener,
 )
 from spark_replica.tools.cli.output import add_json_flag, print_json, print_table
+from spark_replica.topics import TopicPartition
 
 LIST_COLUMNS = ("TRANSACTIONAL-ID", "COORDINATOR", "PRODUCER-ID", "STATE")
 DESCRIBE_COLUMNS = (
@@ -47,8 +57,19 @@ DESCRIBE_COLUMNS = (
     "DURATION-MS",
     "TOPIC-PARTITIONS",
 )
+# kafka-transactions describe-producers' columns.
+PRODUCERS_COLUMNS = (
+    "PRODUCER-ID",
+    "PRODUCER-EPOCH",
+    "LATEST-COORDINATOR-EPOCH",
+    "LAST-SEQUENCE",
+    "LAST-TIMESTAMP",
+    "CURRENT-TRANSACTION-START-OFFSET",
+)
 # DescribeTransactions' start time of a transactional id with no transaction open.
 NO_START_TIME = -1
+# DescribeProducers' start offset of a producer with no transaction open.
+NO_TXN_START_OFFSET = -1
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -87,6 +108,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     describe.add_argument("--transactional-id", required=True, help="the transactional id")
     add_json_flag(describe)
     add_kafka_listener_options(describe)
+
+    producers = actions.add_parser(
+        "describe-producers",
+        help="a partition's active producers, as its leader knows them, and where each "
+        "one's open transaction began",
+    )
+    producers.add_argument("--topic", required=True, help="the topic")
+    producers.add_argument("--partition", type=int, required=True, help="the partition")
+    add_json_flag(producers)
+    add_kafka_listener_options(producers)
     transactions.set_defaults(handler=run)
 
 
@@ -100,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
         async with KafkaAdminClient(bootstrap, security, CLIENT_ID, args.timeout) as admin:
             if args.action == "list":
                 return await _list(admin, args)
+            if args.action == "describe-producers":
+                return await _describe_producers(admin, args)
             return await _describe(admin, args)
 
     return asyncio.run(main())
@@ -157,4 +190,27 @@ def description_json(described: TransactionDescription, now_ms: int) -> dict[str
         "partitions": [
             {"topic": tp.topic, "partition": tp.partition} for tp in described.partitions
         ],
+    }
+
+
+async def _describe_producers(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
+    described = await admin.describe_producers(TopicPartition(args.topic, args.partition))
+    documents = [producer_json(producer) for producer in described]
+    if args.json:
+        print_json(documents)
+    elif documents:
+        print_table(PRODUCERS_COLUMNS, [list(document.values()) for document in documents])
+    return 0
+
+
+def producer_json(producer: ProducerDescription) -> dict[str, object]:
+    """One producer of `describe-producers --json`'s list (and a row of its table)."""
+    start = producer.current_txn_start_offset
+    return {
+        "producer_id": producer.producer_id,
+        "producer_epoch": producer.producer_epoch,
+        "latest_coordinator_epoch": producer.coordinator_epoch,
+        "last_sequence": producer.last_sequence,
+        "last_timestamp": producer.last_timestamp,
+        "current_transaction_start_offset": None if start == NO_TXN_START_OFFSET else start,
     }

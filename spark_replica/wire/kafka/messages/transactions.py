@@ -4,12 +4,21 @@ Versions are the ones before KIP-890's second part (an epoch bump at every trans
 TRANSACTION_ABORTABLE), which clients reach only when a broker offers them:
 AddPartitionsToTxn 0-3 (4 and later batch several transactions and are sent by brokers
 only), AddOffsetsToTxn 0-3, EndTxn 0-3, TxnOffsetCommit 0-3, WriteTxnMarkers 0-1,
-DescribeTransactions 0, ListTransactions 0-1 (1 adds the duration filter).
+DescribeTransactions 0, ListTransactions 0-1 (1 adds the duration filter),
+DescribeProducers 0 (a partition leader's producers, for kafka-transactions'
+describe-producers and find-hanging).
 """
 
 from __future__ import annotations
 
-from spark_replica.wire.kafka.messages.layouts import api, error_code, head, per_topic, throttle
+from spark_replica.wire.kafka.messages.layouts import (
+    api,
+    error_code,
+    error_message,
+    head,
+    per_topic,
+    throttle,
+)
 from spark_replica.wire.schema import Field
 
 
@@ -190,6 +199,35 @@ LIST_TRANSACTIONS_REQUEST, LIST_TRANSACTIONS_RESPONSE = api(
     ],
 )
 
+DESCRIBE_PRODUCERS_REQUEST, DESCRIBE_PRODUCERS_RESPONSE = api(
+    "DescribeProducers",
+    api_key=61,
+    versions=(0, 0),
+    flexible=0,
+    request=[_topic_partitions("Topics")],
+    response=[
+        throttle(),
+        per_topic(
+            Field("PartitionIndex", "int32", "0+"),
+            error_code(),
+            error_message(),
+            Field(
+                "ActiveProducers",
+                [
+                    Field("ProducerId", "int64", "0+"),
+                    # An int32 here, unlike everywhere else in Kafka's protocol.
+                    Field("ProducerEpoch", "int32", "0+"),
+                    Field("LastSequence", "int32", "0+", default=-1),
+                    Field("LastTimestamp", "int64", "0+", default=-1),
+                    Field("CoordinatorEpoch", "int32", "0+"),
+                    Field("CurrentTxnStartOffset", "int64", "0+", default=-1),
+                ],
+                "0+",
+            ),
+        ),
+    ],
+)
+
 REQUESTS = [
     ADD_PARTITIONS_TO_TXN_REQUEST,
     ADD_OFFSETS_TO_TXN_REQUEST,
@@ -198,6 +236,7 @@ REQUESTS = [
     TXN_OFFSET_COMMIT_REQUEST,
     DESCRIBE_TRANSACTIONS_REQUEST,
     LIST_TRANSACTIONS_REQUEST,
+    DESCRIBE_PRODUCERS_REQUEST,
 ]
 RESPONSES = [
     ADD_PARTITIONS_TO_TXN_RESPONSE,
@@ -207,4 +246,5 @@ RESPONSES = [
     TXN_OFFSET_COMMIT_RESPONSE,
     DESCRIBE_TRANSACTIONS_RESPONSE,
     LIST_TRANSACTIONS_RESPONSE,
+    DESCRIBE_PRODUCERS_RESPONSE,
 ]
