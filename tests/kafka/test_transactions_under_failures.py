@@ -10,6 +10,17 @@ and rewinds the consumer to the group's committed offsets, a retriable one is re
 and a fenced or fatal producer is replaced by a new one (whose InitProducerId aborts
 what the old one left open).
 
+A producer whose send_offsets_to_transaction never returns is replaced the same way.
+librdkafka (up to 2.16 at least, issues #5511 and #5456) can park the call's
+TxnOffsetCommit for good: when the group's coordinator is killed, the Metadata answers
+of the other brokers stop naming it (as Kafka's do for a broker that is gone) and
+librdkafka decommissions its connection, yet keeps it cached as the group's
+coordinator, waits for that connection to come up, never sends the request and ignores
+the call's timeout. The brokers are asked nothing, so nothing they answer can end the
+call: the loop gives up on it past the transaction timeout (the call's own cap), leaves
+the producer blocked in it, and its successor's InitProducerId fences it and aborts its
+transaction, as Kafka's rule for a zombie producer says.
+
 Every output value names its input record and the attempt (transaction) that wrote it,
 so the check can tell a record written twice, one lost, and one of an aborted attempt.
 """
@@ -58,6 +69,9 @@ SEPARATOR = b"|"
 # The codes a fenced producer reports: librdkafka's own, and the brokers' two.
 FENCED = {KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH}
 RETRIES = 20
+# librdkafka caps send_offsets_to_transaction at transaction.timeout.ms: a call still
+# running well past it is parked for good (see the top).
+PARKED_S = 3 * TRANSACTION_TIMEOUT_MS / 1000
 T = TypeVar("T")
 
 
@@ -147,6 +161,32 @@ class Aborted(Exception):
     """The loop aborted a transaction on purpose."""
 
 
+class Parked(Exception):
+    """A client call did not return in time and is left blocked."""
+
+
+def bounded(call: Callable[[], T], timeout_s: float) -> T:
+    """`call`'s outcome, run on a thread of its own; Parked if it has none within
+    `timeout_s` (the thread is left blocked in it)."""
+    outcome: list[T] = []
+    failure: list[BaseException] = []
+
+    def run_call() -> None:
+        try:
+            outcome.append(call())
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=run_call, name="client-call", daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise Parked(f"no outcome in {timeout_s:.0f} s")
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
 class Loop:
     """The consume-transform-produce loop, with Kafka's error rules."""
 
@@ -168,6 +208,8 @@ class Loop:
         self.attempts = 0
         self.aborted: set[int] = set()
         self.producers = 1
+        # Producers left blocked in a parked call: never destroyed under it.
+        self.parked: list[Producer] = []
         self.progress = 0
 
     def new_producer(self) -> Producer:
@@ -206,6 +248,12 @@ class Loop:
         except Aborted:
             self.aborted.add(attempt)
             self.rewind()
+        except Parked:
+            self.parked.append(self.producer)
+            self.producer = self.new_producer()
+            self.producers += 1
+            self.aborted.add(attempt)
+            self.rewind()
         except KafkaException as exc:
             error = exc.args[0]
             assert isinstance(error, KafkaError)
@@ -225,8 +273,12 @@ class Loop:
             self.produce(message.value() + tag, message.partition())
         positions = self.consumer.position(self.consumer.assignment())
         metadata = self.consumer.consumer_group_metadata()
+        producer = self.producer
         retried(
-            lambda: self.producer.send_offsets_to_transaction(positions, metadata, CLIENT_TIMEOUT_S)
+            lambda: bounded(
+                lambda: producer.send_offsets_to_transaction(positions, metadata, CLIENT_TIMEOUT_S),
+                PARKED_S,
+            )
         )
         if attempt % ABORT_EVERY == 0:
             retried(lambda: self.producer.abort_transaction(CLIENT_TIMEOUT_S))
