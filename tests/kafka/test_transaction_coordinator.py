@@ -20,6 +20,9 @@
    committed by EndTxn completes (CompleteCommit) once its COMMIT marker is in the
    partition; one left open past its timeout is aborted by the coordinator's sweep, its
    producer fenced (epoch bumped, a late EndTxn PRODUCER_FENCED), its ABORT marker written.
+   The fence reaches the group coordinator too: the aborted transaction's ABORT marker
+   is in the group's offsets partition, so the old producer's late TxnOffsetCommit is
+   answered INVALID_PRODUCER_EPOCH at once, as Kafka's group coordinator answers it.
 5. Commit and abort end to end, with records, the markers going to whichever broker
    leads the partition: read_committed reads the committed transactions' records only,
    read_uncommitted every record; with aiokafka's transactional producer too.
@@ -57,6 +60,7 @@ from kafka import TopicPartition as KafkaPythonTopicPartition
 from spark_replica.wire.schema import Data
 from tests.kafka.clients import (
     CLIENT_TIMEOUT_S,
+    FIND_COORDINATOR,
     POLL_S,
     SOCKET_TIMEOUT_S,
     ask,
@@ -74,6 +78,10 @@ pytestmark = pytest.mark.slow
 TRANSACTION_PARTITIONS = 5
 TRANSACTION_TIMEOUT_MS = 60_000
 INIT_PRODUCER_ID, END_TXN = 22, 26
+ADD_OFFSETS_TO_TXN, TXN_OFFSET_COMMIT = 25, 28
+GROUP_KEY_TYPE = 0
+# What a group coordinator answers while its offsets partition is not ready yet.
+NOT_YET = {14, 15, 16}
 NOT_COORDINATOR = 16
 INVALID_PRODUCER_EPOCH, INVALID_TRANSACTION_TIMEOUT, PRODUCER_FENCED = 47, 50, 90
 ADD_PARTITIONS_TO_TXN = 24
@@ -332,6 +340,78 @@ def test_ended_and_timed_out_transactions_complete_with_their_markers(
         committed=True,
     )
     assert ask(cluster, coordinator, END_TXN, 3, late).error_code == PRODUCER_FENCED
+
+
+def group_coordinator_of(cluster: BrokerFactory, group: str) -> int:
+    """The broker FindCoordinator names for the group, once one names it."""
+    body = Data(key=group, key_type=GROUP_KEY_TYPE)
+
+    def named() -> int | None:
+        answer = ask(cluster, next(iter(cluster.brokers)), FIND_COORDINATOR, 3, body)
+        return int(answer.node_id) if answer.error_code == 0 else None
+
+    return eventually(named, f"a coordinator for group {group}")
+
+
+def test_a_timed_out_transaction_s_producer_is_fenced_at_the_group_coordinator_too(
+    cluster: BrokerFactory,
+) -> None:
+    """A transaction that added its group's offsets (AddOffsetsToTxn) and outlived its
+    timeout is aborted by the coordinator with the epoch bumped; the ABORT marker lands
+    in the group's offsets partition, so the old producer's TxnOffsetCommit is answered
+    at once, INVALID_PRODUCER_EPOCH (a fenced producer to librdkafka), and its
+    AddOffsetsToTxn PRODUCER_FENCED."""
+    topic = f"late-{uuid.uuid4().hex[:8]}"
+    make_topic(cluster, topic, 1)
+    group, transactional_id = f"late-{uuid.uuid4().hex[:8]}", f"late-{uuid.uuid4().hex[:8]}"
+    group_coordinator = group_coordinator_of(cluster, group)
+    coordinator = coordinator_of(cluster, transactional_id)
+    producer = init_producer_id(cluster, coordinator, transactional_id, SHORT_TIMEOUT_MS)
+    add_offsets = Data(
+        transactional_id=transactional_id,
+        producer_id=producer.producer_id,
+        producer_epoch=producer.producer_epoch,
+        group_id=group,
+    )
+    assert ask(cluster, coordinator, ADD_OFFSETS_TO_TXN, 3, add_offsets).error_code == 0
+    done = eventually(
+        lambda: (
+            (state := state_of(cluster, transactional_id))["state"] == "CompleteAbort" and state
+        ),
+        "the timed-out transaction is aborted",
+    )
+    assert done["producer_epoch"] == producer.producer_epoch + 1
+    commit = Data(
+        transactional_id=transactional_id,
+        group_id=group,
+        producer_id=producer.producer_id,
+        producer_epoch=producer.producer_epoch,
+        generation_id=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=[
+            Data(
+                name=topic,
+                partitions=[
+                    Data(
+                        partition_index=0,
+                        committed_offset=1,
+                        committed_leader_epoch=-1,
+                        committed_metadata="",
+                    )
+                ],
+            )
+        ],
+    )
+
+    def answered() -> list[int] | None:
+        answer = ask(cluster, group_coordinator, TXN_OFFSET_COMMIT, 3, commit)
+        codes = [int(p.error_code) for t in answer.topics for p in t.partitions]
+        return None if set(codes) & NOT_YET else codes
+
+    assert eventually(answered, "the group coordinator answers") == [INVALID_PRODUCER_EPOCH]
+    late = ask(cluster, coordinator, ADD_OFFSETS_TO_TXN, 3, add_offsets)
+    assert late.error_code == PRODUCER_FENCED
 
 
 def read_values(cluster: BrokerFactory, topic: str, isolation: str, count: int) -> list[bytes]:
