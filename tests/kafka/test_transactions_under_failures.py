@@ -10,7 +10,8 @@ and rewinds the consumer to the group's committed offsets, a retriable one is re
 and a fenced or fatal producer is replaced by a new one (whose InitProducerId aborts
 what the old one left open).
 
-A producer whose send_offsets_to_transaction never returns is replaced the same way.
+A producer whose send_offsets_to_transaction never returns is replaced the same way,
+and so is a consumer that answers COORDINATOR_NOT_AVAILABLE to every committed() call.
 librdkafka (up to 2.16 at least, issues #5511 and #5456) can park the call's
 TxnOffsetCommit for good: when the group's coordinator is killed, the Metadata answers
 of the other brokers stop naming it (as Kafka's do for a broker that is gone) and
@@ -19,7 +20,9 @@ coordinator, waits for that connection to come up, never sends the request and i
 the call's timeout. The brokers are asked nothing, so nothing they answer can end the
 call: the loop gives up on it past the transaction timeout (the call's own cap), leaves
 the producer blocked in it, and its successor's InitProducerId fences it and aborts its
-transaction, as Kafka's rule for a zombie producer says.
+transaction, as Kafka's rule for a zombie producer says. A consumer whose coordinator was
+killed that way has been seen to answer COORDINATOR_NOT_AVAILABLE for minutes while a
+broker had the group loaded and served others; a new consumer of the group finds it.
 
 Every output value names its input record and the attempt (transaction) that wrote it,
 so the check can tell a record written twice, one lost, and one of an aborted attempt.
@@ -194,23 +197,33 @@ class Loop:
         self.cluster, self.source, self.sink = cluster, source, sink
         self.transactional_id = transactional_id
         self.partitions = [KafkaTopicPartition(source, p) for p in range(PARTITIONS)]
-        self.consumer = Consumer(
+        self.group_id = f"ctp-{uuid.uuid4().hex[:8]}"
+        # A new group has nothing committed: starting at offset 0 spares the consumer's
+        # first OffsetFetch, which librdkafka may never send again if the group's
+        # coordinator is still loading (see the top).
+        self.consumer = self.new_consumer([0] * PARTITIONS)
+        self.producer = self.new_producer()
+        self.attempts = 0
+        self.aborted: set[int] = set()
+        self.producers = 1
+        # Clients left blocked or wedged (see the top): never destroyed under a call.
+        self.parked: list[Producer | Consumer] = []
+        self.progress = 0
+
+    def new_consumer(self, offsets: list[int]) -> Consumer:
+        consumer = Consumer(
             {
-                "bootstrap.servers": cluster.kafka_bootstrap(),
-                "group.id": f"ctp-{uuid.uuid4().hex[:8]}",
+                "bootstrap.servers": self.cluster.kafka_bootstrap(),
+                "group.id": self.group_id,
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
                 "isolation.level": "read_committed",
             }
         )
-        self.consumer.assign(self.partitions)
-        self.producer = self.new_producer()
-        self.attempts = 0
-        self.aborted: set[int] = set()
-        self.producers = 1
-        # Producers left blocked in a parked call: never destroyed under it.
-        self.parked: list[Producer] = []
-        self.progress = 0
+        consumer.assign(
+            [KafkaTopicPartition(self.source, p, offset) for p, offset in enumerate(offsets)]
+        )
+        return consumer
 
     def new_producer(self) -> Producer:
         producer = Producer(
@@ -225,7 +238,27 @@ class Loop:
         return producer
 
     def committed(self) -> list[KafkaTopicPartition]:
-        return retried(lambda: self.consumer.committed(self.partitions, 10))
+        try:
+            return retried(lambda: self.consumer.committed(self.partitions, 10))
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.COORDINATOR_NOT_AVAILABLE:
+                raise
+        # A consumer wedged on a killed coordinator (see the top): a new one, at the
+        # group's committed offsets.
+        offsets = retried(self._fresh_committed)
+        self.parked.append(self.consumer)
+        self.consumer = self.new_consumer([max(tp.offset, 0) for tp in offsets])
+        return offsets
+
+    def _fresh_committed(self) -> list[KafkaTopicPartition]:
+        """The group's committed offsets, asked by a consumer of its own."""
+        asking = Consumer(
+            {"bootstrap.servers": self.cluster.kafka_bootstrap(), "group.id": self.group_id}
+        )
+        try:
+            return asking.committed(self.partitions, 10)
+        finally:
+            asking.close()
 
     def rewind(self) -> None:
         for tp in self.committed():
