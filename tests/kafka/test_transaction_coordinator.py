@@ -8,10 +8,9 @@
    aiokafka's transactional producer is fenced the same way.
 2. `replog transactions list|describe --json` show what the clients did: the id, its
    coordinator (the broker FindCoordinator names), producer id, epoch and state.
-   Kafka's admin API for transactions (listTransactions, describeTransactions) is not in
-   the Python clients installed (confluent-kafka 2.16.1 and aiokafka 0.14 have neither),
-   so the CLI is checked against the clients' own handshake instead: the coordinator
-   FindCoordinator answers them and the epochs InitProducerId gave.
+   Here the CLI is checked against the clients' own handshake: the coordinator
+   FindCoordinator answers them and the epochs InitProducerId gave (kafka-python's admin
+   API for transactions is compared with it in test_transactions_admin_agree.py).
 3. By raw requests: InitProducerId with a transactional id is answered NOT_COORDINATOR by
    the brokers that do not coordinate it, and INVALID_TRANSACTION_TIMEOUT above
    transaction.max.timeout.ms; a stale epoch is PRODUCER_FENCED to EndTxn v2+ and
