@@ -1,8 +1,9 @@
 """Kafka's names of its request types, as its RequestMetrics label them (`request=`).
 
 Both listeners number their APIs as Kafka does (spark_replica/wire/native/apis.py), so one
-table names the requests of either. Keys nobody serves share one name, so that a
-client sending made-up keys cannot grow the set of labelled series.
+table names the requests of either; replog's own APIs (keys from 1000) follow Kafka's.
+Keys nobody serves share one name, so that a client sending made-up keys cannot grow
+the set of labelled series.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ KAFKA_API_NAMES: dict[int, str] = {
     61: "DescribeProducers",
     65: "DescribeTransactions",
     66: "ListTransactions",
+    1000: "RegisterSinkParticipants",
 }
 
 
