@@ -54,12 +54,18 @@ class InputFiles:
     """JSON files part-NNN.json, one per micro-batch, each appearing whole; every row is
     remembered. Every 5th row has no key; `pad` makes values long, so that a file is
     more than Spark buffers between its stages and a writer gets its input piece by
-    piece."""
+    piece.
+
+    Spark's file source takes new files oldest first by modification time (in
+    milliseconds), in listing order among equals: files written in the same millisecond
+    could become micro-batches in either order. Each file's time is set a second after
+    the last one's, so part-NNN is micro-batch NNN."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.rows: list[dict[str, Any]] = []
         self.files = 0
+        self._last_mtime = 0.0
         directory.mkdir(parents=True, exist_ok=True)
 
     def add(self, count: int, pad: int = 0) -> range:
@@ -75,6 +81,8 @@ class InputFiles:
         ]
         staging = self.directory / f".part-{self.files:03d}.tmp"
         staging.write_text("".join(json.dumps(row) + "\n" for row in rows))
+        self._last_mtime = max(time.time(), self._last_mtime + 1.0)
+        os.utime(staging, (self._last_mtime, self._last_mtime))
         staging.rename(self.directory / f"part-{self.files:03d}.json")
         self.files += 1
         self.rows += rows
