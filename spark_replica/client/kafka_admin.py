@@ -305,9 +305,12 @@ class KafkaAdminClient:
 
         return await self._with_coordinator(transactional_id, describe, TRANSACTION_KEY_TYPE)
 
-    async def describe_producers(self, tp: TopicPartition) -> list[ProducerDescription]:
+    async def describe_producers(
+        self, tp: TopicPartition, broker_id: int | None = None
+    ) -> list[ProducerDescription]:
         """The active producers of `tp`, as its leader knows them (DescribeProducers),
-        asked again of the new leader while leadership moves, until the deadline."""
+        asked again of the new leader while leadership moves, until the deadline; or as
+        broker `broker_id` knows them (any replica answers, as in Kafka), asked once."""
         view = KafkaLeaders(self, await self.metadata([tp.topic]))
         if tp.partition not in view.topics.get(tp.topic, {}):
             raise UnknownTopicOrPartitionError(
@@ -332,6 +335,12 @@ class KafkaAdminClient:
                 )
                 for p in partition.active_producers
             ]
+
+        if broker_id is not None:
+            answered = await ask(broker_id)
+            if isinstance(answered, ReplogError):
+                raise answered
+            return answered
 
         async def ask_group(
             leader: int, _: list[TopicPartition]

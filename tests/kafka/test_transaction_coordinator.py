@@ -677,6 +677,16 @@ def test_describe_producers_names_idempotent_and_transactional_producers(
                 ),
                 f"follower {follower} knows the producers the leader knows",
             )
+            by_follower = replog(
+                "transactions", "describe-producers", "--topic", topic, "--partition", "0",
+                "--broker-id", str(follower),
+                "--bootstrap-server", cluster.kafka_bootstrap(), "--json",
+            )  # fmt: skip
+            assert by_follower.returncode == 0, by_follower.stderr.decode()
+            assert {
+                p["producer_id"]: (p["producer_epoch"], p["last_sequence"])
+                for p in json.loads(by_follower.stdout)
+            } == {pid: (epoch, sequence) for pid, (epoch, sequence, _, _) in found.items()}
     finally:
         admin.close()
 

@@ -6,8 +6,8 @@ the transaction coordinators are (same connection options). `list` asks every br
 (ListTransactions: each coordinator lists the transactional ids it owns; v1 for
 kafka-transactions' `--duration-filter`), `describe` the coordinator of one transactional
 id (FindCoordinator, then DescribeTransactions), `describe-producers` the leader of one
-partition (DescribeProducers: the producers it knows, and where each one's open
-transaction began).
+partition, or the broker `--broker-id` names (DescribeProducers: the producers it knows,
+and where each one's open transaction began; any replica answers, as in Kafka).
 
 Tables have kafka-transactions' columns, or with `--json`:
 - list: `[{"transactional_id", "coordinator", "producer_id", "state"}, ...]`
@@ -111,11 +111,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
     producers = actions.add_parser(
         "describe-producers",
-        help="a partition's active producers, as its leader knows them, and where each "
-        "one's open transaction began",
+        help="a partition's active producers, as its leader (or --broker-id) knows them, "
+        "and where each one's open transaction began",
     )
     producers.add_argument("--topic", required=True, help="the topic")
     producers.add_argument("--partition", type=int, required=True, help="the partition")
+    producers.add_argument(
+        "--broker-id",
+        type=int,
+        help="the broker to ask (any replica of the partition answers); default: its leader",
+    )
     add_json_flag(producers)
     add_kafka_listener_options(producers)
     transactions.set_defaults(handler=run)
@@ -194,7 +199,9 @@ def description_json(described: TransactionDescription, now_ms: int) -> dict[str
 
 
 async def _describe_producers(admin: KafkaAdminClient, args: argparse.Namespace) -> int:
-    described = await admin.describe_producers(TopicPartition(args.topic, args.partition))
+    described = await admin.describe_producers(
+        TopicPartition(args.topic, args.partition), args.broker_id
+    )
     documents = [producer_json(producer) for producer in described]
     if args.json:
         print_json(documents)
