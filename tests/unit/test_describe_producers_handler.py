@@ -14,7 +14,6 @@ from typing import Any
 from brokerd.kafka.describe_producers import handle_describe_producers
 from brokerd.kafka.request import KafkaRequest
 from brokerd.replication.producer_state import ProducerStateManager
-from spark_replica.records import TRANSACTIONAL_FLAG, BatchHeader
 from spark_replica.security.acl import (
     AclBinding,
     AclEntry,
@@ -27,6 +26,7 @@ from spark_replica.security.acl import (
 )
 from spark_replica.topics import TopicPartition
 from spark_replica.wire.schema import Data
+from tests.unit.test_producer_state_transactions import data
 
 TOPIC_AUTHORIZATION_FAILED, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER = 29, 3, 6
 APP = "User:app"
@@ -39,29 +39,11 @@ class StandInPartition:
         self.producer_state = ProducerStateManager()
 
 
-def batch(producer_id: int, sequence: int, count: int, transactional: bool) -> BatchHeader:
-    return BatchHeader(
-        base_offset=0,
-        batch_length=100,
-        leader_epoch=0,
-        magic=2,
-        crc=0,
-        attributes=TRANSACTIONAL_FLAG if transactional else 0,
-        last_offset_delta=count - 1,
-        first_timestamp=0,
-        max_timestamp=1_000,
-        producer_id=producer_id,
-        producer_epoch=1,
-        base_sequence=sequence,
-        record_count=count,
-    )
-
-
 def broker(authorizer: Authorizer | None) -> Any:
     led, followed = StandInPartition(), StandInPartition()
-    led.producer_state.record(batch(7, 0, 3, transactional=False), 0)
-    led.producer_state.record(batch(8, 0, 2, transactional=True), 3)
-    followed.producer_state.record(batch(7, 0, 3, transactional=False), 0)
+    led.producer_state.record(data(0, 0, 3, pid=7, epoch=1, txn=False), 0)
+    led.producer_state.record(data(3, 0, 2, pid=8, epoch=1), 3)
+    followed.producer_state.record(data(0, 0, 3, pid=7, epoch=1, txn=False), 0)
     hosted = {TopicPartition("t", 0): led, TopicPartition("t", 1): followed}
     known = {*hosted, TopicPartition("t", 2), TopicPartition("u", 0)}
     return SimpleNamespace(
